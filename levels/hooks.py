@@ -1,0 +1,136 @@
+"""Locust event listeners for every fourfold level, installed once by :func:`install`.
+
+- ``init_command_line_parser``: fourfold's options (:mod:`levels.options`).
+- ``init``: the environment's Runtime; with no ``--host`` (local runner or master), the level's
+  embedded targets (the LLM simulator, and for L3 the reference RAG service) start on loopback
+  and ``environment.host`` points at them, so workers and the web UI form see the address.
+- ``test_start``: settings re-read (workers receive the master's options only now), the run
+  directory opened, the server-metrics sampler started for levels that want it.
+- ``test_stop`` / ``quitting``: sampler stopped, ``summary.json`` written, the LLM summary
+  printed, embedded targets stopped.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import sys
+from typing import Any
+
+from locust import events
+
+from levels import options as _options
+
+log = logging.getLogger("fourfold")
+_installed = False
+_embedded: list[Any] = []          # handles with .stop() of targets this process started
+
+
+def simulator_running() -> bool:
+    """True when this process (or, on a worker, the master) runs against the embedded simulator."""
+    return bool(_embedded) or _EMBEDDED_FLAG.get("on", False)
+
+
+_EMBEDDED_FLAG: dict[str, bool] = {}
+
+
+def _llm_user_classes(environment: Any) -> list[Any]:
+    return [cls for cls in environment.user_classes if hasattr(cls, "start_embedded")]
+
+
+def _on_parser(parser: Any, **_kw: Any) -> None:
+    _options.register(parser)
+
+
+def _on_init(environment: Any, **_kw: Any) -> None:
+    from levels.runtime import register
+
+    runtime = register(environment)
+    classes = _llm_user_classes(environment)
+    if classes:
+        runtime.level = classes[0].level
+    if runtime.is_worker or environment.host or not classes:
+        return
+    host, handles = classes[0].start_embedded(runtime.settings)
+    _embedded.extend(handles)
+    atexit.register(stop_embedded)
+    environment.host = host
+    for cls in environment.user_classes:
+        cls.host = host
+    if environment.parsed_options is not None:
+        environment.parsed_options.host = host
+        environment.parsed_options.fourfold_embedded = True
+    runtime.meta_extra["embedded_target"] = {"profile": runtime.settings.sim_profile,
+                                             "seed": runtime.settings.sim_seed}
+    log.info("fourfold: no --host given; embedded target running at %s", host)
+
+
+def _on_test_start(environment: Any, **_kw: Any) -> None:
+    from levels.options import Settings
+    from levels.runtime import get_runtime
+
+    runtime = get_runtime(environment)
+    runtime.settings = Settings.from_options(environment.parsed_options)
+    if getattr(environment.parsed_options, "fourfold_embedded", False):
+        _EMBEDDED_FLAG["on"] = True
+    if runtime.is_worker:
+        return
+    runtime.open_run()
+    classes = _llm_user_classes(environment)
+    if classes and any(cls.samples_server_metrics for cls in classes):
+        from levels.sampler import start_sampler
+
+        runtime.sampler = start_sampler(runtime)
+
+
+def _on_test_stop(environment: Any, **_kw: Any) -> None:
+    from levels.runtime import get_runtime
+
+    runtime = get_runtime(environment)
+    sampler = getattr(runtime, "sampler", None)
+    if sampler is not None:
+        runtime.sampler = None
+        runtime.summary_extra["server_metrics"] = sampler.stop()
+        runtime.open_run().write_json("server_metrics.json", sampler.series())
+
+
+def _on_quitting(environment: Any, **_kw: Any) -> None:
+    from levels.runtime import get_runtime
+    from measure.console import format_summary
+
+    runtime = getattr(environment, "fourfold_runtime", None)
+    if runtime is None:
+        return
+    if runtime.is_worker:
+        log.info("fourfold worker: %d records measured, %d shipped to the master",
+                 runtime.records_seen, runtime.records_shipped + len(runtime.pending))
+        return
+    _on_test_stop(environment)
+    summary = get_runtime(environment).finish()
+    if summary is not None:
+        print(format_summary(summary), file=sys.stderr if environment.parsed_options is None else sys.stdout)
+        assert runtime.writer is not None
+        print(f"fourfold: run directory {runtime.writer.run_dir}", flush=True)
+    stop_embedded()
+
+
+def stop_embedded() -> None:
+    while _embedded:
+        handle = _embedded.pop()
+        try:
+            handle.stop()
+        except Exception:  # noqa: BLE001 - shutting down: report, keep stopping the rest
+            log.exception("fourfold: stopping an embedded target failed")
+
+
+def install() -> None:
+    """Attach the listeners to Locust's global events (once per process)."""
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    events.init_command_line_parser.add_listener(_on_parser)
+    events.init.add_listener(_on_init)
+    events.test_start.add_listener(_on_test_start)
+    events.test_stop.add_listener(_on_test_stop)
+    events.quitting.add_listener(_on_quitting)

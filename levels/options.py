@@ -1,0 +1,126 @@
+"""fourfold's options: registered once on Locust's parser, read once into a frozen Settings.
+
+Registered through ``events.init_command_line_parser`` they work from the command line, from
+``LOCUST_*`` environment variables, from ``locust.conf`` / ``[tool.locust]``, and in the web UI's
+start form. Secrets (``--api-key``) are masked in the form and never copied into records, logs or
+``meta.json`` (see :func:`redacted`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from measure.dialects import DIALECTS
+
+SECRET_OPTIONS = frozenset({"api_key"})
+
+
+def register(parser: Any) -> None:
+    """Add fourfold's options to Locust's argument parser (call from init_command_line_parser)."""
+    add = parser.add_argument
+    add("--dialect", default="openai", choices=sorted(DIALECTS),
+        help="Wire format of the target: openai (chat completions), anthropic (/v1/messages), triton (KServe v2)")
+    add("--model", default="fourfold-sim", help="Model name sent in each request")
+    add("--dataset", default="", help="JSONL of prompts (id, prompt or messages, reference); default: bundled prompts")
+    add("--max-tokens", type=int, default=0, help="Override every item's max_tokens (0 = use the item's)")
+    add("--ignore-eos", action="store_true", default=False,
+        help="Ask the server to always produce max_tokens (vLLM extension; on by default against the embedded simulator)")
+    add("--no-stream", action="store_true", default=False, help="Send non-streaming requests (TTFT = E2E)")
+    add("--api-key", default="", is_secret=True, env_var="FOURFOLD_API_KEY",
+        help="API key (or env FOURFOLD_API_KEY); sent as Bearer or x-api-key, never recorded")
+    add("--api-key-header", default="authorization", choices=["authorization", "x-api-key", "api-key"],
+        help="How the API key is sent")
+    add("--warmup-requests", type=int, default=1,
+        help="Requests each user sends before measuring (excluded from every statistic)")
+    add("--stall-ms", type=float, default=150.0, help="A gap between content chunks above this is a stall")
+    add("--read-timeout", type=float, default=60.0, help="Seconds of silence before a stream counts as timed out")
+    add("--connect-timeout", type=float, default=10.0, help="Seconds to open a connection")
+    add("--max-response-s", type=float, default=600.0, help="Stop reading a response after this many seconds")
+    add("--http2", action="store_true", default=False, help="Use HTTP/2 (httpx + h2) instead of fourfold's HTTP/1.1 transport")
+    add("--insecure", action="store_true", default=False, help="Do not verify TLS certificates")
+    add("--run-dir", default="runs", help="Base directory of run directories")
+    add("--label", default="", help="Label of this run (part of the run directory's name)")
+    add("--no-record-text", action="store_true", default=False, help="Do not keep answer text in records.jsonl")
+    add("--metrics-url", default="",
+        help="Prometheus /metrics of the target to sample during the run (default: <host>/metrics; 'off' disables)")
+    add("--sample-interval", type=float, default=1.0, help="Seconds between /metrics and nvidia-smi samples")
+    add("--sim-profile", default="baseline",
+        help="Profile of the embedded simulator started when no --host is given")
+    add("--sim-seed", type=int, default=0, help="Seed of the embedded simulator")
+
+
+@dataclass(frozen=True)
+class Settings:
+    dialect: str = "openai"
+    model: str = "fourfold-sim"
+    dataset: str = ""
+    max_tokens: int | None = None
+    ignore_eos: bool = False
+    stream: bool = True
+    api_key: str = field(default="", repr=False)
+    api_key_header: str = "authorization"
+    warmup_requests: int = 1
+    stall_ms: float = 150.0
+    read_timeout_s: float = 60.0
+    connect_timeout_s: float = 10.0
+    max_response_s: float = 600.0
+    http2: bool = False
+    insecure: bool = False
+    run_dir: str = "runs"
+    label: str = ""
+    record_text: bool = True
+    metrics_url: str = ""
+    sample_interval_s: float = 1.0
+    sim_profile: str = "baseline"
+    sim_seed: int = 0
+
+    @classmethod
+    def from_options(cls, options: Any) -> Settings:
+        """Build from Locust's parsed options (missing attributes take the defaults)."""
+        def get(name: str, default: Any) -> Any:
+            value = getattr(options, name, default) if options is not None else default
+            return default if value is None else value
+
+        max_tokens = int(get("max_tokens", 0)) or None
+        return cls(
+            dialect=get("dialect", "openai"),
+            model=get("model", "fourfold-sim"),
+            dataset=get("dataset", ""),
+            max_tokens=max_tokens,
+            ignore_eos=bool(get("ignore_eos", False)),
+            stream=not get("no_stream", False),
+            api_key=get("api_key", "") or os.environ.get("FOURFOLD_API_KEY", ""),
+            api_key_header=get("api_key_header", "authorization"),
+            warmup_requests=int(get("warmup_requests", 1)),
+            stall_ms=float(get("stall_ms", 150.0)),
+            read_timeout_s=float(get("read_timeout", 60.0)),
+            connect_timeout_s=float(get("connect_timeout", 10.0)),
+            max_response_s=float(get("max_response_s", 600.0)),
+            http2=bool(get("http2", False)),
+            insecure=bool(get("insecure", False)),
+            run_dir=get("run_dir", "runs"),
+            label=get("label", ""),
+            record_text=not get("no_record_text", False),
+            metrics_url=get("metrics_url", ""),
+            sample_interval_s=float(get("sample_interval", 1.0)),
+            sim_profile=get("sim_profile", "baseline"),
+            sim_seed=int(get("sim_seed", 0)),
+        )
+
+    def auth_headers(self) -> dict[str, str]:
+        if not self.api_key:
+            return {}
+        if self.api_key_header == "authorization":
+            return {"Authorization": f"Bearer {self.api_key}"}
+        return {self.api_key_header: self.api_key}
+
+
+def redacted(settings: Settings) -> dict[str, Any]:
+    """Settings as a dict with every secret replaced by "***" (or "" when unset)."""
+    data = asdict(settings)
+    for name in SECRET_OPTIONS:
+        if data.get(name):
+            data[name] = "***"
+    return data

@@ -1,0 +1,64 @@
+"""The LLM summary printed at the end of a run (plain text, fixed-width, pure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_COLUMNS = (
+    # header, width, getter
+    ("level:scenario", 22, lambda g: f"{g['level']}:{g['scenario']}" if g["scenario"] else g["level"]),
+    ("reqs", 6, lambda g: g["requests"]),
+    ("fail%", 6, lambda g: _pct(g.get("error_rate"))),
+    ("TTFT p50", 9, lambda g: _ms(g["ttft_ms"]["p50"])),
+    ("p95", 7, lambda g: _ms(g["ttft_ms"]["p95"])),
+    ("p99", 7, lambda g: _ms(g["ttft_ms"]["p99"])),
+    ("ITL p50", 8, lambda g: _ms(g["itl_ms"]["p50"])),
+    ("p99", 7, lambda g: _ms(g["itl_ms"]["p99"])),
+    ("TPOT p50", 9, lambda g: _ms(g["tpot_ms"]["p50"])),
+    ("E2E p50", 8, lambda g: _ms(g["e2e_ms"]["p50"])),
+    ("p95", 7, lambda g: _ms(g["e2e_ms"]["p95"])),
+    ("p99", 7, lambda g: _ms(g["e2e_ms"]["p99"])),
+    ("out tok/s", 10, lambda g: _num(g.get("output_tps"))),
+    ("stall%", 7, lambda g: _pct(g.get("stall_rate"))),
+)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}"
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    """A table with one line per (level, scenario) and the Aggregated line; times in ms.
+
+    TTFT/ITL/TPOT/E2E follow docs/metrics.md (ITL = pooled gaps between content chunks, vLLM's ITL;
+    TPOT = (E2E - TTFT) / (tokens - 1) per request, AIPerf's "ITL").
+    """
+    groups = list(summary.get("groups", []))
+    total = summary.get("total")
+    rows = groups + ([total] if total and len(groups) != 1 else [])
+    header = " ".join(f"{name:>{width}}" if i else f"{name:<{width}}" for i, (name, width, _) in enumerate(_COLUMNS))
+    lines = ["fourfold LLM summary (ms; ITL = gap between content chunks, TPOT = (E2E-TTFT)/(tokens-1))", header]
+    for group in rows:
+        cells = []
+        for i, (_, width, get) in enumerate(_COLUMNS):
+            text = str(get(group))
+            cells.append(f"{text:>{width}}" if i else f"{text:<{width}.{width}}")
+        lines.append(" ".join(cells))
+    if total:
+        errors = {k: v for k, v in (total.get("errors") or {}).items() if k != "ok" and v}
+        if errors:
+            lines.append("errors: " + ", ".join(f"{k}={v}" for k, v in sorted(errors.items())))
+    server = summary.get("server_metrics", {}).get("metrics") or {}
+    if server:
+        parts = [f"{name} mean {m['mean']:g} max {m['max']:g}" for name, m in server.items()
+                 if not name.endswith("_total")]
+        lines.append("server: " + "; ".join(parts))
+    return "\n".join(lines)

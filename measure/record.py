@@ -1,0 +1,112 @@
+"""RequestRecord: everything fourfold keeps about one LLM request.
+
+A record is the unit every sink consumes: the histograms (measure.stats), the Locust request
+event, and the run log (``records.jsonl``). It is a plain dataclass so it serialises to one JSON
+line and reads back without Locust, sockets or the model.
+
+Times are milliseconds relative to the moment the request was handed to the socket
+(``t_send``), except ``started_at`` (Unix seconds, wall clock) which places the record in the
+run. ``chunk_offsets_ms`` holds the receive time of every *content* chunk (a network read that
+carried at least one text delta), so ITL, stalls and the stream waveform can be recomputed later.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+TEXT_CAP_CHARS = 16_384
+
+# Every request ends in exactly one of these classes ("ok" when nothing went wrong).
+ERROR_CLASSES = (
+    "ok",
+    "connect_error",      # could not open the connection (refused, DNS, TLS handshake)
+    "ttft_timeout",       # response headers or first token did not arrive in time
+    "read_timeout",       # the stream went silent longer than the read timeout after it started
+    "http_4xx",           # non-200 status in the 4xx range other than 429
+    "http_5xx",           # 5xx status
+    "rate_limited",       # 429
+    "context_length",     # 400 whose body says the context length was exceeded
+    "malformed_stream",   # bytes that do not parse as the dialect's wire format
+    "interrupted",        # the stream ended (or broke) before its terminal event
+    "truncated",          # the server stopped at max_tokens / length finish
+    "too_large",          # a response (or a single event) larger than the configured limit
+    "client_error",       # anything else raised inside the client (a bug in fourfold, counted not crashed)
+)
+FAILURE_CLASSES = frozenset(ERROR_CLASSES) - {"ok", "truncated"}
+
+
+@dataclass
+class RequestRecord:
+    """One LLM request, as measured by the client."""
+
+    level: str = ""
+    scenario: str = ""
+    dialect: str = ""
+    endpoint: str = ""
+    item_id: str = ""
+    request_id: str = ""
+    user_id: int = -1
+    variant: str = ""
+    pair_id: str = ""
+    warmup: bool = False
+    started_at: float = 0.0          # Unix seconds (wall clock) when the request was sent
+    status: int = 0                  # HTTP status; 0 when no response arrived
+    error_class: str = "ok"
+    error_detail: str = ""
+    ttfb_ms: float | None = None     # send -> response headers
+    ttft_ms: float | None = None     # send -> first chunk carrying output text
+    e2e_ms: float | None = None      # send -> last content chunk or terminal event
+    queue_ms: float = 0.0            # open loop: intended arrival -> send (client queueing)
+    chunk_offsets_ms: list[float] = field(default_factory=list)
+    output_tokens: int = 0
+    output_tokens_source: str = "chunks"   # "usage" when the server reported it
+    input_tokens: int | None = None
+    content_chunks: int = 0
+    terminal: bool = False           # saw the dialect's terminal event ([DONE], message_stop, ...)
+    finish_reason: str = ""
+    text: str = ""
+    text_truncated: bool = False
+    response_bytes: int = 0
+    conn_reused: bool | None = None
+    http_version: str = ""
+    connect_ms: float | None = None
+    server_timing: dict[str, float] = field(default_factory=dict)
+    plan: dict[str, Any] = field(default_factory=dict)   # the target's stated plan (simulator header)
+    extra: dict[str, Any] = field(default_factory=dict)  # level-specific facts (doc ids, turn, ...)
+    schema: int = SCHEMA_VERSION
+
+    # ---- derived values (pure) ----
+    @property
+    def ok(self) -> bool:
+        return self.error_class not in FAILURE_CLASSES
+
+    @property
+    def itl_ms(self) -> list[float]:
+        """Gaps between consecutive content chunks (vLLM's ITL, AIPerf's inter-chunk latency)."""
+        offs = self.chunk_offsets_ms
+        return [b - a for a, b in zip(offs, offs[1:])]
+
+    @property
+    def tpot_ms(self) -> float | None:
+        """(e2e - ttft) / (output_tokens - 1): vLLM's TPOT, AIPerf's ITL."""
+        if self.ttft_ms is None or self.e2e_ms is None or self.output_tokens < 2:
+            return None
+        return (self.e2e_ms - self.ttft_ms) / (self.output_tokens - 1)
+
+    def set_text(self, text: str, cap: int = TEXT_CAP_CHARS) -> None:
+        if len(text) > cap:
+            self.text, self.text_truncated = text[:cap], True
+        else:
+            self.text, self.text_truncated = text, False
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RequestRecord:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})

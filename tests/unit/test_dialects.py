@@ -1,0 +1,376 @@
+"""Dialects: exact request bodies, recorded server streams in any split, errors as data."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from measure.dialects import DIALECTS, RequestOptions, UnknownDialect, get_dialect
+from measure.dialects.base import Completion
+from measure.dialects.openai_chat import loads_event
+from measure.items import Item
+from measure.record import ERROR_CLASSES
+
+RECORDED = Path(__file__).resolve().parents[1] / "recorded"
+
+
+def run(dialect: str, chunks: list[bytes], streaming: bool = True, **kwargs: Any) -> tuple[Completion, list[int], Any]:
+    parser = get_dialect(dialect).parser(streaming, **kwargs)
+    counts = [parser.feed(chunk) for chunk in chunks]
+    return parser.finish(), counts, parser
+
+
+def sse(*payloads: Any, sep: str = "\n\n") -> bytes:
+    return "".join(f"data: {p if isinstance(p, str) else json.dumps(p)}{sep}" for p in payloads).encode()
+
+
+def chunk(content: str | None = None, finish: str | None = None, **delta: Any) -> dict[str, Any]:
+    if content is not None:
+        delta["content"] = content
+    return {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+# ---- recorded streams -------------------------------------------------------------------------
+
+EXPECTED = {
+    # file: (dialect, Completion fields, server_timing subset)
+    "vllm_chat": ("openai", dict(
+        text="Paris is the capital of France — a city of café culture.", reasoning="", content_deltas=13,
+        output_tokens=13, input_tokens=24, finish_reason="stop", terminal=True, error_class=""), {}),
+    "vllm_chat_reasoning": ("openai", dict(
+        text="\n\n2 + 2 =", reasoning="Okay, the user asks for 2+2.", content_deltas=15,
+        output_tokens=16, input_tokens=12, finish_reason="length", terminal=True, error_class=""), {}),
+    "llamacpp_chat": ("openai", dict(
+        text="Hello! How can I help you today? 😊", content_deltas=10, output_tokens=11, input_tokens=18,
+        finish_reason="stop", terminal=True, error_class=""), {"prompt_ms": 31.442, "predicted_ms": 126.351}),
+    "tgi_chat": ("openai", dict(
+        text="Deep learning is a subset of machine learning", content_deltas=8, output_tokens=8,
+        input_tokens=21, finish_reason="length", terminal=True, error_class=""), {}),
+    "anthropic_messages": ("anthropic", dict(
+        text="Hello! I'm Claude — happy to help.", reasoning="", content_deltas=6, output_tokens=15,
+        input_tokens=472, finish_reason="end_turn", terminal=True, error_class=""), {}),
+    "anthropic_messages_crlf": ("anthropic", dict(
+        text="Hello! I'm Claude — happy to help.", content_deltas=6, output_tokens=15, input_tokens=472,
+        finish_reason="end_turn", terminal=True, error_class=""), {}),
+    "anthropic_thinking_tools": ("anthropic", dict(
+        text="Let me check that.", reasoning="I need to find the weather in Paris.", content_deltas=5,
+        output_tokens=64, input_tokens=38, finish_reason="length", terminal=True, error_class=""), {}),
+    "triton_generate_stream": ("triton", dict(
+        text=" Machine learning is a branch of artificial intelligence.", content_deltas=9,
+        output_tokens=None, input_tokens=None, finish_reason="", terminal=True, error_class=""), {}),
+}
+
+
+def recorded(name: str) -> bytes:
+    return (RECORDED / f"{name}.sse").read_bytes()
+
+
+def check(name: str, completion: Completion, counts: list[int], parser: Any) -> None:
+    dialect, fields, timing = EXPECTED[name]
+    for key, value in fields.items():
+        assert getattr(completion, key) == value, key
+    assert sum(counts) == completion.content_deltas
+    assert parser.server_timing.items() >= timing.items()
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_recorded_stream_in_one_read(name: str) -> None:
+    check(name, *run(EXPECTED[name][0], [recorded(name)]))
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_recorded_stream_one_byte_per_read(name: str) -> None:
+    raw = recorded(name)
+    check(name, *run(EXPECTED[name][0], [raw[i:i + 1] for i in range(len(raw))]))
+
+
+@settings(max_examples=25, deadline=None)
+@given(name=st.sampled_from(sorted(EXPECTED)), data=st.data())
+def test_recorded_stream_random_splits(name: str, data: st.DataObject) -> None:
+    raw = recorded(name)
+    cuts = sorted(set(data.draw(st.lists(st.integers(0, len(raw)), max_size=40))))
+    points = [0, *cuts, len(raw)]
+    check(name, *run(EXPECTED[name][0], [raw[a:b] for a, b in pairwise(points)]))
+
+
+@pytest.mark.parametrize("name", ["vllm_chat", "anthropic_messages", "triton_generate_stream"])
+def test_each_delta_counts_in_the_read_that_completes_its_event(name: str) -> None:
+    raw = recorded(name)
+    events = [e + b"\n\n" for e in raw.split(b"\n\n") if e]
+    completion, counts, _ = run(EXPECTED[name][0], events)
+    assert sum(counts) == completion.content_deltas and set(counts) <= {0, 1}
+    if name == "vllm_chat":   # role chunk, 13 tokens, finish chunk, usage chunk, [DONE]
+        assert counts == [0] + [1] * 13 + [0, 0, 0]
+
+
+def test_crlf_variant_matches_lf() -> None:
+    assert recorded("anthropic_messages_crlf") == recorded("anthropic_messages").replace(b"\n", b"\r\n")
+
+
+# ---- OpenAI errors and edges --------------------------------------------------------------------
+
+def test_openai_malformed_events_are_counted_and_parsing_goes_on() -> None:
+    raw = sse(chunk("a"), '{"choices": [', chunk("b"), "not json", chunk("c", finish="stop"), "[DONE]")
+    completion, counts, parser = run("openai", [raw])
+    assert (completion.text, completion.content_deltas, completion.terminal) == ("abc", 3, True)
+    assert completion.error_class == "malformed_stream"
+    assert parser.malformed_events == 2
+    assert '{"choices": [' in completion.error_detail and "+1 more" in completion.error_detail
+
+
+@pytest.mark.parametrize("error, expected", [
+    ({"error": {"message": "upstream died", "type": "InternalServerError", "code": 500}}, "interrupted"),
+    ({"error": {"message": "This model's maximum context length is 8192 tokens", "code": 400}}, "context_length"),
+    ({"error": {"message": "too long", "code": "context_length_exceeded"}}, "context_length"),
+    ({"object": "error", "message": "decode failed", "type": "BadRequestError", "code": 400}, "interrupted"),
+    ({"error": "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096",
+      "error_type": "validation"}, "interrupted"),
+])
+def test_openai_error_event_mid_stream(error: dict[str, Any], expected: str) -> None:
+    completion, counts, _ = run("openai", [sse(chunk("partial"), error)])
+    assert completion.error_class == expected
+    assert completion.error_detail and completion.text == "partial" and not completion.terminal
+
+
+def test_openai_error_outranks_malformed() -> None:
+    completion, _, _ = run("openai", [sse("{bad", {"error": {"message": "boom"}}, "{bad")])
+    assert (completion.error_class, completion.error_detail) == ("interrupted", "boom")
+
+
+def test_openai_stream_without_done_is_not_terminal() -> None:
+    completion, _, _ = run("openai", [sse(chunk("a"), chunk("", finish="stop"))])
+    assert (completion.text, completion.finish_reason, completion.terminal) == ("a", "stop", False)
+
+
+def test_openai_reasoning_field_and_role_only_chunks() -> None:
+    raw = sse(chunk(role="assistant"), chunk(None, reasoning="think"), chunk(content=None, role="assistant"),
+              chunk("x"), "[DONE]")
+    completion, counts, _ = run("openai", [raw])
+    assert counts == [2] and (completion.reasoning, completion.text) == ("think", "x")
+
+
+def test_openai_continuous_usage_last_value_wins() -> None:
+    events = [dict(chunk(t), usage={"prompt_tokens": 5, "completion_tokens": n}) for n, t in enumerate("abc", 1)]
+    completion, _, _ = run("openai", [sse(*events, "[DONE]")])
+    assert (completion.output_tokens, completion.input_tokens) == (3, 5)
+
+
+def test_openai_invalid_utf8_in_content_is_tolerated() -> None:
+    raw = b'data: {"choices":[{"delta":{"content":"a\xffb"}}]}\n\ndata: [DONE]\n\n'
+    completion, counts, parser = run("openai", [raw])
+    assert completion.text == "a\ufffdb" and completion.terminal and parser.decoder.invalid_utf8 == 1
+
+
+def test_openai_oversized_event_is_too_large() -> None:
+    raw = sse(chunk("a"), chunk("x" * 5000), chunk("b"), "[DONE]")
+    completion, _, _ = run("openai", [raw[i:i + 512] for i in range(0, len(raw), 512)], max_event_bytes=1024)
+    assert (completion.text, completion.error_class, completion.terminal) == ("ab", "too_large", True)
+
+
+@settings(max_examples=100, deadline=None)
+@given(dialect=st.sampled_from(["openai", "anthropic", "triton"]), streaming=st.booleans(),
+       chunks=st.lists(st.one_of(st.binary(max_size=30), st.sampled_from(
+           [b"data: ", b"\n\n", b"{", b'{"choices":[{"delta":{"content":1}}]}', b"event: error\n",
+            b'{"type":"content_block_delta","delta":7}', b'{"outputs":[]}', b"\r", b'"error"'])), max_size=10))
+def test_random_bytes_never_raise(dialect: str, streaming: bool, chunks: list[bytes]) -> None:
+    completion, counts, _ = run(dialect, chunks, streaming, max_event_bytes=256)
+    assert completion.error_class in ("", *ERROR_CLASSES)
+    assert sum(counts) == (completion.content_deltas if streaming else 0)
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+def loads_or_error(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return ValueError
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(
+    st.dictionaries(st.text(max_size=5), JSON_VALUES, max_size=4).map(json.dumps),
+    st.builds(lambda v, tail: json.dumps(v) + tail, st.dictionaries(st.text(max_size=3), JSON_VALUES, max_size=2),
+              st.sampled_from(["", " ", "\n\t", " x", "}", ",{}"])),
+    st.text(max_size=20).map(lambda t: "{" + t),
+    st.text(max_size=20),
+))
+def test_loads_event_matches_json_loads(text: str) -> None:
+    expected = loads_or_error(text)
+    if expected is ValueError:
+        with pytest.raises(ValueError):
+            loads_event(text)
+    else:
+        assert loads_event(text) == expected
+
+
+# ---- Anthropic and Triton errors ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("error_type, message, expected", [
+    ("rate_limit_error", "Number of request tokens has exceeded your rate limit", "rate_limited"),
+    ("overloaded_error", "Overloaded", "http_5xx"),
+    ("api_error", "Internal server error", "http_5xx"),
+    ("invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum", "context_length"),
+    ("invalid_request_error", "messages: roles must alternate", "interrupted"),
+])
+def test_anthropic_error_event(error_type: str, message: str, expected: str) -> None:
+    start = recorded("anthropic_messages").split(b"event: content_block_stop")[0]
+    error = {"type": "error", "error": {"type": error_type, "message": message}}
+    completion, _, _ = run("anthropic", [start, f"event: error\ndata: {json.dumps(error)}\n\n".encode()])
+    assert (completion.error_class, completion.error_detail) == (expected, message)
+    assert completion.text == "Hello! I'm Claude — happy to help." and not completion.terminal
+    assert (completion.input_tokens, completion.output_tokens) == (472, None)   # no message_delta came
+
+
+def test_anthropic_malformed_event() -> None:
+    raw = b'event: content_block_delta\ndata: {"type":"content_block_delta","delta":{"type":"text_delta","text":"ok"}}\n\n'
+    completion, counts, _ = run("anthropic", [raw, b"event: content_block_delta\ndata: {nope\n\n"])
+    assert counts == [1, 0] and completion.text == "ok" and completion.error_class == "malformed_stream"
+
+
+@pytest.mark.parametrize("message, expected", [
+    ("in ensemble 'ensemble', Executor failed", "interrupted"),
+    ("in ensemble 'ensemble', input length (9000) exceeds max_input_len (8192)", "context_length"),
+])
+def test_triton_error_event(message: str, expected: str) -> None:
+    raw = sse({"model_name": "ensemble", "text_output": " Hi"}, {"error": message})
+    completion, counts, _ = run("triton", [raw])
+    assert (completion.error_class, completion.error_detail, completion.terminal) == (expected, message, False)
+    assert completion.text == " Hi" and counts == [1]
+
+
+def test_triton_empty_body_is_not_terminal() -> None:
+    assert run("triton", [b""])[0].terminal is False
+
+
+# ---- non-streaming bodies ------------------------------------------------------------------------
+
+NON_STREAM = [
+    ("openai", {"id": "chatcmpl-1", "object": "chat.completion", "choices": [{"index": 0, "message": {
+        "role": "assistant", "content": "Paris.", "reasoning_content": "Capital of France?"},
+        "finish_reason": "stop"}], "usage": {"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13}},
+     dict(text="Paris.", reasoning="Capital of France?", content_deltas=1, output_tokens=4, input_tokens=9,
+          finish_reason="stop", terminal=True, error_class=""), {}),
+    ("openai", {"choices": [{"message": {"content": ""}, "finish_reason": "length"}]},
+     dict(text="", content_deltas=0, output_tokens=None, finish_reason="length", terminal=True), {}),
+    ("anthropic", {"id": "msg_1", "type": "message", "role": "assistant", "content": [
+        {"type": "thinking", "thinking": "Hmm.", "signature": "abc"}, {"type": "text", "text": "Hello"},
+        {"type": "tool_use", "id": "t", "name": "f", "input": {}}, {"type": "text", "text": " there"}],
+        "stop_reason": "max_tokens", "usage": {"input_tokens": 12, "output_tokens": 6}},
+     dict(text="Hello there", reasoning="Hmm.", content_deltas=1, output_tokens=6, input_tokens=12,
+          finish_reason="length", terminal=True, error_class=""), {}),
+    ("anthropic", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+     dict(text="", terminal=False, error_class="http_5xx", error_detail="Overloaded"), {}),
+    ("triton", {"model_name": "ensemble", "model_version": "1", "outputs": [
+        {"name": "text_output", "datatype": "BYTES", "shape": [1], "data": ["Machine learning is"]}],
+        "parameters": {"inference_time_ms": 41.5}},
+     dict(text="Machine learning is", content_deltas=1, terminal=True, error_class=""), {"inference_time_ms": 41.5}),
+    ("triton", {"model_name": "ensemble", "text_output": "flat", "inference_time_ms": 3}, dict(text="flat", terminal=True),
+     {"inference_time_ms": 3.0}),
+    ("triton", {"error": "Request for unknown model: 'x' is not found"},
+     dict(text="", terminal=False, error_class="interrupted"), {}),
+]
+
+
+@pytest.mark.parametrize("dialect, body, fields, timing", NON_STREAM)
+def test_non_streaming_body(dialect: str, body: dict[str, Any], fields: dict[str, Any], timing: dict[str, float]) -> None:
+    raw = json.dumps(body, ensure_ascii=False).encode()
+    completion, counts, parser = run(dialect, [raw[:10], raw[10:]], streaming=False)
+    assert counts == [0, 0]
+    assert {k: getattr(completion, k) for k in fields} == fields
+    assert parser.server_timing == timing
+    assert parser.finish() is completion   # idempotent
+
+
+@pytest.mark.parametrize("dialect", ["openai", "anthropic", "triton"])
+@pytest.mark.parametrize("body", [b"", b"<html>502 Bad Gateway</html>", b"[1, 2]", b'{"choices": []}', b'{"outputs": [{}]}'])
+def test_non_streaming_garbage_is_malformed(dialect: str, body: bytes) -> None:
+    completion, _, _ = run(dialect, [body], streaming=False)
+    assert (completion.error_class, completion.terminal) == ("malformed_stream", False)
+
+
+def test_non_streaming_body_over_the_limit_is_too_large() -> None:
+    completion, _, _ = run("openai", [b"{" + b" " * 600, b"}"], streaming=False, max_event_bytes=512)
+    assert (completion.error_class, completion.terminal) == ("too_large", False)
+
+
+# ---- build() ----------------------------------------------------------------------------------------
+
+CHAT = Item("q1", ({"role": "system", "content": "Be brief."}, {"role": "user", "content": "Capital of France?"}),
+            max_tokens=64)
+SOLO = Item("q2", ({"role": "user", "content": "Hi"},))
+OPTS = RequestOptions(model="m")
+
+BUILD = [
+    ("openai", CHAT, OPTS, "/v1/chat/completions",
+     {"model": "m", "messages": list(CHAT.messages), "stream": True, "max_tokens": 64,
+      "stream_options": {"include_usage": True}}, {}),
+    ("openai", SOLO, dataclasses.replace(OPTS, stream=False, temperature=0.0, ignore_eos=True, max_tokens=8),
+     "/v1/chat/completions",
+     {"model": "m", "messages": [{"role": "user", "content": "Hi"}], "stream": False, "max_tokens": 8,
+      "ignore_eos": True, "temperature": 0.0}, {}),
+    ("openai", SOLO, dataclasses.replace(OPTS, include_usage=False, extra_body={"top_p": 0.9, "stream": True},
+                                         extra_headers={"Authorization": "Bearer k"}),
+     "/v1/chat/completions",
+     {"model": "m", "messages": [{"role": "user", "content": "Hi"}], "stream": True, "top_p": 0.9},
+     {"Authorization": "Bearer k"}),
+    ("anthropic", CHAT, OPTS, "/v1/messages",
+     {"model": "m", "system": "Be brief.", "messages": [{"role": "user", "content": "Capital of France?"}],
+      "max_tokens": 64, "stream": True}, {"anthropic-version": "2023-06-01"}),
+    ("anthropic", SOLO, dataclasses.replace(OPTS, stream=False, temperature=0.5, ignore_eos=True,
+                                            extra_headers={"x-api-key": "k"}), "/v1/messages",
+     {"model": "m", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1024, "stream": False,
+      "temperature": 0.5}, {"anthropic-version": "2023-06-01", "x-api-key": "k"}),
+    ("triton", SOLO, dataclasses.replace(OPTS, model="ensemble"), "/v2/models/ensemble/generate_stream",
+     {"text_input": "Hi", "max_tokens": 1024, "stream": True}, {}),
+    ("triton", CHAT, dataclasses.replace(OPTS, model="llama 3", temperature=0.2, extra_body={"top_k": 1}),
+     "/v2/models/llama%203/generate_stream",
+     {"text_input": "system: Be brief.\nuser: Capital of France?", "max_tokens": 64, "stream": True,
+      "temperature": 0.2, "top_k": 1}, {}),
+    ("triton", SOLO, dataclasses.replace(OPTS, model="ensemble", stream=False, max_tokens=16),
+     "/v2/models/ensemble/infer",
+     {"inputs": [{"name": "text_input", "datatype": "BYTES", "shape": [1], "data": ["Hi"]},
+                 {"name": "max_tokens", "datatype": "INT32", "shape": [1], "data": [16]}]}, {}),
+]
+
+
+@pytest.mark.parametrize("dialect, item, options, path, body, headers", BUILD)
+def test_build(dialect: str, item: Item, options: RequestOptions, path: str, body: dict[str, Any],
+               headers: dict[str, str]) -> None:
+    request = get_dialect(dialect).build(item, options)
+    assert (request.method, request.path, request.json, request.headers, request.stream) == (
+        "POST", path, body, headers, options.stream)
+
+
+def test_build_does_not_share_item_messages() -> None:
+    request = get_dialect("openai").build(CHAT, OPTS)
+    assert request.json is not None
+    request.json["messages"][0]["content"] = "changed"
+    assert CHAT.messages[0]["content"] == "Be brief."
+
+
+# ---- registry ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, canonical", [("openai", "openai"), ("openai_chat", "openai"), ("OpenAI-Chat", "openai"),
+                                             ("anthropic_messages", "anthropic"), ("kserve", "triton")])
+def test_get_dialect(name: str, canonical: str) -> None:
+    assert get_dialect(name).name == canonical and get_dialect(name) is DIALECTS[canonical]
+
+
+def test_unknown_dialect_lists_the_valid_names() -> None:
+    with pytest.raises(UnknownDialect) as info:
+        get_dialect("gemini")
+    assert isinstance(info.value, ValueError)
+    assert "'gemini'" in str(info.value) and all(name in str(info.value) for name in ("openai", "anthropic", "triton"))
