@@ -15,7 +15,8 @@ completed; ``flush()`` is called once at end of body. The rules follow the WHATW
 
 Two deliberate departures, both for a load tester that would rather count than hide:
 
-* an event that has an ``event:`` line but no ``data`` line is still delivered (data "");
+* an event that has an ``event:`` line but no ``data`` line is still delivered (data ""); a
+  block of only ``id:`` / ``retry:`` / comments updates the state but dispatches nothing;
 * at end of stream, an event whose lines are complete but whose closing blank line never came
   is delivered by ``flush()``; a torn last *line* is dropped and its size kept in
   ``discarded_tail_bytes``.
@@ -23,9 +24,11 @@ Two deliberate departures, both for a load tester that would rather count than h
 Speed matters (tens of thousands of events per second in one gevent process), so the decoder
 works on bytes, finds line ends with ``bytes.find``/``split`` and decodes UTF-8 once per batch of
 complete lines (a ``\\n`` byte never occurs inside a multi-byte character, so a batch ending at a
-newline is never torn). Invalid UTF-8 never raises: it is replaced (U+FFFD) and counted per line
-in ``invalid_utf8``. An event (or a single line) larger than ``max_event_bytes`` is discarded,
-not buffered without bound; ``too_large`` records that it happened.
+newline is never torn). A read that is exactly one ``data: ...\\n\\n`` event, which is how most
+servers flush, takes a short path of a few byte checks and one decode. Invalid UTF-8 never
+raises: it is replaced (U+FFFD) and counted per line in ``invalid_utf8``. An event (or a single
+line) larger than ``max_event_bytes`` is discarded, not buffered without bound; ``too_large``
+records that it happened.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 The stream is ``message_start`` (input tokens), then per content block ``content_block_start`` /
 ``content_block_delta``... / ``content_block_stop``, then ``message_delta`` (stop reason and the
 cumulative output tokens) and ``message_stop`` (the terminal event); ``ping`` may appear anywhere.
+``message_start`` also carries an ``output_tokens`` of 1 or 2: a placeholder, not read, so a
+stream cut before ``message_delta`` reports no server count rather than a wrong one.
 A ``text_delta`` is output text and a ``thinking_delta`` is reasoning: both are content deltas.
 ``input_json_delta`` (tool arguments), ``signature_delta`` and ``citations_delta`` are not.
 
