@@ -52,7 +52,7 @@ def dataset(path: str) -> list[Item]:
 def make_client(settings: Settings, base_url: str) -> httpx.Client:
     ctx = _SSL_INSECURE if settings.insecure else _SSL_VERIFY
     timeout = httpx.Timeout(settings.read_timeout_s, connect=settings.connect_timeout_s)
-    headers = {"Accept-Encoding": "identity", "User-Agent": "fourfold", **settings.auth_headers()}
+    headers = {"Accept-Encoding": "identity", "User-Agent": "fourfold", **settings.request_headers()}
     if settings.http2:
         return httpx.Client(base_url=base_url, http2=True, verify=ctx, timeout=timeout, headers=headers)
     transport = RawH1Transport(ssl_context=ctx, connect_timeout_s=settings.connect_timeout_s,
@@ -116,7 +116,13 @@ class LLMUser(User):
         )
         if record.warmup:
             self._warmups_left -= 1
-        send(self.client, self.dialect, http_request, record, self.limits)
+        try:
+            send(self.client, self.dialect, http_request, record, self.limits)
+        except BaseException:
+            # The run is stopping (GreenletExit) mid-request: keep the record, out of every statistic.
+            record.error_class, record.error_detail = "cancelled", "the load generator stopped first"
+            self.runtime.observe(record)
+            raise
         self.runtime.observe(record)
         return record
 

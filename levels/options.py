@@ -32,6 +32,8 @@ def register(parser: Any) -> None:
         help="API key (or env FOURFOLD_API_KEY); sent as Bearer or x-api-key, never recorded")
     add("--api-key-header", default="authorization", choices=["authorization", "x-api-key", "api-key"],
         help="How the API key is sent")
+    add("--header", dest="headers", action="append", default=[], include_in_web_ui=False,
+        help="Extra request header 'Name: value' (repeatable), e.g. a version or beta flag")
     add("--warmup-requests", type=int, default=1,
         help="Requests each user sends before measuring (excluded from every statistic)")
     add("--stall-ms", type=float, default=150.0, help="A gap between content chunks above this is a stall")
@@ -61,6 +63,7 @@ class Settings:
     stream: bool = True
     api_key: str = field(default="", repr=False)
     api_key_header: str = "authorization"
+    headers: tuple[tuple[str, str], ...] = ()
     warmup_requests: int = 1
     stall_ms: float = 150.0
     read_timeout_s: float = 60.0
@@ -93,6 +96,7 @@ class Settings:
             stream=not get("no_stream", False),
             api_key=get("api_key", "") or os.environ.get("FOURFOLD_API_KEY", ""),
             api_key_header=get("api_key_header", "authorization"),
+            headers=parse_headers(get("headers", [])),
             warmup_requests=int(get("warmup_requests", 1)),
             stall_ms=float(get("stall_ms", 150.0)),
             read_timeout_s=float(get("read_timeout", 60.0)),
@@ -109,12 +113,29 @@ class Settings:
             sim_seed=int(get("sim_seed", 0)),
         )
 
+    def request_headers(self) -> dict[str, str]:
+        """Headers every request carries: the --header values and the API key."""
+        return {**dict(self.headers), **self.auth_headers()}
+
     def auth_headers(self) -> dict[str, str]:
         if not self.api_key:
             return {}
         if self.api_key_header == "authorization":
             return {"Authorization": f"Bearer {self.api_key}"}
         return {self.api_key_header: self.api_key}
+
+
+def parse_headers(values: list[str] | tuple[str, ...] | str) -> tuple[tuple[str, str], ...]:
+    """``["X-Beta: on", ...]`` -> (("X-Beta", "on"), ...); a value without a colon is a usage error."""
+    if isinstance(values, str):
+        values = [values] if values else []
+    parsed = []
+    for value in values:
+        name, sep, rest = value.partition(":")
+        if not sep or not name.strip():
+            raise ValueError(f"--header {value!r}: expected 'Name: value'")
+        parsed.append((name.strip(), rest.strip()))
+    return tuple(parsed)
 
 
 def redacted(settings: Settings) -> dict[str, Any]:

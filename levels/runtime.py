@@ -63,10 +63,13 @@ class Runtime:
     # ---- the record sinks ----
     def observe(self, record: RequestRecord) -> None:
         """Hand one finished record to every sink (called on the greenlet that sent it)."""
+        cancelled = record.error_class == "cancelled"
+        if not cancelled:
+            gevent.sleep(0)   # let pending reads of other streams be timestamped before this work
         self.records_seen += 1
         if not self.settings.record_text:
             record.text = ""
-        if not record.warmup:
+        if not record.warmup and not cancelled:
             self.stats.add_record(record)
             self.environment.events.request.fire(
                 request_type="LLM",
@@ -77,7 +80,7 @@ class Runtime:
                 context={"item_id": record.item_id},
             )
         if self.is_worker:
-            self.pending.append(record.__dict__.copy())
+            self.pending.append(record.to_dict())
         else:
             self._write(record)
 

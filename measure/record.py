@@ -13,6 +13,7 @@ carried at least one text delta), so ITL, stalls and the stream waveform can be 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,8 +36,9 @@ ERROR_CLASSES = (
     "truncated",          # the server stopped at max_tokens / length finish
     "too_large",          # a response (or a single event) larger than the configured limit
     "client_error",       # anything else raised inside the client (a bug in fourfold, counted not crashed)
+    "cancelled",          # the load generator stopped (end of run) before the response ended
 )
-FAILURE_CLASSES = frozenset(ERROR_CLASSES) - {"ok", "truncated"}
+FAILURE_CLASSES = frozenset(ERROR_CLASSES) - {"ok", "truncated", "cancelled"}
 
 
 @dataclass
@@ -88,7 +90,7 @@ class RequestRecord:
     def itl_ms(self) -> list[float]:
         """Gaps between consecutive content chunks (vLLM's ITL, AIPerf's inter-chunk latency)."""
         offs = self.chunk_offsets_ms
-        return [b - a for a, b in zip(offs, offs[1:])]
+        return [b - a for a, b in itertools.pairwise(offs)]
 
     @property
     def tpot_ms(self) -> float | None:
@@ -103,10 +105,19 @@ class RequestRecord:
         else:
             self.text, self.text_truncated = text, False
 
+    def to_dict(self) -> dict[str, Any]:
+        """A shallow dict of the fields (``dataclasses.asdict`` deep-copies every float of the
+        chunk offsets: 2.8 ms for a 200-token record, on the hot path)."""
+        return {name: getattr(self, name) for name in _FIELD_NAMES}
+
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), ensure_ascii=False, separators=(",", ":"))
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"), allow_nan=False,
+                          default=str)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RequestRecord:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        return cls(**{k: v for k, v in data.items() if k in _FIELD_SET})
+
+
+_FIELD_NAMES = tuple(f.name for f in dataclasses.fields(RequestRecord))
+_FIELD_SET = frozenset(_FIELD_NAMES)

@@ -301,8 +301,8 @@ class LLMStats:
         return found
 
     def add_record(self, record: RequestRecord) -> None:
-        """Aggregate one record (warm-up records are skipped)."""
-        if not record.warmup:
+        """Aggregate one record (warm-up and cancelled records are skipped)."""
+        if not record.warmup and record.error_class != "cancelled":
             self.group(record.level, record.scenario).add(record, self.stall_threshold_ms, self.slo_ms)
 
     def total(self) -> GroupStats:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from measure.reactor import Reader, get_reactor
 
 
 def _gevent_active() -> bool:
@@ -51,6 +52,7 @@ class ConnFacts:
     connect_ms: float | None
     t_start_ns: int
     http_version: str = "HTTP/1.1"
+    recv_ns: list[int] | None = None    # receive time of each body piece the stream yields
 
 
 class _Watchdog:
@@ -124,6 +126,17 @@ class ChunkedDecoder:
         self.done = False
 
     def decode(self, data: bytes) -> bytes:
+        if not self._buf and self._state == 0:
+            # Fast path: the read is exactly one whole chunk ("<hex>\r\n<payload>\r\n"), as a
+            # server writing one event per chunk produces it.
+            end = data.find(_CRLF)
+            if 0 < end < 16:
+                try:
+                    size = int(data[:end], 16)
+                except ValueError:
+                    size = -1
+                if size > 0 and len(data) == end + size + 4 and data.endswith(_CRLF):
+                    return data[end + 2:end + 2 + size]
         buf = self._buf + data if self._buf else data
         out: list[bytes] = []
         pos, n = 0, len(buf)
@@ -170,8 +183,11 @@ class ChunkedDecoder:
 
 
 class _RawStream(httpx.SyncByteStream):
+    """The response body. Every yielded piece has its receive time in ``recv_ns`` (same index)."""
+
     def __init__(self, transport: RawH1Transport, conn: _Conn, leftover: bytes, framing: str,
-                 length: int, keep_alive: bool, watchdog: _Watchdog | None = None) -> None:
+                 length: int, keep_alive: bool, watchdog: _Watchdog | None, facts: ConnFacts,
+                 t_head_ns: int) -> None:
         self._transport = transport
         self._watchdog = watchdog
         self._conn = conn
@@ -180,13 +196,17 @@ class _RawStream(httpx.SyncByteStream):
         self._length = length
         self._keep_alive = keep_alive
         self._complete = framing == "none"
+        self._t_head_ns = t_head_ns
+        self.recv_ns = facts.recv_ns = []
+        self._reader: Reader | None = None
 
     def __iter__(self) -> Iterator[bytes]:
         if self._complete:
             return
-        recv = self._conn.sock.recv
+        stamp = self.recv_ns.append
+        read = self._read_function()
         framing = self._framing
-        data = self._leftover
+        t, data = self._t_head_ns, self._leftover
         self._leftover = b""
         if framing == "chunked":
             decoder = ChunkedDecoder()
@@ -194,24 +214,26 @@ class _RawStream(httpx.SyncByteStream):
                 if data:
                     payload = decoder.decode(data)
                     if payload:
+                        stamp(t)
                         yield payload
                     if decoder.done:
                         self._complete = True
                         return
-                data = self._recv(recv)
+                t, data = read()
                 if not data:
                     raise httpx.RemoteProtocolError("peer closed the connection inside a chunked body")
         elif framing == "length":
             remaining = self._length
             while True:
                 if data:
+                    stamp(t)
                     if len(data) >= remaining:
                         yield data[:remaining]
                         self._complete = True
                         return
                     remaining -= len(data)
                     yield data
-                data = self._recv(recv)
+                t, data = read()
                 if not data:
                     raise httpx.RemoteProtocolError(
                         f"peer closed the connection with {remaining} body bytes still to come")
@@ -219,26 +241,52 @@ class _RawStream(httpx.SyncByteStream):
             self._keep_alive = False
             while True:
                 if data:
+                    stamp(t)
                     yield data
-                data = self._recv(recv)
+                t, data = read()
                 if not data:
                     self._complete = True
                     return
 
-    def _recv(self, recv) -> bytes:  # type: ignore[no-untyped-def]
+    def _read_function(self):  # type: ignore[no-untyped-def]
+        """``read() -> (perf_counter_ns, bytes)``: from the reactor when it can serve this socket."""
         watchdog = self._watchdog
-        if watchdog is not None:
-            watchdog.last = time.monotonic()
-        try:
-            return recv(65536)
-        except TimeoutError:
-            raise httpx.ReadTimeout("no data within the read timeout") from None
-        except OSError as exc:
-            raise httpx.ReadError(str(exc) or exc.__class__.__name__) from None
+        sock = self._conn.sock
+        reactor = get_reactor() if self._transport._gevent and not isinstance(sock, ssl.SSLSocket) else None
+        if reactor is not None:
+            reader = self._reader = reactor.register(sock)
+
+            def read_reactor() -> tuple[int, bytes]:
+                if watchdog is not None:
+                    watchdog.last = time.monotonic()
+                t, data = reader.read()
+                if isinstance(data, OSError):
+                    raise httpx.ReadError(str(data) or data.__class__.__name__)
+                return t, data
+            return read_reactor
+        recv = sock.recv
+        now = time.perf_counter_ns
+
+        def read_socket() -> tuple[int, bytes]:
+            if watchdog is not None:
+                watchdog.last = time.monotonic()
+            try:
+                data = recv(65536)
+            except TimeoutError:
+                raise httpx.ReadTimeout("no data within the read timeout") from None
+            except OSError as exc:
+                raise httpx.ReadError(str(exc) or exc.__class__.__name__) from None
+            return now(), data
+        return read_socket
 
     def close(self) -> None:
         _Watchdog.stop(self._watchdog)
         self._watchdog = None
+        if self._reader is not None:
+            self._reader.close()
+            if self._reader.queue:          # bytes beyond the body: the connection is not reusable
+                self._keep_alive = False
+            self._reader = None
         conn, self._conn = self._conn, None  # type: ignore[assignment]
         if conn is None:
             return
@@ -339,9 +387,10 @@ class RawH1Transport(httpx.BaseTransport):
                 _Watchdog.stop(watchdog)
                 _close_quietly(conn.sock)
                 raise
+        t_head_ns = time.perf_counter_ns()
         framing, length, keep_alive = _framing(request.method, status, headers)
         facts = ConnFacts(reused=reused, connect_ms=connect_ms, t_start_ns=t_start_ns)
-        stream = _RawStream(self, conn, leftover, framing, length, keep_alive, watchdog)
+        stream = _RawStream(self, conn, leftover, framing, length, keep_alive, watchdog, facts, t_head_ns)
         return httpx.Response(status, headers=headers, stream=stream,
                               extensions={"http_version": b"HTTP/1.1", "fourfold": facts})
 

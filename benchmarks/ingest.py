@@ -1,0 +1,152 @@
+"""Ingest accuracy and cost: fourfold's L1 user vs a minimal raw-socket client, same simulator.
+
+For each token interval the simulator (profile ``flat``: no jitter, first token at 50 ms) runs
+pinned to one core and each client in turn runs pinned to the other, with N concurrent streams
+of ``--max-tokens`` tokens. Every response states its planned token times
+(``x-fourfold-plan-detail``), so each client's error is measured against ground truth:
+
+- TTFT error = measured TTFT - planned first-token time (p50 / p99, ms)
+- ITL error  = |measured gap - planned gap| over every consecutive pair of content chunks
+- CPU ms per 1,000 tokens of the client process (steady-state window for fourfold, which
+  leaves out Locust's start-up), and achieved tokens/s.
+
+    python benchmarks/ingest.py                      # 64 streams at 10 ms and at 2 ms per token
+    python benchmarks/ingest.py --streams 64 --itl-ms 10 --duration 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from measure.runread import read_records  # noqa: E402
+from targets.launch import start_simulator  # noqa: E402
+
+
+def pin(core: int) -> list[str]:
+    return ["taskset", "-c", str(core)] if shutil.which("taskset") and (os.cpu_count() or 1) > 1 else []
+
+
+def pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, int(round(q * len(ordered) + 0.5)) - 1))]
+
+
+def errors_from_records(run_dir: Path, window: tuple[float, float]) -> dict:
+    ttft_err, itl_err, tokens_in_window = [], [], 0
+    for record in read_records(run_dir):
+        planned = record.plan.get("offsets_ms")
+        offsets = record.chunk_offsets_ms
+        if record.warmup or not planned or not offsets:
+            continue
+        tokens_in_window += sum(1 for o in offsets if window[0] <= record.started_at + o / 1000 <= window[1])
+        ttft_err.append(offsets[0] - planned[0])
+        for i in range(1, min(len(offsets), len(planned))):
+            itl_err.append(abs((offsets[i] - offsets[i - 1]) - (planned[i] - planned[i - 1])))
+    return {"ttft_err": ttft_err, "itl_err": itl_err, "tokens": tokens_in_window}
+
+
+def run_fourfold(url: str, streams: int, duration_s: float, max_tokens: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        command = [*pin(0), sys.executable, "-m", "locust", "-f", str(REPO / "locustfiles" / "l1_throughput.py"),
+                   "--headless", "-u", str(streams), "-r", str(streams), "-t", f"{duration_s:g}s",
+                   "--host", url, "--max-tokens", str(max_tokens), "--ignore-eos", "--warmup-requests", "0",
+                   "--metrics-url", "off", "--no-record-text", "--run-dir", tmp, "--label", "ingest",
+                   "--header", "x-fourfold-plan-detail: 1", "--loglevel", "WARNING", "--only-summary"]
+        proc = subprocess.Popen(command, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        ps = psutil.Process(proc.pid)
+        warm_s = min(5.0, duration_s / 4)
+        time.sleep(warm_s)
+        cpu_a, wall_a = sum(ps.cpu_times()[:2]), time.time()
+        time.sleep(max(1.0, duration_s - warm_s - 2.0))
+        cpu_b, wall_b = sum(ps.cpu_times()[:2]), time.time()
+        proc.wait(timeout=duration_s + 60)
+        run_dir = next(p for p in Path(tmp).iterdir() if p.is_dir())
+        found = errors_from_records(run_dir, (wall_a, wall_b))
+    found["cpu_s"], found["wall_s"] = cpu_b - cpu_a, wall_b - wall_a
+    return found
+
+
+def run_raw(url: str, streams: int, duration_s: float, max_tokens: int) -> dict:
+    code = (
+        "import json,sys; sys.path.insert(0, %r); import rawclient as r\n"
+        "body={'model':'m','stream':True,'max_tokens':%d,'ignore_eos':True,"
+        "'messages':[{'role':'user','content':'Briefly explain quantum annealing.'}]}\n"
+        "res=r.run(%r,%d,%f,body); t,i,n=r.errors(res['streams'])\n"
+        "print(json.dumps({'ttft_err':t,'itl_err':i,'tokens':n,'cpu_s':res['cpu_s'],'wall_s':res['wall_s']}))"
+    ) % (str(REPO / "benchmarks"), max_tokens, url, streams, duration_s)
+    out = subprocess.run([*pin(0), sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         timeout=duration_s + 120)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def row(name: str, found: dict) -> dict:
+    tokens = found["tokens"]
+    return {
+        "client": name,
+        "ttft_err_p50_ms": pct(found["ttft_err"], 0.50),
+        "ttft_err_p99_ms": pct(found["ttft_err"], 0.99),
+        "itl_err_p50_ms": pct(found["itl_err"], 0.50),
+        "itl_err_p99_ms": pct(found["itl_err"], 0.99),
+        "cpu_ms_per_1k_tokens": 1e6 * found["cpu_s"] / tokens if tokens else None,
+        "tokens_per_s": tokens / found["wall_s"] if found["wall_s"] else None,
+        "requests": len(found["ttft_err"]),
+    }
+
+
+def fmt(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--streams", type=int, default=64)
+    parser.add_argument("--itl-ms", type=float, nargs="+", default=[10.0, 2.0])
+    parser.add_argument("--duration", type=float, default=20.0, help="seconds per client run")
+    parser.add_argument("--max-tokens", type=int, default=200)
+    parser.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
+    args = parser.parse_args()
+    results = []
+    for itl in args.itl_ms:
+        sim = start_simulator("flat", seed=0, extra_args=["--itl-ms", f"{itl:g}", "--max-batch", "100000"],
+                              prefix=pin(1))
+        try:
+            raw = row("raw-socket", run_raw(sim.url, args.streams, args.duration, args.max_tokens))
+            ours = row("fourfold", run_fourfold(sim.url, args.streams, args.duration, args.max_tokens))
+        finally:
+            sim.stop()
+        for r in (raw, ours):
+            r.update(streams=args.streams, itl_ms=itl)
+            results.append(r)
+    if args.json:
+        print(json.dumps(results, indent=1))
+        return 0
+    print(f"{'streams':>7} {'itl':>5} {'client':<11} {'TTFT err p50':>12} {'p99':>7} {'ITL err p50':>11} "
+          f"{'p99':>7} {'CPU ms/1k tok':>13} {'tok/s':>8} {'vs raw CPU':>10}")
+    for i in range(0, len(results), 2):
+        raw, ours = results[i], results[i + 1]
+        for r in (raw, ours):
+            ratio = (r["cpu_ms_per_1k_tokens"] / raw["cpu_ms_per_1k_tokens"]
+                     if r["cpu_ms_per_1k_tokens"] and raw["cpu_ms_per_1k_tokens"] else None)
+            print(f"{r['streams']:>7} {r['itl_ms']:>5g} {r['client']:<11} {fmt(r['ttft_err_p50_ms']):>12} "
+                  f"{fmt(r['ttft_err_p99_ms']):>7} {fmt(r['itl_err_p50_ms']):>11} {fmt(r['itl_err_p99_ms']):>7} "
+                  f"{fmt(r['cpu_ms_per_1k_tokens'], 1):>13} {fmt(r['tokens_per_s'], 0):>8} {fmt(ratio):>10}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from fourfold.cli import main
+
+sys.exit(main())

@@ -1,0 +1,82 @@
+"""The ``fourfold`` command line: parses arguments and calls the packages. No logic of its own.
+
+    fourfold sim --profile candidate --port 8000     # the embedded LLM simulator, standalone
+    fourfold run l1 [locust options...]              # = locust -f locustfiles/l1_throughput.py ...
+
+Every subcommand returns an exit code; errors that carry their own code print themselves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from fourfold.errors import FourfoldError, UsageError
+
+REPO = Path(__file__).resolve().parents[1]
+LOCUSTFILES = {
+    "l1": "l1_throughput.py",
+    "l2": "l2_gateway.py",
+    "l3": "l3_rag.py",
+    "l4": "l4_session.py",
+}
+
+
+def _cmd_sim(args: argparse.Namespace, rest: list[str]) -> int:
+    from targets.sim import main as sim_main
+
+    return int(sim_main(rest) or 0)
+
+
+def _cmd_run(args: argparse.Namespace, rest: list[str]) -> int:
+    name = LOCUSTFILES.get(args.level)
+    path = REPO / "locustfiles" / name if name else None
+    if path is None or not path.exists():
+        available = ", ".join(k for k, v in LOCUSTFILES.items() if (REPO / "locustfiles" / v).exists())
+        raise UsageError(f"unknown level {args.level!r}; available: {available}")
+    return subprocess.call([sys.executable, "-m", "locust", "-f", str(path), *rest], env=dict(os.environ))
+
+
+COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace, list[str]], int], bool]] = {
+    # name: (help, handler, passes unknown arguments through)
+    "sim": ("run the embedded LLM simulator (see `fourfold sim --help`)", _cmd_sim, True),
+    "run": ("run a level's locustfile: fourfold run l1 --headless -u 32 -t 20s", _cmd_run, True),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fourfold", description="Load tests for LLM services, "
+                                     "with every speed gain checked against answer quality.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (help_text, _, _) in COMMANDS.items():
+        cmd = sub.add_parser(name, help=help_text, add_help=name not in ("sim",))
+        if name == "run":
+            cmd.add_argument("level", help="l1, l2, l3 or l4")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    _, handler, passthrough = COMMANDS[args.command]
+    if rest and not passthrough:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    try:
+        return handler(args, rest)
+    except FourfoldError as exc:
+        exc.show()
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""Gateway knobs in front of the simulated engine: a concurrency limit and idle keep-alive.
+
+``--max-concurrency N`` caps generations in flight; what happens to the request over the limit
+is ``--over-limit``: ``queue`` (FIFO, admitted when a slot frees; its plan starts then and the
+plan header says ``queued_ms``), ``429`` (with ``Retry-After``) or ``503``. The idle keep-alive
+timeout (``--keepalive-timeout-s``) is applied per connection by the server.
+
+Extension point: a gateway decides, per request, *before* the engine sees it. Later knobs
+(rate limits by tokens per minute, fault injection that answers 429/500/503 or delays headers)
+belong here as further :class:`Gateway` policies.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+OVER_LIMIT_MODES = ("queue", "429", "503")
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    max_concurrency: int = 0            # 0: unlimited
+    over_limit: str = "queue"
+    retry_after_s: int = 1
+    keepalive_timeout_s: float = 0.0    # 0: idle keep-alive connections are never closed
+
+    def __post_init__(self) -> None:
+        if self.over_limit not in OVER_LIMIT_MODES:
+            raise ValueError(f"over_limit must be one of {', '.join(OVER_LIMIT_MODES)}, got {self.over_limit!r}")
+        if self.max_concurrency < 0 or self.keepalive_timeout_s < 0:
+            raise ValueError("max_concurrency and keepalive_timeout_s must be >= 0")
+
+
+class Gateway:
+    """Admission control: ``admit(start)`` runs ``start`` now, queues it, or returns a rejection status."""
+
+    def __init__(self, config: GatewayConfig) -> None:
+        self.config = config
+        self.in_flight = 0
+        self._queue: deque[Callable[[], None]] = deque()
+
+    @property
+    def waiting(self) -> int:
+        return len(self._queue)
+
+    def admit(self, start: Callable[[], None]) -> int | None:
+        """None when ``start`` was called or queued; otherwise the HTTP status to answer with."""
+        limit = self.config.max_concurrency
+        if limit and self.in_flight >= limit:
+            if self.config.over_limit == "queue":
+                self._queue.append(start)
+                return None
+            return int(self.config.over_limit)
+        self.in_flight += 1
+        start()
+        return None
+
+    def withdraw(self, start: Callable[[], None]) -> None:
+        """Forget a queued request whose client went away."""
+        try:
+            self._queue.remove(start)
+        except ValueError:
+            pass
+
+    def release(self) -> None:
+        """A generation finished (or was aborted): admit the next queued request, if any."""
+        self.in_flight -= 1
+        while self._queue and (not self.config.max_concurrency or self.in_flight < self.config.max_concurrency):
+            start = self._queue.popleft()
+            self.in_flight += 1
+            start()

@@ -1,0 +1,57 @@
+"""Shared test helpers: free loopback ports, real locust processes, run directories."""
+
+from __future__ import annotations
+
+# Locust patches the standard library with gevent when it is imported; do it first, once, so every
+# test runs under the same (patched) socket and threading modules whatever the import order.
+from gevent import monkey
+
+monkey.patch_all()
+
+import json  # noqa: E402
+import os  # noqa: E402
+import socket  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+LOCUST = [sys.executable, "-m", "locust"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def locust_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.pop("LOCUST_HOST", None)
+    return env
+
+
+def run_locust(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run ``locust`` to completion in ``cwd`` (a tmp dir: run directories land there)."""
+    return subprocess.run([*LOCUST, *args], cwd=cwd, env=locust_env(), capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def only_run_dir(base: Path) -> Path:
+    runs = [p for p in (base / "runs").iterdir() if p.is_dir()]
+    assert len(runs) == 1, f"expected one run directory, found {runs}"
+    return runs[0]
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture
+def locustfile():
+    def path(name: str) -> str:
+        return str(REPO / "locustfiles" / name)
+    return path

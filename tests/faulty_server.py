@@ -1,0 +1,98 @@
+"""A tiny threaded HTTP/1.1 server that misbehaves on purpose, in rotation.
+
+Each request gets the next fault of ``FAULTS`` (or the one named by the ``x-fault`` header), so
+a test knows exactly what the client met. Bound to 127.0.0.1; stop() ends it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import socketserver
+import threading
+import time
+
+GOOD = [b'data: {"choices":[{"index":0,"delta":{"content":"Hello"}}]}\n\n',
+        b'data: {"choices":[{"index":0,"delta":{"content":" world"},"finish_reason":"stop"}]}\n\n',
+        b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}\n\n',
+        b"data: [DONE]\n\n"]
+FAULTS = ("ok", "malformed_json", "drop_mid_stream", "http_500", "http_429", "no_done", "context_length")
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+class _Handler(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        sock = self.request
+        buf = b""
+        while True:
+            while b"\r\n\r\n" not in buf:
+                data = sock.recv(65536)
+                if not data:
+                    return
+                buf += data
+            head, _, buf = buf.partition(b"\r\n\r\n")
+            headers = {k.strip().lower(): v.strip() for k, _, v in
+                       (line.partition(b":") for line in head.split(b"\r\n")[1:])}
+            length = int(headers.get(b"content-length", b"0"))
+            while len(buf) < length:
+                buf += sock.recv(65536)
+            buf = buf[length:]
+            fault = headers.get(b"x-fault", b"").decode() or self.server.next_fault()
+            self.server.seen.append(fault)
+            if not self.respond(sock, fault):
+                return
+
+    def respond(self, sock, fault: str) -> bool:  # noqa: ANN001
+        if fault in ("http_500", "http_429", "context_length"):
+            status, body = {"http_500": (b"500 Internal Server Error", {"error": "boom"}),
+                            "http_429": (b"429 Too Many Requests", {"error": "slow down"}),
+                            "context_length": (b"400 Bad Request", {"error": {
+                                "message": "This model's maximum context length is 4096 tokens",
+                                "code": "context_length_exceeded"}})}[fault]
+            data = json.dumps(body).encode()
+            extra = b"Retry-After: 2\r\n" if fault == "http_429" else b""
+            sock.sendall(b"HTTP/1.1 %s\r\nContent-Type: application/json\r\n%sContent-Length: %d\r\n\r\n%s"
+                         % (status, extra, len(data), data))
+            return True
+        sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+        events = list(GOOD)
+        if fault == "malformed_json":
+            events.insert(1, b'data: {"choices":[{"delta":{"content": BROKEN\n\n')
+        for i, event in enumerate(events):
+            if fault == "drop_mid_stream" and i == 2:
+                sock.close()
+                return False
+            if fault == "no_done" and event.startswith(b"data: [DONE]"):
+                break
+            sock.sendall(_chunk(event))
+            time.sleep(0.002)
+        sock.sendall(b"0\r\n\r\n")
+        return True
+
+
+class FaultyServer(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, faults=FAULTS) -> None:  # noqa: ANN001
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self._faults = itertools.cycle(faults)
+        self._lock = threading.Lock()
+        self.seen: list[str] = []
+        self._thread = threading.Thread(target=self.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def next_fault(self) -> str:
+        with self._lock:
+            return next(self._faults)
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
