@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 @dataclass
 class RawStream:
     sock: socket.socket
+    fresh: bool = True           # first request on its connection (a warm-up: excluded from errors)
     t_send_ns: int = 0
     started_at: float = 0.0
     head: bytes = b""
@@ -54,11 +55,12 @@ def run(url: str, streams: int, duration_s: float, body: dict, plan_detail: bool
     deadline = time.monotonic() + duration_s
 
     def start(sock: socket.socket | None = None) -> None:
+        fresh = sock is None
         if sock is None:
             sock = socket.create_connection((host, port))
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.setblocking(False)
-        stream = RawStream(sock)
+        stream = RawStream(sock, fresh)
         stream.started_at = time.time()
         stream.t_send_ns = time.perf_counter_ns()
         sock.sendall(request)
@@ -105,16 +107,30 @@ def errors(streams: list[RawStream]) -> tuple[list[float], list[float], int]:
     """TTFT errors (ms), absolute ITL errors (ms) and tokens, against each stream's plan."""
     ttft_err, itl_err, tokens = [], [], 0
     for stream in streams:
+        tokens += sum(len(_CONTENT.findall(data)) for data in stream.chunks)
         offsets = _content_offsets(stream)
         planned = stream.plan.get("offsets_ms")
-        if not offsets or not planned:
+        if stream.fresh or not offsets or not planned:
             continue
-        tokens += len(offsets)
         ttft_err.append(offsets[0] - planned[0])
         n = min(len(offsets), len(planned))
         for i in range(1, n):
             itl_err.append(abs((offsets[i] - offsets[i - 1]) - (planned[i] - planned[i - 1])))
     return ttft_err, itl_err, tokens
+
+
+def first_token_lag(streams: list[RawStream]) -> list[float]:
+    """Client receive time of the first token - the simulator's planned send time (ms), both on
+    CLOCK_MONOTONIC (time.perf_counter_ns on Linux), so transit and admission are left out."""
+    lags = []
+    for stream in streams:
+        offsets = _content_offsets(stream)
+        planned = stream.plan.get("offsets_ms")
+        t0 = stream.plan.get("t0_monotonic_s")
+        if stream.fresh or not offsets or not planned or t0 is None:
+            continue
+        lags.append(stream.t_send_ns / 1e6 + offsets[0] - (t0 * 1000 + planned[0]))
+    return lags
 
 
 def main() -> None:

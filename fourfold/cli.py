@@ -2,6 +2,7 @@
 
     fourfold sim --profile candidate --port 8000     # the embedded LLM simulator, standalone
     fourfold run l1 [locust options...]              # = locust -f locustfiles/l1_throughput.py ...
+    fourfold score runs/<run> [--threads 1]          # semantic fingerprint of a finished run
 
 Every subcommand returns an exit code; errors that carry their own code print themselves.
 """
@@ -41,10 +42,35 @@ def _cmd_run(args: argparse.Namespace, rest: list[str]) -> int:
     return subprocess.call([sys.executable, "-m", "locust", "-f", str(path), *rest], env=dict(os.environ))
 
 
+def _cmd_score(args: argparse.Namespace, rest: list[str]) -> int:
+    from fingerprint.runscore import format_quality, make_embedder, score_run
+
+    if args.batch_size < 1 or (args.threads is not None and args.threads < 1):
+        raise UsageError("--batch-size and --threads must be at least 1")
+    embedder = make_embedder(batch_size=args.batch_size, threads=args.threads, use_cache=not args.no_cache,
+                             cache_dir=args.cache_dir)
+    result = score_run(args.run_dir, embedder, dataset=args.dataset, chunk_size=args.batch_size)
+    print(format_quality(result))
+    return 0
+
+
+def _add_score_arguments(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("run_dir", help="a run directory (runs/<UTC time>-<label>)")
+    cmd.add_argument("--batch-size", type=int, default=32, help="texts per model batch (default 32)")
+    cmd.add_argument("--threads", type=int, default=None,
+                     help="torch threads (default: 1 on <=2 cores, else half the cores up to 4; "
+                          "env FOURFOLD_EMBED_THREADS)")
+    cmd.add_argument("--no-cache", action="store_true", help="do not read or write the embedding cache")
+    cmd.add_argument("--cache-dir", default=None,
+                     help="cache directory (default: $FOURFOLD_CACHE_DIR or ./.fourfold-cache)")
+    cmd.add_argument("--dataset", default=None, help="the run's dataset, when meta.json's path does not resolve")
+
+
 COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace, list[str]], int], bool]] = {
     # name: (help, handler, passes unknown arguments through)
     "sim": ("run the embedded LLM simulator (see `fourfold sim --help`)", _cmd_sim, True),
     "run": ("run a level's locustfile: fourfold run l1 --headless -u 32 -t 20s", _cmd_run, True),
+    "score": ("score a finished run's answers: similarity, structure, punctuation", _cmd_score, False),
 }
 
 
@@ -56,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
         cmd = sub.add_parser(name, help=help_text, add_help=name not in ("sim",))
         if name == "run":
             cmd.add_argument("level", help="l1, l2, l3 or l4")
+        elif name == "score":
+            _add_score_arguments(cmd)
     return parser
 
 

@@ -56,6 +56,7 @@ class RequestRecord:
     pair_id: str = ""
     warmup: bool = False
     started_at: float = 0.0          # Unix seconds (wall clock) when the request was sent
+    sent_mono_s: float = 0.0         # the same instant on CLOCK_MONOTONIC (aligns with same-host servers)
     status: int = 0                  # HTTP status; 0 when no response arrived
     error_class: str = "ok"
     error_detail: str = ""

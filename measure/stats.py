@@ -6,6 +6,7 @@ Definitions (the ARCHITECTURE.md metric table; every value is over non-warm-up r
   request (``record.ok``), like vLLM bench; failures are counted, never blended into latency.
   ``tpot_ms = (e2e - ttft) / (output_tokens - 1)`` (absent below 2 tokens).
 - ``itl_ms``: every gap between consecutive content chunks of ok requests, pooled.
+- ``request_tps``: per-request decode speed, ``1000 / tpot_ms`` (tokens/s after the first token).
 - ``queue_ms``: open-loop client queueing (intended arrival -> send), every request.
 - ``stalls``: gaps strictly above ``stall_threshold_ms`` (150 ms default) in *any* request;
   ``requests_with_stall`` counts requests with at least one; ``stall_rate`` = that / requests.
@@ -38,7 +39,8 @@ from typing import Any, TypeVar
 from measure.histogram import DEFAULT_ALPHA, LogHistogram
 from measure.record import FAILURE_CLASSES, RequestRecord
 
-HISTOGRAMS = ("ttfb_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "output_tokens", "queue_ms")
+HISTOGRAMS = ("ttfb_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "output_tokens", "queue_ms",
+              "request_tps")
 COUNTERS = ("requests", "ok", "failures", "interrupted", "stalls", "requests_with_stall", "good",
             "output_tokens_total", "output_tokens_estimated", "conn_reused", "conn_new")
 SLO_METRICS = ("ttfb_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "queue_ms")
@@ -157,6 +159,8 @@ class GroupStats:
                 value = getattr(record, name)
                 if value is not None:
                     h[name].add(value)
+                    if name == "tpot_ms" and value > 0:
+                        h["request_tps"].add(1000.0 / value)
             h["output_tokens"].add(record.output_tokens)
             h["itl_ms"].add_all(gaps)
         ended = end_s(record)

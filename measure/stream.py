@@ -93,7 +93,10 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
             nbytes = 0
             max_bytes = limits.max_response_bytes
             deadline = t0 + int(limits.max_duration_s * 1e9) if limits.max_duration_s else None
-            for data in response.iter_raw():
+            # Iterate the transport's stream directly: httpx's iter_raw() adds a re-chunking
+            # layer per piece that we do not need (and response.close() still releases it).
+            body = response.stream if facts is not None else response.iter_raw()
+            for data in body:
                 t = now()
                 append_t(t)
                 append_c(data)
@@ -168,6 +171,7 @@ def _finish(dialect: Dialect, request: HttpRequest, record: RequestRecord, t0: i
     completion = parser.finish()
     if not request.stream and completion.content_deltas and times:
         offsets = [round((times[-1] - t0) / 1e6, 3)]
+    record.sent_mono_s = t0 / 1e9
     record.chunk_offsets_ms = offsets
     record.content_chunks = len(offsets)
     if offsets:
