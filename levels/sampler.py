@@ -17,7 +17,13 @@ from typing import Any
 import gevent
 import httpx
 
-from measure.prom import NVIDIA_SMI_ARGS, canonical_metrics, parse_nvidia_smi, parse_prometheus, summarize_series
+from measure.prom import (
+    NVIDIA_SMI_ARGS,
+    canonical_metrics,
+    parse_nvidia_smi,
+    parse_prometheus,
+    summarize_series,
+)
 
 log = logging.getLogger("fourfold")
 

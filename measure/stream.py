@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import httpx
@@ -95,7 +96,8 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
             deadline = t0 + int(limits.max_duration_s * 1e9) if limits.max_duration_s else None
             # Iterate the transport's stream directly: httpx's iter_raw() adds a re-chunking
             # layer per piece that we do not need (and response.close() still releases it).
-            body = response.stream if facts is not None else response.iter_raw()
+            body: Iterable[bytes] = (response.stream if facts is not None  # type: ignore[assignment]
+                                     else response.iter_raw())
             for data in body:
                 t = now()
                 append_t(t)

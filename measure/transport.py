@@ -388,6 +388,7 @@ class RawH1Transport(httpx.BaseTransport):
                 _close_quietly(conn.sock)
                 raise
         t_head_ns = time.perf_counter_ns()
+        assert conn is not None   # the loop either broke with a connection or raised
         framing, length, keep_alive = _framing(request.method, status, headers)
         facts = ConnFacts(reused=reused, connect_ms=connect_ms, t_start_ns=t_start_ns)
         stream = _RawStream(self, conn, leftover, framing, length, keep_alive, watchdog, facts, t_head_ns)
