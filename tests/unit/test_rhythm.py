@@ -1,0 +1,69 @@
+"""Stream rhythm on synthetic timelines with known pulses and stalls."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from measure.rhythm import jitter_ms, pulse_frequency_hz, rhythm, stalls, waveform
+
+
+def smooth(n: int, itl_ms: float = 20.0, jitter: float = 0.0, seed: int = 0) -> list[float]:
+    rng = random.Random(seed)
+    t, out = 50.0, []
+    for _ in range(n):
+        out.append(round(t, 3))
+        t += max(0.1, rng.gauss(itl_ms, jitter))
+    return out
+
+
+def pulsing(n: int, burst: int = 10, burst_itl_ms: float = 5.0, pause_ms: float = 200.0) -> list[float]:
+    """Bursts of ``burst`` tokens ``burst_itl_ms`` apart, then a pause: period = (burst-1)*itl + pause."""
+    t, out = 50.0, []
+    for i in range(n):
+        out.append(t)
+        t += pause_ms if (i + 1) % burst == 0 else burst_itl_ms
+    return out
+
+
+@pytest.mark.parametrize(("burst", "itl", "pause", "expected_hz"), [
+    (10, 5.0, 200.0, 1000 / (9 * 5 + 200)),     # 4.08 Hz: the article's candidate
+    (10, 5.0, 150.0, 1000 / (9 * 5 + 150)),     # 5.13 Hz
+    (5, 10.0, 300.0, 1000 / (4 * 10 + 300)),    # 2.94 Hz
+])
+def test_pulse_frequency_is_recovered(burst, itl, pause, expected_hz):
+    offsets = pulsing(300, burst, itl, pause)
+    assert pulse_frequency_hz(offsets) == pytest.approx(expected_hz, rel=0.05)
+
+
+def test_smooth_stream_has_no_pulse_and_low_jitter():
+    offsets = smooth(300, itl_ms=20.0, jitter=1.5)
+    assert pulse_frequency_hz(offsets) is None
+    assert jitter_ms(offsets) == pytest.approx(1.5, rel=0.2)
+    assert stalls(offsets) == []
+
+
+def test_stalls_are_found_where_they_are():
+    offsets = smooth(50, itl_ms=10.0)
+    offsets = offsets[:20] + [o + 400.0 for o in offsets[20:35]] + [o + 700.0 for o in offsets[35:]]
+    found = stalls(offsets, 150.0)
+    assert [(s.after_chunk, round(s.gap_ms)) for s in found] == [(19, 410), (34, 310)]
+    assert stalls(offsets, 350.0)[0].after_chunk == 19 and len(stalls(offsets, 350.0)) == 1
+    summary = rhythm(offsets)
+    assert summary.stalls == 2 and summary.longest_gap_ms == pytest.approx(410.0)
+
+
+def test_waveform_counts_tokens_per_interval_and_keeps_pauses():
+    offsets = [0.0, 10.0, 20.0, 30.0, 40.0, 260.0, 270.0]
+    times, counts = waveform(offsets, 50.0)
+    assert times == [0.0, 50.0, 100.0, 150.0, 200.0, 250.0]
+    assert counts == [5, 0, 0, 0, 0, 2]
+    assert sum(counts) == len(offsets)
+    assert waveform([]) == ([], [])
+
+
+def test_short_or_empty_streams():
+    assert pulse_frequency_hz([1.0, 2.0]) is None
+    assert jitter_ms([5.0]) == 0.0
+    assert rhythm([]).chunks == 0
