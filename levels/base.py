@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import ssl
 import uuid
 from typing import Any, ClassVar
 
@@ -21,19 +20,15 @@ from locust import User, constant
 from levels import hooks
 from levels.options import Settings
 from levels.runtime import Runtime, get_runtime
+from measure.client import make_http_client
 from measure.dialects import RequestOptions, get_dialect
 from measure.items import DATA_DIR, Item, load_items
 from measure.record import RequestRecord
 from measure.stream import StreamLimits, send
-from measure.transport import RawH1Transport
 
 logging.getLogger("httpx").setLevel(logging.WARNING)
 logging.getLogger("httpcore").setLevel(logging.WARNING)
 
-_SSL_VERIFY = ssl.create_default_context()     # shared: a context per client costs ~200 ms of CPU
-_SSL_INSECURE = ssl.create_default_context()
-_SSL_INSECURE.check_hostname = False
-_SSL_INSECURE.verify_mode = ssl.CERT_NONE
 _USER_IDS = itertools.count()
 _ITEMS: dict[str, list[Item]] = {}
 DEFAULT_DATASET = DATA_DIR / "prompts" / "prompts.jsonl"
@@ -50,14 +45,9 @@ def dataset(path: str) -> list[Item]:
 
 
 def make_client(settings: Settings, base_url: str) -> httpx.Client:
-    ctx = _SSL_INSECURE if settings.insecure else _SSL_VERIFY
-    timeout = httpx.Timeout(settings.read_timeout_s, connect=settings.connect_timeout_s)
-    headers = {"Accept-Encoding": "identity", "User-Agent": "fourfold", **settings.request_headers()}
-    if settings.http2:
-        return httpx.Client(base_url=base_url, http2=True, verify=ctx, timeout=timeout, headers=headers)
-    transport = RawH1Transport(ssl_context=ctx, connect_timeout_s=settings.connect_timeout_s,
-                               read_timeout_s=settings.read_timeout_s)
-    return httpx.Client(base_url=base_url, transport=transport, timeout=timeout, headers=headers)
+    return make_http_client(base_url, headers=settings.request_headers(), http2=settings.http2,
+                            insecure=settings.insecure, read_timeout_s=settings.read_timeout_s,
+                            connect_timeout_s=settings.connect_timeout_s)
 
 
 class LLMUser(User):
