@@ -94,12 +94,12 @@ def run_fourfold(url: str, streams: int, duration_s: float, max_tokens: int) -> 
 
 def run_raw(url: str, streams: int, duration_s: float, max_tokens: int) -> dict:
     code = (
-        "import json,sys; sys.path.insert(0, %r); import rawclient as r\n"
+        "import json,sys; sys.path.insert(0, %r); import rawclient as r\n"  # noqa: UP031
         "body={'model':'m','stream':True,'max_tokens':%d,'ignore_eos':True,"
         "'messages':[{'role':'user','content':'Briefly explain quantum annealing.'}]}\n"
         "res=r.run(%r,%d,%f,body); t,i,n=r.errors(res['streams']); g=r.first_token_lag(res['streams'])\n"
         "print(json.dumps({'ttft_err':t,'itl_err':i,'lag':g,'tokens':n,'cpu_s':res['cpu_s'],'wall_s':res['wall_s']}))"
-    ) % (str(REPO / "benchmarks"), max_tokens, url, streams, duration_s)  # noqa: UP031
+    ) % (str(REPO / "benchmarks"), max_tokens, url, streams, duration_s)
     out = subprocess.run([*pin(0), sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          timeout=duration_s + 120)
     return json.loads(out.stdout.strip().splitlines()[-1])

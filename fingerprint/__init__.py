@@ -12,7 +12,14 @@ Never score on the gevent hub of a running load test; score the run directory af
 from __future__ import annotations
 
 from fingerprint.embedder import CachedEmbedder, Embedder, EmbeddingCache, MiniLMEmbedder, ModelUnavailable
-from fingerprint.runscore import SCORES_FILE, RunScore, format_quality, make_embedder, score_run
+from fingerprint.runscore import (
+    SCORES_FILE,
+    RunScore,
+    format_quality,
+    make_embedder,
+    score_run,
+    text_groundedness,
+)
 from fingerprint.score import ScoreRow, cosine, distribution, groundedness, max_similarity
 from fingerprint.structure import compliant, delivered_items, fullwidth_share, requested_items
 
@@ -36,4 +43,5 @@ __all__ = [
     "max_similarity",
     "requested_items",
     "score_run",
+    "text_groundedness",
 ]

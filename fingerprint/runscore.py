@@ -4,7 +4,9 @@ Which records: every non-warm-up record that succeeded (``record.ok``, and not `
 whose text stops where the load generator did) with non-empty text and an ``item_id`` found in
 the run's dataset (``meta.json`` ``settings.dataset``, resolved against the current directory,
 the directory above ``runs/`` and the repository; the bundled prompts when the run used them).
-Skipped records are counted by reason in ``quality.skipped``.
+Skipped records are counted by reason in ``quality.skipped``. L4 session turns other than a
+session's last (``extra["final"]`` false) are skipped as ``session_turn``: the final answer is
+scored against the session script's reference (the goal's final answer).
 
 For each scored record (a :class:`~fingerprint.score.ScoreRow`, one line of ``scores.jsonl``):
 
@@ -47,16 +49,17 @@ from fingerprint.embedder import (
     MiniLMEmbedder,
     default_cache_path,
 )
-from fingerprint.score import ScoreRow, max_similarity, quality_block
+from fingerprint.rag import format_rag_quality, rag_dataset, rag_quality, run_corpus
+from fingerprint.score import ScoreRow, groundedness, max_similarity, quality_block
 from fingerprint.structure import asks_for_table, count_items, is_chinese, punctuation_counts, requested_items
 from fourfold.errors import UsageError
 from measure.items import DATA_DIR, Item, load_items
 from measure.record import RequestRecord
 from measure.runlog import RECORDS_FILE, SUMMARY_FILE, write_json_atomic
-from measure.runread import read_meta, read_records, read_summary
+from measure.runread import SchemaError, read_meta, read_records, read_summary
 
 __all__ = ["SCORES_FILE", "RunScore", "format_quality", "make_embedder", "resolve_dataset", "score_records",
-           "score_run"]
+           "score_run", "text_groundedness"]
 
 SCORES_FILE = "scores.jsonl"
 DEFAULT_DATASET = DATA_DIR / "prompts" / "prompts.jsonl"
@@ -83,6 +86,15 @@ def make_embedder(batch_size: int = DEFAULT_BATCH_SIZE, threads: int | None = No
     if not use_cache:
         return embedder
     return CachedEmbedder(embedder, EmbeddingCache(default_cache_path(cache_dir)))
+
+
+def text_groundedness(embedder: Embedder, answer: str, chunks: Sequence[str], how: str = "max") -> float | None:
+    """Groundedness of an L3 answer in its retrieved chunks (texts): the max (default) or mean
+    cosine of the answer to the chunks; see :func:`fingerprint.score.groundedness`."""
+    if not chunks:
+        return None
+    vectors = embedder.encode([answer, *chunks])
+    return groundedness(vectors[0], vectors[1:], how=how)
 
 
 def resolve_dataset(run_dir: Path, meta: dict[str, Any] | None, override: str | os.PathLike[str] | None = None) -> Path:
@@ -115,6 +127,8 @@ def select_records(records: Iterable[RequestRecord], items: dict[str, Item]) -> 
             skipped["warmup"] += 1
         elif record.error_class == "cancelled":
             skipped["cancelled"] += 1
+        elif record.extra.get("final") is False:     # L4: only a session's final answer meets its goal
+            skipped["session_turn"] += 1
         elif not record.ok:
             skipped["failed"] += 1
         elif not record.text.strip():
@@ -182,6 +196,7 @@ def score_records(records: Sequence[RequestRecord], items: dict[str, Item], embe
         refs = [vectors[ref] for ref in item.references]
         similarity = max_similarity(vectors[record.text], np.stack(refs)) if refs else None
         field_count = item.meta.get("requested_items")
+        requested: int | None
         if isinstance(field_count, int) and not isinstance(field_count, bool):
             requested, source = field_count, "item"
         else:
@@ -229,9 +244,15 @@ def score_run(run_dir: str | os.PathLike[str], embedder: Embedder, *, dataset: s
         warnings.warn(f"{path} has no {SUMMARY_FILE} and its records changed seconds ago: is the run still "
                       "going? Score after it ends.", RuntimeWarning, stacklevel=2)
     meta = read_meta(path)
-    dataset_path = resolve_dataset(path, meta, dataset)
-    items = {item.id: item for item in load_items(dataset_path)}
-    records, skipped = select_records(read_records(path), items)
+    dataset_path = resolve_dataset(path, meta, dataset or rag_dataset(meta, path))
+    try:
+        items = {item.id: item for item in load_items(dataset_path)}
+    except ValueError as exc:
+        raise UsageError(f"cannot read the run's dataset: {exc}") from None
+    try:
+        records, skipped = select_records(read_records(path), items)
+    except SchemaError as exc:
+        raise UsageError(str(exc)) from None
     rows = score_records(records, items, embedder, chunk_size=chunk_size, progress=progress)
     quality = {
         **quality_block(rows),
@@ -241,6 +262,8 @@ def score_run(run_dir: str | os.PathLike[str], embedder: Embedder, *, dataset: s
         "scores_file": SCORES_FILE,
         "scored_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    if (meta or {}).get("level") == "l3":      # L3: groundedness in the retrieved chunks (fingerprint.rag)
+        quality["rag"] = rag_quality(rows, records, embedder, run_corpus(meta, path))
     if write:
         _write_scores(path / SCORES_FILE, rows)
         write_json_atomic(path / SUMMARY_FILE, {**(summary or {}), "quality": quality})
@@ -275,6 +298,8 @@ def format_quality(result: RunScore) -> str:
     if forced:
         lines += ["", f"note: {forced} answers were forced to max_tokens (ignore_eos): their similarity is "
                       "computed on the padded text and they are left out of structure compliance."]
+    if "rag" in quality:
+        lines += ["", format_rag_quality(quality["rag"])]
     if result.written:
         lines += ["", f"wrote {result.run_dir / SCORES_FILE} and the \"quality\" block of {result.run_dir / SUMMARY_FILE}"]
     return "\n".join(lines)

@@ -124,6 +124,7 @@ class ScoreRow:
     halfwidth_punct: int = 0
     fullwidth_share: float | None = None  # None for non-Chinese answers or answers without punctuation
     forced_length: bool = False           # ignore_eos: the answer was padded to max_tokens
+    groundedness: float | None = None     # L3: cosine to the retrieved chunks (fingerprint.rag)
 
     @property
     def group(self) -> str:
@@ -131,7 +132,7 @@ class ScoreRow:
 
     def to_dict(self) -> dict[str, Any]:
         data = dict(self.__dict__)
-        for key in ("similarity", "fullwidth_share"):
+        for key in ("similarity", "fullwidth_share", "groundedness"):
             if data[key] is not None:
                 data[key] = round(data[key], 6)
         return data

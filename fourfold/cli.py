@@ -3,6 +3,9 @@
     fourfold sim --profile candidate --port 8000     # the embedded LLM simulator, standalone
     fourfold run l1 [locust options...]              # = locust -f locustfiles/l1_throughput.py ...
     fourfold score runs/<run> [--threads 1]          # semantic fingerprint of a finished run
+    fourfold check runs/<run> --slo ci/slo.toml      # gate a finished run (exit 3: an SLO missed)
+    fourfold compare runs/<baseline> runs/<candidate> --out reports-out   # comparison report
+    fourfold demo [--quick]                          # baseline vs candidate on the simulator, end to end
 
 Every subcommand returns an exit code; errors that carry their own code print themselves.
 """
@@ -16,12 +19,15 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from fourfold import probe_cmd, report_cmd
 from fourfold.errors import FourfoldError, UsageError
 
 REPO = Path(__file__).resolve().parents[1]
 LOCUSTFILES = {
     "l1": "l1_throughput.py",
     "l2": "l2_gateway.py",
+    "l2-open-loop": "l2_open_loop.py",
+    "l2-protocols": "l2_protocols.py",
     "l3": "l3_rag.py",
     "l4": "l4_session.py",
 }
@@ -66,11 +72,39 @@ def _add_score_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--dataset", default=None, help="the run's dataset, when meta.json's path does not resolve")
 
 
+def _cmd_probe(args: argparse.Namespace, rest: list[str]) -> int:
+    return probe_cmd.run(args, rest)
+
+
+
+def _cmd_check(args: argparse.Namespace, rest: list[str]) -> int:
+    from measure.gate import check_run
+
+    result = check_run(args.run_dir, args.slo, args.junit)
+    print(result.text)
+    if args.junit:
+        print(f"fourfold: SLO verdicts as JUnit XML in {args.junit}")
+    return result.exit_code
+
+
+def _add_check_arguments(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("run_dir", help="a finished run directory (runs/<UTC time>-<label>)")
+    cmd.add_argument("--slo", default=None,
+                     help="inline spec ('ttft_p95<=450ms,similarity_mean>=0.75') or an SLO file (ci/slo.toml); "
+                          "default: the spec the run was gated with")
+    cmd.add_argument("--junit", default=None, help="write the verdicts as JUnit XML to this path")
+
+
 COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace, list[str]], int], bool]] = {
     # name: (help, handler, passes unknown arguments through)
     "sim": ("run the embedded LLM simulator (see `fourfold sim --help`)", _cmd_sim, True),
     "run": ("run a level's locustfile: fourfold run l1 --headless -u 32 -t 20s", _cmd_run, True),
     "score": ("score a finished run's answers: similarity, structure, punctuation", _cmd_score, False),
+    "check": ("gate a finished run: SLOs and quality floors, exit 3 when one is missed", _cmd_check, False),
+    "probe": ("verification probes: feature flag, first-token inflection, token usage", _cmd_probe, False),
+    "compare": ("compare a baseline run with candidates: Markdown, HTML and CSV report", report_cmd.run_compare,
+                False),
+    "demo": ("baseline vs candidate on the simulator: run, score, compare", report_cmd.run_demo, False),
 }
 
 
@@ -84,6 +118,14 @@ def build_parser() -> argparse.ArgumentParser:
             cmd.add_argument("level", help="l1, l2, l3 or l4")
         elif name == "score":
             _add_score_arguments(cmd)
+        elif name == "check":
+            _add_check_arguments(cmd)
+        elif name == "probe":
+            probe_cmd.add_arguments(cmd)
+        elif name == "compare":
+            report_cmd.add_compare_arguments(cmd)
+        elif name == "demo":
+            report_cmd.add_demo_arguments(cmd)
     return parser
 
 

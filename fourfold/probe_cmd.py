@@ -67,11 +67,11 @@ def run(args: argparse.Namespace, rest: list[str]) -> int:
                                              threshold_ms=args.threshold_ms, dialect=args.dialect, warmup=args.warmup,
                                              model=args.model,
                                              progress=lambda line: print(line, file=sys.stderr))
-            rows = [{"target": r.target, "n": r.n, "ttft_a_ms": r.ttft_a_ms, "ttft_b_ms": r.ttft_b_ms,
+            table = [{"target": r.target, "n": r.n, "ttft_a_ms": r.ttft_a_ms, "ttft_b_ms": r.ttft_b_ms,
                      "delta_b_minus_a_ms": r.delta.mean, "ci95_ms": f"[{r.delta.low}, {r.delta.high}]",
                      "within": f"±{r.threshold_ms:g} ms: {'yes' if r.within_threshold else 'no'}",
-                     "failures": r.failures} for r in results]
-            _print(args, rows, tuple(rows[0]) if rows else ())
+                      "failures": r.failures} for r in results]
+            _print(args, table, tuple(table[0]) if table else ())
             if args.gate and not all(r.within_threshold for r in results):
                 raise GateFailed("a target's first-token delta is not within the threshold")
             return 0
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace, rest: list[str]) -> int:
         return 0
 
 
-def _print(args: argparse.Namespace, rows: list[dict], columns: tuple[str, ...]) -> None:
+def _print(args: argparse.Namespace, rows: list[dict[str, object]], columns: tuple[str, ...]) -> None:
     if args.json:
         print(json.dumps(rows, indent=1, default=str))
         return

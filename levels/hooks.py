@@ -20,6 +20,7 @@ from typing import Any
 from locust import events
 
 from levels import options as _options
+from levels import slogate
 
 log = logging.getLogger("fourfold")
 _installed = False
@@ -46,9 +47,15 @@ def _on_init(environment: Any, **_kw: Any) -> None:
     from levels.runtime import register
 
     runtime = register(environment)
+    if getattr(environment, "web_ui", None) is not None:   # local runner or master with the web UI
+        from levels import webui
+
+        webui.register(environment)
     classes = _llm_user_classes(environment)
     if classes:
         runtime.level = classes[0].level
+    if not runtime.is_worker and classes:
+        _start_embedded_mirror(environment, runtime)
     if runtime.is_worker or environment.host or not classes:
         return
     host, handles = classes[0].start_embedded(runtime.settings)
@@ -65,12 +72,32 @@ def _on_init(environment: Any, **_kw: Any) -> None:
     log.info("fourfold: no --host given; embedded target running at %s", host)
 
 
+def _start_embedded_mirror(environment: Any, runtime: Any) -> None:
+    """``--mirror-host sim:<profile>`` starts a second simulator with that profile as the mirror."""
+    mirror = runtime.settings.mirror_host
+    if not mirror.startswith("sim:"):
+        return
+    from dataclasses import replace
+
+    from targets.launch import start_simulator
+
+    simulator = start_simulator(profile=mirror[4:] or "candidate", seed=runtime.settings.sim_seed)
+    _embedded.append(simulator)
+    atexit.register(stop_embedded)
+    runtime.settings = replace(runtime.settings, mirror_host=simulator.url)
+    if environment.parsed_options is not None:
+        environment.parsed_options.mirror_host = simulator.url
+    runtime.meta_extra["embedded_mirror"] = {"profile": mirror[4:] or "candidate", "url": simulator.url}
+    log.info("fourfold: mirror simulator (%s) running at %s", mirror[4:] or "candidate", simulator.url)
+
+
 def _on_test_start(environment: Any, **_kw: Any) -> None:
     from levels.options import Settings
     from levels.runtime import get_runtime
 
     runtime = get_runtime(environment)
     runtime.settings = Settings.from_options(environment.parsed_options)
+    slogate.configure(environment, runtime)
     if getattr(environment.parsed_options, "fourfold_embedded", False):
         _EMBEDDED_FLAG["on"] = True
     if runtime.is_worker:
@@ -87,6 +114,7 @@ def _on_test_stop(environment: Any, **_kw: Any) -> None:
     from levels.runtime import get_runtime
 
     runtime = get_runtime(environment)
+    runtime.stop_background()
     sampler = getattr(runtime, "sampler", None)
     if sampler is not None:
         runtime.sampler = None
@@ -105,13 +133,26 @@ def _on_quitting(environment: Any, **_kw: Any) -> None:
         log.info("fourfold worker: %d records measured, %d shipped to the master",
                  runtime.records_seen, runtime.records_shipped + len(runtime.pending))
         return
+    _stop_users_first(environment)
     _on_test_stop(environment)
     summary = get_runtime(environment).finish()
     if summary is not None:
         print(format_summary(summary), file=sys.stderr if environment.parsed_options is None else sys.stdout)
         assert runtime.writer is not None
         print(f"fourfold: run directory {runtime.writer.run_dir}", flush=True)
+    slogate.finish(environment, runtime, summary)
     stop_embedded()
+
+
+def _stop_users_first(environment: Any) -> None:
+    """A stop signal (SIGTERM, Ctrl-C) fires ``quitting`` while users still run: stop them (and,
+    on a master, collect the workers' last reports) before summary.json is written and the run log
+    closed, so every request in flight is recorded as cancelled rather than lost."""
+    from locust.runners import STATE_RUNNING, STATE_SPAWNING
+
+    runner = environment.runner
+    if runner is not None and runner.state in (STATE_RUNNING, STATE_SPAWNING):
+        runner.quit()
 
 
 def stop_embedded() -> None:

@@ -8,11 +8,15 @@ start form. Secrets (``--api-key``) are masked in the form and never copied into
 
 from __future__ import annotations
 
+import argparse
 import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from levels.l4_options import register as _register_l4
 from measure.dialects import DIALECTS
+from measure.gate import load_slo
+from measure.slo import SLOSpecError
 
 SECRET_OPTIONS = frozenset({"api_key"})
 
@@ -26,7 +30,9 @@ def register(parser: Any) -> None:
     add("--dataset", default="", help="JSONL of prompts (id, prompt or messages, reference); default: bundled prompts")
     add("--max-tokens", type=int, default=0, help="Override every item's max_tokens (0 = use the item's)")
     add("--ignore-eos", action="store_true", default=False,
-        help="Ask the server to always produce max_tokens (vLLM extension; on by default against the embedded simulator)")
+        help="Ask the server to always produce max_tokens (vLLM extension; on by default for L1 against the embedded simulator)")
+    add("--no-ignore-eos", action="store_true", default=False,
+        help="Let answers end naturally even where --ignore-eos would be implied (scoring structure needs it)")
     add("--no-stream", action="store_true", default=False, help="Send non-streaming requests (TTFT = E2E)")
     add("--api-key", default="", is_secret=True, env_var="FOURFOLD_API_KEY",
         help="API key (or env FOURFOLD_API_KEY); sent as Bearer or x-api-key, never recorded")
@@ -48,9 +54,34 @@ def register(parser: Any) -> None:
     add("--metrics-url", default="",
         help="Prometheus /metrics of the target to sample during the run (default: <host>/metrics; 'off' disables)")
     add("--sample-interval", type=float, default=1.0, help="Seconds between /metrics and nvidia-smi samples")
+    add("--mirror-host", default="",
+        help="Also send a share of requests to this second target (gray release); its answers reach no user")
+    add("--mirror-share", type=float, default=0.1, help="Share of requests mirrored to --mirror-host (0..1)")
     add("--sim-profile", default="baseline",
         help="Profile of the embedded simulator started when no --host is given")
     add("--sim-seed", type=int, default=0, help="Seed of the embedded simulator")
+    add("--sim-max-concurrency", type=int, default=0,
+        help="Embedded simulator: gateway limit on generations in flight (0: none)")
+    add("--sim-over-limit", default="queue", choices=["queue", "429", "503"],
+        help="Embedded simulator: what a request over --sim-max-concurrency gets")
+    add("--sim-keepalive-timeout-s", type=float, default=0.0,
+        help="Embedded simulator: close keep-alive connections idle this long (0: never)")
+    add("--slo", default="", type=_slo_option,
+        help="SLO gate, e.g. 'ttft_p95<=450ms,e2e_p99<=1400ms', or an SLO file (ci/slo.toml); "
+             "a missed SLO makes the run exit 3")
+    add("--junit", default="", include_in_web_ui=False,
+        help="Write the SLO verdicts as JUnit XML to this path (one testcase per SLO)")
+    _register_l4(parser)   # L4 session flow and sticky A/B (levels/l4_options.py)
+
+
+def _slo_option(value: str) -> str:
+    """Check --slo when it is parsed (a malformed spec or file: exit code 2); keep the text."""
+    if value and value.strip():
+        try:
+            load_slo(value)
+        except SLOSpecError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix("--slo: ")) from None
+    return value
 
 
 @dataclass(frozen=True)
@@ -60,6 +91,7 @@ class Settings:
     dataset: str = ""
     max_tokens: int | None = None
     ignore_eos: bool = False
+    no_ignore_eos: bool = False
     stream: bool = True
     api_key: str = field(default="", repr=False)
     api_key_header: str = "authorization"
@@ -76,8 +108,19 @@ class Settings:
     record_text: bool = True
     metrics_url: str = ""
     sample_interval_s: float = 1.0
+    mirror_host: str = ""
+    mirror_share: float = 0.1
     sim_profile: str = "baseline"
     sim_seed: int = 0
+    sim_max_concurrency: int = 0            # embedded simulator gateway knobs (targets.sim.gateway)
+    sim_over_limit: str = "queue"
+    sim_keepalive_timeout_s: float = 0.0
+    rag_retriever: str = "bm25"             # embedded RAG service (levels.l3_rag registers the options)
+    rag_rerank: str = "none"
+    rag_top_k: int = 3
+    rag_corpus: str = ""
+    slo: str = ""
+    junit: str = ""
 
     @classmethod
     def from_options(cls, options: Any) -> Settings:
@@ -93,6 +136,7 @@ class Settings:
             dataset=get("dataset", ""),
             max_tokens=max_tokens,
             ignore_eos=bool(get("ignore_eos", False)),
+            no_ignore_eos=bool(get("no_ignore_eos", False)),
             stream=not get("no_stream", False),
             api_key=get("api_key", "") or os.environ.get("FOURFOLD_API_KEY", ""),
             api_key_header=get("api_key_header", "authorization"),
@@ -109,8 +153,19 @@ class Settings:
             record_text=not get("no_record_text", False),
             metrics_url=get("metrics_url", ""),
             sample_interval_s=float(get("sample_interval", 1.0)),
+            mirror_host=get("mirror_host", ""),
+            mirror_share=float(get("mirror_share", 0.1)),
             sim_profile=get("sim_profile", "baseline"),
             sim_seed=int(get("sim_seed", 0)),
+            sim_max_concurrency=int(get("sim_max_concurrency", 0)),
+            sim_over_limit=str(get("sim_over_limit", "queue")),
+            sim_keepalive_timeout_s=float(get("sim_keepalive_timeout_s", 0.0)),
+            rag_retriever=str(get("rag_retriever", "bm25")),
+            rag_rerank=str(get("rag_rerank", "none")),
+            rag_top_k=int(get("rag_top_k", 3)),
+            rag_corpus=str(get("rag_corpus", "")),
+            slo=get("slo", ""),
+            junit=get("junit", ""),
         )
 
     def request_headers(self) -> dict[str, str]:

@@ -50,6 +50,7 @@ class Runtime:
         self.started_at: float | None = None
         self.finished = False
         self.sampler: Any = None
+        self.background: set[gevent.Greenlet] = set()   # e.g. mirror requests in flight
 
     # ---- roles ----
     @property
@@ -60,12 +61,27 @@ class Runtime:
     def is_master(self) -> bool:
         return isinstance(self.environment.runner, MasterRunner)
 
+    def spawn_background(self, fn: Any) -> gevent.Greenlet:
+        """Run ``fn`` on its own greenlet; it is stopped (and so records ``cancelled``) at test stop."""
+        greenlet = gevent.spawn(fn)
+        self.background.add(greenlet)
+        greenlet.link(self.background.discard)
+        return greenlet
+
+    def stop_background(self) -> None:
+        if self.background:
+            gevent.killall(list(self.background), block=True, timeout=5)
+
     # ---- the record sinks ----
     def observe(self, record: RequestRecord) -> None:
         """Hand one finished record to every sink (called on the greenlet that sent it)."""
         cancelled = record.error_class == "cancelled"
+        stopped: BaseException | None = None
         if not cancelled:
-            gevent.sleep(0)   # let pending reads of other streams be timestamped before this work
+            try:
+                gevent.sleep(0)   # let pending reads of other streams be timestamped before this work
+            except gevent.GreenletExit as exc:   # the run stopped right now: the request did complete,
+                stopped = exc                     # so record it first, then let the greenlet end
         self.records_seen += 1
         if not self.settings.record_text:
             record.text = ""
@@ -83,6 +99,8 @@ class Runtime:
             self.pending.append(record.to_dict())
         else:
             self._write(record)
+        if stopped is not None:
+            raise stopped
 
     def _write(self, record: RequestRecord) -> None:
         if self.writer is None:

@@ -10,6 +10,7 @@ import ssl
 
 import httpx
 
+from measure.h2client import make_h2_client
 from measure.transport import RawH1Transport
 
 _SSL_VERIFY = ssl.create_default_context()
@@ -21,11 +22,16 @@ BASE_HEADERS = {"Accept-Encoding": "identity", "User-Agent": "fourfold"}
 
 def make_http_client(base_url: str, *, headers: dict[str, str] | None = None, http2: bool = False,
                      insecure: bool = False, read_timeout_s: float = 60.0,
-                     connect_timeout_s: float = 10.0) -> httpx.Client:
+                     connect_timeout_s: float = 10.0, max_connections: int = 4) -> httpx.Client:
+    """``http2``: httpx's transport (h2 by ALPN over https, prior-knowledge h2c over http; see
+    :mod:`measure.h2client`). ``max_connections``: idle keep-alive connections kept per origin
+    (raise it when one client carries many concurrent requests, e.g. the open-loop dispatcher)."""
     ctx = _SSL_INSECURE if insecure else _SSL_VERIFY
     timeout = httpx.Timeout(read_timeout_s, connect=connect_timeout_s)
     all_headers = {**BASE_HEADERS, **(headers or {})}
     if http2:
-        return httpx.Client(base_url=base_url, http2=True, verify=ctx, timeout=timeout, headers=all_headers)
-    transport = RawH1Transport(ssl_context=ctx, connect_timeout_s=connect_timeout_s, read_timeout_s=read_timeout_s)
+        return make_h2_client(base_url, verify=ctx, timeout=timeout, headers=all_headers,
+                              max_connections=max_connections)
+    transport = RawH1Transport(ssl_context=ctx, connect_timeout_s=connect_timeout_s, read_timeout_s=read_timeout_s,
+                               max_idle_per_host=max_connections)
     return httpx.Client(base_url=base_url, transport=transport, timeout=timeout, headers=all_headers)

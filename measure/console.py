@@ -61,4 +61,5 @@ def format_summary(summary: dict[str, Any]) -> str:
         parts = [f"{name} mean {m['mean']:g} max {m['max']:g}" for name, m in server.items()
                  if not name.endswith("_total")]
         lines.append("server: " + "; ".join(parts))
+    lines.extend(summary.get("notes") or ())   # level-specific report lines (e.g. L2's knee)
     return "\n".join(lines)

@@ -37,14 +37,17 @@ class Reader:
         self.waiter: Any = None
         self.closed = False
 
-    def on_ready(self, now_ns: int) -> None:
+    def on_ready(self, now: Any) -> None:
         try:
             data: Any = self._recv(_RECV_BYTES)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
             data = exc
-        self.queue.append((now_ns, data))
+        # Stamped after the read returns: bytes that arrived between the poll and this read must
+        # not get an earlier time than they arrived (the error is only ever late, by the time the
+        # reads before this one in the same pass took: microseconds).
+        self.queue.append((now(), data))
         if not data or isinstance(data, OSError):
             self._reactor.unregister(self)   # EOF stays readable: stop polling it
         waiter = self.waiter
@@ -106,12 +109,10 @@ class Reactor:
         now = time.perf_counter_ns
         while True:
             hub.wait(watcher)
-            ready = poll(0)
-            t = now()
-            for fd, _ in ready:
+            for fd, _ in poll(0):
                 reader = readers.get(fd)
                 if reader is not None:
-                    reader.on_ready(t)
+                    reader.on_ready(now)
 
 
 _REACTORS: dict[int, Reactor] = {}

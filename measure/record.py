@@ -75,6 +75,7 @@ class RequestRecord:
     text_truncated: bool = False
     response_bytes: int = 0
     conn_reused: bool | None = None
+    conn_reconnected: bool = False   # the pooled connection had been closed (idle): a new one was opened
     http_version: str = ""
     connect_ms: float | None = None
     server_timing: dict[str, float] = field(default_factory=dict)

@@ -20,10 +20,13 @@ Definitions (the ARCHITECTURE.md metric table; every value is over non-warm-up r
   with no value for ``tpot_ms``/``itl_ms`` meets it vacuously, for any other metric it fails);
   ``goodput_rps`` = good / wall time.
 - ``conn_reuse`` = requests on an already-open connection / requests where that is known.
+  ``conn_reconnects``: requests whose pooled connection the server had closed while idle, so
+  they had to open a new one (``record.conn_reconnected``; a reconnect stall).
 - wall time = ``last_end - first_start``: first send to last end (``started_at`` + e2e, or
   the last known offset) over the key's records.
 - Per-second series (Unix seconds): output tokens by the second their chunk arrived (usage
   tokens spread evenly over the chunks), requests finished and failed by their end second,
+  stalls by the second the stalling gap ended,
   TTFT count/sum/max by the second the first token arrived (ok requests).
 
 Distributed: workers ``take_wire()`` (to_wire + reset) in ``report_to_master``, the master
@@ -42,14 +45,15 @@ from measure.record import FAILURE_CLASSES, RequestRecord
 HISTOGRAMS = ("ttfb_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "output_tokens", "queue_ms",
               "request_tps")
 COUNTERS = ("requests", "ok", "failures", "interrupted", "stalls", "requests_with_stall", "good",
-            "output_tokens_total", "output_tokens_estimated", "conn_reused", "conn_new")
+            "output_tokens_total", "output_tokens_estimated", "conn_reused", "conn_new", "conn_reconnects")
 SLO_METRICS = ("ttfb_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "queue_ms")
 QUANTILES = (("p50", 0.50), ("p90", 0.90), ("p95", 0.95), ("p99", 0.99))
 DEFAULT_STALL_THRESHOLD_MS = 150.0
 TOTAL_LEVEL, TOTAL_SCENARIO = "Aggregated", ""
 WIRE_VERSION = 1
-# per-second slot: [output_tokens, finished, failures, ttft_count, ttft_sum_ms, ttft_max_ms]
-_TOKENS, _FINISHED, _FAILURES, _TTFT_N, _TTFT_SUM, _TTFT_MAX = range(6)
+# per-second slot: [output_tokens, finished, failures, ttft_count, ttft_sum_ms, ttft_max_ms, stalls]
+_TOKENS, _FINISHED, _FAILURES, _TTFT_N, _TTFT_SUM, _TTFT_MAX, _STALLS = range(7)
+_EMPTY_SLOT = (0, 0, 0, 0, 0.0, 0.0, 0)
 K = TypeVar("K")
 
 
@@ -133,7 +137,7 @@ class GroupStats:
     def _slot(self, sec: int) -> list[float]:
         slot = self.per_second.get(sec)
         if slot is None:
-            slot = self.per_second[sec] = [0, 0, 0, 0, 0.0, 0.0]
+            slot = self.per_second[sec] = list(_EMPTY_SLOT)
         return slot
 
     def add(self, record: RequestRecord, stall_threshold_ms: float, slo_ms: dict[str, float]) -> None:
@@ -148,10 +152,16 @@ class GroupStats:
         stalls = sum(1 for gap in gaps if gap > stall_threshold_ms)
         c["stalls"] += stalls
         c["requests_with_stall"] += stalls > 0
+        if stalls:
+            offsets = record.chunk_offsets_ms
+            for j, gap in enumerate(gaps):
+                if gap > stall_threshold_ms:
+                    self._slot(int(record.started_at + offsets[j + 1] / 1000))[_STALLS] += 1
         c["output_tokens_total"] += record.output_tokens
         c["output_tokens_estimated"] += record.output_tokens > 0 and record.output_tokens_source != "usage"
         if record.conn_reused is not None:
             c["conn_reused" if record.conn_reused else "conn_new"] += 1
+        c["conn_reconnects"] += record.conn_reconnected
         c["good"] += meets_slo(record, slo_ms)
         h["queue_ms"].add(record.queue_ms)
         if ok:
@@ -189,7 +199,7 @@ class GroupStats:
         self.first_start, self.last_end = min(starts, default=None), max(ends, default=None)
         for sec, theirs in other.per_second.items():
             mine = self._slot(sec)
-            for i in (_TOKENS, _FINISHED, _FAILURES, _TTFT_N, _TTFT_SUM):
+            for i in (_TOKENS, _FINISHED, _FAILURES, _TTFT_N, _TTFT_SUM, _STALLS):
                 mine[i] += theirs[i]
             mine[_TTFT_MAX] = max(mine[_TTFT_MAX], theirs[_TTFT_MAX])
 
@@ -209,7 +219,7 @@ class GroupStats:
         group.errors = {str(k): int(v) for k, v in data.get("e", {}).items()}
         group.statuses = {int(k): int(v) for k, v in data.get("st", {}).items()}
         group.first_start, group.last_end = data.get("t0"), data.get("t1")
-        group.per_second = {int(k): list(v) for k, v in data.get("ps", {}).items()}
+        group.per_second = {int(k): [*v, *_EMPTY_SLOT[len(v):]] for k, v in data.get("ps", {}).items()}
         return group
 
     @property
@@ -221,11 +231,12 @@ class GroupStats:
     def series(self) -> dict[str, list[Any]]:
         """Columnar per-second series from the first to the last second seen (gaps filled with 0)."""
         cols: dict[str, list[Any]] = {k: [] for k in ("t_s", "output_tokens", "finished", "failures",
-                                                      "ttft_count", "ttft_mean_ms", "ttft_max_ms")}
+                                                      "ttft_count", "ttft_mean_ms", "ttft_max_ms",
+                                                      "stalls")}
         if not self.per_second:
             return cols
         for sec in range(min(self.per_second), max(self.per_second) + 1):
-            slot = self.per_second.get(sec, [0, 0, 0, 0, 0.0, 0.0])
+            slot = self.per_second.get(sec, _EMPTY_SLOT)
             n = int(slot[_TTFT_N])
             cols["t_s"].append(sec)
             cols["output_tokens"].append(int(slot[_TOKENS]))
@@ -234,6 +245,7 @@ class GroupStats:
             cols["ttft_count"].append(n)
             cols["ttft_mean_ms"].append(slot[_TTFT_SUM] / n if n else None)
             cols["ttft_max_ms"].append(slot[_TTFT_MAX] if n else None)
+            cols["stalls"].append(int(slot[_STALLS]))
         return cols
 
     def summary(self, level: str, scenario: str) -> dict[str, Any]:
@@ -331,8 +343,9 @@ class LLMStats:
         return wire
 
     def merge_wire(self, data: dict[str, Any]) -> None:
-        """Merge another process's wire (a worker's delta) into these aggregates, exactly."""
-        if not data:
+        """Merge another process's wire (a worker's delta) into these aggregates, exactly. An empty
+        delta (an idle worker's report, whatever thresholds it was started with) merges trivially."""
+        if not data or not data.get("g"):
             return
         if data.get("v", WIRE_VERSION) > WIRE_VERSION:
             raise ValueError(f"LLMStats wire version {data['v']} is newer than {WIRE_VERSION}: "

@@ -21,8 +21,10 @@ import httpx
 
 from measure.dialects.base import Dialect, HttpRequest
 from measure.record import RequestRecord
+from measure.runlog import REDACTED, is_secret_key
 
 _ERROR_BODY_CAP = 4096
+UNSENT = "unsent"    # record.extra key set when the run stopped a request before it reached the wire
 
 
 @dataclass(frozen=True)
@@ -75,21 +77,26 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
     if request.json and request.json.get("ignore_eos"):
         record.extra["ignore_eos"] = True     # a length finish was asked for: not a truncation
     t0 = now()
+    progress: dict[str, bool] = {}    # RawH1Transport sets "sent" (see UNSENT)
     try:
         with client.stream(request.method, request.path, json=request.json,
-                           headers=request.headers) as response:
+                           headers=request.headers, extensions={"fourfold_progress": progress}) as response:
             t_head = now()
             facts = response.extensions.get("fourfold")
             if facts is not None:
                 t0 = facts.t_start_ns
                 record.conn_reused = facts.reused
                 record.connect_ms = facts.connect_ms
+                record.conn_reconnected = facts.reconnected
             record.http_version = response.http_version
             record.status = response.status_code
             record.ttfb_ms = (t_head - t0) / 1e6
             _read_headers(response.headers, record)
             if not 200 <= response.status_code < 300:
-                return _http_failure(response, record)
+                return _scrub(_http_failure(response, record), client, request)
+            content_type = response.headers.get("content-type", "")
+            if request.stream and content_type and "event-stream" not in content_type.lower():
+                record.extra["content_type"] = content_type[:100]   # e.g. an HTML error page with 200
             append_t, append_c = times.append, chunks.append
             nbytes = 0
             max_bytes = limits.max_response_bytes
@@ -122,7 +129,12 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
         transport_error, transport_detail = "client_error", f"{exc.__class__.__name__}: {exc}"
     except Exception as exc:  # noqa: BLE001 - a bug in our client must not kill the run: it is counted
         transport_error, transport_detail = "client_error", f"{exc.__class__.__name__}: {exc}"
-    return _finish(dialect, request, record, t0, times, chunks, transport_error, transport_detail)
+    except BaseException:
+        if progress.get("sent") is False:
+            record.extra[UNSENT] = True   # stopped (GreenletExit) before the request left: the target never saw it
+        raise
+    return _scrub(_finish(dialect, request, record, t0, times, chunks, transport_error, transport_detail),
+                  client, request)
 
 
 def _read_headers(headers: httpx.Headers, record: RequestRecord) -> None:
@@ -141,6 +153,31 @@ def _read_headers(headers: httpx.Headers, record: RequestRecord) -> None:
             record.extra["retry_after_s"] = float(retry_after)
         except ValueError:
             pass
+
+
+def _secret_values(*header_sets: httpx.Headers | dict[str, str]) -> list[str]:
+    """Values of the secret headers sent (``Authorization: Bearer X`` gives the value and X)."""
+    found: set[str] = set()
+    for headers in header_sets:
+        for name, value in headers.items():
+            if len(value) >= 8 and is_secret_key(name):
+                found.add(value)
+                scheme, _, token = value.partition(" ")
+                if len(token) >= 8 and scheme.lower() in ("bearer", "basic", "token"):
+                    found.add(token)
+    return sorted(found, key=len, reverse=True)
+
+
+def _scrub(record: RequestRecord, client: httpx.Client, request: HttpRequest) -> RequestRecord:
+    """A target that echoes a credential (an error body quoting the API key, a proxy reflecting the
+    request as its answer) must not put it into the run log: the request's own secret header values
+    are replaced by ``***`` in the text and error detail a record keeps."""
+    for secret in _secret_values(client.headers, request.headers):
+        if secret in record.error_detail:
+            record.error_detail = record.error_detail.replace(secret, REDACTED)
+        if secret in record.text:
+            record.text = record.text.replace(secret, REDACTED)
+    return record
 
 
 def _http_failure(response: httpx.Response, record: RequestRecord) -> RequestRecord:
@@ -190,6 +227,10 @@ def _finish(dialect: Dialect, request: HttpRequest, record: RequestRecord, t0: i
     record.terminal = completion.terminal
     record.finish_reason = completion.finish_reason
     record.set_text(completion.text)
+    if completion.server_timing:
+        record.server_timing.update(completion.server_timing)
+    if completion.extra:
+        record.extra.update(completion.extra)
     record.error_class, record.error_detail = _classify(record, completion.error_class,
                                                         completion.error_detail, transport_error,
                                                         transport_detail)
@@ -219,6 +260,8 @@ def _classify(record: RequestRecord, parser_error: str, parser_detail: str, tran
         return transport_error, transport_detail
     if parser_error:
         return parser_error, parser_detail
+    if not record.terminal and record.extra.get("content_type"):
+        return "malformed_stream", f"expected text/event-stream, got {record.extra['content_type']!r}"
     if not record.terminal:
         return "interrupted", "the stream ended without its terminal event"
     if record.finish_reason == "length" and not record.extra.get("ignore_eos"):

@@ -53,6 +53,9 @@ class ConnFacts:
     t_start_ns: int
     http_version: str = "HTTP/1.1"
     recv_ns: list[int] | None = None    # receive time of each body piece the stream yields
+    # The pooled connection this request would have reused had been closed by the server (idle
+    # keep-alive timeout): the request had to open a new one (a reconnect stall).
+    reconnected: bool = False
 
 
 class _Watchdog:
@@ -317,14 +320,17 @@ class RawH1Transport(httpx.BaseTransport):
         else:
             _close_quietly(conn.sock)
 
-    def _take_idle(self, key: tuple[str, str, int]) -> _Conn | None:
+    def _take_idle(self, key: tuple[str, str, int]) -> tuple[_Conn | None, bool]:
+        """A live idle connection (or None), and whether a dead one (closed by the server) was dropped."""
         idle = self._idle.get(key)
+        stale = False
         while idle:
             conn = idle.pop()
             if not conn.is_dead():
-                return conn
+                return conn, stale
+            stale = True
             _close_quietly(conn.sock)
-        return None
+        return None, stale
 
     def _connect(self, key: tuple[str, str, int]) -> _Conn:
         scheme, host, port = key
@@ -354,7 +360,12 @@ class RawH1Transport(httpx.BaseTransport):
         head = _request_head(request)
         body = request.read()
         payload = head + body if len(body) < 65536 else None
-        conn = self._take_idle(key)
+        # request.extensions["fourfold_progress"] (a dict the caller keeps): "sent" is False until the
+        # request is on the wire, so a caller stopped before that knows the target never saw it
+        progress = request.extensions.get("fourfold_progress")
+        if progress is not None:
+            progress["sent"] = False
+        conn, stale = self._take_idle(key)
         reused = conn is not None
         connect_ms = None
         for attempt in (0, 1):
@@ -375,22 +386,33 @@ class RawH1Transport(httpx.BaseTransport):
                 else:
                     conn.sock.sendall(head)
                     conn.sock.sendall(body)
+                if progress is not None:
+                    progress["sent"] = True
                 status, headers, leftover = _read_head(conn.sock)
                 break
             except _StaleConnection:
+                if progress is not None:
+                    progress["sent"] = False     # it went to a dead connection: not received
                 _Watchdog.stop(watchdog)
                 _close_quietly(conn.sock)
                 if not reused or attempt:
                     raise httpx.RemoteProtocolError("server closed the connection without a response") from None
                 conn = None  # a keep-alive connection closed under us: retry once on a fresh one
+                stale = True
             except BaseException:
                 _Watchdog.stop(watchdog)
                 _close_quietly(conn.sock)
                 raise
         t_head_ns = time.perf_counter_ns()
         assert conn is not None   # the loop either broke with a connection or raised
-        framing, length, keep_alive = _framing(request.method, status, headers)
-        facts = ConnFacts(reused=reused, connect_ms=connect_ms, t_start_ns=t_start_ns)
+        try:
+            framing, length, keep_alive = _framing(request.method, status, headers)
+        except BaseException:     # e.g. a bad Content-Length: the watchdog must not outlive the request
+            _Watchdog.stop(watchdog)
+            _close_quietly(conn.sock)
+            raise
+        facts = ConnFacts(reused=reused, connect_ms=connect_ms, t_start_ns=t_start_ns,
+                          reconnected=stale and not reused)
         stream = _RawStream(self, conn, leftover, framing, length, keep_alive, watchdog, facts, t_head_ns)
         return httpx.Response(status, headers=headers, stream=stream,
                               extensions={"http_version": b"HTTP/1.1", "fourfold": facts})

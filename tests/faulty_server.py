@@ -17,6 +17,8 @@ GOOD = [b'data: {"choices":[{"index":0,"delta":{"content":"Hello"}}]}\n\n',
         b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}\n\n',
         b"data: [DONE]\n\n"]
 FAULTS = ("ok", "malformed_json", "drop_mid_stream", "http_500", "http_429", "no_done", "context_length")
+# also on request (not in the default rotation): "echo_auth", a 401 whose body and a 200 stream
+# whose text quote the request's credentials, as a careless gateway or a reflecting proxy would
 
 
 def _chunk(data: bytes) -> bytes:
@@ -41,11 +43,23 @@ class _Handler(socketserver.BaseRequestHandler):
                 buf += sock.recv(65536)
             buf = buf[length:]
             fault = headers.get(b"x-fault", b"").decode() or self.server.next_fault()
+            self.credentials = b" ".join(headers.get(k, b"") for k in (b"authorization", b"x-api-key")).decode()
             self.server.seen.append(fault)
             if not self.respond(sock, fault):
                 return
 
     def respond(self, sock, fault: str) -> bool:  # noqa: ANN001
+        if fault == "echo_auth":
+            if self.server.echo_count % 2 == 0:
+                data = json.dumps({"error": {"message": f"invalid credentials: {self.credentials}"}}).encode()
+                sock.sendall(b"HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\n\r\n%s" % (len(data), data))
+            else:
+                event = {"choices": [{"delta": {"content": f"you sent {self.credentials}"}, "finish_reason": "stop"}]}
+                sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+                             + _chunk(b"data: " + json.dumps(event).encode() + b"\n\n") + _chunk(GOOD[-1]) + b"0\r\n\r\n")
+            self.server.echo_count += 1
+            return True
         if fault in ("http_500", "http_429", "context_length"):
             status, body = {"http_500": (b"500 Internal Server Error", {"error": "boom"}),
                             "http_429": (b"429 Too Many Requests", {"error": "slow down"}),
@@ -82,6 +96,7 @@ class FaultyServer(socketserver.ThreadingTCPServer):
         self._faults = itertools.cycle(faults)
         self._lock = threading.Lock()
         self.seen: list[str] = []
+        self.echo_count = 0
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
         self._thread.start()
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from measure.dialects.anthropic_messages import AnthropicMessages
 from measure.dialects.base import Completion, Dialect, HttpRequest, RequestOptions, StreamParser
 from measure.dialects.openai_chat import OpenAIChat
+from measure.dialects.rag import RagDialect
 from measure.dialects.triton import Triton
 
 __all__ = [
@@ -34,6 +35,7 @@ DIALECTS: dict[str, Dialect] = {
     "openai_chat": _OPENAI,
     "anthropic_messages": _ANTHROPIC,
     "kserve": _TRITON,
+    "rag": RagDialect(),
 }
 
 

@@ -54,6 +54,8 @@ class Completion:
     terminal: bool = False             # the dialect's end-of-stream event was seen
     error_class: str = ""              # "" or one of measure.record.ERROR_CLASSES
     error_detail: str = ""
+    server_timing: dict[str, float] = field(default_factory=dict)   # stage -> ms found in the body
+    extra: dict[str, Any] = field(default_factory=dict)              # dialect facts for record.extra
 
 
 class StreamParser(Protocol):

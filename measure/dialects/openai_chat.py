@@ -124,10 +124,16 @@ class JsonEventParser:
                 done.content_deltas += self._on_event(event)
             if self.decoder.too_large:
                 self._error("too_large", f"an SSE event exceeded {self.max_event_bytes} bytes and was discarded")
+            if self.decoder.invalid_utf8:   # replaced by U+FFFD (the text is kept) and counted
+                self._malformed_utf8(self.decoder.invalid_utf8)
         elif self._body_bytes > self.max_event_bytes:
             self._error("too_large", f"response body of {self._body_bytes} bytes exceeds {self.max_event_bytes}")
         else:
             raw = b"".join(self._body)
+            try:
+                raw.decode("utf-8-sig")
+            except UnicodeDecodeError:
+                self._malformed_utf8(1)
             try:
                 obj = json.loads(raw.decode("utf-8-sig", "replace"))
                 if not isinstance(obj, dict):
@@ -163,6 +169,11 @@ class JsonEventParser:
             self._malformed(data, "not a JSON object")
             return None
         return obj
+
+    def _malformed_utf8(self, lines: int) -> None:
+        self.malformed_events += 1
+        if self.malformed_events == 1:
+            self._error("malformed_stream", f"invalid UTF-8 in {lines} line(s) of the body (replaced by U+FFFD)")
 
     def _malformed(self, data: str, why: str) -> None:
         self.malformed_events += 1

@@ -19,13 +19,15 @@ from typing import Any
 from urllib.parse import unquote
 
 from targets.sim import wire_anthropic, wire_openai, wire_triton
-from targets.sim.answers import DEFAULT_PROMPTS_PATH, AnswerBook
+from targets.sim.answers import DEFAULT_PROMPTS_PATH, Answer, AnswerBook
+from targets.sim.faults import FaultInjector
 from targets.sim.gateway import Gateway, GatewayConfig
 from targets.sim.httpio import HttpRequest
 from targets.sim.metrics import SimCounters, render_metrics
 from targets.sim.plan import Plan, RequestFacts, make_plan
 from targets.sim.profile import Profile
 from targets.sim.scheduler import TokenScheduler
+from targets.sim.sessions import DEFAULT_SESSIONS_DIR, SessionBook, SessionKnobs, session_answer, session_rng
 from targets.sim.wire import JSON_CONTENT_TYPE, ParsedRequest, WireError, dumps
 
 PLAN_HEADER = "x-fourfold-plan"
@@ -46,6 +48,7 @@ class SimConfig:
     port: int = 8000
     gateway: GatewayConfig = field(default_factory=GatewayConfig)
     prompt_paths: tuple[Path, ...] = (DEFAULT_PROMPTS_PATH,)
+    session_paths: tuple[Path, ...] = (DEFAULT_SESSIONS_DIR,)
 
 
 @dataclass
@@ -83,12 +86,29 @@ class SimApp:
         self.counters = SimCounters()
         self.gateway = Gateway(config.gateway)
         self.scheduler = TokenScheduler(loop)
+        self.faults = FaultInjector(config.profile.faults, config.seed)
         self._occurrences: dict[str, int] = {}
+        self.sessions = SessionBook.load(config.session_paths)
+        self._session_knobs = SessionKnobs(self.profile.session_first_share, self.profile.session_facts_per_turn,
+                                           self.profile.session_miss_rate)
         self._recent_plans: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._plain_plan_header = json.dumps({"seed": self.seed, "profile": self.profile.name}, separators=(",", ":"))
 
-    def plain_headers(self) -> list[tuple[str, str]]:
+    def plain_headers(self, fault: str = "") -> list[tuple[str, str]]:
+        if fault:   # a response decided by a fault names it, like a plan header does
+            return [(PLAN_HEADER, json.dumps({"seed": self.seed, "profile": self.profile.name, "fault": fault},
+                                             separators=(",", ":")))]
         return [(PLAN_HEADER, self._plain_plan_header)]
+
+    def choose_fault(self, parsed: ParsedRequest, forced: str = "") -> str:
+        """Count a received generation request and decide its fault ("" for none); ``forced`` is
+        the request's ``x-fourfold-fault`` header (already checked), which wins over the rates."""
+        counters = self.counters
+        counters.received_total += 1
+        fault = forced or self.faults.choose(parsed.prompt)
+        if fault:
+            counters.faults[fault] = counters.faults.get(fault, 0) + 1
+        return fault
 
     def route(self, request: HttpRequest) -> Reply | ParsedRequest:
         """Dispatch by path and method; dialect errors become replies in that dialect's format."""
@@ -153,7 +173,20 @@ class SimApp:
             request_index=counters.requests_total,
             running=counters.running,
         )
-        plan = make_plan(self.profile, self.answers.answer(parsed.prompt), facts, self.seed)
+        goal = self.sessions.find(parsed.messages) if parsed.messages else None
+        session: dict[str, Any] = {}
+        if goal is None:
+            answer = self.answers.answer(parsed.prompt)
+        else:   # a session turn: answered from its goal and the history (targets.sim.sessions)
+            key = f"{goal.id}\x1f{len(parsed.messages)}\x1f{parsed.prompt}"
+            nth = self._occurrences.get(key, 0)
+            self._occurrences[key] = nth + 1
+            turn = session_answer(goal, parsed.messages, self._session_knobs,
+                                  session_rng(self.seed, goal.id, len(parsed.messages), parsed.prompt, nth))
+            answer = Answer(turn.text, goal.id, None)
+            session = {"id": goal.id, "new_facts": list(turn.new_facts), "revealed_before": turn.revealed_before}
+        plan = make_plan(self.profile, answer, facts, self.seed)
+        plan.messages, plan.session = len(parsed.messages), session
         counters.requests_total += 1
         counters.running += 1
         counters.prompt_tokens_total += plan.input_tokens

@@ -21,9 +21,11 @@ from pathlib import Path
 
 from targets.sim.answers import DEFAULT_PROMPTS_PATH, AnswerBook
 from targets.sim.app import SimApp, SimConfig
+from targets.sim.faults import FAULT_KINDS, PARAMS, FaultError, parse_fault_arg
 from targets.sim.gateway import OVER_LIMIT_MODES, GatewayConfig
 from targets.sim.profile import ProfileError, available_profiles, load_profile, parse_override
 from targets.sim.server import SimProtocol
+from targets.sim.sessions import DEFAULT_SESSIONS_DIR
 
 LISTENING_PREFIX = "fourfold-sim listening on "
 
@@ -41,6 +43,12 @@ def build_parser(prog: str = "python -m targets.sim") -> argparse.ArgumentParser
                         help="override any profile field (JSON value), e.g. --set pulse.pause_ms=150; repeatable")
     parser.add_argument("--prompts", action="append", type=Path, default=[], metavar="JSONL",
                         help=f"extra prompt/reference files to answer from (after {DEFAULT_PROMPTS_PATH.name}); repeatable")
+    parser.add_argument("--sessions", action="append", type=Path, default=[], metavar="JSONL",
+                        help="extra session-script files (or directories of *.jsonl) for multi-turn answers, "
+                             "after data/sessions/; repeatable")
+    parser.add_argument("--fault", dest="faults", action="append", default=[], metavar="KIND=RATE",
+                        help=f"inject a fault into this share of generation requests (repeatable; rates add up to "
+                             f"at most 1), or set a fault parameter ({', '.join(PARAMS)}); kinds: {', '.join(FAULT_KINDS)}")
     parser.add_argument("--max-concurrency", type=int, default=0, help="gateway limit on generations in flight (0: none)")
     parser.add_argument("--over-limit", choices=OVER_LIMIT_MODES, default="queue", help="what happens above the limit")
     parser.add_argument("--keepalive-timeout-s", type=float, default=0.0,
@@ -56,6 +64,9 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
     for field_name, value in (("ttft_ms", args.ttft_ms), ("itl_ms", args.itl_ms), ("max_batch", args.max_batch)):
         if value is not None:
             overrides[field_name] = value
+    for text in args.faults:
+        name, value = parse_fault_arg(text)
+        overrides[f"faults.{name}"] = value
     profile = load_profile(args.profile, overrides)
     gateway = GatewayConfig(args.max_concurrency, args.over_limit, keepalive_timeout_s=args.keepalive_timeout_s)
     return SimConfig(
@@ -65,6 +76,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         port=args.port,
         gateway=gateway,
         prompt_paths=(DEFAULT_PROMPTS_PATH, *args.prompts),
+        session_paths=(DEFAULT_SESSIONS_DIR, *args.sessions),
     )
 
 
@@ -98,7 +110,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m targets.sim")
         return 0
     try:
         config = config_from_args(args)
-    except (ProfileError, ValueError) as exc:
+    except (ProfileError, FaultError, ValueError) as exc:
         print(f"fourfold-sim: {exc}", file=sys.stderr)
         return 2
     if args.print_profile:

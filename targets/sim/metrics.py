@@ -98,6 +98,8 @@ class SimCounters:
     generation_tokens_total: int = 0
     finished: dict[str, int] = field(default_factory=lambda: {"stop": 0, "length": 0, "abort": 0})
     rejected_total: int = 0
+    received_total: int = 0                    # generation requests parsed (faulted or not)
+    faults: dict[str, int] = field(default_factory=dict)   # injected faults by kind
     lag: LagHistogram = field(default_factory=LagHistogram)
 
 
@@ -155,6 +157,11 @@ def render_metrics(profile: Profile, counters: SimCounters) -> str:
             [(model, counters.finished["abort"])])
     _metric(lines, "fourfold_sim_rejected_total", "counter", "Requests rejected by the concurrency limit.",
             [(model, counters.rejected_total)])
+    _metric(lines, "fourfold_sim_received_total", "counter",
+            "Generation requests received (admitted, rejected or answered by a fault).",
+            [(model, counters.received_total)])
+    _metric(lines, "fourfold_sim_faults_total", "counter", "Faults injected, by kind (targets.sim.faults).",
+            [(f'{model},fault="{kind}"', n) for kind, n in sorted(counters.faults.items())])
     lag = counters.lag
     lines.append("# HELP fourfold_sim_send_lag_seconds How late each token was written versus its plan.")
     lines.append("# TYPE fourfold_sim_send_lag_seconds histogram")

@@ -56,6 +56,9 @@ class Plan:
     load_factor: float = 1.0
     pauses: list[tuple[int, float]] = field(default_factory=list)
     queued_ms: float = 0.0       # set by the server when a concurrency limit queued the request
+    fault: str = ""               # the injected fault (targets.sim.faults), "" for none
+    messages: int = 0             # chat messages in the request (the history a client sent)
+    session: dict[str, Any] = field(default_factory=dict)   # session turn facts (targets.sim.sessions)
 
     @property
     def output_tokens(self) -> int:
@@ -85,6 +88,12 @@ class Plan:
             "load_factor": round(self.load_factor, 4),
             "queued_ms": round(self.queued_ms, 3),
         }
+        if self.fault:
+            out["fault"] = self.fault
+        if self.messages:
+            out["messages"] = self.messages
+        if self.session:
+            out["session"] = self.session
         if detail:
             out["offsets_ms"] = [round(offset_ms, 3) for offset_ms in self.offsets_ms]
         return out

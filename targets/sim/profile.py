@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from targets.sim.faults import FaultError, FaultSpec
+
 PROFILES_DIR = Path(__file__).resolve().parents[1] / "profiles"
 
 DEFAULT_STRUCTURED_PATTERNS = (
@@ -72,6 +74,10 @@ class Profile:
     drop_sentence_rate: float = 0.0
     filler_sentence_rate: float = 0.0
     list_item_drop_rate: float = 0.0
+    # multi-turn sessions (targets.sim.sessions): how much of a goal each answer states
+    session_first_share: float = 1.0
+    session_facts_per_turn: int = 1
+    session_miss_rate: float = 0.0
     # load
     max_batch: int = 256
     kv_cache_capacity_tokens: int = 200_000
@@ -80,6 +86,8 @@ class Profile:
     mem_bw_max_pct: float = 42.0
     # API surface
     beta_features: tuple[str, ...] | None = None   # None: accept any anthropic-beta value
+    # misbehaviour (targets.sim.faults): rates per fault kind and their parameters
+    faults: FaultSpec | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -95,7 +103,9 @@ class Profile:
         return any(rx.search(prompt) for rx in self._structured_res)  # type: ignore[attr-defined]
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        data["faults"] = self.faults.to_dict() if self.faults is not None else None
+        return data
 
 
 PROFILE_FIELDS = tuple(f.name for f in dataclasses.fields(Profile))
@@ -147,6 +157,9 @@ def _read_json(name_or_path: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
         pulse = data.get("pulse")
         if isinstance(pulse, dict) and isinstance(merged.get("pulse"), dict):
             data["pulse"] = {**merged["pulse"], **pulse}
+        faults = data.get("faults")
+        if isinstance(faults, dict) and isinstance(merged.get("faults"), dict):
+            data["faults"] = {**merged["faults"], **faults}
         merged.update(data)
         data = merged
     return data
@@ -169,7 +182,9 @@ def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str
     data = dict(data)
     for key, value in overrides.items():
         head, _, sub = key.partition(".")
-        if head == "pulse" and sub:
+        if head == "faults" and sub:
+            data["faults"] = {**(data.get("faults") or {}), sub: value}
+        elif head == "pulse" and sub:
             if sub not in PULSE_FIELDS:
                 raise ProfileError(f"unknown pulse field {sub!r}; valid: {', '.join(PULSE_FIELDS)}")
             data["pulse"] = {**(data.get("pulse") or {}), sub: value}
@@ -194,6 +209,14 @@ def profile_from_dict(data: dict[str, Any]) -> Profile:
         kwargs["pulse"] = PulseSpec(**_coerce("pulse", _PULSE_TYPES, pulse))
     elif pulse is not None:
         raise ProfileError(f"profile field 'pulse' must be null or an object, got {pulse!r}")
+    faults = kwargs.get("faults")
+    if isinstance(faults, dict):
+        try:
+            kwargs["faults"] = FaultSpec.from_dict(faults) if faults else None
+        except FaultError as exc:
+            raise ProfileError(f"profile {data.get('name')!r}: {exc}") from exc
+    elif faults is not None:
+        raise ProfileError(f"profile field 'faults' must be null or an object, got {faults!r}")
     for name in ("structured_patterns", "cold_extra_ttft_ms", "beta_features"):
         if isinstance(kwargs.get(name), list):
             kwargs[name] = tuple(kwargs[name])

@@ -6,9 +6,11 @@ A generation request is admitted by the gateway, planned, and handed to the shar
 response head (with ``x-fourfold-plan``) at once and each token at its planned time in
 chunked encoding; non-streaming answers are sent whole when the last token is due.
 
-Extension points: stream faults (disconnect mid-stream, malformed chunk, missing terminal
-event, stalls, huge chunks, endless streams) wrap a :class:`Generation`'s ``step``/encoder;
-header-level faults (slow headers, wrong content type, 429/5xx) belong to the gateway.
+Faults (:mod:`targets.sim.faults`) hook in here: each generation request draws its fault; a head
+fault (429/500/503, wrong content type) is answered at once, ``slow_headers`` delays admission,
+and stream faults shape the plan (stall) or wrap the :class:`Generation`'s encoder (malformed
+chunk, invalid UTF-8, missing terminal event, huge chunk) or its scheduler job (disconnect,
+endless stream).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import asyncio
 from bisect import bisect_right
 from collections.abc import Callable
 
+from targets.sim import faults as _faults
 from targets.sim.app import PLAN_DETAIL_HEADER, PLAN_HEADER, Reply, SimApp, error_reply
 from targets.sim.httpio import LAST_CHUNK, HttpParseError, HttpRequest, RequestParser, chunk, response_head
 from targets.sim.plan import Plan
@@ -102,6 +105,7 @@ class SimProtocol(asyncio.Protocol):
         self.job: Generation | None = None
         self._queued_start: Callable[[], None] | None = None
         self._idle_timer: asyncio.TimerHandle | None = None
+        self._fault_timer: asyncio.TimerHandle | None = None   # a slow_headers fault's delay
 
     # --- asyncio callbacks -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -121,6 +125,9 @@ class SimProtocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._cancel_idle_timer()
+        if self._fault_timer is not None:
+            self._fault_timer.cancel()
+            self._fault_timer = None
         if self.job is not None:
             self.job.abort()
             self.job = None
@@ -156,13 +163,33 @@ class SimProtocol(asyncio.Protocol):
         if isinstance(routed, Reply):
             self._send_reply(routed)
             return
+        forced = request.headers.get(_faults.FAULT_HEADER, "").strip()
+        if forced and forced not in _faults.FAULT_KINDS:
+            self._send_reply(error_reply(400, f"unknown fault {forced!r} in {_faults.FAULT_HEADER}; "
+                                              f"valid: {', '.join(_faults.FAULT_KINDS)}"))
+            return
+        fault = self.app.choose_fault(routed, forced)
+        if fault in _faults.HEAD_FAULTS:
+            self._send_reply(Reply(*_faults.fault_reply(fault, self.app.faults.spec)), fault)
+            return
         received_s = self.app.loop.time()
         detail = request.headers.get(PLAN_DETAIL_HEADER, "").strip() in ("1", "true", "yes")
+        if fault == "slow_headers":    # no status line until the delay has passed
 
+            def admit_late() -> None:
+                self._fault_timer = None
+                if not self.closed:
+                    self._admit(routed, received_s, detail, fault)
+
+            self._fault_timer = self.app.loop.call_later(self.app.faults.spec.slow_headers_s, admit_late)
+            return
+        self._admit(routed, received_s, detail, fault)
+
+    def _admit(self, routed: ParsedRequest, received_s: float, detail: bool, fault: str) -> None:
         def start() -> None:
             self._queued_start = None
             if not self.closed:
-                self._start_generation(routed, received_s, detail)
+                self._start_generation(routed, received_s, detail, fault)
             else:
                 self.app.gateway.release()
 
@@ -175,14 +202,18 @@ class SimProtocol(asyncio.Protocol):
             headers = [("retry-after", str(self.app.config.gateway.retry_after_s))] if status == 429 else []
             self._send_reply(error_reply(status, "the simulated gateway is at its concurrency limit", headers))
 
-    def _start_generation(self, parsed: ParsedRequest, received_s: float, detail: bool) -> None:
+    def _start_generation(self, parsed: ParsedRequest, received_s: float, detail: bool, fault: str = "") -> None:
         app = self.app
         t0_s = app.loop.time()
         plan = app.plan(parsed)
         plan.queued_ms = (t0_s - received_s) * 1000.0
+        if fault:
+            _faults.shape_plan(plan, fault, app.faults.spec)
         request_id = app.request_id()
         assert parsed.make_encoder is not None
         encoder = parsed.make_encoder(plan, request_id)
+        if fault:
+            encoder = _faults.wrap_encoder(encoder, plan, fault, app.faults.spec)
         headers = [
             SERVER_HEADER,
             ("content-type", encoder.content_type if parsed.stream else "application/json"),
@@ -199,10 +230,11 @@ class SimProtocol(asyncio.Protocol):
             head = response_head(200, headers, keep_alive=self.keep_alive, content_length=len(body))
             job = Generation(self, plan, encoder, False, t0_s, head + body)
         self.job = job
-        app.scheduler.add(job, job.dues[-1] if not parsed.stream else job.first_due_s)
+        app.scheduler.add(_faults.wrap_job(job, fault) if fault else job,
+                          job.dues[-1] if not parsed.stream else job.first_due_s)
 
-    def _send_reply(self, reply: Reply) -> None:
-        headers = [SERVER_HEADER, ("content-type", reply.content_type), *self.app.plain_headers(), *reply.headers]
+    def _send_reply(self, reply: Reply, fault: str = "") -> None:
+        headers = [SERVER_HEADER, ("content-type", reply.content_type), *self.app.plain_headers(fault), *reply.headers]
         head = response_head(reply.status, headers, keep_alive=self.keep_alive, content_length=len(reply.body))
         self.transport.write(head + reply.body)  # type: ignore[union-attr]
         self.response_done()

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from targets.sim.plan import Plan
+from targets.sim.tokens import content_text
 
 SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
 JSON_CONTENT_TYPE = "application/json"
@@ -84,6 +85,7 @@ class ParsedRequest:
     ignore_eos: bool = False
     make_encoder: Callable[[Plan, str], Encoder] | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    messages: tuple[tuple[str, str], ...] = ()   # (role, text) of every chat message, in order
 
 
 def parse_json_object(body: bytes, error: Callable[[str], WireError]) -> dict[str, Any]:
@@ -95,6 +97,11 @@ def parse_json_object(body: bytes, error: Callable[[str], WireError]) -> dict[st
     if not isinstance(data, dict):
         raise error("request body must be a JSON object")
     return data
+
+
+def chat_history(messages: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
+    """``(role, text)`` of every chat message (the session simulator reads the whole history)."""
+    return tuple((str(m.get("role", "")), "".join(content_text(m.get("content")))) for m in messages)
 
 
 def positive_int(value: Any, name: str, error: Callable[[str], WireError]) -> int | None:

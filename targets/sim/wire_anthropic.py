@@ -20,6 +20,7 @@ from targets.sim.wire import (
     SSE_CONTENT_TYPE,
     ParsedRequest,
     WireError,
+    chat_history,
     dumps,
     encode_run,
     parse_json_object,
@@ -68,6 +69,7 @@ def parse(body: bytes, headers: dict[str, str], default_model: str, betas: tuple
         max_tokens=max_tokens,
         ignore_eos=bool(data.get("ignore_eos")),
         make_encoder=lambda plan, request_id: MessagesEncoder(plan, request_id, model),
+        messages=chat_history(messages),
     )
 
 

@@ -18,6 +18,7 @@ from targets.sim.wire import (
     SSE_CONTENT_TYPE,
     ParsedRequest,
     WireError,
+    chat_history,
     dumps,
     encode_run,
     json_str,
@@ -58,6 +59,7 @@ def parse(body: bytes, headers: dict[str, str], default_model: str) -> ParsedReq
         ignore_eos=bool(data.get("ignore_eos")),
         make_encoder=lambda plan, request_id: ChatEncoder(plan, request_id, model, include_usage),
         options={"include_usage": include_usage},
+        messages=chat_history(messages),
     )
 
 

@@ -6,7 +6,14 @@ import json
 
 import pytest
 
-from measure.probe import PROMPT_B, classify_feature, feature_probe, inflection_probe, token_probe, welch_interval
+from measure.probe import (
+    PROMPT_B,
+    classify_feature,
+    feature_probe,
+    inflection_probe,
+    token_probe,
+    welch_interval,
+)
 from targets.launch import start_simulator
 from tests.conftest import REPO
 
