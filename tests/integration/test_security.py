@@ -1,0 +1,153 @@
+"""Nothing leaked: planted credentials appear in no output file or log of a real run; the simulator
+and the RAG service listen on loopback only; TLS certificates are verified unless ``--insecure``.
+
+(HTML reports escaping model output are the reports' tests.)
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import ssl
+import subprocess
+from pathlib import Path
+
+import psutil
+import pytest
+
+from levels.base import make_client
+from levels.options import Settings
+from measure.dialects import RequestOptions, get_dialect
+from measure.items import Item
+from measure.record import RequestRecord
+from measure.stream import send
+from targets.launch import start_simulator
+from targets.sim.cli import build_parser
+from tests.conftest import LOCUST, locust_env, only_run_dir, read_jsonl
+from tests.faulty_server import FaultyServer
+
+pytestmark = pytest.mark.integration
+
+CLI_KEY = "sk-test-PLANTED-cli-4f9a1c2e7b"
+ENV_KEY = "sk-test-PLANTED-env-8d3e5a0f6c"
+HEADER_TOKEN = "PLANTED-hdr-Zq81xW0pLm"
+OTHER_HEADER_KEY = "PLANTED-xkey-Jr55TtQa90"
+SECRETS = (CLI_KEY, ENV_KEY, HEADER_TOKEN, OTHER_HEADER_KEY, "PLANTED")
+ITEM = Item(id="q", messages=({"role": "user", "content": "hi"},))
+
+
+def test_planted_credentials_appear_in_no_output_file_and_no_log(tmp_path, locustfile):
+    server = FaultyServer(faults=("ok", "echo_auth", "http_500", "malformed_json"))
+    env = {**locust_env(), "FOURFOLD_API_KEY": ENV_KEY}
+    try:
+        proc = subprocess.run(
+            [*LOCUST, "-f", locustfile("l1_throughput.py"), "--headless", "-u", "2", "-r", "2", "-t", "4s",
+             "--host", server.url, "--metrics-url", "off", "--api-key", CLI_KEY,
+             "--header", f"Authorization: Bearer {HEADER_TOKEN}", "--header", f"X-Api-Key: {OTHER_HEADER_KEY}",
+             "--csv", str(tmp_path / "loc"), "--csv-full-history", "--html", str(tmp_path / "report.html"),
+             "--logfile", str(tmp_path / "locust.log"), "--loglevel", "DEBUG", "--json-file", str(tmp_path / "stats")],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=90, check=False)
+    finally:
+        server.stop()
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    records = read_jsonl(only_run_dir(tmp_path) / "records.jsonl")
+    echoed = [r for r in records if "***" in r["error_detail"] or "***" in r["text"]]
+    assert echoed, "the echoing server was not met: the test proves nothing"   # the scrub did work
+    outputs = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert {p.suffix for p in outputs} >= {".json", ".jsonl", ".csv", ".html", ".log"}, outputs
+    for path in outputs:
+        text = path.read_bytes().decode("utf-8", "replace")
+        for secret in SECRETS:
+            assert secret not in text, f"{secret} leaked into {path.relative_to(tmp_path)}"
+    for stream_name, text in (("stdout", proc.stdout), ("stderr", proc.stderr)):
+        for secret in SECRETS:
+            assert secret not in text, f"{secret} leaked into {stream_name}"
+
+
+def _listening(pid: int) -> list[tuple[str, int]]:
+    return [(c.laddr.ip, c.laddr.port) for c in psutil.Process(pid).net_connections(kind="inet")
+            if c.status == psutil.CONN_LISTEN]
+
+
+def test_the_simulator_and_the_rag_service_listen_on_loopback_only_by_default():
+    from targets.rag.cli import build_parser as rag_parser
+    from targets.rag.launch import start_rag_service
+
+    assert build_parser().parse_args([]).host == "127.0.0.1"
+    assert rag_parser().parse_args([]).host == "127.0.0.1"
+    with start_simulator("flat") as sim, start_rag_service(sim.url) as rag:
+        assert sim.url.startswith("http://127.0.0.1:") and rag.url.startswith("http://127.0.0.1:")
+        assert _listening(sim.process.pid) == [("127.0.0.1", sim.port)]
+        assert _listening(rag.process.pid) == [("127.0.0.1", rag.port)]
+
+
+# ---- TLS ----------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def self_signed(tmp_path_factory) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 signed by nobody, made now with the openssl command."""
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make a self-signed certificate")
+    where = tmp_path_factory.mktemp("tls")
+    cert, key = where / "cert.pem", where / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
+class TLSFaultyServer(FaultyServer):
+    """FaultyServer behind TLS (its "ok" stream)."""
+
+    def __init__(self, cert: Path, key: Path) -> None:
+        self._context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self._context.load_cert_chain(cert, key)
+        super().__init__(faults=("ok",))
+
+    def get_request(self) -> tuple[socket.socket, object]:
+        sock, address = super().get_request()
+        return self._context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), address
+
+    def finish_request(self, request, client_address) -> None:  # noqa: ANN001 - socketserver's signature
+        try:
+            request.do_handshake()
+        except (ssl.SSLError, OSError):
+            return                       # the client refused our certificate: nothing to serve
+        super().finish_request(request, client_address)
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.server_address[1]}"
+
+
+@pytest.mark.parametrize("http2", [False, True], ids=["raw-h1", "httpx-h2"])
+def test_tls_is_verified_unless_insecure(self_signed, http2):
+    server = TLSFaultyServer(*self_signed)
+    dialect = get_dialect("openai")
+    try:
+        outcomes = {}
+        for insecure in (False, True):
+            client = make_client(Settings(insecure=insecure, http2=http2, connect_timeout_s=5, read_timeout_s=5),
+                                 server.url)
+            outcomes[insecure] = send(client, dialect, dialect.build(ITEM, RequestOptions()), RequestRecord())
+            client.close()
+    finally:
+        server.stop()
+    refused, accepted = outcomes[False], outcomes[True]
+    assert refused.error_class == "connect_error" and "CERTIFICATE_VERIFY_FAILED" in refused.error_detail.upper()
+    assert accepted.error_class == "ok" and accepted.text == "Hello world", accepted.error_detail
+
+
+def test_secret_headers_are_scrubbed_from_what_an_echoing_server_sends_back():
+    server = FaultyServer(faults=("echo_auth",))
+    dialect = get_dialect("openai")
+    try:
+        client = make_client(Settings(api_key=CLI_KEY), server.url)
+        records = [send(client, dialect, dialect.build(ITEM, RequestOptions()), RequestRecord()) for _ in range(2)]
+        client.close()
+    finally:
+        server.stop()
+    rejected, reflected = records
+    assert rejected.error_class == "http_4xx" and "invalid credentials: *** " in rejected.error_detail
+    assert reflected.error_class == "ok" and reflected.text == "you sent *** "
+    assert all(CLI_KEY not in r.to_json() for r in records)
+

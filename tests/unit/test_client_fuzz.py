@@ -1,0 +1,148 @@
+"""The whole client path under hypothesis: chunked framing and SSE in any split give the same
+record; random bytes end in a classified error, never an exception and never ``client_error``
+(which would mean a bug in fourfold). The socket-level fuzz is in tests/integration/test_wire_fuzz.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import pairwise
+from pathlib import Path
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from measure.dialects import RequestOptions, get_dialect
+from measure.items import Item
+from measure.record import ERROR_CLASSES, TEXT_CAP_CHARS, RequestRecord
+from measure.stream import StreamLimits, send
+from measure.transport import ChunkedDecoder
+
+RECORDED = Path(__file__).resolve().parents[1] / "recorded"
+STREAMS = {"vllm_chat": "openai", "vllm_chat_reasoning": "openai", "llamacpp_chat": "openai", "tgi_chat": "openai",
+           "anthropic_messages": "anthropic", "anthropic_messages_crlf": "anthropic",
+           "anthropic_thinking_tools": "anthropic", "triton_generate_stream": "triton"}
+ITEM = Item(id="q", messages=({"role": "user", "content": "hi"},))
+SSE = "text/event-stream; charset=utf-8"
+
+
+def split_at(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = [0, *sorted({c for c in cuts if 0 < c < len(data)}), len(data)]
+    return [data[a:b] for a, b in pairwise(points)]
+
+
+def chunked(payloads: list[bytes], extension: bool = False) -> bytes:
+    ext = b";name=value" if extension else b""
+    return b"".join(b"%x%s\r\n%s\r\n" % (len(p), ext, p) for p in payloads if p) + b"0\r\n\r\n"
+
+
+# ---- ChunkedDecoder ----------------------------------------------------------------------------
+@settings(max_examples=120, deadline=None)
+@given(payloads=st.lists(st.binary(min_size=1, max_size=300), max_size=8), extension=st.booleans(),
+       trailer=st.booleans(), data=st.data())
+def test_chunked_decoder_any_split_gives_the_payload(payloads: list[bytes], extension: bool, trailer: bool,
+                                                     data: st.DataObject) -> None:
+    body = chunked(payloads, extension)
+    if trailer:
+        body = body[:-2] + b"x-trailer: 1\r\n\r\n"
+    cuts = data.draw(st.lists(st.integers(0, len(body)), max_size=12))
+    decoder = ChunkedDecoder()
+    out = b"".join(decoder.decode(piece) for piece in split_at(body, cuts))
+    assert out == b"".join(payloads) and decoder.done
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(st.binary(max_size=40), st.sampled_from([b"\r\n", b"0\r\n", b"5\r\nhello\r\n", b"ffffffff\r\n",
+                                                                   b";", b"-1\r\n", b"\r"])), max_size=10))
+def test_chunked_decoder_random_bytes_raise_only_remote_protocol_error(pieces: list[bytes]) -> None:
+    decoder = ChunkedDecoder()
+    try:
+        for piece in pieces:
+            decoder.decode(piece)
+    except httpx.RemoteProtocolError:
+        pass
+
+
+# ---- send() through httpx.MockTransport ----------------------------------------------------------
+def send_body(dialect: str, pieces: list[bytes], content_type: str = SSE, status: int = 200,
+              stream: bool = True, limits: StreamLimits | None = None) -> RequestRecord:
+    def handler(request: httpx.Request) -> httpx.Response:
+        def body() -> Iterator[bytes]:
+            yield from pieces
+        return httpx.Response(status, headers={"content-type": content_type}, content=body())
+
+    client = httpx.Client(base_url="http://test", transport=httpx.MockTransport(handler))
+    d = get_dialect(dialect)
+    return send(client, d, d.build(ITEM, RequestOptions(stream=stream)), RequestRecord(), limits or StreamLimits())
+
+
+def outcome(record: RequestRecord) -> tuple:
+    return (record.error_class, record.text, record.output_tokens, record.terminal, record.finish_reason,
+            record.response_bytes)
+
+
+@pytest.fixture(scope="module")
+def whole() -> dict[str, tuple]:
+    return {name: outcome(send_body(dialect, [(RECORDED / f"{name}.sse").read_bytes()]))
+            for name, dialect in STREAMS.items()}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.sampled_from(sorted(STREAMS)), data=st.data())
+def test_any_split_of_a_recorded_stream_gives_the_same_record(whole: dict[str, tuple], name: str,
+                                                              data: st.DataObject) -> None:
+    raw = (RECORDED / f"{name}.sse").read_bytes()
+    pieces = split_at(raw, data.draw(st.lists(st.integers(0, len(raw)), max_size=20)))
+    record = send_body(STREAMS[name], pieces)
+    assert outcome(record) == whole[name]
+    assert record.error_class in ("ok", "truncated")
+
+
+GARBAGE = st.lists(st.one_of(st.binary(max_size=50), st.sampled_from([
+    b"data: ", b"data: [DONE]\n\n", b"\n\n", b"\r\n", b"{", b'{"choices":[{"delta":{"content":"x"}}]}',
+    b"event: message_stop\n", b'data: {"type":"message_stop"}\n\n', b'{"text_output": 3}', b"\xff\xfe",
+    b'data: {"error": {"message": "context length exceeded"}}\n\n', b"event: error\n"])), max_size=12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(dialect=st.sampled_from(["openai", "anthropic", "triton"]), stream=st.booleans(), pieces=GARBAGE,
+       status=st.sampled_from([200, 200, 200, 206, 400, 413, 429, 500, 503]),
+       content_type=st.sampled_from([SSE, "application/json", "text/html", ""]))
+def test_random_bodies_end_in_a_classified_error_never_a_crash(dialect: str, stream: bool, pieces: list[bytes],
+                                                               status: int, content_type: str) -> None:
+    record = send_body(dialect, pieces, content_type, status, stream, StreamLimits(max_response_bytes=300))
+    assert record.error_class in ERROR_CLASSES and record.error_class != "client_error", record.error_detail
+    assert (record.error_class == "ok") == (record.ok and record.error_class != "truncated")
+
+
+# ---- classes of particular bodies ----------------------------------------------------------------
+OK_STREAM = (b'data: {"choices":[{"delta":{"content":"Hello"}}]}\n\n'
+             b'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
+
+
+@pytest.mark.parametrize(("content_type", "body", "expected"), [
+    (SSE, OK_STREAM, "ok"),
+    ("application/json", OK_STREAM, "ok"),            # mislabelled, but a complete stream: counted as what it is
+    ("text/html; charset=utf-8", b"<html><body>502 Bad Gateway</body></html>", "malformed_stream"),
+    ("application/json", b'{"error": "upstream"}', "malformed_stream"),
+    ("", b"<html>no content type at all</html>", "interrupted"),
+])
+def test_content_type(content_type: str, body: bytes, expected: str) -> None:
+    record = send_body("openai", [body], content_type)
+    assert record.error_class == expected, record.error_detail
+    if expected == "malformed_stream" and "html" in content_type:
+        assert "text/html" in record.error_detail
+
+
+def test_the_answer_kept_in_a_record_is_capped_and_flagged() -> None:
+    words = [b'data: {"choices":[{"delta":{"content":"0123456789"}}]}\n\n'] * 2000     # 20,000 characters
+    record = send_body("openai", [*words, b"data: [DONE]\n\n"])
+    assert record.error_class == "ok" and record.output_tokens == 2000
+    assert len(record.text) == TEXT_CAP_CHARS and record.text_truncated
+
+
+def test_a_response_over_the_byte_limit_is_too_large() -> None:
+    record = send_body("openai", [OK_STREAM[:40]] * 100, limits=StreamLimits(max_response_bytes=1000))
+    assert record.error_class == "too_large" and "1000 bytes" in record.error_detail
