@@ -1,0 +1,132 @@
+"""The charts page served at ``/fourfold/charts``: one self-contained HTML file (inline SVG + JS).
+
+No CDN, no build step, nothing fetched from outside: the page polls ``charts.json`` (next to it)
+every two seconds and draws three SVG line charts: TTFT percentiles over a sliding window,
+output tokens/s per second, and stalls (and failed requests) per second.
+"""
+
+from __future__ import annotations
+
+CHARTS_HTML = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>fourfold LLM charts</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>
+  body { font: 14px system-ui, sans-serif; margin: 16px 24px; color: #1d2330; background: #fafbfc; }
+  h1 { font-size: 20px; margin: 0 0 4px; }
+  .sub { color: #5b6473; margin-bottom: 12px; }
+  .chart { background: #fff; border: 1px solid #dde1e7; border-radius: 6px; margin: 12px 0; padding: 8px 12px; }
+  .chart h2 { font-size: 15px; margin: 4px 0; }
+  .legend span { margin-right: 14px; white-space: nowrap; }
+  .legend i { display: inline-block; width: 18px; height: 3px; vertical-align: middle; margin-right: 4px; }
+  svg { width: 100%; height: 240px; display: block; }
+  svg text { font-size: 11px; fill: #5b6473; }
+  .axis { stroke: #9aa3b0; stroke-width: 1; }
+  .grid { stroke: #eceff3; stroke-width: 1; }
+  .empty { fill: #9aa3b0; font-size: 13px; }
+  select { font: inherit; }
+  a { color: #2457c5; }
+</style>
+</head>
+<body>
+<h1>fourfold: LLM metrics over time</h1>
+<div class="sub">
+  <label>level:scenario <select id="key"></select></label>
+  &nbsp; state <b id="state">-</b> &nbsp; <span id="note"></span>
+  &nbsp; <a href="../?tab=llm">back to Locust's LLM tab</a> &middot; <a href="llm.csv">CSV</a>
+</div>
+<div class="chart"><h2>TTFT percentiles (ms, sliding window of <span id="win">10</span> s)</h2>
+  <div class="legend" id="legend-ttft"></div><svg id="ttft"></svg></div>
+<div class="chart"><h2>Output tokens/s (by the second each chunk arrived)</h2>
+  <div class="legend" id="legend-tps"></div><svg id="tps"></svg></div>
+<div class="chart"><h2>Stalls per second (gaps between content chunks above <span id="stall">150</span> ms) and failed requests</h2>
+  <div class="legend" id="legend-stalls"></div><svg id="stalls"></svg></div>
+<script>
+"use strict";
+const COLORS = ["#2457c5", "#e8871e", "#c93c3c", "#3a9a5b", "#7b53c1"];
+const NS = "http://www.w3.org/2000/svg";
+const sel = document.getElementById("key");
+
+function el(name, attrs, parent) {
+  const node = document.createElementNS(NS, name);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  if (parent) parent.appendChild(node);
+  return node;
+}
+function niceMax(v) {
+  if (!(v > 0)) return 1;
+  const p = Math.pow(10, Math.floor(Math.log10(v)));
+  for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v) return m * p;
+  return 10 * p;
+}
+function clock(t) { return new Date(t * 1000).toTimeString().slice(0, 8); }
+function legend(id, lines) {
+  document.getElementById(id).innerHTML = lines.map((l, i) =>
+    `<span><i style="background:${COLORS[i % COLORS.length]}"></i>${l.name}</span>`).join("");
+}
+function draw(id, xs, lines) {
+  const svg = document.getElementById(id);
+  while (svg.firstChild) svg.removeChild(svg.firstChild);
+  const W = svg.clientWidth || 900, H = svg.clientHeight || 240, L = 56, R = 12, T = 10, B = 24;
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+  const values = lines.flatMap(l => l.ys.filter(v => v !== null && v !== undefined));
+  if (!xs.length || !values.length) {
+    el("text", {x: W / 2, y: H / 2, "text-anchor": "middle", class: "empty"}, svg).textContent = "no data yet";
+    return;
+  }
+  const x0 = xs[0], x1 = Math.max(xs[xs.length - 1], x0 + 1), ymax = niceMax(Math.max(...values));
+  const sx = x => L + (x - x0) / (x1 - x0) * (W - L - R), sy = y => H - B - y / ymax * (H - T - B);
+  for (let i = 0; i <= 4; i++) {
+    const y = ymax * i / 4;
+    el("line", {x1: L, x2: W - R, y1: sy(y), y2: sy(y), class: i ? "grid" : "axis"}, svg);
+    el("text", {x: L - 6, y: sy(y) + 4, "text-anchor": "end"}, svg).textContent = +y.toPrecision(3);
+  }
+  for (let i = 0; i <= 4; i++) {
+    const x = x0 + (x1 - x0) * i / 4;
+    const anchor = i === 0 ? "start" : i === 4 ? "end" : "middle";
+    el("text", {x: sx(x), y: H - 6, "text-anchor": anchor}, svg).textContent = clock(x);
+  }
+  lines.forEach((line, i) => {
+    let d = "", pen = false;
+    line.ys.forEach((y, j) => {
+      if (y === null || y === undefined) { pen = false; return; }
+      d += `${pen ? "L" : "M"}${sx(xs[j]).toFixed(1)},${sy(y).toFixed(1)} `;
+      pen = true;
+    });
+    if (d) el("path", {d, fill: "none", stroke: COLORS[i % COLORS.length], "stroke-width": 1.8,
+                       "data-series": line.name}, svg);
+  });
+}
+async function refresh() {
+  try {
+    const resp = await fetch("charts.json?key=" + encodeURIComponent(sel.value || ""), {cache: "no-store"});
+    const data = await resp.json();
+    const keep = sel.value || data.key;
+    if (sel.options.length !== data.keys.length) {
+      sel.replaceChildren(...data.keys.map(k => new Option(k, k)));
+      sel.value = keep;
+    }
+    document.getElementById("state").textContent = data.state;
+    document.getElementById("win").textContent = data.window_s;
+    document.getElementById("stall").textContent = data.stall_threshold_ms;
+    document.getElementById("note").textContent = data.note || "";
+    const w = data.ttft_window, s = data.series;
+    const ttft = [{name: "p50", ys: w.p50}, {name: "p95", ys: w.p95}, {name: "p99", ys: w.p99}];
+    legend("legend-ttft", ttft); draw("ttft", w.t_s, ttft);
+    const tps = [{name: "output tokens/s", ys: s.output_tokens}];
+    legend("legend-tps", tps); draw("tps", s.t_s, tps);
+    const st = [{name: "stalls", ys: s.stalls}, {name: "failed requests", ys: s.failures}];
+    legend("legend-stalls", st); draw("stalls", s.t_s, st);
+  } catch (err) {
+    document.getElementById("note").textContent = "cannot reach the Locust web UI: " + err;
+  }
+}
+sel.addEventListener("change", refresh);
+refresh();
+setInterval(refresh, 2000);
+</script>
+</body>
+</html>
+"""

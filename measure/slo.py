@@ -1,0 +1,369 @@
+"""SLO gates: parse a spec, judge a run's summary against it (pure: no Locust, no files).
+
+A spec is a list of clauses separated by commas, semicolons or newlines::
+
+    ttft_p95<=450ms, ttft_p99<=1400ms, interruption_rate<0.5%, similarity_mean>=0.75
+
+    clause  = metric ["@" scope] op number [unit]
+    op      = <=  <  >=  >          (also ≤ ≥)
+    scope   = a level:scenario ("l1:saturation"); without one the clause judges the Aggregated row
+
+Metrics (the names of docs/metrics.md; thresholds are stored in the canonical unit):
+
+- latency ``{ttft,ttfb,itl,tpot,e2e,queue}_{p50,p90,p95,p99,mean,min,max}``: ``ms`` (default) or ``s``;
+- rates ``error_rate``, ``interruption_rate``, ``stall_rate``, ``conn_reuse``, ``goodput_ratio``:
+  ``%`` or a fraction in [0, 1];
+- throughput ``output_tps`` (tokens/s), ``request_rps``, ``goodput_rps`` (requests/s): no unit;
+- quality floors ``similarity_mean``, ``similarity_p5``, ``similarity_p50``,
+  ``structure_compliance``: read from the summary's ``quality`` block, which ``fourfold score``
+  adds after the run; ``%`` or a fraction.
+
+:func:`evaluate` gives one :class:`Verdict` per clause. A value that is missing (no requests, no
+ok request, nothing scored) is never a pass: the status says why. In a live run quality clauses
+are ``skipped`` (scoring happens after the run: ``fourfold check`` judges them); ``fourfold
+check`` on an unscored run reports them ``not_scored``, which fails the gate.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from fourfold.errors import UsageError
+
+LATENCY_BASES = ("ttft", "ttfb", "itl", "tpot", "e2e", "queue")
+LATENCY_STATS = ("p50", "p90", "p95", "p99", "mean", "min", "max")
+RATE_METRICS = ("error_rate", "interruption_rate", "stall_rate", "conn_reuse", "goodput_ratio")
+THROUGHPUT_METRICS = {"output_tps": "tok/s", "request_rps": "req/s", "goodput_rps": "req/s"}
+QUALITY_METRICS = ("similarity_mean", "similarity_p5", "similarity_p50", "structure_compliance")
+AGGREGATED = "Aggregated"
+PASS_EXIT_CODE, MISS_EXIT_CODE = 0, 3
+
+Kind = Literal["latency", "rate", "throughput", "quality"]
+Status = Literal["pass", "miss", "no_data", "not_scored", "skipped"]
+FAILING: frozenset[str] = frozenset({"miss", "no_data", "not_scored"})
+
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    "<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt}
+_OP_ALIASES = {"≤": "<=", "≥": ">=", "=<": "<=", "=>": ">="}
+_CLAUSE_RE = re.compile(
+    r"^(?P<metric>[A-Za-z0-9_]+)\s*(?:@\s*(?P<scope>[^\s<>=≤≥]+))?\s*"
+    r"(?P<op><=|>=|=<|=>|<|>|≤|≥)\s*"
+    r"(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(?P<unit>[A-Za-z%/]+)?$")
+_SPLIT_RE = re.compile(r"[,;\n]")
+# the per-request thresholds of goodput come from these statistics' upper bounds
+_GOODPUT_STATS = ("p50", "p90", "p95", "p99", "max")
+
+
+class SLOSpecError(UsageError, ValueError):
+    """A malformed SLO spec or SLO file (a usage error: exit code 2)."""
+
+
+def metric_kind(metric: str) -> Kind | None:
+    base, _, stat = metric.rpartition("_")
+    if base in LATENCY_BASES and stat in LATENCY_STATS:
+        return "latency"
+    if metric in RATE_METRICS:
+        return "rate"
+    if metric in THROUGHPUT_METRICS:
+        return "throughput"
+    if metric in QUALITY_METRICS:
+        return "quality"
+    return None
+
+
+def valid_metrics_text() -> str:
+    """The metric names a spec may use, for error messages and --help."""
+    return (f"latency {{{','.join(LATENCY_BASES)}}}_{{{','.join(LATENCY_STATS)}}} (ms or s); "
+            f"rates {', '.join(RATE_METRICS)} (% or a fraction); "
+            f"throughput {', '.join(THROUGHPUT_METRICS)} (per second, no unit); "
+            f"quality {', '.join(QUALITY_METRICS)} (% or a fraction, after `fourfold score`)")
+
+
+def _num(value: float) -> str:
+    return f"{round(value, 9):.12g}"
+
+
+@dataclass(frozen=True)
+class SLO:
+    """One clause: ``metric [@scope] op threshold``; the threshold is in the canonical unit
+    (ms for latency, a fraction for rates and quality, per second for throughput)."""
+
+    metric: str
+    op: str
+    threshold: float
+    scope: str = ""
+
+    @property
+    def kind(self) -> Kind:
+        kind = metric_kind(self.metric)
+        assert kind is not None
+        return kind
+
+    @property
+    def target(self) -> str:
+        """``scope`` or "Aggregated"."""
+        return self.scope or AGGREGATED
+
+    def format_value(self, value: float | None) -> str:
+        if value is None:
+            return "-"
+        if self.kind == "latency":
+            return f"{value:.1f} ms"
+        if self.kind == "rate":
+            return f"{100 * value:.2f} %"
+        if self.kind == "throughput":
+            return f"{value:.2f} {THROUGHPUT_METRICS[self.metric]}"
+        return f"{value:.4f}"
+
+    @property
+    def label(self) -> str:
+        """Human form, e.g. ``ttft_p95 <= 450 ms`` or ``interruption_rate < 0.5 %``."""
+        scope = f"@{self.scope}" if self.scope else ""
+        return f"{self.metric}{scope} {self.op} {self._threshold_text(' ')}"
+
+    @property
+    def clause(self) -> str:
+        """Compact form that :func:`parse_spec` reads back to an equal SLO."""
+        scope = f"@{self.scope}" if self.scope else ""
+        return f"{self.metric}{scope}{self.op}{self._threshold_text('')}"
+
+    def _threshold_text(self, sep: str) -> str:
+        if self.kind == "latency":
+            return f"{_num(self.threshold)}{sep}ms"
+        if self.kind == "rate":
+            return f"{_num(100 * self.threshold)}{sep}%"
+        return _num(self.threshold)
+
+    def met_by(self, value: float) -> bool:
+        return _OPS[self.op](value, self.threshold)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    slo: SLO
+    status: Status
+    measured: float | None = None
+    reason: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.status in FAILING
+
+    @property
+    def message(self) -> str:
+        """One line naming the SLO, the measured value and what went wrong."""
+        measured = self.slo.format_value(self.measured)
+        if self.status == "pass":
+            return f"{self.slo.label} met at {self.slo.target}: measured {measured}"
+        if self.status == "miss":
+            return f"{self.slo.label} missed at {self.slo.target}: measured {measured}"
+        return f"{self.slo.label} at {self.slo.target}: {self.reason}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"slo": self.slo.clause, "metric": self.slo.metric, "scope": self.slo.target,
+                "op": self.slo.op, "threshold": self.slo.threshold, "measured": self.measured,
+                "status": self.status, "passed": self.status == "pass", "reason": self.reason}
+
+
+# ---- parsing ----
+def parse_clause(text: str, *, where: str = "--slo") -> SLO:
+    """One clause (``ttft_p95<=450ms``) -> SLO; a malformed one raises SLOSpecError naming it."""
+    clause = text.strip()
+    match = _CLAUSE_RE.match(clause)
+    if match is None:
+        raise SLOSpecError(f"{where}: cannot read {clause!r}: expected METRIC[@level:scenario] OP NUMBER[UNIT], "
+                           f"e.g. 'ttft_p95<=450ms' or 'interruption_rate<0.5%'")
+    metric, scope = match["metric"].lower(), match["scope"] or ""
+    op = _OP_ALIASES.get(match["op"], match["op"])
+    return make_slo(metric, op, float(match["number"]), (match["unit"] or "").lower(), scope,
+                    where=f"{where}: {clause!r}")
+
+
+def make_slo(metric: str, op: str, number: float, unit: str = "", scope: str = "", *,
+             where: str = "--slo") -> SLO:
+    """Validate one SLO's parts and convert the threshold to the canonical unit."""
+    kind = metric_kind(metric)
+    if kind is None:
+        raise SLOSpecError(f"{where}: unknown metric {metric!r}; valid metrics: {valid_metrics_text()}")
+    if op not in _OPS:
+        raise SLOSpecError(f"{where}: unknown comparison {op!r}; use <=, <, >= or >")
+    if not math.isfinite(number) or number < 0:
+        raise SLOSpecError(f"{where}: the threshold must be a finite number >= 0, got {number!r}")
+    if scope and (":" not in scope or scope.startswith(":")):
+        raise SLOSpecError(f"{where}: scope {scope!r} should be level:scenario, e.g. l1:saturation")
+    if kind == "latency":
+        if unit not in ("", "ms", "s"):
+            raise SLOSpecError(f"{where}: {metric} is a latency: give ms or s, not {unit!r}")
+        threshold = number * 1000 if unit == "s" else number
+    elif kind in ("rate", "quality"):
+        if unit == "%":
+            threshold = number / 100
+        elif unit:
+            raise SLOSpecError(f"{where}: {metric} is a fraction: give % or a number in [0, 1], not {unit!r}")
+        else:
+            threshold = number
+        if threshold > 1:
+            raise SLOSpecError(f"{where}: {metric} is a fraction in [0, 1], got {number!r} "
+                               f"(did you mean {_num(number)}%?)")
+    else:
+        if unit:
+            raise SLOSpecError(f"{where}: {metric} is per second and takes no unit, got {unit!r}")
+        threshold = number
+    return SLO(metric, op, float(threshold), scope)
+
+
+def parse_spec(text: str, *, where: str = "--slo") -> list[SLO]:
+    """``"ttft_p95<=450ms, e2e_p99<=1400ms"`` -> [SLO, SLO]. Empty clauses are skipped; an empty
+    spec, a malformed clause or the same metric/scope/comparison twice raise SLOSpecError."""
+    slos = [parse_clause(part, where=where) for part in _SPLIT_RE.split(text) if part.strip()]
+    if not slos:
+        raise SLOSpecError(f"{where}: the SLO spec is empty; e.g. 'ttft_p95<=450ms,interruption_rate<0.5%'")
+    return check_unique(slos, where=where)
+
+
+def check_unique(slos: Sequence[SLO], *, where: str) -> list[SLO]:
+    seen: set[tuple[str, str, str]] = set()
+    for slo in slos:
+        key = (slo.metric, slo.scope, slo.op)
+        if key in seen:
+            raise SLOSpecError(f"{where}: {slo.metric}{'@' + slo.scope if slo.scope else ''} {slo.op} "
+                               "is given twice; keep one")
+        seen.add(key)
+    return list(slos)
+
+
+def parse_table(data: dict[str, Any], *, where: str) -> list[SLO]:
+    """The ``[slo]`` table of an SLO file (see measure.gate): ``metric = "<= 450 ms"`` or a bare
+    number (the metric's natural direction: <= for latencies and rates of bad events, >= for
+    throughput, quality, conn_reuse and goodput), and sub-tables ``["level:scenario"]``."""
+    slos: list[SLO] = []
+    for key, value in data.items():
+        if isinstance(value, dict):
+            for metric, inner in value.items():
+                if isinstance(inner, dict):
+                    raise SLOSpecError(f"{where}: [slo.{key!r}.{metric}] nests too deep; "
+                                       "use [slo] and [slo.\"level:scenario\"] tables")
+                slos.append(_table_entry(str(metric), inner, scope=str(key), where=where))
+        else:
+            slos.append(_table_entry(str(key), value, scope="", where=where))
+    if not slos:
+        raise SLOSpecError(f"{where}: the [slo] table is empty")
+    return check_unique(slos, where=where)
+
+
+def _table_entry(metric: str, value: Any, *, scope: str, where: str) -> SLO:
+    name = f"{metric}@{scope}" if scope else metric
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise SLOSpecError(f"{where}: {name} = {value!r}: expected a string like \"<= 450 ms\" or a number")
+    if isinstance(value, str):
+        return parse_clause(f"{name} {value}", where=where)
+    kind = metric_kind(metric.lower())
+    higher_is_better = kind in ("throughput", "quality") or metric in ("conn_reuse", "goodput_ratio")
+    return make_slo(metric.lower(), ">=" if higher_is_better else "<=", float(value), "", scope,
+                    where=f"{where}: {name}")
+
+
+def to_spec(slos: Iterable[SLO]) -> str:
+    """The inline spec of ``slos`` (``parse_spec(to_spec(s)) == s``)."""
+    return ",".join(slo.clause for slo in slos)
+
+
+def goodput_thresholds(slos: Iterable[SLO]) -> dict[str, float]:
+    """Per-request limits for goodput (measure.stats ``slo_ms``): for each latency metric the
+    tightest upper bound (``<``/``<=``) the spec puts on its percentiles or max, at any scope.
+    A request is "good" when it is ok and within every limit (``itl_ms``: its largest gap)."""
+    limits: dict[str, float] = {}
+    for slo in slos:
+        if slo.kind != "latency" or slo.op not in ("<", "<="):
+            continue
+        base, _, stat = slo.metric.rpartition("_")
+        if stat in _GOODPUT_STATS:
+            name = f"{base}_ms"
+            limits[name] = min(limits.get(name, math.inf), slo.threshold)
+    return limits
+
+
+# ---- verdicts ----
+def _group(summary: dict[str, Any], scope: str) -> dict[str, Any] | None:
+    if not scope:
+        total = summary.get("total")
+        return total if isinstance(total, dict) else None
+    for group in summary.get("groups") or ():
+        if f"{group.get('level')}:{group.get('scenario')}" == scope:
+            return group
+    return None
+
+
+def _scopes(summary: dict[str, Any]) -> str:
+    names = [f"{g.get('level')}:{g.get('scenario')}" for g in summary.get("groups") or ()]
+    return ", ".join(names) or "none"
+
+
+def _measure(slo: SLO, summary: dict[str, Any], quality: str) -> Verdict:
+    if slo.kind == "quality":
+        block = summary.get("quality")
+        if not isinstance(block, dict):
+            if quality == "skip":
+                return Verdict(slo, "skipped", reason="quality is scored after the run: "
+                               "run `fourfold score RUN_DIR`, then `fourfold check RUN_DIR`")
+            return Verdict(slo, "not_scored", reason="not scored: summary.json has no \"quality\" block; "
+                           "run `fourfold score RUN_DIR` first")
+        scores = block.get("total") if not slo.scope else (block.get("by_scenario") or {}).get(slo.scope)
+        if not isinstance(scores, dict):
+            return Verdict(slo, "no_data", reason=f"no scored answers for {slo.scope}")
+        value = scores.get(slo.metric)
+        if value is None:
+            why = ("no scored answer had a reference answer" if slo.metric.startswith("similarity") else
+                   "no scored answer was judged for structure (answers that ask for no item count, and "
+                   "answers forced to max_tokens by ignore_eos, are left out)")
+            return Verdict(slo, "no_data", reason=f"{slo.metric} is empty: {why}")
+        return _judge(slo, float(value))
+    group = _group(summary, slo.scope)
+    if group is None:
+        return Verdict(slo, "no_data", reason=f"no requests for {slo.scope} in this run "
+                       f"(level:scenario seen: {_scopes(summary)})")
+    if slo.kind == "latency":
+        base, _, stat = slo.metric.rpartition("_")
+        value = (group.get(f"{base}_ms") or {}).get(stat)
+    else:
+        value = group.get(slo.metric)
+    if value is None:
+        return Verdict(slo, "no_data", reason=f"no value for {slo.metric} "
+                       f"({group.get('requests', 0)} requests, {group.get('ok', 0)} ok)")
+    return _judge(slo, float(value))
+
+
+def _judge(slo: SLO, value: float) -> Verdict:
+    return Verdict(slo, "pass" if slo.met_by(value) else "miss", value)
+
+
+def evaluate(slos: Iterable[SLO], summary: dict[str, Any], *, quality: str = "require") -> list[Verdict]:
+    """One verdict per SLO against a summary (summary.json's shape: ``total``, ``groups``,
+    optional ``quality``). ``quality="skip"`` (a live run) skips quality clauses;
+    ``"require"`` (``fourfold check``) fails them when the run was not scored."""
+    if quality not in ("skip", "require"):
+        raise ValueError(f"quality must be 'skip' or 'require', got {quality!r}")
+    return [_measure(slo, summary, quality) for slo in slos]
+
+
+def exit_code(verdicts: Iterable[Verdict]) -> int:
+    """3 when any verdict failed (missed, no data, not scored), else 0."""
+    return MISS_EXIT_CODE if any(v.failed for v in verdicts) else PASS_EXIT_CODE
+
+
+def summary_block(slos: Sequence[SLO], verdicts: Sequence[Verdict]) -> dict[str, Any]:
+    """The ``slo`` block of summary.json."""
+    failed = [v for v in verdicts if v.failed]
+    return {"spec": to_spec(slos), "passed": not failed, "failed": len(failed),
+            "exit_code": exit_code(verdicts), "goodput_ms": goodput_thresholds(slos),
+            "verdicts": [v.to_dict() for v in verdicts]}
+
+
+__all__ = ["AGGREGATED", "SLO", "SLOSpecError", "Verdict", "evaluate", "exit_code", "goodput_thresholds",
+           "make_slo", "metric_kind", "parse_clause", "parse_spec", "parse_table", "summary_block",
+           "to_spec", "valid_metrics_text"]

@@ -1,0 +1,158 @@
+"""The LLM tab in Locust's web UI: a local run started from the form, and master + 2 workers."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import subprocess
+
+import pytest
+
+from tests.conftest import LOCUST, free_port, locust_env, only_run_dir
+from tests.integration.webui_support import (
+    extended,
+    finish,
+    get_json,
+    http_get,
+    http_post_form,
+    locust_row,
+    row,
+    start_locust,
+    wait_for,
+)
+
+pytestmark = pytest.mark.integration
+SECRET = "sk-fourfoldtestsecret0123"
+
+
+def test_llm_tab_csv_charts_and_start_form_on_a_local_run(tmp_path, locustfile):
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = start_locust(["-f", locustfile("l1_throughput.py"), "--web-host", "127.0.0.1", "--web-port", str(port),
+                         "--sim-profile", "flat", "--max-tokens", "16", "-u", "3", "-r", "3"],
+                        tmp_path, env={"FOURFOLD_API_KEY": SECRET})
+    try:
+        status, _, page = wait_for(lambda: (r := http_get(base + "/"))[0] == 200 and r, 30, what="the web UI")
+        # the tab, its table and the downloads are in the page's template args
+        args = json.loads(re.search(r"window\.templateArgs = (\{.*?\})\s*</script>", page, re.S).group(1))
+        assert {"key": "llm", "title": "LLM"} in args["extended_tabs"]
+        table = next(t for t in args["extended_tables"] if t["key"] == "llm")
+        titles = [c["title"] for c in table["structure"]]
+        assert titles[:6] == ["level:scenario", "requests", "failures", "TTFT p50 ms", "TTFT p95 ms", "TTFT p99 ms"]
+        assert {"stall %", "interrupted %", "conn reuse %", "goodput req/s", "output tok/s"} <= set(titles)
+        assert all("_" not in c["key"] for c in table["structure"])   # the frontend camel-cases row keys
+        assert {f["href"] for f in args["extended_csv_files"]} == {"./fourfold/llm.csv", "./fourfold/charts"}
+        # fourfold's options are in the start form with their defaults; the secret is masked, not in the page
+        extra = args["extra_options"]
+        assert extra["stall_ms"]["default_value"] == 150.0 and extra["dialect"]["default_value"] == "openai"
+        assert extra["slo"]["default_value"] == "" and "junit" not in extra
+        assert extra["api_key"]["is_secret"] is True and extra["api_key"]["default_value"] == ""
+        assert SECRET not in page
+
+        # start from the form, as the browser does (an empty api_key keeps the one given at start-up)
+        started = http_post_form(base + "/swarm", {
+            "user_count": "3", "spawn_rate": "3", "host": args["host"], "run_time": "8s",
+            "slo": "ttft_p95<=5s,interruption_rate<0.5%", "api_key": "", "stall_ms": "150"})
+        assert started["success"] is True, started
+
+        def llm_rows_with_requests():
+            rows = extended(get_json(base + "/stats/requests"), "llm")
+            total = row(rows, "Aggregated")
+            return rows if total and total["requests"] >= 6 else None
+
+        rows = wait_for(llm_rows_with_requests, 25, what="LLM rows with requests")
+        assert [r["name"] for r in rows] == ["l1:saturation", "Aggregated"]
+        agg = rows[-1]
+        assert set(agg) == {c["key"] for c in table["structure"]}
+        assert 40.0 <= float(agg["ttftP50Ms"]) <= 200.0 and float(agg["itlP50Ms"]) > 0
+        assert float(agg["outputTps"]) > 0 and float(agg["connReuse"]) > 0
+        assert agg["failures"] == 0 and float(agg["interruptionRate"]) == 0.0
+        slo_rows = extended(get_json(base + "/stats/requests"), "slo")
+        assert [(r["slo"], r["verdict"]) for r in slo_rows] == [("ttft_p95 <= 5000 ms", "pass"),
+                                                               ("interruption_rate < 0.5 %", "pass")]
+
+        status, ctype, body = http_get(base + "/fourfold/llm.csv")
+        assert status == 200 and ctype.startswith("text/csv")
+        csv_rows = list(csv.DictReader(io.StringIO(body)))
+        assert [r["name"] for r in csv_rows] == ["l1:saturation", "Aggregated"]
+        assert float(csv_rows[-1]["ttft_p95_ms"]) > 0 and float(csv_rows[-1]["conn_reuse"]) <= 1.0
+
+        status, ctype, html = http_get(base + "/fourfold/charts")
+        assert status == 200 and ctype.startswith("text/html")
+        assert "<svg" in html and "charts.json" in html and "http" not in html.split("<script>")[1].replace(
+            "http://www.w3.org/2000/svg", "")                          # no CDN, nothing outside
+
+        def windowed_ttft():
+            data = get_json(base + "/fourfold/charts.json")
+            ready = data and any(v is not None for v in data["ttft_window"]["p95"])
+            return data if ready and sum(data["series"]["output_tokens"]) else None   # (a second complete)
+
+        charts = wait_for(windowed_ttft, 15, what="a TTFT window point and a complete second")
+        assert charts["keys"] == ["l1:saturation", "Aggregated"] and charts["key"] == "Aggregated"
+        series = charts["series"]
+        assert set(series) >= {"t_s", "output_tokens", "stalls", "failures", "ttft_mean_ms"}
+        assert sum(series["output_tokens"]) > 0 and len(series["stalls"]) == len(series["t_s"])
+        assert get_json(base + "/fourfold/charts.json?key=l1:saturation")["key"] == "l1:saturation"
+        llm_json = get_json(base + "/fourfold/llm.json")
+        assert llm_json["rows"][-1]["name"] == "Aggregated" and len(llm_json["slo"]) == 2
+
+        wait_for(lambda: (get_json(base + "/stats/requests") or {}).get("state") == "stopped", 20,
+                 what="the run to stop")
+    finally:
+        out = finish(proc, terminate=True)
+    assert proc.returncode == 0, out[-3000:]
+    assert "fourfold SLO gate: all 2 met" in out
+    run = only_run_dir(tmp_path)
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["settings"]["api_key"] == "***"            # the key given at start-up stayed in force
+    assert SECRET not in (run / "meta.json").read_text()
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["slo"]["spec"] == "ttft_p95<=5000ms,interruption_rate<0.5%" and summary["slo"]["passed"]
+    assert summary["slo_ms"] == {"ttft_ms": 5000.0}         # goodput counts requests within the SLO
+
+
+def test_master_web_ui_merges_both_workers_into_the_llm_tab(tmp_path, locustfile):
+    web_port, master_port = free_port(), free_port()
+    base = f"http://127.0.0.1:{web_port}"
+    common = ["-f", locustfile("l1_throughput.py"), "--sim-profile", "flat", "--max-tokens", "16"]
+    master = start_locust([*common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
+                           str(master_port), "--web-host", "127.0.0.1", "--web-port", str(web_port),
+                           "--autostart", "-u", "6", "-r", "6", "--run-time", "5s", "--autoquit", "30",
+                           "--expect-workers", "2", "--slo", "ttft_p99<=10s"], tmp_path)
+    workers = [subprocess.Popen([*LOCUST, *common, "--worker", "--master-host", "127.0.0.1",
+                                 "--master-port", str(master_port)], cwd=tmp_path, env=locust_env(),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    try:
+        def both_workers_running():
+            report = get_json(base + "/stats/requests")
+            total = row(extended(report, "llm"), "Aggregated")
+            busy = [w for w in (report or {}).get("workers") or () if w["user_count"] > 0]
+            return report if len(busy) == 2 and total and total["requests"] > 0 else None
+
+        report = wait_for(both_workers_running, 40, what="two busy workers and LLM rows")
+        assert report["worker_count"] == 2
+
+        def agreed():
+            """Once stopped, the tab and Locust's own row (both merged from the workers' reports) agree."""
+            report = get_json(base + "/stats/requests")
+            if not report or report["state"] != "stopped":
+                return None
+            mine, theirs = row(extended(report, "llm"), "Aggregated"), locust_row(report, "l1:saturation")
+            return mine["requests"] if mine and theirs and mine["requests"] == theirs["num_requests"] else None
+
+        assert wait_for(agreed, 20, interval=0.3, what="the tab to agree with Locust's row") > 0
+        master_out = finish(master, timeout=40, terminate=True)   # SIGTERM: Locust's normal shutdown
+        worker_outs = [finish(w, timeout=20) for w in workers]
+    finally:
+        for proc in (master, *workers):
+            if proc.poll() is None:
+                proc.kill()
+    assert master.returncode == 0, master_out[-3000:]
+    seen = [int(m.group(1)) for out in worker_outs for m in re.finditer(r"fourfold worker: (\d+) records", out)]
+    assert len(seen) == 2 and all(n > 0 for n in seen), worker_outs
+    summary = json.loads((only_run_dir(tmp_path) / "summary.json").read_text())
+    final = re.search(r"LLM\s+l1:saturation\s+(\d+)", master_out)      # Locust's final table
+    assert final and summary["total"]["requests"] == int(final.group(1))
+    assert summary["slo"]["passed"] and summary["slo"]["verdicts"][0]["status"] == "pass"

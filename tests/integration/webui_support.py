@@ -1,0 +1,84 @@
+"""Helpers for the web UI tests: real locust processes with the web UI on 127.0.0.1, HTTP polling."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tests.conftest import LOCUST, locust_env
+
+T = TypeVar("T")
+
+
+def start_locust(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen([*LOCUST, *args], cwd=cwd, env={**locust_env(), **(env or {})},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 30, terminate: bool = False) -> str:
+    """Wait for ``proc`` (after SIGTERM when ``terminate``), kill it if it hangs; its output."""
+    if terminate and proc.poll() is None:
+        proc.terminate()
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+    return out or ""
+
+
+def http_get(url: str, timeout: float = 5) -> tuple[int, str, str]:
+    """(status, content type, body) of a GET; status 0 when nothing answered."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.status, resp.headers.get("Content-Type", ""), resp.read().decode("utf-8")
+    except urllib.error.HTTPError as exc:
+        return exc.code, "", exc.read().decode("utf-8", "replace")
+    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+        return 0, "", ""
+
+
+def http_post_form(url: str, fields: dict[str, str], timeout: float = 10) -> dict[str, Any]:
+    data = urllib.parse.urlencode(fields).encode()
+    with urllib.request.urlopen(urllib.request.Request(url, data=data, method="POST"), timeout=timeout) as resp:
+        return json.loads(resp.read())
+
+
+def get_json(url: str) -> dict[str, Any] | None:
+    status, _, body = http_get(url)
+    return json.loads(body) if status == 200 else None
+
+
+def wait_for(probe: Callable[[], T | None], timeout: float, interval: float = 0.5, what: str = "") -> T:
+    """Call ``probe`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what or probe}")
+        time.sleep(interval)
+
+
+def extended(report: dict[str, Any] | None, key: str) -> list[dict[str, Any]]:
+    """The rows of one extended table in a /stats/requests report."""
+    for table in (report or {}).get("extended_stats") or ():
+        if table.get("key") == key:
+            return list(table.get("data") or ())
+    return []
+
+
+def row(rows: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
+    return next((r for r in rows if r.get("name") == name), None)
+
+
+def locust_row(report: dict[str, Any], name: str) -> dict[str, Any] | None:
+    return next((s for s in report.get("stats") or () if s.get("name") == name), None)
