@@ -1,0 +1,142 @@
+"""Open-loop arrival processes: when the next request is due (pure, seeded).
+
+An open-loop generator sends each request at its *intended* arrival time whatever happened to
+the previous ones, so a slow target cannot slow the offered load down (no coordinated omission).
+The gaps between arrivals, in seconds, for a rate ``r`` per second:
+
+    constant   1 / r                                               CV 0
+    poisson    Exponential(r)                                      CV 1
+    gamma      Gamma(shape=b, scale=1 / (r * b)), b = burstiness   CV 1 / sqrt(b)
+
+``burstiness`` follows vLLM's ``bench serve --burstiness``: 1 is Poisson, below 1 burstier
+(clumps and long silences), above 1 more regular. ``CV`` is the coefficient of variation of the
+gaps (standard deviation / mean). :class:`GapStats` accumulates gaps mergeably, so the CV of the
+sends a dispatcher actually made can be checked against the process it drew from.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+PROCESSES = ("constant", "poisson", "gamma")
+
+
+@dataclass(frozen=True)
+class ArrivalProcess:
+    kind: str = "poisson"
+    rate_rps: float = 1.0
+    burstiness: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in PROCESSES:
+            raise ValueError(f"unknown arrival process {self.kind!r}; valid: {', '.join(PROCESSES)}")
+        if not self.rate_rps > 0 or math.isinf(self.rate_rps):
+            raise ValueError(f"the arrival rate must be a positive number of requests per second, got {self.rate_rps}")
+        if not self.burstiness > 0:
+            raise ValueError(f"burstiness must be > 0 (1 = Poisson), got {self.burstiness}")
+
+    @property
+    def cv(self) -> float:
+        """The coefficient of variation of the gaps this process draws."""
+        if self.kind == "constant":
+            return 0.0
+        if self.kind == "poisson":
+            return 1.0
+        return 1.0 / math.sqrt(self.burstiness)
+
+    def share(self, parts: int) -> ArrivalProcess:
+        """The same process at ``1/parts`` of the rate (one of ``parts`` dispatchers)."""
+        return ArrivalProcess(self.kind, self.rate_rps / max(parts, 1), self.burstiness)
+
+    def gaps(self, seed: int = 0) -> Iterator[float]:
+        """An endless, seeded sequence of gaps in seconds."""
+        rng = random.Random(seed)
+        rate = self.rate_rps
+        if self.kind == "constant":
+            while True:
+                yield 1.0 / rate
+        elif self.kind == "poisson":
+            while True:
+                yield rng.expovariate(rate)
+        else:
+            shape = self.burstiness
+            scale = 1.0 / (rate * shape)
+            while True:
+                yield rng.gammavariate(shape, scale)
+
+    def describe(self) -> str:
+        extra = f", burstiness {self.burstiness:g}" if self.kind == "gamma" else ""
+        return f"{self.kind} {self.rate_rps:g}/s{extra}"
+
+
+def arrival_offsets(process: ArrivalProcess, duration_s: float, seed: int = 0) -> list[float]:
+    """Intended arrival times (seconds from the start, first gap included) up to ``duration_s``."""
+    offsets: list[float] = []
+    t = 0.0
+    for gap in process.gaps(seed):
+        t += gap
+        if t > duration_s:
+            return offsets
+        offsets.append(t)
+    return offsets  # pragma: no cover - gaps() never ends
+
+
+def dispatcher_seed(seed: int, index: int) -> int:
+    """Each dispatcher of a distributed run draws its own stream (worker ``index``)."""
+    return seed * 1_000_003 + index
+
+
+@dataclass
+class GapStats:
+    """Count, sum and sum of squares of gaps (seconds): mean and CV, exactly mergeable."""
+
+    n: int = 0
+    total: float = 0.0
+    total_sq: float = 0.0
+
+    def add(self, gap_s: float) -> None:
+        self.n += 1
+        self.total += gap_s
+        self.total_sq += gap_s * gap_s
+
+    def add_all(self, gaps: Iterable[float]) -> None:
+        for gap in gaps:
+            self.add(gap)
+
+    def merge(self, other: GapStats) -> None:
+        self.n += other.n
+        self.total += other.total
+        self.total_sq += other.total_sq
+
+    @property
+    def mean(self) -> float | None:
+        return self.total / self.n if self.n else None
+
+    @property
+    def cv(self) -> float | None:
+        """Sample standard deviation / mean (None below two gaps)."""
+        if self.n < 2 or self.total <= 0:
+            return None
+        mean = self.total / self.n
+        variance = max(0.0, (self.total_sq - self.n * mean * mean) / (self.n - 1))
+        return math.sqrt(variance) / mean
+
+    def to_wire(self) -> list[float]:
+        return [self.n, self.total, self.total_sq]
+
+    @classmethod
+    def from_wire(cls, data: list[float]) -> GapStats:
+        n, total, total_sq = data
+        return cls(int(n), float(total), float(total_sq))
+
+
+def gaps_of(times: Iterable[float]) -> list[float]:
+    """Gaps between consecutive times (sorted first)."""
+    ordered = sorted(times)
+    return [b - a for a, b in zip(ordered, ordered[1:])]
+
+
+__all__ = ["PROCESSES", "ArrivalProcess", "GapStats", "arrival_offsets", "dispatcher_seed", "gaps_of"]

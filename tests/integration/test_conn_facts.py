@@ -1,0 +1,61 @@
+"""Connection facts of fourfold's HTTP/1.1 transport against a real server, without Locust."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import gevent
+import httpx
+import pytest
+
+from measure.client import make_http_client
+from measure.dialects import RequestOptions, get_dialect
+from measure.items import Item
+from measure.record import RequestRecord
+from measure.stream import send
+from measure.transport import RawH1Transport
+from targets.launch import start_simulator
+
+pytestmark = pytest.mark.integration
+ITEM = Item(id="q", messages=({"role": "user", "content": "Briefly explain quantum annealing."},))
+
+
+def test_reused_new_and_reconnected_after_the_server_closed_an_idle_connection():
+    dialect = get_dialect("openai")
+    request = dialect.build(ITEM, RequestOptions(max_tokens=3, ignore_eos=True))
+    with start_simulator("flat", extra_args=["--keepalive-timeout-s", "0.3"]) as sim:
+        client = make_http_client(sim.url)
+        records = []
+        for pause_s in (0.0, 0.0, 0.8):          # the third request finds its connection closed
+            time.sleep(pause_s)
+            records.append(send(client, dialect, request, RequestRecord()))
+        client.close()
+    assert [r.error_class for r in records] == ["ok", "ok", "ok"]
+    assert [(r.conn_reused, r.conn_reconnected) for r in records] == [(False, False), (True, False), (False, True)]
+    assert records[0].connect_ms is not None and records[1].connect_ms is None and records[2].connect_ms is not None
+    assert {r.http_version for r in records} == {"HTTP/1.1"}
+
+
+def test_a_bad_content_length_leaves_no_watchdog_behind():
+    """The read-timeout watchdog must stop with a request that fails in its head: a leaked one
+    throws ReadTimeout into whatever the greenlet runs next."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+
+    def answer() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n")
+
+    threading.Thread(target=answer, daemon=True).start()
+    client = httpx.Client(transport=RawH1Transport(read_timeout_s=0.2), timeout=0.2,
+                          base_url=f"http://127.0.0.1:{server.getsockname()[1]}")
+    with pytest.raises(httpx.RemoteProtocolError, match="bad Content-Length"):
+        client.get("/")
+    gevent.sleep(0.6)        # a leaked watchdog would throw httpx.ReadTimeout here
+    client.close()
+    server.close()
