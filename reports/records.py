@@ -1,0 +1,506 @@
+"""Fast reader of ``records.jsonl`` for reports: the columns a comparison needs, and the chunk
+offsets reduced to what the statistics use, with bounded memory.
+
+A record line is mostly its chunk offsets (one number per content chunk) and its answer text. The
+reader never turns those into Python objects per record:
+
+- **Fast path** (lines written by ``RequestRecord.to_json``: top-level scalars, then
+  ``server_timing``/``plan``/``extra``, ``schema`` last): byte searches cut the offsets array and
+  the answer text out of the line; the rest, a few hundred bytes of top-level scalars, is decoded
+  by one ``json.loads`` per block of lines; the offsets of a block are parsed in one go by pandas'
+  C number parser. A key such as ``,"text":"`` cannot occur *inside* a JSON string (every quote
+  there is escaped), so the searches only find the real keys.
+- **Slow path**: any other line (another key order, a line the fast path cannot cut, a record
+  whose ``extra`` holds one of ``EXTRA_KEYS``: an L4 session end, an L3 retrieval) is decoded
+  whole with ``json.loads``. A line that is not JSON (a torn last line of a killed run) is
+  skipped and counted, like :mod:`measure.runread` does.
+
+Per record the reader keeps the scalar columns plus ``n_chunks``, ``max_gap_ms``, ``stalls``
+(gaps above the stall threshold) and ``line_offset`` (where the line starts, to fetch the whole
+record later for a waveform). Per (level, scenario, variant) it keeps the pooled ITL gaps of ok
+records as log-bucket counts (:class:`GapHistogram`, the same buckets as
+:class:`measure.histogram.LogHistogram`), output tokens per second of arrival, and the gaps of
+an evenly spread sample of ok records (at most ``GAP_SAMPLE_RECORDS``) for the ITL bootstrap.
+Warm-up and cancelled records are counted and left out, as in every fourfold statistic.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import operator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pandas.api.types import union_categoricals
+
+from measure.histogram import DEFAULT_ALPHA, ZERO_CUTOFF
+from measure.record import FAILURE_CLASSES, SCHEMA_VERSION
+
+__all__ = ["GAP_SAMPLE_RECORDS", "GapHistogram", "RecordTable", "RecordsFormatError", "read_record_table"]
+
+SCALARS = ("level", "scenario", "variant", "item_id", "warmup", "started_at", "status",
+           "error_class", "ttfb_ms", "ttft_ms", "e2e_ms", "queue_ms", "output_tokens", "terminal", "conn_reused")
+CATEGORIES = ("level", "scenario", "variant", "item_id", "error_class")
+REQUIRED = ("level", "scenario", "error_class", "started_at")
+# read from ``extra`` (slow path): L4 on the record that ends a session, L3 retrieval quality
+EXTRA_KEYS = ("session_completed", "rounds", "recall_at_k", "precision_at_k")
+_NO_EXTRAS = (None,) * len(EXTRA_KEYS)
+GAP_SAMPLE_RECORDS = 2000
+BLOCK_BYTES = 16 << 20
+
+_CUT = b',"server_timing":'
+_OFFSETS = b',"chunk_offsets_ms":['
+_TEXT = b',"text":"'
+_TEXT_END = b'","text_truncated":'
+_EXTRA_MARKS = (b'"session_completed"', b'"recall_at_k"')
+_SCHEMA_TAIL = b',"schema":%d}' % SCHEMA_VERSION
+_SCHEMA_KEY = b',"schema":'
+_GET_SCALARS = operator.itemgetter(*SCALARS)
+_GAMMA = (1.0 + DEFAULT_ALPHA) / (1.0 - DEFAULT_ALPHA)
+_INV_LOG_GAMMA = 1.0 / math.log(_GAMMA)
+ZERO_KEY = -(1 << 30)          # the bucket key of gaps below ZERO_CUTOFF
+
+
+class RecordsFormatError(ValueError):
+    """records.jsonl holds something that is not a fourfold record (message: file, line, problem)."""
+
+
+def bucket_keys(values: np.ndarray) -> np.ndarray:
+    """LogHistogram bucket keys of non-negative values (``ZERO_KEY`` below ZERO_CUTOFF)."""
+    values = np.asarray(values, dtype=np.float64)
+    keys = np.full(values.shape, ZERO_KEY, dtype=np.int64)
+    big = values >= ZERO_CUTOFF
+    keys[big] = np.ceil(np.log(values[big]) * _INV_LOG_GAMMA).astype(np.int64)
+    return keys
+
+
+def bucket_values(keys: np.ndarray) -> np.ndarray:
+    """The representative value of each bucket key (0 for the zero bucket)."""
+    keys = np.asarray(keys, dtype=np.int64)
+    out = 2.0 * np.power(_GAMMA, keys.astype(np.float64)) / (_GAMMA + 1.0)
+    out[keys == ZERO_KEY] = 0.0
+    return out
+
+
+@dataclass
+class GapHistogram:
+    """Pooled gaps as log-bucket counts (exact merge), with exact count, sum, min and max."""
+
+    counts: dict[int, int] = field(default_factory=dict)
+    count: int = 0
+    sum: float = 0.0
+    min: float = math.inf
+    max: float = -math.inf
+
+    def add(self, gaps: np.ndarray) -> None:
+        gaps = gaps[np.isfinite(gaps) & (gaps >= 0)]
+        if not gaps.size:
+            return
+        keys = bucket_keys(gaps)
+        zero = keys == ZERO_KEY
+        counts = self.counts
+        if zero.any():
+            counts[ZERO_KEY] = counts.get(ZERO_KEY, 0) + int(zero.sum())
+            keys = keys[~zero]
+        if keys.size:
+            low = int(keys.min())
+            tally = np.bincount(keys - low)
+            for offset in np.flatnonzero(tally).tolist():
+                key = low + offset
+                counts[key] = counts.get(key, 0) + int(tally[offset])
+        self.count += int(gaps.size)
+        self.sum += float(gaps.sum())
+        self.min = min(self.min, float(gaps.min()))
+        self.max = max(self.max, float(gaps.max()))
+
+    def merge(self, other: GapHistogram) -> None:
+        for key, c in other.counts.items():
+            self.counts[key] = self.counts.get(key, 0) + c
+        self.count += other.count
+        self.sum += other.sum
+        self.min, self.max = min(self.min, other.min), max(self.max, other.max)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """Sorted bucket keys and their counts."""
+        keys = np.array(sorted(self.counts), dtype=np.int64)
+        return keys, np.array([self.counts[k] for k in keys.tolist()], dtype=np.int64)
+
+
+class _GapSampler:
+    """Keeps the gaps of every ``stride``-th record offered; halves itself when it holds twice
+    ``cap`` records, so the sample stays evenly spread over the file whatever its length."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap, self.stride, self.seen = cap, 1, 0
+        self.kept: list[np.ndarray] = []
+
+    def offer(self, gaps: np.ndarray, begin: np.ndarray, end: np.ndarray) -> None:
+        """Offer records whose gaps are ``gaps[begin[i]:end[i]]``, in order."""
+        m, pos = len(begin), 0
+        while pos < m:
+            first = pos + (-self.seen) % self.stride
+            take = np.arange(first, m, self.stride)[: 2 * self.cap - len(self.kept)]
+            for k in take.tolist():
+                self.kept.append(gaps[begin[k]:end[k]].astype(np.float32))
+            if len(self.kept) >= 2 * self.cap:
+                last = int(take[-1])
+                self.seen += last + 1 - pos
+                pos = last + 1
+                self.kept = self.kept[::2]
+                self.stride *= 2
+            else:
+                self.seen += m - pos
+                pos = m
+
+
+GroupKey = tuple[str, str, str]    # (level, scenario, variant)
+
+
+@dataclass
+class RecordTable:
+    """What :func:`read_record_table` returns (see module docstring)."""
+
+    frame: pd.DataFrame
+    itl: dict[GroupKey, GapHistogram]
+    gap_samples: dict[GroupKey, list[np.ndarray]]
+    ok_with_gaps: dict[GroupKey, int]
+    tokens_per_s: dict[GroupKey, dict[int, float]]
+    warmup: int = 0
+    cancelled: int = 0
+    unreadable: int = 0
+    first_unreadable: str = ""
+
+
+class _Accumulator:
+    def __init__(self, path: Path, stall_ms: float, sample_cap: int) -> None:
+        self.path, self.stall_ms, self.sample_cap = path, stall_ms, sample_cap
+        self.frames: list[pd.DataFrame] = []
+        self.categories: list[dict[str, pd.Categorical]] = []
+        self.itl: dict[GroupKey, GapHistogram] = {}
+        self.samplers: dict[GroupKey, _GapSampler] = {}
+        self.ok_with_gaps: dict[GroupKey, int] = {}
+        self.tokens: dict[GroupKey, dict[int, float]] = {}
+        self.warmup = self.cancelled = self.unreadable = 0
+        self.first_unreadable = ""
+
+    def unreadable_line(self, lineno: int, nbytes: int, exc: Exception) -> None:
+        self.unreadable += 1
+        if not self.first_unreadable:
+            self.first_unreadable = f"{self.path}:{lineno}: skipped an unreadable line ({nbytes} bytes): {exc}"
+
+    def add_block(self, rows: list[tuple[Any, ...]], extras: list[tuple[Any, ...]], offsets: list[bytes],
+                  line_offsets: list[int]) -> None:
+        if not rows:
+            return
+        cols = dict(zip(SCALARS, zip(*rows)))
+        warm = np.array(cols["warmup"], dtype=bool)
+        error_class = np.array(cols["error_class"], dtype=object)
+        cancelled = error_class == "cancelled"
+        keep = ~warm & ~cancelled
+        self.warmup += int(warm.sum())
+        self.cancelled += int((cancelled & ~warm).sum())
+        lens, flat = _parse_offsets(offsets)
+        starts = np.zeros(len(lens) + 1, dtype=np.int64)
+        np.cumsum(lens, out=starts[1:])
+
+        frame = pd.DataFrame({
+            "started_at": np.array(cols["started_at"], dtype=np.float64),
+            "status": np.array([s or 0 for s in cols["status"]], dtype=np.int32),
+            "ttfb_ms": _floats(cols["ttfb_ms"]), "ttft_ms": _floats(cols["ttft_ms"]), "e2e_ms": _floats(cols["e2e_ms"]),
+            "queue_ms": _floats(cols["queue_ms"]).astype(np.float32),
+            "output_tokens": _floats(cols["output_tokens"]),
+            "terminal": np.array(cols["terminal"], dtype=bool),
+            "conn_reused": _floats(cols["conn_reused"]).astype(np.float32),
+            **{name: _floats([e[i] for e in extras]).astype(np.float32) for i, name in enumerate(EXTRA_KEYS)},
+            "line_offset": np.array(line_offsets, dtype=np.int64), "n_chunks": lens.astype(np.int32),
+        })
+        frame["output_tokens"] = frame["output_tokens"].fillna(0.0)
+        ok = ~np.isin(error_class, list(FAILURE_CLASSES))
+        frame["ok"] = ok
+
+        # gaps between consecutive chunks of the same record
+        n = len(lens)
+        gap_lens = np.maximum(lens - 1, 0)
+        gap_starts = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(gap_lens, out=gap_starts[1:])
+        if flat.size > 1:
+            inside = np.ones(flat.size - 1, dtype=bool)
+            bounds = starts[1:-1] - 1
+            inside[bounds[(bounds >= 0) & (bounds < inside.size)]] = False
+            gaps = np.diff(flat)[inside]
+        else:
+            gaps = np.zeros(0)
+        gap_rec = np.repeat(np.arange(n), gap_lens)
+        has_gaps = gap_lens > 0
+        max_gap = np.full(n, np.nan)
+        if gaps.size:
+            max_gap[has_gaps] = np.maximum.reduceat(gaps, gap_starts[:-1][has_gaps])
+        non_empty = lens > 0
+        first, last = np.full(n, np.nan), np.full(n, np.nan)
+        first[non_empty] = flat[starts[:-1][non_empty]]
+        last[non_empty] = flat[starts[1:][non_empty] - 1]
+        frame["stalls"] = np.bincount(gap_rec[gaps > self.stall_ms], minlength=n).astype(np.int32)
+        frame["max_gap_ms"] = max_gap.astype(np.float32)
+        frame["first_chunk_ms"], frame["last_chunk_ms"] = first.astype(np.float32), last
+
+        frame = frame[keep].reset_index(drop=True)
+        kept = np.flatnonzero(keep)
+        self.categories.append({
+            "level": pd.Categorical(np.array(cols["level"], dtype=object)[kept]),
+            "scenario": pd.Categorical(np.array(cols["scenario"], dtype=object)[kept]),
+            "variant": pd.Categorical([cols["variant"][i] or "" for i in kept.tolist()]),
+            "item_id": pd.Categorical([cols["item_id"][i] or "" for i in kept.tolist()]),
+            "error_class": pd.Categorical(error_class[kept])})
+
+        # per group: pooled ITL of ok records, gap samples, output tokens per second of arrival
+        names = [f"{a}\x1f{b}\x1f{c or ''}" for a, b, c in zip(cols["level"], cols["scenario"], cols["variant"])]
+        codes, uniques = pd.factorize(pd.Series(names, dtype=object))
+        started = np.array(cols["started_at"], dtype=np.float64)
+        tokens = np.nan_to_num(_floats(cols["output_tokens"]))
+        e2e = _floats(cols["e2e_ms"])
+        for code, name in enumerate(uniques):
+            level, scenario, variant = str(name).split("\x1f")
+            key = (level, scenario, variant)
+            member = (codes == code) & keep
+            if not member.any():
+                continue
+            ok_member = member & ok
+            self.itl.setdefault(key, GapHistogram()).add(gaps[ok_member[gap_rec]])
+            with_gaps = np.flatnonzero(ok_member & has_gaps)
+            self.ok_with_gaps[key] = self.ok_with_gaps.get(key, 0) + int(with_gaps.size)
+            sampler = self.samplers.setdefault(key, _GapSampler(self.sample_cap))
+            sampler.offer(gaps, gap_starts[with_gaps], gap_starts[with_gaps + 1])
+            self._add_tokens(key, member, lens, flat, started, tokens, e2e)
+        self.frames.append(frame)
+
+    def _add_tokens(self, key: GroupKey, member: np.ndarray, lens: np.ndarray, flat: np.ndarray, started: np.ndarray, tokens: np.ndarray, e2e: np.ndarray) -> None:
+        """Output tokens by Unix second of arrival, spread evenly over each record's chunks."""
+        seconds: list[np.ndarray] = []
+        weights: list[np.ndarray] = []
+        streamed = member & (lens > 0) & (tokens > 0)
+        if streamed.any():
+            chunk_rec = np.repeat(np.arange(len(lens)), lens)
+            on = streamed[chunk_rec]
+            rec = chunk_rec[on]
+            seconds.append(np.floor(started[rec] + flat[on] / 1000.0).astype(np.int64))
+            weights.append(tokens[rec] / lens[rec])
+        whole = member & (lens == 0) & (tokens > 0)
+        if whole.any():
+            seconds.append(np.floor(started[whole] + np.nan_to_num(e2e[whole]) / 1000.0).astype(np.int64))
+            weights.append(tokens[whole])
+        if not seconds:
+            return
+        sec, w = np.concatenate(seconds), np.concatenate(weights)
+        base = int(sec.min())
+        sums = np.bincount(sec - base, weights=w)
+        target = self.tokens.setdefault(key, {})
+        for offset in np.flatnonzero(sums).tolist():
+            target[base + offset] = target.get(base + offset, 0.0) + float(sums[offset])
+
+    def result(self) -> RecordTable:
+        if not self.frames:
+            frame = _empty_frame()
+        else:
+            frame = pd.concat(self.frames, ignore_index=True)
+            self.frames.clear()
+            for name in CATEGORIES:
+                frame[name] = union_categoricals([block[name] for block in self.categories])
+        return RecordTable(frame, self.itl, {k: s.kept for k, s in self.samplers.items()}, self.ok_with_gaps,
+                           self.tokens, self.warmup, self.cancelled, self.unreadable, self.first_unreadable)
+
+
+def _empty_frame() -> pd.DataFrame:
+    cols = [*SCALARS, *EXTRA_KEYS, "line_offset", "n_chunks", "ok", "stalls", "max_gap_ms",
+            "first_chunk_ms", "last_chunk_ms"]
+    return pd.DataFrame({c: pd.Series(dtype="category" if c in CATEGORIES else float)
+                         for c in cols if c != "warmup"})
+
+
+def _floats(values: Any) -> np.ndarray:
+    """None -> NaN, True/False -> 1/0."""
+    return np.array(values, dtype=np.float64)
+
+
+_TO_LINES = bytes.maketrans(b",;", b"\n\n")
+
+
+def _parse_offsets(offsets: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """Each record's number of offsets, and all offsets in one array: the lists are joined with
+    ``;``, counted with numpy, and parsed by pandas' C reader in one call."""
+    if not offsets:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    joined = b";".join(offsets)
+    raw = np.frombuffer(joined, dtype=np.uint8)
+    ends = np.append(np.flatnonzero(raw == ord(";")), raw.size)
+    begins = np.concatenate([[0], ends[:-1] + 1])
+    non_empty = ends > begins
+    lens = np.zeros(len(offsets), dtype=np.int64)
+    if non_empty.any():
+        commas = np.add.reduceat(raw == ord(","), begins[non_empty], dtype=np.int64)
+        lens[non_empty] = commas + 1
+    expected = int(lens.sum())
+    if not expected:
+        return lens, np.zeros(0)
+    if expected < 2000:
+        flat = np.array(json.loads(b"[" + b",".join(o for o in offsets if o) + b"]"), dtype=np.float64)
+    else:
+        flat = pd.read_csv(io.BytesIO(joined.translate(_TO_LINES)), header=None, names=["v"], dtype=np.float64,
+                           engine="c", na_filter=False)["v"].to_numpy()
+    if flat.size != expected:
+        raise ValueError(f"parsed {flat.size} chunk offsets, expected {expected}")
+    return lens, flat
+
+
+def _slow_row(data: Any, path: Path, lineno: int) -> tuple[tuple[Any, ...], tuple[Any, ...], bytes]:
+    """Scalars, EXTRA_KEYS facts and offsets (as joined bytes) of one whole-line-decoded record."""
+    if not isinstance(data, dict):
+        raise RecordsFormatError(f"{path}:{lineno}: expected a JSON object (a fourfold record), "
+                                 f"got {type(data).__name__}")
+    missing = [k for k in REQUIRED if k not in data]
+    if missing:
+        raise RecordsFormatError(f"{path}:{lineno}: not a fourfold record (missing {', '.join(missing)}); "
+                                 "is this a run directory written by fourfold?")
+    _check_schema(data.get("schema", 1), path, lineno)
+    extra = data.get("extra")
+    if not isinstance(extra, dict):
+        extra = {}
+    offsets = data.get("chunk_offsets_ms") or []
+    joined = ",".join(repr(float(v)) for v in offsets).encode() if offsets else b""
+    return (tuple(data.get(k) for k in SCALARS),
+            tuple(_plain_number(extra.get(k)) for k in EXTRA_KEYS), joined)
+
+
+def _plain_number(value: Any) -> float | None:
+    """A number or bool from ``extra``; anything else (a string, a list) -> None."""
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _check_schema(schema: Any, path: Path, lineno: int) -> None:
+    if not isinstance(schema, int) or isinstance(schema, bool) or schema > SCHEMA_VERSION:
+        raise RecordsFormatError(f"{path}:{lineno}: record schema {schema!r} is newer than the {SCHEMA_VERSION} "
+                                 "this fourfold reads; upgrade fourfold to read this run")
+
+
+def read_record_table(path: str | Path, *, stall_ms: float = 150.0, sample_cap: int = GAP_SAMPLE_RECORDS,
+                      block_bytes: int = BLOCK_BYTES) -> RecordTable:
+    """Read ``path`` (a records.jsonl) into a :class:`RecordTable` (see module docstring).
+
+    Raises :class:`RecordsFormatError` for a record of a newer schema or a line that is JSON but
+    not a fourfold record; skips (and counts) lines that are not JSON.
+    """
+    path = Path(path)
+    acc = _Accumulator(path, stall_ms, sample_cap)
+    lineno = position = 0
+    with open(path, "rb") as fh:
+        while True:
+            lines = fh.readlines(block_bytes)
+            if not lines:
+                break
+            lineno, position = _process_lines(acc, lines, lineno, position)
+    return acc.result()
+
+
+_LINE_TAIL = _SCHEMA_TAIL + b"\n"
+
+
+def _process_lines(acc: _Accumulator, lines: list[bytes], lineno: int, position: int) -> tuple[int, int]:
+    """Cut the fast-path lines down (see module docstring), decode the rest whole, hand the block on."""
+    smalls: list[bytes] = []
+    fast_offsets: list[bytes] = []
+    fast_starts: list[int] = []
+    fast_numbers: list[int] = []
+    fast_lines: list[bytes] = []
+    slow: list[tuple[bytes, int, int]] = []                   # (line, line start, lineno)
+    add_small, add_offsets, add_start = smalls.append, fast_offsets.append, fast_starts.append
+    add_number, add_line = fast_numbers.append, fast_lines.append
+    for line in lines:
+        lineno += 1
+        start = position
+        position += len(line)
+        if line.endswith(_LINE_TAIL):
+            cut = line.find(_CUT)
+            if cut > 0 and all(line.find(mark, cut) < 0 for mark in _EXTRA_MARKS):
+                a = line.find(_OFFSETS, 0, cut)
+                b = line.find(b"]", a + 21) if a > 0 else -1
+                t = line.find(_TEXT, b, cut) if b > 0 else -1
+                e = line.find(_TEXT_END, t + 9, cut) if t > 0 else -1
+                if e > 0:
+                    add_small(line[:a] + line[b + 1:t] + line[e + 1:cut] + b"}")
+                    add_offsets(line[a + 21:b])
+                    add_start(start)
+                    add_number(lineno)
+                    add_line(line)
+                    continue
+        if line.strip():
+            slow.append((line, start, lineno))
+
+    rows: list[tuple[Any, ...]] = []
+    extras: list[tuple[Any, ...]] = []
+    offsets: list[bytes] = []
+    starts: list[int] = []
+    dicts = _decode_all(smalls)
+    try:
+        if None in dicts:
+            raise TypeError
+        rows = list(map(_GET_SCALARS, dicts))
+        extras = [_NO_EXTRAS] * len(rows)
+        offsets, starts = fast_offsets, fast_starts
+    except (KeyError, TypeError):        # a cut-down line did not decode, or lacks a key: one by one
+        for data, joined, start, number, line in zip(dicts, fast_offsets, fast_starts, fast_numbers, fast_lines):
+            if data is None:             # try the whole line
+                slow.append((line, start, number))
+                continue
+            rows.append(_scalars_of(data, acc.path, number))
+            extras.append(_NO_EXTRAS)
+            offsets.append(joined)
+            starts.append(start)
+    for line, start, number in slow:
+        try:
+            data = json.loads(line)
+        except ValueError as exc:        # JSONDecodeError and UnicodeDecodeError: a torn or damaged line
+            acc.unreadable_line(number, len(line), exc)
+            continue
+        row, extra, joined = _slow_row(data, acc.path, number)
+        rows.append(row)
+        extras.append(extra)
+        offsets.append(joined)
+        starts.append(start)
+    acc.add_block(rows, extras, offsets, starts)
+    return lineno, position
+
+
+def _decode_all(smalls: list[bytes]) -> list[Any]:
+    """Each cut-down line decoded (one json.loads for the block; None for a line that fails)."""
+    if not smalls:
+        return []
+    try:
+        return list(json.loads(b"[" + b",".join(smalls) + b"]"))
+    except ValueError:
+        pass
+    out: list[Any] = []
+    for small in smalls:
+        try:
+            out.append(json.loads(small))
+        except ValueError:
+            out.append(None)
+    return out
+
+
+def _scalars_of(data: Any, path: Path, lineno: int) -> tuple[Any, ...]:
+    try:
+        return _GET_SCALARS(data)  # type: ignore[no-any-return]
+    except (KeyError, TypeError):
+        pass
+    if not isinstance(data, dict):
+        raise RecordsFormatError(f"{path}:{lineno}: expected a JSON object (a fourfold record), "
+                                 f"got {type(data).__name__}")
+    missing = [k for k in REQUIRED if k not in data]
+    if missing:
+        raise RecordsFormatError(f"{path}:{lineno}: not a fourfold record (missing {', '.join(missing)}); "
+                                 "is this a run directory written by fourfold?")
+    return tuple(data.get(k) for k in SCALARS)
