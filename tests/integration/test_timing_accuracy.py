@@ -1,0 +1,57 @@
+"""fourfold's TTFT and ITL against the simulator's planned token times, for every dialect.
+
+At low load the client must see each token when the simulator planned to send it: the plan
+(``x-fourfold-plan-detail: 1``) gives every token's send time relative to the moment the request
+was admitted, on the same host's CLOCK_MONOTONIC, so the comparison leaves out nothing but the
+client's own receive delay.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from measure.client import make_http_client
+from measure.dialects import RequestOptions, get_dialect
+from measure.items import Item
+from measure.record import RequestRecord
+from measure.stream import send
+from targets.launch import start_simulator
+
+pytestmark = pytest.mark.integration
+ITEM = Item(id="qa-brief", messages=({"role": "user", "content": "Briefly explain quantum annealing."},))
+
+
+@pytest.fixture(scope="module")
+def flat_sim():
+    with start_simulator("flat", seed=5) as sim:
+        yield sim.url
+
+
+@pytest.mark.parametrize("dialect_name", ["openai", "anthropic", "triton"])
+def test_measured_ttft_and_itl_match_the_plan(flat_sim, dialect_name):
+    dialect = get_dialect(dialect_name)
+    ttft_lag, ttft_err, itl_err = [], [], []
+    with make_http_client(flat_sim) as client:
+        for i in range(6):
+            request = dialect.build(ITEM, RequestOptions(max_tokens=30))
+            request.headers["x-fourfold-plan-detail"] = "1"
+            record = send(client, dialect, request, RequestRecord())
+            assert record.error_class in ("ok", "truncated"), record.error_detail
+            planned = record.plan["offsets_ms"]
+            offsets = record.chunk_offsets_ms
+            assert record.content_chunks == record.output_tokens == len(planned) == 30
+            if i == 0:
+                continue                         # the first request also opens the connection
+            admitted_ms = (record.plan["t0_monotonic_s"] - record.sent_mono_s) * 1000
+            ttft_lag.append(offsets[0] - (admitted_ms + planned[0]))
+            ttft_err.append(offsets[0] - planned[0])
+            itl_err += [abs((b - a) - (pb - pa)) for a, b, pa, pb
+                        in zip(offsets, offsets[1:], planned, planned[1:])]
+    # receive delay of the first token: never negative (beyond clock rounding), small
+    assert min(ttft_lag) > -0.5
+    assert statistics.median(ttft_lag) < 5.0
+    # end to end (request transit + admission included): the 50 ms plan, within a few ms
+    assert 0 < statistics.median(ttft_err) < 8.0
+    assert statistics.median(itl_err) < 2.0
