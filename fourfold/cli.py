@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from fourfold import probe_cmd, report_cmd
+from fourfold import mirror_cmd, probe_cmd, report_cmd
 from fourfold.errors import FourfoldError, UsageError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -102,6 +102,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace, list[str]], int], b
     "score": ("score a finished run's answers: similarity, structure, punctuation", _cmd_score, False),
     "check": ("gate a finished run: SLOs and quality floors, exit 3 when one is missed", _cmd_check, False),
     "probe": ("verification probes: feature flag, first-token inflection, token usage", _cmd_probe, False),
+    "mirror": ("paired comparison of a run's mirrored requests (--mirror-host)", mirror_cmd.run, False),
     "compare": ("compare a baseline run with candidates: Markdown, HTML and CSV report", report_cmd.run_compare,
                 False),
     "demo": ("baseline vs candidate on the simulator: run, score, compare", report_cmd.run_demo, False),
@@ -122,6 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
             _add_check_arguments(cmd)
         elif name == "probe":
             probe_cmd.add_arguments(cmd)
+        elif name == "mirror":
+            mirror_cmd.add_arguments(cmd)
         elif name == "compare":
             report_cmd.add_compare_arguments(cmd)
         elif name == "demo":

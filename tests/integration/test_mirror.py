@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import json
 
+import numpy as np
 import pytest
 
 from tests.conftest import only_run_dir, read_jsonl, run_locust
@@ -39,3 +40,31 @@ def test_mirrored_requests_are_paired_and_kept_apart(tmp_path, locustfile):
     summary = json.loads((run / "summary.json").read_text())
     scenarios = {g["scenario"] for g in summary["groups"]}
     assert scenarios == {"saturation", "saturation@mirror"}
+
+
+def test_mirror_report_compares_the_pairs(tmp_path, locustfile):
+    from measure.runread import read_records
+    from reports.mirror import compare_mirror, format_markdown, ks_two_sample, pair_records
+
+    proc = run_locust(["-f", locustfile("l1_throughput.py"), "--headless", "-u", "3", "-r", "3", "-t", "8s",
+                       "--max-tokens", "24", "--no-ignore-eos", "--sim-profile", "baseline",
+                       "--mirror-host", "sim:candidate", "--mirror-share", "1.0", "--metrics-url", "off"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = only_run_dir(tmp_path)
+    report = compare_mirror(list(read_records(run)), embed=None)
+    assert report.pairs >= 6
+    ttft, e2e = report.paired
+    # candidate (mirror) has no orchestrator delay and a faster decode: E2E is lower on the mirror side
+    assert e2e.metric == "e2e_ms" and e2e.delta_mean < 0 and e2e.ci_high < 0
+    both_ok = sum(1 for p, m in pair_records(read_records(run))[0]
+                  if "cancelled" not in (p.error_class, m.error_class))
+    assert ttft.n == e2e.n == both_ok >= report.pairs - 6        # at most one cancelled pair per user and side
+    assert ttft.delta_mean < 0                                    # no orchestrator delay on the structured prompts
+    # max-tokens 24 cuts the references: both sides end as "truncated", a few in flight at stop as "cancelled"
+    assert set(report.error_shares) <= {"truncated", "cancelled", "ok"}
+    assert report.error_shares["truncated"][0] > 0.5 and report.error_shares["truncated"][1] > 0.5
+    text = format_markdown(report)
+    assert "| e2e_ms |" in text and "KS D =" in text
+    same = np.array([1.0, 2.0, 3.0])
+    assert ks_two_sample(same, same) == (0.0, 1.0)
+    assert ks_two_sample(np.arange(50.0), np.arange(50.0) + 100)[1] < 0.001
