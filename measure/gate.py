@@ -20,8 +20,8 @@ read as a file; anything else is an inline spec.
 from __future__ import annotations
 
 import os
-import sys
 import time
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,11 +30,6 @@ from measure.runlog import RECORDS_FILE, SUMMARY_FILE
 from measure.runread import read_summary
 from measure.slo import SLO, SLOSpecError, Verdict, evaluate, exit_code, parse_spec, parse_table
 from measure.slo_report import format_verdicts, junit_xml
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 
 def is_slo_file(value: str) -> bool:

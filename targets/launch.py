@@ -17,6 +17,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 from targets import REPO_ROOT
 
@@ -29,14 +30,12 @@ class SimulatorStartError(RuntimeError):
 
 
 @dataclass
-class SimProcess:
-    """A running simulator child process."""
+class ChildProcess:
+    """A server child process that announced its URL on one stdout line."""
 
     process: subprocess.Popen
     url: str
-    profile: str
-    seed: int
-    _stderr_lines: list[str] = field(default_factory=list, repr=False)
+    _stderr_lines: list[str] = field(default_factory=list, repr=False, kw_only=True)
 
     @property
     def port(self) -> int:
@@ -63,11 +62,59 @@ class SimProcess:
                 stream.close()
         return self.process.returncode
 
-    def __enter__(self) -> SimProcess:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+@dataclass
+class SimProcess(ChildProcess):
+    """A running simulator child process."""
+
+    profile: str = "baseline"
+    seed: int = 0
+
+
+def spawn_listening(command: list[str], prefix: str, what: str, timeout_s: float, error: type[Exception],
+                    cwd: str | Path = REPO_ROOT) -> tuple[subprocess.Popen, str, list[str]]:
+    """Run ``command`` with the repository on PYTHONPATH and wait for its ``prefix URL`` line.
+
+    Returns (process, url, the child's recent stderr lines, kept up to date). Raises ``error`` with
+    the child's stderr when no such line arrives within ``timeout_s``."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    process = subprocess.Popen(command, cwd=str(cwd), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, encoding="utf-8", errors="replace")
+    stderr_lines: list[str] = []
+    stderr_reader = threading.Thread(target=_drain, args=(process.stderr, stderr_lines), daemon=True)
+    stderr_reader.start()
+    line_box: list[str] = []
+    reader = threading.Thread(target=lambda: line_box.append(process.stdout.readline()), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    reader.join(timeout_s)
+    line = line_box[0].strip() if line_box else ""
+    if not line.startswith(prefix):
+        if process.poll() is None:
+            process.kill()
+        try:
+            process.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
+        stderr_reader.join(2.0)
+        if not line_box:
+            reason = f"no listening line within {timeout_s:.0f} s"
+        elif not line:
+            reason = "it exited before listening"
+        else:
+            reason = f"unexpected output {line!r}"
+        stderr = "".join(stderr_lines).strip() or "(empty)"
+        raise error(f"the {what} did not start ({reason}; exit status {process.returncode}).\n"
+                    f"command: {' '.join(command)}\nstderr:\n{stderr}")
+    threading.Thread(target=_drain, args=(process.stdout, []), daemon=True).start()
+    return process, line[len(prefix):], stderr_lines
 
 
 def simulator_command(profile: str, seed: int, extra_args: Sequence[str], python: str, host: str) -> list[str]:
@@ -90,39 +137,9 @@ def start_simulator(
     ``prefix`` is prepended to the command (e.g. ``["taskset", "-c", "1"]``).
     """
     command = [*prefix, *simulator_command(profile, seed, extra_args, python, host)]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    process = subprocess.Popen(command, cwd=str(cwd), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, encoding="utf-8", errors="replace")
-    stderr_lines: list[str] = []
-    stderr_reader = threading.Thread(target=_drain, args=(process.stderr, stderr_lines), daemon=True)
-    stderr_reader.start()
-    line_box: list[str] = []
-    reader = threading.Thread(target=lambda: line_box.append(process.stdout.readline()), daemon=True)  # type: ignore[union-attr]
-    reader.start()
-    reader.join(timeout_s)
-    line = line_box[0].strip() if line_box else ""
-    if not line.startswith(LISTENING_PREFIX):
-        if process.poll() is None:
-            process.kill()
-        try:
-            process.wait(5)
-        except subprocess.TimeoutExpired:
-            pass
-        stderr_reader.join(2.0)
-        if not line_box:
-            reason = f"no listening line within {timeout_s:.0f} s"
-        elif not line:
-            reason = "it exited before listening"
-        else:
-            reason = f"unexpected output {line!r}"
-        stderr = "".join(stderr_lines).strip() or "(empty)"
-        raise SimulatorStartError(
-            f"the simulator did not start ({reason}; exit status {process.returncode}).\n"
-            f"command: {' '.join(command)}\nstderr:\n{stderr}")
-    threading.Thread(target=_drain, args=(process.stdout, []), daemon=True).start()
-    return SimProcess(process, line[len(LISTENING_PREFIX):], profile, seed, stderr_lines)
+    process, url, stderr_lines = spawn_listening(command, LISTENING_PREFIX, "simulator", timeout_s,
+                                                 SimulatorStartError, cwd)
+    return SimProcess(process, url, profile=profile, seed=seed, _stderr_lines=stderr_lines)
 
 
 def _drain(stream, sink: list[str], keep: int = 200) -> None:

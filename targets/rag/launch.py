@@ -10,17 +10,14 @@ URL. ``stop()`` sends SIGTERM, waits, and kills the child if it does not exit in
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from targets import REPO_ROOT
+from targets.launch import ChildProcess, spawn_listening
 from targets.rag.cli import LISTENING_PREFIX
 
 __all__ = ["RagProcess", "RagServiceStartError", "rag_command", "start_rag_service"]
@@ -34,42 +31,8 @@ class RagServiceStartError(RuntimeError):
 
 
 @dataclass
-class RagProcess:
-    process: subprocess.Popen
-    url: str
-    config: dict[str, Any]
-    _stderr_lines: list[str] = field(default_factory=list, repr=False)
-
-    @property
-    def port(self) -> int:
-        return int(self.url.rsplit(":", 1)[1])
-
-    @property
-    def stderr_text(self) -> str:
-        return "".join(self._stderr_lines)
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def stop(self, timeout_s: float = 5.0) -> int | None:
-        """SIGTERM, wait up to ``timeout_s``, then SIGKILL; returns the exit status."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout_s)
-        for stream in (self.process.stdout, self.process.stderr):
-            if stream is not None:
-                stream.close()
-        return self.process.returncode
-
-    def __enter__(self) -> RagProcess:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
+class RagProcess(ChildProcess):
+    config: dict[str, Any] = field(default_factory=dict)
 
 
 def rag_command(upstream: str, retriever: str, rerank: str, top_k: int, extra_args: Sequence[str], python: str,
@@ -93,43 +56,7 @@ def start_rag_service(
     if timeout_s is None:
         timeout_s = DENSE_START_TIMEOUT_S if "dense" in (retriever, rerank) else START_TIMEOUT_S
     command = rag_command(upstream, retriever, rerank, top_k, extra_args, python, host)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    process = subprocess.Popen(command, cwd=str(cwd), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, encoding="utf-8", errors="replace")
-    stderr_lines: list[str] = []
-    stderr_reader = threading.Thread(target=_drain, args=(process.stderr, stderr_lines), daemon=True)
-    stderr_reader.start()
-    line_box: list[str] = []
-    reader = threading.Thread(target=lambda: line_box.append(process.stdout.readline()), daemon=True)  # type: ignore[union-attr]
-    reader.start()
-    reader.join(timeout_s)
-    line = line_box[0].strip() if line_box else ""
-    if not line.startswith(LISTENING_PREFIX):
-        if process.poll() is None:
-            process.kill()
-        try:
-            process.wait(5)
-        except subprocess.TimeoutExpired:
-            pass
-        stderr_reader.join(2.0)
-        reason = (f"no listening line within {timeout_s:.0f} s" if not line_box
-                  else "it exited before listening" if not line else f"unexpected output {line!r}")
-        raise RagServiceStartError(
-            f"the RAG service did not start ({reason}; exit status {process.returncode}).\n"
-            f"command: {' '.join(command)}\nstderr:\n{''.join(stderr_lines).strip() or '(empty)'}")
-    threading.Thread(target=_drain, args=(process.stdout, []), daemon=True).start()
+    process, url, stderr_lines = spawn_listening(command, LISTENING_PREFIX, "RAG service", timeout_s,
+                                                 RagServiceStartError, cwd)
     config = {"retriever": retriever, "rerank": rerank, "top_k": top_k, "upstream": upstream}
-    return RagProcess(process, line[len(LISTENING_PREFIX):], config, stderr_lines)
-
-
-def _drain(stream: Any, sink: list[str], keep: int = 200) -> None:
-    """Read a child's pipe to its end so it never blocks; keep the last ``keep`` lines."""
-    try:
-        for line in stream:
-            sink.append(line)
-            if len(sink) > keep:
-                del sink[: len(sink) - keep]
-    except (ValueError, OSError):
-        pass
+    return RagProcess(process, url, config=config, _stderr_lines=stderr_lines)
