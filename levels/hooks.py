@@ -23,7 +23,6 @@ from levels import options as _options
 from levels import slogate
 
 log = logging.getLogger("fourfold")
-_installed = False
 _embedded: list[Any] = []          # handles with .stop() of targets this process started
 
 
@@ -164,14 +163,22 @@ def stop_embedded() -> None:
             log.exception("fourfold: stopping an embedded target failed")
 
 
-def install() -> None:
-    """Attach the listeners to Locust's global events (once per process)."""
-    global _installed
-    if _installed:
+_INSTALLED: set[str] = set()
+
+
+def install_listeners(key: str, **listeners: Any) -> None:
+    """Attach ``event_name=listener`` pairs to Locust's global events, once per process per ``key``.
+
+    Levels register their own listeners this way on import; the order of the pairs is the order
+    of registration (``quitting`` listeners then run in reverse order)."""
+    if key in _INSTALLED:
         return
-    _installed = True
-    events.init_command_line_parser.add_listener(_on_parser)
-    events.init.add_listener(_on_init)
-    events.test_start.add_listener(_on_test_start)
-    events.test_stop.add_listener(_on_test_stop)
-    events.quitting.add_listener(_on_quitting)
+    _INSTALLED.add(key)
+    for event_name, listener in listeners.items():
+        getattr(events, event_name).add_listener(listener)
+
+
+def install() -> None:
+    """Attach the shared listeners to Locust's global events (once per process)."""
+    install_listeners("fourfold", init_command_line_parser=_on_parser, init=_on_init,
+                      test_start=_on_test_start, test_stop=_on_test_stop, quitting=_on_quitting)

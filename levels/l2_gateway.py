@@ -30,8 +30,9 @@ from typing import Any, ClassVar
 
 import gevent
 import gevent.pool
-from locust import events, task
+from locust import task
 
+from levels import hooks
 from levels.arrivals import dispatcher_seed
 from levels.base import LLMUser
 from levels.l2_options import GatewaySettings
@@ -51,7 +52,6 @@ from measure.record import RequestRecord
 
 log = logging.getLogger("fourfold")
 DISPATCHERS_ATTR = "fourfold_dispatchers"    # parsed_options: open-loop dispatchers in the whole run
-_installed = False
 
 
 class L2State:
@@ -360,17 +360,8 @@ def l2_report(summary: dict[str, Any], state: L2State, options: Any) -> tuple[di
 
 
 def install() -> None:
-    """Attach the L2 listeners to Locust's global events (once per process; on import, like
-    :func:`levels.hooks.install`). Registered after the shared hooks, the quitting listener runs
-    before theirs (Locust fires ``quitting`` in reverse), so the L2 report is in summary.json."""
-    global _installed
-    if _installed:
-        return
-    _installed = True
-    events.init_command_line_parser.add_listener(_on_parser)
-    events.init.add_listener(_on_init)
-    events.test_start.add_listener(_on_test_start)
-    events.quitting.add_listener(_on_quitting)
+    """Attach L2's listeners (once per process; after the shared hooks, so L2's quitting listener runs first)."""
+    hooks.install_listeners("l2", init_command_line_parser=_on_parser, init=_on_init, test_start=_on_test_start, quitting=_on_quitting)
 
 
 install()

@@ -30,8 +30,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from locust import events, task
+from locust import task
 
+from levels import hooks
 from levels.base import LLMUser, dataset
 from levels.options import Settings
 from levels.runtime import get_runtime
@@ -48,7 +49,6 @@ DEFAULT_CORPUS = DATA_DIR / "rag" / "corpus.jsonl"
 REPO_ROOT = DATA_DIR.parent
 RETRIEVERS, RERANKERS = ("bm25", "dense"), ("none", "lexical", "dense")
 _CORPORA: dict[str, dict[str, CorpusDoc]] = {}
-_installed = False
 
 
 def register_options(parser: Any) -> None:
@@ -271,15 +271,8 @@ def _on_quitting(environment: Any, **_kw: Any) -> None:
 
 
 def install() -> None:
-    """Attach L3's listeners to Locust's global events (once per process)."""
-    global _installed
-    if _installed:
-        return
-    _installed = True
-    events.init_command_line_parser.add_listener(_on_parser)
-    events.init.add_listener(_on_init)
-    events.test_start.add_listener(_on_test_start)
-    events.quitting.add_listener(_on_quitting)
+    """Attach L3's listeners (once per process; after the shared hooks)."""
+    hooks.install_listeners("l3", init_command_line_parser=_on_parser, init=_on_init, test_start=_on_test_start, quitting=_on_quitting)
 
 
 install()

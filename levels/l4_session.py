@@ -34,10 +34,11 @@ from pathlib import Path
 from typing import Any
 
 import gevent
-from locust import events, task
+from locust import task
 from locust.exception import StopUser
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, LocalRunner, WorkerRunner
 
+from levels import hooks
 from levels.base import LLMUser, make_client, simulator_gateway_args
 from levels.l4_ab import SplitError, assign_variant
 from levels.l4_options import SessionSettings
@@ -53,7 +54,6 @@ log = logging.getLogger("fourfold")
 DEFAULT_SESSIONS = DATA_DIR / "sessions" / "sessions.jsonl"
 WIRE_KEY = "fourfold_sessions"
 _SCRIPTS: dict[str, dict[str, SessionScript]] = {}
-_installed = False
 
 
 def session_scripts(path: str) -> dict[str, SessionScript]:
@@ -319,14 +319,8 @@ def _on_quitting(environment: Any, **_kw: Any) -> None:
 
 
 def install() -> None:
-    """Attach the L4 listeners to Locust's global events (once per process; after levels.hooks')."""
-    global _installed
-    if _installed:
-        return
-    _installed = True
-    events.init.add_listener(_on_init)
-    events.test_start.add_listener(_on_test_start)
-    events.quitting.add_listener(_on_quitting)
+    """Attach L4's listeners (once per process; after the shared hooks)."""
+    hooks.install_listeners("l4", init=_on_init, test_start=_on_test_start, quitting=_on_quitting)
 
 
 install()
