@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from measure.items import jsonl_lines
+
 OUTCOMES = ("completed", "max_turns", "abandoned")
 ABANDON_REASONS = ("ttft", "e2e", "error")
 FOLLOWUPS = ("opening", "rephrase", "shorter", "structured", "missing")
@@ -166,15 +168,11 @@ def script_from_dict(data: dict[str, Any]) -> SessionScript:
 def load_scripts(path: str | Path) -> list[SessionScript]:
     """Every script of a JSONL file (blank lines and ``#`` comments skipped)."""
     scripts = []
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            try:
-                scripts.append(script_from_dict(json.loads(line)))
-            except ValueError as exc:
-                raise ScriptError(f"{path}:{n}: {exc}") from exc
+    for n, line in jsonl_lines(path):
+        try:
+            scripts.append(script_from_dict(json.loads(line)))
+        except ValueError as exc:
+            raise ScriptError(f"{path}:{n}: {exc}") from exc
     if not scripts:
         raise ScriptError(f"{path}: no session scripts found")
     return scripts

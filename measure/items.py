@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,18 +46,23 @@ class Item:
         )
 
 
-def load_items(path: str | Path) -> list[Item]:
-    """Read a JSONL file of items (one JSON object a line, blank lines and # comments skipped)."""
-    items = []
+def jsonl_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """(line number, text) of every line of a JSONL file that is not blank or a ``#`` comment."""
     with open(path, encoding="utf-8") as fh:
         for n, line in enumerate(fh, 1):
             line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            try:
-                items.append(Item.from_dict(json.loads(line)))
-            except (ValueError, KeyError) as exc:
-                raise ValueError(f"{path}:{n}: not a valid item ({exc}); expected JSON with id and prompt/messages") from exc
+            if line and not line.startswith("#"):
+                yield n, line
+
+
+def load_items(path: str | Path) -> list[Item]:
+    """Read a JSONL file of items (one JSON object a line, blank lines and # comments skipped)."""
+    items = []
+    for n, line in jsonl_lines(path):
+        try:
+            items.append(Item.from_dict(json.loads(line)))
+        except (ValueError, KeyError) as exc:
+            raise ValueError(f"{path}:{n}: not a valid item ({exc}); expected JSON with id and prompt/messages") from exc
     if not items:
         raise ValueError(f"{path}: no items found")
     return items

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from measure.histogram import LogHistogram
+from measure.items import jsonl_lines
 from measure.record import RequestRecord
 
 __all__ = ["CorpusDoc", "RagStats", "annotate", "conflict_groups", "format_rag", "load_corpus", "precision_at_k",
@@ -53,18 +54,14 @@ class CorpusDoc:
 def load_corpus(path: str | Path) -> dict[str, CorpusDoc]:
     """id -> document of a corpus JSONL (``id``, ``title``, ``text``, optional ``claims``)."""
     docs: dict[str, CorpusDoc] = {}
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            try:
-                data = json.loads(line)
-                claims = {str(k): str(v) for k, v in (data.get("claims") or {}).items()}
-                docs[str(data["id"])] = CorpusDoc(str(data["id"]), str(data.get("title") or ""),
-                                                  str(data["text"]), claims)
-            except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                raise ValueError(f"{path}:{n}: not a corpus document ({exc}); expected id, title, text") from None
+    for n, line in jsonl_lines(path):
+        try:
+            data = json.loads(line)
+            claims = {str(k): str(v) for k, v in (data.get("claims") or {}).items()}
+            docs[str(data["id"])] = CorpusDoc(str(data["id"]), str(data.get("title") or ""),
+                                              str(data["text"]), claims)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"{path}:{n}: not a corpus document ({exc}); expected id, title, text") from None
     return docs
 
 

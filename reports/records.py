@@ -356,8 +356,8 @@ def _parse_offsets(offsets: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     return lens, flat
 
 
-def _slow_row(data: Any, path: Path, lineno: int) -> tuple[tuple[Any, ...], tuple[Any, ...], bytes]:
-    """Scalars, EXTRA_KEYS facts and offsets (as joined bytes) of one whole-line-decoded record."""
+def _require_record(data: Any, path: Path, lineno: int) -> None:
+    """A decoded line must be a JSON object with every REQUIRED key of a fourfold record."""
     if not isinstance(data, dict):
         raise RecordsFormatError(f"{path}:{lineno}: expected a JSON object (a fourfold record), "
                                  f"got {type(data).__name__}")
@@ -365,6 +365,11 @@ def _slow_row(data: Any, path: Path, lineno: int) -> tuple[tuple[Any, ...], tupl
     if missing:
         raise RecordsFormatError(f"{path}:{lineno}: not a fourfold record (missing {', '.join(missing)}); "
                                  "is this a run directory written by fourfold?")
+
+
+def _slow_row(data: Any, path: Path, lineno: int) -> tuple[tuple[Any, ...], tuple[Any, ...], bytes]:
+    """Scalars, EXTRA_KEYS facts and offsets (as joined bytes) of one whole-line-decoded record."""
+    _require_record(data, path, lineno)
     _check_schema(data.get("schema", 1), path, lineno)
     extra = data.get("extra")
     if not isinstance(extra, dict):
@@ -496,11 +501,5 @@ def _scalars_of(data: Any, path: Path, lineno: int) -> tuple[Any, ...]:
         return _GET_SCALARS(data)  # type: ignore[no-any-return]
     except (KeyError, TypeError):
         pass
-    if not isinstance(data, dict):
-        raise RecordsFormatError(f"{path}:{lineno}: expected a JSON object (a fourfold record), "
-                                 f"got {type(data).__name__}")
-    missing = [k for k in REQUIRED if k not in data]
-    if missing:
-        raise RecordsFormatError(f"{path}:{lineno}: not a fourfold record (missing {', '.join(missing)}); "
-                                 "is this a run directory written by fourfold?")
+    _require_record(data, path, lineno)
     return tuple(data.get(k) for k in SCALARS)
