@@ -35,6 +35,8 @@ def add_compare_arguments(cmd: argparse.ArgumentParser) -> None:
                           "(default: the runs' summary.json slo_ms)")
     cmd.add_argument("--stall-ms", type=float, default=None, help="stall threshold (default: the run's, 150 ms)")
     cmd.add_argument("--no-html", action="store_true", help="write report.md and report.csv only")
+    cmd.add_argument("--no-cache", action="store_true",
+                     help="read records.jsonl and scores.jsonl, ignoring and not writing the runs' compare-cache.npz")
     cmd.add_argument("--fail-on-worse", action="store_true", help="exit 3 when any row's verdict is worse")
     _settings_arguments(cmd)
 
@@ -80,7 +82,8 @@ def run_compare(args: argparse.Namespace, rest: list[str]) -> int:
     from reports.report import report_from_paths, write_report
 
     report = report_from_paths(args.runs, variants=args.variants, settings=_settings(args),
-                               slo_ms=parse_slo(args.goodput_slo), stall_ms=args.stall_ms)
+                               slo_ms=parse_slo(args.goodput_slo), stall_ms=args.stall_ms,
+                               cache=not args.no_cache)
     files = write_report(report, args.out, html=not args.no_html)
     print(render_tables(report))
     for note in report.notes:

@@ -42,8 +42,15 @@ from fourfold.errors import UsageError
 from measure.items import DATA_DIR, load_items
 from measure.record import SCHEMA_VERSION
 from measure.runlog import META_FILE, RECORDS_FILE, SUMMARY_FILE
+from reports.cache import CachedScores, RunCache, stamp
 from reports.compare import GroupSample, ItlSample
-from reports.records import GapHistogram, RecordsFormatError, RecordTable, read_record_table
+from reports.records import (
+    GAP_SAMPLE_RECORDS,
+    GapHistogram,
+    RecordsFormatError,
+    RecordTable,
+    read_record_table,
+)
 
 __all__ = ["SCORES_FILE", "RunData", "RunDirError", "base_scenario", "group_names", "group_samples", "load_run", "load_runs",
            "prompt_kinds", "run_variants"]
@@ -96,8 +103,14 @@ def _read_json_object(path: Path) -> dict[str, Any] | None:
     return data
 
 
-def load_run(path: str | os.PathLike[str], *, stall_ms: float | None = None) -> RunData:
-    """Read and validate one run directory (see module docstring)."""
+def _threshold(settings: dict[str, Any], summary: dict[str, Any] | None, stall_ms: float | None) -> float:
+    return float(stall_ms if stall_ms is not None else
+                 settings.get("stall_ms") or (summary or {}).get("stall_threshold_ms") or 150.0)
+
+
+def load_run(path: str | os.PathLike[str], *, stall_ms: float | None = None, cache: bool = True) -> RunData:
+    """Read and validate one run directory (see module docstring); with ``cache``, through the
+    run's columnar cache (:mod:`reports.cache`), written on the first read."""
     run_dir = Path(path)
     if not run_dir.exists():
         raise RunDirError(f"{run_dir}: no such directory")
@@ -116,14 +129,15 @@ def load_run(path: str | os.PathLike[str], *, stall_ms: float | None = None) -> 
     settings = meta.get("settings")
     if not isinstance(settings, dict):
         settings = {}
-    threshold = float(stall_ms if stall_ms is not None else
-                      settings.get("stall_ms") or (summary or {}).get("stall_threshold_ms") or 150.0)
-    try:
-        table = read_record_table(records_path, stall_ms=threshold)
-    except RecordsFormatError as exc:
-        raise RunDirError(str(exc)) from None
-    except OSError as exc:
-        raise RunDirError(f"{records_path}: cannot read ({exc})") from None
+    threshold = _threshold(settings, summary, stall_ms)
+    scores_path = run_dir / SCORES_FILE
+    run_cache = RunCache.open(run_dir) if cache else None
+    records_stamp, scores_stamp = (stamp(records_path), stamp(scores_path)) if cache else (None, None)
+    table = run_cache.table(records_stamp, threshold, GAP_SAMPLE_RECORDS) if run_cache else None
+    scores = run_cache.scores(scores_stamp) if run_cache else None
+    table_read = table is None
+    if table is None:
+        table = _read_table(records_path, threshold)
     if table.unreadable:
         warnings.warn(f"{table.first_unreadable}" + (f" (and {table.unreadable - 1} more)" if table.unreadable > 1
                                                      else ""), RuntimeWarning, stacklevel=2)
@@ -131,31 +145,67 @@ def load_run(path: str | os.PathLike[str], *, stall_ms: float | None = None) -> 
         why = (f"all {table.warmup + table.cancelled} records are warm-up or cancelled"
                if table.warmup + table.cancelled else "no readable record")
         raise RunDirError(f"{records_path}: nothing to compare ({why})")
+    scores_read = scores is None
+    if scores is None:
+        scores = _read_scores(scores_path)
+    if scores.skipped:
+        warnings.warn(f"{scores_path}: skipped {scores.skipped} unreadable line(s)", RuntimeWarning, stacklevel=2)
+    if (run_cache is not None and records_stamp is not None and (table_read or scores_read)
+            and stamp(records_path) == records_stamp and stamp(scores_path) == scores_stamp):
+        run_cache.write(records_stamp, table, threshold, GAP_SAMPLE_RECORDS, scores_stamp, scores)
     label = meta.get("label")
     if not isinstance(label, str) or not label:
         label = run_dir.name
-    return RunData(run_dir, label, meta, summary, table, _read_scores(run_dir / SCORES_FILE), threshold,
-                   prompt_kinds(run_dir, settings))
+    return RunData(run_dir, label, meta, summary, table, scores.frame, threshold, prompt_kinds(run_dir, settings))
 
 
-def load_runs(paths: list[str | os.PathLike[str]], *, stall_ms: float | None = None) -> list[RunData]:
+def _read_table(records_path: Path, threshold: float) -> RecordTable:
+    try:
+        return read_record_table(records_path, stall_ms=threshold)
+    except RecordsFormatError as exc:
+        raise RunDirError(str(exc)) from None
+    except OSError as exc:
+        raise RunDirError(f"{records_path}: cannot read ({exc})") from None
+
+
+def _bytes_to_read(path: str | os.PathLike[str], stall_ms: float | None, cache: bool) -> int:
+    """The size of a run's records.jsonl, or 0 when its cache holds the table (a cheap check)."""
+    run_dir = Path(path)
+    try:
+        size = (run_dir / RECORDS_FILE).stat().st_size
+        if not cache:
+            return size
+        meta = _read_json_object(run_dir / META_FILE) or {}
+        settings = meta.get("settings")
+        threshold = _threshold(settings if isinstance(settings, dict) else {},
+                               _read_json_object(run_dir / SUMMARY_FILE), stall_ms)
+    except (OSError, RunDirError, TypeError, ValueError):
+        return 0     # load_run says what is wrong
+    fresh = RunCache.open(run_dir).has_table(stamp(run_dir / RECORDS_FILE), threshold, GAP_SAMPLE_RECORDS)
+    return 0 if fresh else size
+
+
+def load_runs(paths: list[str | os.PathLike[str]], *, stall_ms: float | None = None,
+              cache: bool = True) -> list[RunData]:
     """:func:`load_run` for each path; in parallel processes (one per run, up to the CPU count)
-    when there are several runs with more than ``PARALLEL_BYTES`` of records in all."""
-    sizes = [(Path(p) / RECORDS_FILE).stat().st_size if (Path(p) / RECORDS_FILE).is_file() else 0 for p in paths]
+    when there are several runs with more than ``PARALLEL_BYTES`` of records to read in all
+    (a run whose cache holds its table does not count)."""
+    sizes = [_bytes_to_read(p, stall_ms, cache) for p in paths]
     workers = min(len(paths), os.cpu_count() or 1)
+    load = functools.partial(load_run, stall_ms=stall_ms, cache=cache)
     if workers < 2 or sum(sizes) < PARALLEL_BYTES:
-        return [load_run(p, stall_ms=stall_ms) for p in paths]
+        return [load(p) for p in paths]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return list(pool.map(functools.partial(load_run, stall_ms=stall_ms), paths))
+        return list(pool.map(load, paths))
 
 
-def _read_scores(path: Path) -> pd.DataFrame | None:
+def _read_scores(path: Path) -> CachedScores:
     """scores.jsonl as a frame of SCORE_COLUMNS (one json.loads per block of lines)."""
     if not path.is_file():
-        return None
+        return CachedScores(None)
     columns: list[tuple[Any, ...]] = []
     bad = 0
     lineno = 0
@@ -182,14 +232,12 @@ def _read_scores(path: Path) -> pd.DataFrame | None:
                     columns.append(get(row))
                 except KeyError:
                     columns.append(tuple(row.get(k) for k in SCORE_COLUMNS))
-    if bad:
-        warnings.warn(f"{path}: skipped {bad} unreadable line(s)", RuntimeWarning, stacklevel=3)
     frame = pd.DataFrame(columns, columns=list(SCORE_COLUMNS))
     for name in ("level", "scenario", "variant", "item_id"):
         frame[name] = frame[name].fillna("").astype(str).astype("category")
     for name in ("similarity", "compliant", "groundedness"):
         frame[name] = _numbers(frame[name].to_numpy(dtype=object))
-    return frame
+    return CachedScores(frame, bad)
 
 
 def _numbers(values: np.ndarray) -> np.ndarray:

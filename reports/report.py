@@ -119,12 +119,13 @@ def _pick_baseline(variants: list[str]) -> list[str]:
 
 def report_from_paths(paths: list[str | os.PathLike[str]], *, variants: list[str] | None = None,
                       settings: Settings = DEFAULT_SETTINGS, slo_ms: dict[str, float] | None = None,
-                      stall_ms: float | None = None) -> Report:
+                      stall_ms: float | None = None, cache: bool = True) -> Report:
     """``fourfold compare``: the first path is the baseline, the others candidates; with one path,
-    its two variants (``variants`` names them, baseline first, or the run has exactly two)."""
+    its two variants (``variants`` names them, baseline first, or the run has exactly two).
+    ``cache``: read and write the runs' columnar cache (:mod:`reports.cache`)."""
     if not paths:
         raise UsageError("give a baseline run directory and at least one candidate")
-    runs = load_runs(paths, stall_ms=stall_ms)
+    runs = load_runs(paths, stall_ms=stall_ms, cache=cache)
     if variants or len(runs) == 1:
         if len(runs) != 1:
             raise UsageError("--variants compares two variants of ONE run; give a single run directory")
