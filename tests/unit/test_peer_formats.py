@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.append(str(REPO / "benchmarks"))   # appended: benchmarks/fingerprint.py must not shadow the package
 
 from peer_formats import (  # noqa: E402
     ITL_PER_GAP,
