@@ -306,20 +306,29 @@ def _mean_of(name: str, scale: float = 1.0) -> Measure:
 
 def pairs(items_b: np.ndarray, values_b: np.ndarray, items_c: np.ndarray,
           values_c: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """Per-item means of the items on both sides, when pairing applies (see module docstring)."""
-    common = np.intersect1d(items_b, items_c)
+    """Per-item means of the items on both sides, in item order, when pairing applies (see module
+    docstring). Items are counted through one dict (a million answers in a fraction of a second;
+    sorting a million Python strings took seconds)."""
+    index: dict[object, int] = {}
+    code_b, code_c = _item_codes(items_b, index), _item_codes(items_c, index)
+    count_b, count_c = np.bincount(code_b, minlength=len(index)), np.bincount(code_c, minlength=len(index))
+    common = np.flatnonzero((count_b > 0) & (count_c > 0))
     if common.size < MIN_PAIRED_ITEMS:
         return None
-    in_b, in_c = np.isin(items_b, common), np.isin(items_c, common)
-    if in_b.mean() < 0.5 or in_c.mean() < 0.5:
+    if count_b[common].sum() / code_b.size < 0.5 or count_c[common].sum() / code_c.size < 0.5:
         return None
-    return _item_means(items_b[in_b], values_b[in_b], common), _item_means(items_c[in_c], values_c[in_c], common)
+    names = np.empty(len(index), dtype=object)
+    names[:] = list(index)
+    common = common[np.argsort(names[common], kind="stable")]
+    sums_b = np.bincount(code_b, weights=values_b, minlength=len(index))
+    sums_c = np.bincount(code_c, weights=values_c, minlength=len(index))
+    return sums_b[common] / count_b[common], sums_c[common] / count_c[common]
 
 
-def _item_means(items: np.ndarray, values: np.ndarray, common: np.ndarray) -> np.ndarray:
-    index = np.searchsorted(common, items)
-    sums = np.bincount(index, weights=values, minlength=common.size)
-    return sums / np.bincount(index, minlength=common.size)
+def _item_codes(items: np.ndarray, index: dict[object, int]) -> np.ndarray:
+    """Each item's number in ``index`` (new items are added)."""
+    add = index.setdefault
+    return np.fromiter((add(item, len(index)) for item in items.tolist()), dtype=np.int64, count=len(items))
 
 
 def _per_item(values: str, items: str, unpaired: Measure, scale: float = 1.0) -> Measure:
