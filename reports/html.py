@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from reports import plots
 from reports.compare import Row
@@ -82,11 +81,13 @@ def _img(uri: str | None, alt: str) -> str:
     return f'<img src="{uri}" alt="{e(alt)}">' if uri else ""
 
 
-def _group_frame(run: RunData, group: str, variant: str | None) -> pd.DataFrame:
+def _group_rows(run: RunData, group: str, variant: str | None) -> np.ndarray:
+    """Row numbers of the group's ok records with content chunks."""
     frame = run.records
+    keep = frame["ok"].to_numpy(dtype=bool) & (frame["n_chunks"].to_numpy() > 0)
     if variant is not None:
-        frame = frame[(frame["variant"] == variant).to_numpy()]
-    return frame[(group_names(frame) == group).to_numpy() & frame["ok"].to_numpy() & (frame["n_chunks"] > 0).to_numpy()]
+        keep &= (frame["variant"] == variant).to_numpy()
+    return np.flatnonzero(keep & (group_names(frame) == group).to_numpy())
 
 
 def _read_record(run: RunData, line_offset: int) -> dict[str, Any] | None:
@@ -100,23 +101,27 @@ def _read_record(run: RunData, line_offset: int) -> dict[str, Any] | None:
 
 
 def waveform_records(side: Side, group: str) -> list[PickedRecord]:
-    """The typical (median E2E) and the worst (most stalls, then longest E2E) ok request of a side."""
-    candidates = [(run, _group_frame(run, group, side.variant)) for run in side.runs]
-    candidates = [(run, frame) for run, frame in candidates if not frame.empty]
+    """The typical (median E2E) and the worst (most stalls, then longest E2E; the first such
+    record on ties) ok request of a side."""
+    candidates = [(run, _group_rows(run, group, side.variant)) for run in side.runs]
+    candidates = [(run, rows) for run, rows in candidates if rows.size]
     if not candidates:
         return []
-    frame = pd.concat([f.assign(_run=i) for i, (_, f) in enumerate(candidates)], ignore_index=True)
-    e2e = frame["e2e_ms"].to_numpy(dtype=float)
+    e2e = np.concatenate([run.records["e2e_ms"].to_numpy(dtype=float)[rows] for run, rows in candidates])
+    stalls = np.concatenate([run.records["stalls"].to_numpy()[rows] for run, rows in candidates])
     typical = int(np.nanargmin(np.abs(e2e - np.nanmedian(e2e))))
-    order = frame.sort_values(["stalls", "e2e_ms"], ascending=False, kind="stable").index
-    worst = int(order[0])
+    most = np.flatnonzero(stalls == stalls.max())
+    worst = int(most[np.nanargmax(e2e[most])]) if np.isfinite(e2e[most]).any() else int(most[0])
+    bounds = np.cumsum([0] + [rows.size for _, rows in candidates])
     picked = []
     for title, index in (("typical (median E2E)", typical), ("worst (most stalls, then longest E2E)", worst)):
-        row = frame.iloc[index]
-        record = _read_record(candidates[int(row["_run"])][0], int(row["line_offset"]))
+        which = int(np.searchsorted(bounds, index, side="right")) - 1
+        run, rows = candidates[which]
+        row = run.records.iloc[int(rows[index - bounds[which]])]
+        record = _read_record(run, int(row["line_offset"]))
         if record is not None:
-            stalls = int(row["stalls"])
-            picked.append(PickedRecord(f"{side.label}: {title}, E2E {row['e2e_ms']:.0f} ms, {stalls} stall(s), "
+            stall_count = int(row["stalls"])
+            picked.append(PickedRecord(f"{side.label}: {title}, E2E {row['e2e_ms']:.0f} ms, {stall_count} stall(s), "
                                        f"item {row['item_id']}", record))
         if typical == worst:
             break
