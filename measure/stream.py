@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import httpx
 
 from measure.dialects.base import Dialect, HttpRequest
+from measure.reactor import drain as drain_reactor
 from measure.record import RequestRecord
 from measure.runlog import REDACTED, is_secret_key
 
@@ -78,6 +79,7 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
         record.extra["ignore_eos"] = True     # a length finish was asked for: not a truncation
     t0 = now()
     progress: dict[str, bool] = {}    # RawH1Transport sets "sent" (see UNSENT)
+    facts = None
     try:
         with client.stream(request.method, request.path, json=request.json,
                            headers=request.headers, extensions={"fourfold_progress": progress}) as response:
@@ -116,9 +118,6 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
                                         else f"response still streaming after {limits.max_duration_s:g} s")
                     break
             record.response_bytes = nbytes
-            recv_ns = facts.recv_ns if facts is not None else None
-            if recv_ns is not None and len(recv_ns) >= len(times):
-                times = recv_ns[:len(times)]      # the transport's receive times: taken earlier
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
         transport_error, transport_detail = "connect_error", str(exc)
     except httpx.TimeoutException as exc:
@@ -133,6 +132,9 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
         if progress.get("sent") is False:
             record.extra[UNSENT] = True   # stopped (GreenletExit) before the request left: the target never saw it
         raise
+    recv_ns = facts.recv_ns if facts is not None else None
+    if recv_ns is not None and len(recv_ns) >= len(times):
+        times = recv_ns[:len(times)]      # the transport's receive times (also when the body broke off)
     return _scrub(_finish(dialect, request, record, t0, times, chunks, transport_error, transport_detail),
                   client, request)
 
@@ -198,15 +200,21 @@ def _http_failure(response: httpx.Response, record: RequestRecord) -> RequestRec
 
 def _finish(dialect: Dialect, request: HttpRequest, record: RequestRecord, t0: int, times: list[int],
             chunks: list[bytes], transport_error: str, transport_detail: str) -> RequestRecord:
+    drain_reactor()       # read what other streams have received before this longer piece of work
     parser = dialect.parser(request.stream)
     offsets: list[float] = []
-    feed = parser.feed
-    pause = _cooperative_pause()
-    for i, (t, data) in enumerate(zip(times, chunks)):
-        if feed(data):
-            offsets.append(round((t - t0) / 1e6, 3))
-        if pause is not None and i & 31 == 31:
-            pause()   # let the hub timestamp other streams' chunks: parsing must not delay them
+    feed_chunks = getattr(parser, "feed_chunks", None)
+    per_chunk = feed_chunks(chunks) if feed_chunks is not None and len(chunks) > 1 else None
+    if per_chunk is not None:      # the whole body in one go (see JsonEventParser.feed_chunks)
+        offsets = [round((t - t0) / 1e6, 3) for t, n in zip(times, per_chunk) if n]
+    else:
+        feed = parser.feed
+        pause = _cooperative_pause()
+        for i, (t, data) in enumerate(zip(times, chunks)):
+            if feed(data):
+                offsets.append(round((t - t0) / 1e6, 3))
+            if pause is not None and i & 31 == 31:
+                pause()   # let the hub run other streams: parsing a long body must not hold it
     completion = parser.finish()
     if not request.stream and completion.content_deltas and times:
         offsets = [round((times[-1] - t0) / 1e6, 3)]

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from measure.reactor import Reader, get_reactor
+from measure.reactor import Reader, enable_timestamps, reader_for
 
 
 def _gevent_active() -> bool:
@@ -63,17 +63,20 @@ class _Watchdog:
 
     A gevent socket timeout arms and cancels a timer on every blocking read (about 11 µs of CPU
     per chunk here). Instead one repeating timer per request checks, four times per timeout
-    period, how long ago the last read returned, and throws ``httpx.ReadTimeout`` into the
-    waiting greenlet when the stream has been silent for longer than the timeout.
+    period, how long ago bytes last arrived, and ends the wait with ``httpx.ReadTimeout`` when the
+    stream has been silent for longer than the timeout. While a body is read through a
+    :class:`~measure.reactor.Reader`, the timeout is queued behind the bytes already received
+    (so none of them is lost to the record); before that it is thrown into the waiting greenlet.
     """
 
-    __slots__ = ("timeout_s", "last", "_glet", "_timer")
+    __slots__ = ("timeout_s", "last_ns", "reader", "_glet", "_timer")
 
     def __init__(self, timeout_s: float) -> None:
         import gevent
 
         self.timeout_s = timeout_s
-        self.last = time.monotonic()
+        self.last_ns = time.perf_counter_ns()
+        self.reader: Reader | None = None
         self._glet = gevent.getcurrent()
         period = max(timeout_s / 4, 0.005)
         self._timer = gevent.get_hub().loop.timer(period, period)
@@ -90,9 +93,15 @@ class _Watchdog:
             watchdog._timer.close()
 
     def _check(self) -> None:
-        if time.monotonic() - self.last > self.timeout_s:
+        reader = self.reader
+        last_ns = self.last_ns if reader is None else max(self.last_ns, reader.last_ns)
+        if time.perf_counter_ns() - last_ns > self.timeout_s * 1e9:
             self._timer.stop()
-            self._glet.throw(httpx.ReadTimeout(f"no data for {self.timeout_s:g} s"))
+            exc = httpx.ReadTimeout(f"no data for {self.timeout_s:g} s")
+            if reader is not None:
+                reader.fail(exc)
+            else:
+                self._glet.throw(exc)
 
 
 class _Conn:
@@ -190,7 +199,7 @@ class _RawStream(httpx.SyncByteStream):
 
     def __init__(self, transport: RawH1Transport, conn: _Conn, leftover: bytes, framing: str,
                  length: int, keep_alive: bool, watchdog: _Watchdog | None, facts: ConnFacts,
-                 t_head_ns: int) -> None:
+                 t_head_ns: int, reader: Reader | None = None) -> None:
         self._transport = transport
         self._watchdog = watchdog
         self._conn = conn
@@ -201,7 +210,7 @@ class _RawStream(httpx.SyncByteStream):
         self._complete = framing == "none"
         self._t_head_ns = t_head_ns
         self.recv_ns = facts.recv_ns = []
-        self._reader: Reader | None = None
+        self._reader = reader
 
     def __iter__(self) -> Iterator[bytes]:
         if self._complete:
@@ -252,27 +261,20 @@ class _RawStream(httpx.SyncByteStream):
                     return
 
     def _read_function(self):  # type: ignore[no-untyped-def]
-        """``read() -> (perf_counter_ns, bytes)``: from the reactor when it can serve this socket."""
+        """``read() -> (perf_counter_ns, bytes)``: from the reactor's :class:`Reader` when it
+        serves this socket (gevent, plain HTTP), else from blocking ``recv`` calls."""
         watchdog = self._watchdog
         sock = self._conn.sock
-        reactor = get_reactor() if self._transport._gevent and not isinstance(sock, ssl.SSLSocket) else None
-        if reactor is not None:
-            reader = self._reader = reactor.register(sock)
-
-            def read_reactor() -> tuple[int, bytes]:
-                if watchdog is not None:
-                    watchdog.last = time.monotonic()
-                t, data = reader.read()
-                if isinstance(data, OSError):
-                    raise httpx.ReadError(str(data) or data.__class__.__name__)
-                return t, data
-            return read_reactor
+        reader = self._reader
+        if reader is not None:
+            reader.body(self._framing, self._length - len(self._leftover))
+            return _reader_read(reader)
         recv = sock.recv
         now = time.perf_counter_ns
 
         def read_socket() -> tuple[int, bytes]:
             if watchdog is not None:
-                watchdog.last = time.monotonic()
+                watchdog.last_ns = now()
             try:
                 data = recv(65536)
             except TimeoutError:
@@ -297,6 +299,31 @@ class _RawStream(httpx.SyncByteStream):
             self._transport._release(conn)
         else:
             _close_quietly(conn.sock)
+
+
+def _reader_read(reader: Reader, raw_errors: bool = False):  # type: ignore[no-untyped-def]
+    """``read() -> (perf_counter_ns, bytes)`` from the reactor. A socket error comes out as
+    ``httpx.ReadError`` (or as the OSError itself with ``raw_errors``, for the head's stale-
+    connection check); a read timeout queued by the watchdog as ``httpx.ReadTimeout``."""
+    def read_reactor() -> tuple[int, bytes]:
+        t, data = reader.read()
+        if isinstance(data, BaseException):
+            if isinstance(data, httpx.TimeoutException) or (raw_errors and isinstance(data, OSError)):
+                raise data
+            raise httpx.ReadError(str(data) or data.__class__.__name__)
+        return t, data
+    return read_reactor
+
+
+def _socket_read(sock: socket.socket):  # type: ignore[no-untyped-def]
+    """``read() -> (perf_counter_ns, bytes)`` with one blocking ``recv`` (OSErrors pass through)."""
+    recv = sock.recv
+    now = time.perf_counter_ns
+
+    def read_socket() -> tuple[int, bytes]:
+        data = recv(65536)
+        return now(), data
+    return read_socket
 
 
 class RawH1Transport(httpx.BaseTransport):
@@ -341,6 +368,8 @@ class RawH1Transport(httpx.BaseTransport):
         except OSError as exc:
             raise httpx.ConnectError(f"cannot connect to {host}:{port}: {exc}") from None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if scheme != "https":
+            enable_timestamps(sock)     # kernel receive stamps for the reactor (measure.reactor)
         if scheme == "https":
             ctx = self._ssl_context or ssl.create_default_context()
             try:
@@ -380,6 +409,12 @@ class RawH1Transport(httpx.BaseTransport):
             if not self._gevent:
                 conn.sock.settimeout(read_timeout)
             watchdog = _Watchdog.start(read_timeout) if self._gevent else None
+            # From the request on, a plain socket under gevent is read by the reactor: the head and
+            # every body byte get the kernel's receive stamp, however late this greenlet runs.
+            reader = (reader_for(conn.sock) if self._gevent and not isinstance(conn.sock, ssl.SSLSocket)
+                      else None)
+            if watchdog is not None:
+                watchdog.reader = reader
             try:
                 if payload is not None:
                     conn.sock.sendall(payload)
@@ -388,12 +423,15 @@ class RawH1Transport(httpx.BaseTransport):
                     conn.sock.sendall(body)
                 if progress is not None:
                     progress["sent"] = True
-                status, headers, leftover = _read_head(conn.sock)
+                read = _reader_read(reader, raw_errors=True) if reader is not None else _socket_read(conn.sock)
+                status, headers, leftover, t_head_ns = _read_head(read)
                 break
             except _StaleConnection:
                 if progress is not None:
                     progress["sent"] = False     # it went to a dead connection: not received
                 _Watchdog.stop(watchdog)
+                if reader is not None:
+                    reader.close()
                 _close_quietly(conn.sock)
                 if not reused or attempt:
                     raise httpx.RemoteProtocolError("server closed the connection without a response") from None
@@ -401,19 +439,22 @@ class RawH1Transport(httpx.BaseTransport):
                 stale = True
             except BaseException:
                 _Watchdog.stop(watchdog)
+                if reader is not None:
+                    reader.close()
                 _close_quietly(conn.sock)
                 raise
-        t_head_ns = time.perf_counter_ns()
         assert conn is not None   # the loop either broke with a connection or raised
         try:
             framing, length, keep_alive = _framing(request.method, status, headers)
         except BaseException:     # e.g. a bad Content-Length: the watchdog must not outlive the request
             _Watchdog.stop(watchdog)
+            if reader is not None:
+                reader.close()
             _close_quietly(conn.sock)
             raise
         facts = ConnFacts(reused=reused, connect_ms=connect_ms, t_start_ns=t_start_ns,
                           reconnected=stale and not reused)
-        stream = _RawStream(self, conn, leftover, framing, length, keep_alive, watchdog, facts, t_head_ns)
+        stream = _RawStream(self, conn, leftover, framing, length, keep_alive, watchdog, facts, t_head_ns, reader)
         return httpx.Response(status, headers=headers, stream=stream,
                               extensions={"http_version": b"HTTP/1.1", "fourfold": facts})
 
@@ -436,17 +477,18 @@ def _request_head(request: httpx.Request) -> bytes:
     return _CRLF.join(lines) + _HEAD_END
 
 
-def _read_head(sock: socket.socket) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+def _read_head(read) -> tuple[int, list[tuple[bytes, bytes]], bytes, int]:  # type: ignore[no-untyped-def]
     """Read the status line and headers; skip interim (1xx) responses. Returns the body bytes
-    that arrived with the head."""
+    that arrived with the head and the receive time of the read that completed the head."""
     buf = b""
+    t = time.perf_counter_ns()
     while True:
         end = buf.find(_HEAD_END)
         if end < 0:
             if len(buf) > _MAX_HEAD_BYTES:
                 raise httpx.RemoteProtocolError("response head larger than 64 KiB")
             try:
-                data = sock.recv(65536)
+                t, data = read()
             except TimeoutError:
                 raise httpx.ReadTimeout("no response headers within the read timeout") from None
             except (ConnectionResetError, BrokenPipeError):
@@ -464,7 +506,7 @@ def _read_head(sock: socket.socket) -> tuple[int, list[tuple[bytes, bytes]], byt
         status, headers = _parse_head(buf[:end])
         buf = buf[end + 4:]
         if not 100 <= status < 200:
-            return status, headers, buf
+            return status, headers, buf, t
 
 
 def _parse_head(head: bytes) -> tuple[int, list[tuple[bytes, bytes]]]:

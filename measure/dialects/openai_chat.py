@@ -97,10 +97,12 @@ class JsonEventParser:
         self._body_bytes = 0
         self._done = Completion()
         self._finished = False
+        self._fed = False
 
     # ---- StreamParser ----
     def feed(self, data: bytes) -> int:
         """Consume raw bytes; return the content deltas they completed (0 when not streaming)."""
+        self._fed = True
         if not self.streaming:
             self._body_bytes += len(data)
             if self._body_bytes <= self.max_event_bytes:
@@ -112,6 +114,112 @@ class JsonEventParser:
             deltas += on_event(event)
         self._done.content_deltas += deltas
         return deltas
+
+    def feed_chunks(self, chunks: list[bytes]) -> list[int] | None:
+        """A whole streamed body at once: the content deltas each chunk completed, or None when
+        the body is not plain enough for the fast path (then ``feed`` each chunk instead).
+
+        The fast path covers what nearly every server sends: only ``data:`` events of one line,
+        ``\n\n`` between them, the body ending after an event. All JSON objects are parsed in one
+        ``json.loads`` of a JSON array built from their payloads (the per-call overhead dominates
+        a small event), and each event is credited to the chunk that carried its closing blank
+        line, exactly as ``feed`` would. Anything else (comments, ``event:``/``id:`` lines,
+        CRLF, a BOM, a torn last event, an oversized event, a payload that is not JSON or breaks
+        the array) returns None before any state has changed, and the event-by-event path
+        decides. Only subclasses with an ``_on_object`` handler take the fast path; one with a
+        ``_find_template(parts) -> (prefix, suffix) | None`` hook also skips the JSON parse of
+        the events ``prefix + <plain JSON string> + suffix``: plain content deltas.
+        """
+        on_object = getattr(self, "_on_object", None)
+        if on_object is None or not self.streaming or self._fed or not chunks:
+            return None
+        body = b"".join(chunks)
+        if not body.endswith(b"\n\n") or b"\r" in body or body.startswith(b"\xef\xbb\xbf"):
+            return None
+        parts = body.split(b"\n\n")
+        parts.pop()
+        limit = self.max_event_bytes
+        limit = self.max_event_bytes
+        find_template = getattr(self, "_find_template", None)
+        template = find_template(parts) if find_template is not None else None
+        tprefix, tsuffix = template if template is not None else (b"\x00", b"")
+        cut_start, cut_end = len(tprefix), (-len(tsuffix) if tsuffix else None)
+        plain = _PLAIN_STRING.fullmatch
+        # per event: str (a plain content delta), int (index of its JSON object) or SSEEvent
+        items: list[Any] = []
+        ends: list[int] = []       # offset just past each event's closing blank line
+        json_payloads: list[bytes] = []
+        end = 0
+        hits = 0
+        for part in parts:
+            end += len(part) + 2
+            ends.append(end)
+            if part.startswith(tprefix) and part.endswith(tsuffix):
+                literal = part[cut_start:cut_end]
+                if plain(literal) and len(part) <= limit:
+                    try:
+                        items.append(literal[1:-1].decode("utf-8"))
+                        hits += 1
+                        continue
+                    except UnicodeDecodeError:
+                        return None
+            if not part.startswith(b"data:") or b"\n" in part or len(part) > limit:
+                return None
+            payload = part[6:] if part[5:6] == b" " else part[5:]
+            if payload[:1] == b"{":
+                items.append(len(json_payloads))
+                json_payloads.append(payload)
+            else:
+                try:
+                    items.append(SSEEvent(data=payload.decode("utf-8")))
+                except UnicodeDecodeError:
+                    return None
+        objects: list[Any] = []
+        if json_payloads:
+            try:
+                objects = json.loads(b"[" + b",".join(json_payloads) + b"]")
+            except ValueError:     # includes invalid UTF-8
+                return None
+            if len(objects) != len(json_payloads) or not all(type(o) is dict for o in objects):
+                return None
+        # every check passed: from here on the body is applied, event by event, in order
+        self._fed = True
+        if template is not None:
+            self._template_hits = hits     # type: ignore[attr-defined]
+        per_chunk = [0] * len(chunks)
+        chunk_ends: list[int] = []
+        total = 0
+        for data in chunks:
+            total += len(data)
+            chunk_ends.append(total)
+        chunk = 0
+        append_text = self._text.append
+        on_event = self._on_event
+        deltas = 0
+        for item, end in zip(items, ends):
+            while chunk_ends[chunk] < end:
+                chunk += 1
+            kind = type(item)
+            if kind is str:                   # a plain content delta (see _find_template)
+                if not item:
+                    continue
+                append_text(item)
+                got = 1
+            elif kind is int:
+                obj = objects[item]
+                try:
+                    got = on_object(obj)
+                except (AttributeError, TypeError, KeyError, IndexError) as exc:
+                    self._malformed(json_payloads[item].decode("utf-8", "replace"),
+                                    f"unexpected shape ({type(exc).__name__}: {exc})")
+                    got = 0
+            else:
+                got = on_event(item)
+            if got:
+                per_chunk[chunk] += got
+                deltas += got
+        self._done.content_deltas += deltas
+        return per_chunk
 
     def finish(self) -> Completion:
         """End of body: flush, parse a non-streamed body, and return the Completion (idempotent)."""
@@ -199,8 +307,75 @@ class JsonEventParser:
                     self.server_timing[key] = float(value)
 
 
+_JSON_STRING = re.compile(rb'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"')
+_PLAIN_STRING = re.compile(rb'"[^"\\\x00-\x1f]*"')
+_PROBE = "\x01fourfold\x02"
+
+
+def content_template(payload: bytes) -> tuple[bytes, bytes] | None:
+    """(prefix, suffix) around the content string of a plain chat-completion delta event, when
+    every event ``prefix + <JSON string> + suffix`` means exactly "content = that string".
+
+    A server writes every token's chunk from one template (same id, created, model, index, null
+    finish_reason); only the content differs. The template is proven, not assumed: the event with
+    a probe string in place of its content must parse to the same object with the probe as its
+    content, and that object must carry nothing else the parser reads (no finish reason, usage,
+    error, timings or reasoning).
+    """
+    at = payload.find(b'"content":')
+    if at < 0:
+        return None
+    start = at + 10
+    while payload[start:start + 1] == b" ":
+        start += 1
+    literal = _JSON_STRING.match(payload, start)
+    if literal is None:
+        return None
+    prefix, suffix = payload[:start], payload[literal.end():]
+    try:
+        original = json.loads(payload)
+        probe = json.loads(prefix + json.dumps(_PROBE).encode() + suffix)
+        choices = probe["choices"]
+        delta = choices[0]["delta"]
+        if (type(probe) is not dict or type(choices) is not list or type(delta) is not dict
+                or delta.get("content") != _PROBE):
+            return None
+        delta["content"] = original["choices"][0]["delta"]["content"]
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+        return None
+    if probe != original or len(choices) != 1 or type(choices[0]) is not dict:
+        return None
+    if ("reasoning_content" in delta or "reasoning" in delta or choices[0].get("finish_reason")
+            or probe.get("usage") or "error" in probe or probe.get("object") == "error" or "timings" in probe):
+        return None
+    return prefix, suffix
+
+
 class OpenAIChatParser(JsonEventParser):
     """Parser for one chat-completions response; ``streaming`` picks SSE or one JSON body."""
+
+    _template: tuple[bytes, bytes] | None = None
+    _template_hits = 0
+
+    def _find_template(self, parts: list[bytes]) -> tuple[bytes, bytes] | None:
+        """(``b"data: "`` + prefix, suffix) of this stream's plain content deltas (see
+        :func:`content_template`), taken from one of its first JSON events that the next event
+        fits too (the role chunk that opens a vLLM stream has a template of its own), or None."""
+        tries = 0
+        for i, part in enumerate(parts[:-1]):
+            if not part.startswith(b"data: {") or b"\n" in part:
+                continue
+            tries += 1
+            if tries > 4:
+                break
+            found = content_template(part[6:])
+            if found is not None:
+                prefix, suffix = b"data: " + found[0], found[1]
+                following = parts[i + 1]
+                if following.startswith(prefix) and following.endswith(suffix):
+                    self._template = (prefix, suffix)
+                    return self._template
+        return None
 
     def _on_event(self, event: SSEEvent) -> int:
         data = event.data
@@ -216,34 +391,38 @@ class OpenAIChatParser(JsonEventParser):
             self._malformed(data, f"not JSON ({exc})")
             return 0
         try:
-            got = 0
-            choices = obj.get("choices")
-            if choices:
-                choice = choices[0]
-                delta = choice.get("delta")
-                if delta:
-                    content = delta.get("content")
-                    if content and isinstance(content, str):
-                        self._text.append(content)
-                        got = 1
-                    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-                    if reasoning and isinstance(reasoning, str):
-                        self._reasoning.append(reasoning)
-                        got = 1
-                finish = choice.get("finish_reason")
-                if finish:
-                    self._done.finish_reason = str(finish)
-            usage = obj.get("usage")
-            if usage:
-                self._read_usage(usage)
-            if "error" in obj or obj.get("object") == "error":
-                self._server_error(obj.get("error", obj))
-            if "timings" in obj:
-                self._read_timings(obj["timings"])
-            return got
+            return self._on_object(obj)
         except (AttributeError, TypeError, KeyError, IndexError) as exc:
             self._malformed(data, f"unexpected shape ({type(exc).__name__}: {exc})")
             return 0
+
+    def _on_object(self, obj: Any) -> int:
+        """One event's JSON value -> content deltas (0 or 1); raises on an unexpected shape."""
+        got = 0
+        choices = obj.get("choices")
+        if choices:
+            choice = choices[0]
+            delta = choice.get("delta")
+            if delta:
+                content = delta.get("content")
+                if content and isinstance(content, str):
+                    self._text.append(content)
+                    got = 1
+                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                if reasoning and isinstance(reasoning, str):
+                    self._reasoning.append(reasoning)
+                    got = 1
+            finish = choice.get("finish_reason")
+            if finish:
+                self._done.finish_reason = str(finish)
+        usage = obj.get("usage")
+        if usage:
+            self._read_usage(usage)
+        if "error" in obj or obj.get("object") == "error":
+            self._server_error(obj.get("error", obj))
+        if "timings" in obj:
+            self._read_timings(obj["timings"])
+        return got
 
     def _on_body(self, obj: dict[str, Any]) -> None:
         if "error" in obj or obj.get("object") == "error":

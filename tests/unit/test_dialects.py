@@ -376,3 +376,126 @@ def test_unknown_dialect_lists_the_valid_names() -> None:
         get_dialect("gemini")
     assert isinstance(info.value, ValueError)
     assert "'gemini'" in str(info.value) and all(name in str(info.value) for name in ("openai", "anthropic", "triton"))
+
+
+# ---- the whole-body fast path (JsonEventParser.feed_chunks) ----------------------------------------
+
+def both_paths(dialect: str, chunks: list[bytes], **kwargs: Any) -> tuple[Any, Any, bool, Any]:
+    """(slow completion + counts, fast completion + counts, whether the fast path was taken, the
+    fast path's parser)."""
+    slow_completion, slow_counts, _ = run(dialect, chunks, **kwargs)
+    parser = get_dialect(dialect).parser(True, **kwargs)
+    counts = parser.feed_chunks(chunks)
+    taken = counts is not None
+    if counts is None:
+        counts = [parser.feed(chunk) for chunk in chunks]
+    return (slow_completion, slow_counts), (parser.finish(), counts), taken, parser
+
+
+OPENAI_RECORDED = [name for name, (dialect, _, _) in EXPECTED.items() if dialect == "openai"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.sampled_from(OPENAI_RECORDED), data=st.data())
+def test_fast_path_equals_event_by_event_on_recorded_streams(name: str, data: st.DataObject) -> None:
+    raw = recorded(name)
+    cuts = sorted(set(data.draw(st.lists(st.integers(1, len(raw) - 1), max_size=40))))
+    points = [0, *cuts, len(raw)]
+    chunks = [raw[a:b] for a, b in pairwise(points)]
+    slow, fast, taken, parser = both_paths("openai", chunks)
+    assert taken                     # recorded vLLM / llama.cpp / TGI streams are all plain
+    assert fast == slow
+    check(name, *fast, parser)
+
+
+def test_fast_path_credits_each_delta_to_the_chunk_with_its_blank_line() -> None:
+    raw = sse(chunk("a"), chunk("b"), chunk("c", finish="stop"), "[DONE]")
+    first_end = raw.index(b"\n\n")
+    # chunk 0 ends one byte before event 1's blank line is complete: event 1 completes in chunk 1
+    chunks = [raw[:first_end + 1], raw[first_end + 1:first_end + 2], raw[first_end + 2:]]
+    slow, fast, taken, _ = both_paths("openai", chunks)
+    assert taken and fast == slow and fast[1] == [0, 1, 2]
+
+
+@pytest.mark.parametrize("raw", [
+    sse(chunk("a"), '{"choices": [', chunk("b"), "[DONE]"),              # malformed JSON
+    sse(chunk("a"), "not json", chunk("b"), "[DONE]"),                   # not JSON at all
+    sse(chunk("a"), '{"a": 1}, {"b": 2}', chunk("b"), "[DONE]"),         # two values in one event
+    sse(chunk("a"), chunk("b")) + b"data: [DONE]",                       # torn last event
+    b": ping\n\n" + sse(chunk("a"), "[DONE]"),                           # comment
+    sse(chunk("a"), "[DONE]", sep="\r\n\r\n"),                           # CRLF
+    b"\xef\xbb\xbf" + sse(chunk("a"), "[DONE]"),                         # BOM
+    b'data: {"choices":[{"delta":{"content":"a\xffb"}}]}\n\ndata: [DONE]\n\n',   # invalid UTF-8
+    sse(chunk("a"), chunk("x" * 5000), chunk("b"), "[DONE]"),            # oversized event
+    b"event: message\n" + sse(chunk("a"), "[DONE]"),                     # an event: line
+    sse(chunk("a")) + b"\n\n" + sse("[DONE]"),                           # an empty block
+])
+def test_fast_path_declines_or_matches_on_unusual_bodies(raw: bytes) -> None:
+    chunks = [raw[i:i + 40] for i in range(0, len(raw), 40)]
+    slow, fast, _, _ = both_paths("openai", chunks, max_event_bytes=1024)
+    assert fast == slow
+
+
+def test_fast_path_keeps_unexpected_shapes_as_malformed() -> None:
+    raw = sse(chunk("a"), {"choices": [{"delta": 5}]}, {"choices": "x"}, chunk("b"), "[DONE]")
+    slow, fast, taken, _ = both_paths("openai", [raw[:60], raw[60:]])
+    assert taken and fast == slow
+    assert fast[0].error_class == "malformed_stream" and fast[0].text == "ab"
+
+
+@settings(max_examples=150, deadline=None)
+@given(parts=st.lists(st.one_of(
+    st.sampled_from([b"data: ", b"data:", b"\n\n", b"\n", b"{", b"}", b"[DONE]", b'"x"', b",", b" ",
+                     b'{"choices":[{"delta":{"content":"t"}}]}', b'{"usage":{"completion_tokens":3}}',
+                     b'{"choices":[{"delta":{"content":1}}]}', b'{"error":{"message":"boom"}}']),
+    st.binary(max_size=6)), max_size=24), cut=st.integers(1, 7))
+def test_fast_path_never_differs_from_event_by_event(parts: list[bytes], cut: int) -> None:
+    raw = b"".join(parts)
+    chunks = [raw[i:i + cut] for i in range(0, len(raw), cut)]
+    slow, fast, _, _ = both_paths("openai", chunks, max_event_bytes=256)
+    assert fast == slow
+
+
+def vllm_event(content: Any, **extra: Any) -> str:
+    """One vLLM-shaped chunk, serialised the way vLLM does (compact, raw UTF-8)."""
+    body = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "choices": [{"index": 0, "delta": {"content": content}, "logprobs": None, "finish_reason": None}]}
+    body.update(extra)
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+
+
+@pytest.mark.parametrize("contents", [
+    ["a", " b", "", "c"],
+    ["caf\u00e9", " \u201cquoted\u201d", "\U0001F600", "tab\there"],          # raw UTF-8 and an escape
+    ['say "hi"', "back\\slash", "line\nbreak", "\u0000nul"],                # escapes in every event
+    ["a", None, "b"],                                                       # a null content
+    ["a", 7, "b"],                                                          # a number: not a content delta
+])
+def test_template_fast_path_matches_event_by_event(contents: list[Any]) -> None:
+    events = [vllm_event(c) for c in contents]
+    events.insert(2, '{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m",'
+                     '"choices":[{"index":0,"delta":{"content":"x","content":"dup"},"logprobs":null,"finish_reason":null}]}')
+    events += [vllm_event("", usage={"completion_tokens": 5}), vllm_event("z", id="other"), "[DONE]"]
+    events.insert(0, vllm_event("").replace('{"content"', '{"role":"assistant","content"'))  # vLLM's role chunk
+    raw = "".join(f"data: {e}\n\n" for e in events).encode()
+    chunks = [raw[i:i + 97] for i in range(0, len(raw), 97)]
+    slow, fast, taken, parser = both_paths("openai", chunks)
+    assert fast == slow
+    assert taken and parser._template is not None     # the template was found and used
+    # every content delta whose JSON string has no escape skipped the JSON parse
+    assert parser._template_hits == sum(1 for c in contents
+                                        if isinstance(c, str) and "\\" not in json.dumps(c, ensure_ascii=False))
+
+
+def test_content_template_is_proven_not_assumed() -> None:
+    from measure.dialects.openai_chat import content_template
+
+    plain = vllm_event(" tok").encode()
+    prefix, suffix = content_template(plain)
+    assert plain == prefix + b'" tok"' + suffix
+    # anything else the parser reads in the template event rules the template out
+    assert content_template(vllm_event(" tok", usage={"completion_tokens": 1}).encode()) is None
+    assert content_template(plain.replace(b'"finish_reason":null', b'"finish_reason":"stop"')) is None
+    assert content_template(plain.replace(b'{"content"', b'{"reasoning_content":"r","content"')) is None
+    # a second "content" key wins in JSON: the first one is not the template's slot
+    assert content_template(plain.replace(b'{"content":" tok"', b'{"content":" tok","content":"x"')) is None

@@ -1,0 +1,134 @@
+"""measure.reactor on real loopback sockets: kernel receive stamps, lazy wake-ups, no lost bytes.
+
+The "server" side is a plain socket driven by the test (or a greenlet), so every send time is
+known exactly; the client side is read through the process's reactor as the transport does.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import time
+
+import gevent
+import pytest
+
+from measure import reactor as reactor_mod
+from measure.client import make_http_client
+from measure.dialects import RequestOptions, get_dialect
+from measure.items import Item
+from measure.record import RequestRecord
+from measure.stream import send
+
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="epoll and SO_TIMESTAMPNS are Linux")]
+
+
+@pytest.fixture
+def pair():
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    client = socket.create_connection(listener.getsockname())
+    server, _ = listener.accept()
+    listener.close()
+    server.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    assert reactor_mod.enable_timestamps(client)
+    yield client, server
+    client.close()
+    server.close()
+
+
+def _busy(ms: float) -> None:
+    """Hold the CPU (and so the gevent hub) without yielding."""
+    end = time.perf_counter_ns() + int(ms * 1e6)
+    while time.perf_counter_ns() < end:
+        pass
+
+
+def test_bytes_get_their_arrival_time_not_the_time_they_were_read(pair):
+    client, server = pair
+    reader = reactor_mod.reader_for(client)
+    assert reader is not None
+    try:
+        sent_ns = time.perf_counter_ns()
+        server.sendall(b"first token")
+        _busy(30)                      # the process is busy: nobody reads for 30 ms
+        t, data = reader.read()
+        read_ns = time.perf_counter_ns()
+    finally:
+        reader.close()
+    assert data == b"first token"
+    assert read_ns - sent_ns >= 30e6
+    assert 0 <= t - sent_ns < 3e6      # the kernel's stamp: when the bytes arrived
+
+
+def test_a_body_wakes_its_reader_once_and_keeps_every_read_apart(pair):
+    client, server = pair
+    reader = reactor_mod.reader_for(client)
+    assert reader is not None
+    reader.body("chunked")
+    sent: list[int] = []
+
+    def talk() -> None:
+        for i in range(20):
+            sent.append(time.perf_counter_ns())
+            payload = b"data: token %d\n\n" % i
+            server.sendall(b"%x\r\n%s\r\n" % (len(payload), payload))
+            gevent.sleep(0.004)
+        server.sendall(b"0\r\n\r\n")
+
+    talker = gevent.spawn(talk)
+    blocked, items = 0, []
+    try:
+        while True:
+            blocked += not reader.queue    # each empty queue means one wait and one wake-up
+            t, data = reader.read()
+            items.append((t, data))
+            if data.endswith(b"0\r\n\r\n"):
+                break
+    finally:
+        reader.close()
+        talker.join()
+    assert blocked <= 2                # woken at the end of the body, not per token
+    assert len(items) == 21            # ... and still one read, one stamp, per token
+    for (t, _), t_sent in zip(items, sent):
+        assert 0 <= t - t_sent < 3e6
+
+
+def _stalling_server(tokens: int) -> tuple[socket.socket, gevent.Greenlet]:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            buf += conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+        for i in range(tokens):
+            payload = b'data: {"choices":[{"index":0,"delta":{"content":"t%d"}}]}\n\n' % i
+            conn.sendall(b"%x\r\n%s\r\n" % (len(payload), payload))
+            gevent.sleep(0.01)
+        gevent.sleep(5)               # then silence, connection open
+        conn.close()
+
+    return listener, gevent.spawn(serve)
+
+
+def test_a_read_timeout_keeps_the_tokens_that_came_before_it():
+    listener, server = _stalling_server(tokens=3)
+    host, port = listener.getsockname()
+    dialect = get_dialect("openai")
+    item = Item(id="q", messages=({"role": "user", "content": "hi"},))
+    try:
+        with make_http_client(f"http://{host}:{port}", read_timeout_s=0.3) as client:
+            record = send(client, dialect, dialect.build(item, RequestOptions(max_tokens=5)), RequestRecord())
+    finally:
+        server.kill()
+        listener.close()
+    assert record.error_class == "read_timeout"       # not ttft_timeout: the first token was seen
+    assert record.content_chunks == 3 and record.text == "t0t1t2"
+    gaps = [b - a for a, b in zip(record.chunk_offsets_ms, record.chunk_offsets_ms[1:])]
+    assert all(5 < gap < 30 for gap in gaps), record.chunk_offsets_ms
