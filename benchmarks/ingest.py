@@ -55,7 +55,7 @@ def pct(values: list[float], q: float) -> float | None:
 
 
 def errors_from_records(run_dir: Path, window: tuple[float, float]) -> dict:
-    ttft_err, itl_err, lag, tokens_in_window = [], [], [], 0
+    ttft_err, itl_err, lag, admission, tokens_in_window = [], [], [], [], 0
     for record in read_records(run_dir):
         planned = record.plan.get("offsets_ms")
         offsets = record.chunk_offsets_ms
@@ -66,9 +66,10 @@ def errors_from_records(run_dir: Path, window: tuple[float, float]) -> dict:
         ttft_err.append(offsets[0] - planned[0])
         if "t0_monotonic_s" in record.plan:
             lag.append((record.sent_mono_s + offsets[0] / 1000 - record.plan["t0_monotonic_s"]) * 1000 - planned[0])
+            admission.append((record.plan["t0_monotonic_s"] - record.sent_mono_s) * 1000)
         for i in range(1, min(len(offsets), len(planned))):
             itl_err.append(abs((offsets[i] - offsets[i - 1]) - (planned[i] - planned[i - 1])))
-    return {"ttft_err": ttft_err, "itl_err": itl_err, "lag": lag, "tokens": tokens_in_window}
+    return {"ttft_err": ttft_err, "itl_err": itl_err, "lag": lag, "admission": admission, "tokens": tokens_in_window}
 
 
 def run_fourfold(url: str, streams: int, duration_s: float, max_tokens: int) -> dict:
@@ -98,7 +99,9 @@ def run_raw(url: str, streams: int, duration_s: float, max_tokens: int) -> dict:
         "body={'model':'m','stream':True,'max_tokens':%d,'ignore_eos':True,"
         "'messages':[{'role':'user','content':'Briefly explain quantum annealing.'}]}\n"
         "res=r.run(%r,%d,%f,body); t,i,n=r.errors(res['streams']); g=r.first_token_lag(res['streams'])\n"
-        "print(json.dumps({'ttft_err':t,'itl_err':i,'lag':g,'tokens':n,'cpu_s':res['cpu_s'],'wall_s':res['wall_s']}))"
+        "a=r.admission_delays(res['streams'])\n"
+        "print(json.dumps({'ttft_err':t,'itl_err':i,'lag':g,'admission':a,'tokens':n,'cpu_s':res['cpu_s'],"
+        "'wall_s':res['wall_s']}))"
     ) % (str(REPO / "benchmarks"), max_tokens, url, streams, duration_s)
     out = subprocess.run([*pin(0), sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          timeout=duration_s + 120)
@@ -113,6 +116,8 @@ def row(name: str, found: dict) -> dict:
         "ttft_err_p99_ms": pct(found["ttft_err"], 0.99),
         "first_token_lag_p50_ms": pct(found.get("lag", []), 0.50),
         "first_token_lag_p99_ms": pct(found.get("lag", []), 0.99),
+        "admission_p50_ms": pct(found.get("admission", []), 0.50),
+        "admission_p99_ms": pct(found.get("admission", []), 0.99),
         "itl_err_p50_ms": pct(found["itl_err"], 0.50),
         "itl_err_p99_ms": pct(found["itl_err"], 0.99),
         "cpu_ms_per_1k_tokens": 1e6 * found["cpu_s"] / tokens if tokens else None,
@@ -149,6 +154,7 @@ def main() -> int:
         print(json.dumps(results, indent=1))
         return 0
     print(f"{'streams':>7} {'itl':>5} {'client':<11} {'TTFT err p50':>12} {'p99':>7} {'1st lag p50':>11} {'p99':>7} "
+          f"{'admit p50':>9} {'p99':>7} "
           f"{'ITL err p50':>11} {'p99':>7} {'CPU ms/1k tok':>13} {'tok/s':>8} {'vs raw CPU':>10}")
     for i in range(0, len(results), 2):
         raw, ours = results[i], results[i + 1]
@@ -157,7 +163,8 @@ def main() -> int:
                      if r["cpu_ms_per_1k_tokens"] and raw["cpu_ms_per_1k_tokens"] else None)
             print(f"{r['streams']:>7} {r['itl_ms']:>5g} {r['client']:<11} {fmt(r['ttft_err_p50_ms']):>12} "
                   f"{fmt(r['ttft_err_p99_ms']):>7} {fmt(r['first_token_lag_p50_ms']):>11} "
-                  f"{fmt(r['first_token_lag_p99_ms']):>7} {fmt(r['itl_err_p50_ms']):>11} {fmt(r['itl_err_p99_ms']):>7} "
+                  f"{fmt(r['first_token_lag_p99_ms']):>7} {fmt(r['admission_p50_ms']):>9} {fmt(r['admission_p99_ms']):>7} "
+                  f"{fmt(r['itl_err_p50_ms']):>11} {fmt(r['itl_err_p99_ms']):>7} "
                   f"{fmt(r['cpu_ms_per_1k_tokens'], 1):>13} {fmt(r['tokens_per_s'], 0):>8} {fmt(ratio):>10}")
     return 0
 

@@ -133,6 +133,13 @@ def first_token_lag(streams: list[RawStream]) -> list[float]:
     return lags
 
 
+def admission_delays(streams: list[RawStream]) -> list[float]:
+    """The simulator's admission time of each request - the client's send time (ms), both on
+    CLOCK_MONOTONIC: the request's transit plus the simulator's read and admission delay."""
+    return [(stream.plan["t0_monotonic_s"] * 1000 - stream.t_send_ns / 1e6) for stream in streams
+            if not stream.fresh and stream.plan.get("t0_monotonic_s") is not None]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", required=True)

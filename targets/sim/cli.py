@@ -19,6 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from targets.sim import precise
 from targets.sim.answers import DEFAULT_PROMPTS_PATH, AnswerBook
 from targets.sim.app import SimApp, SimConfig
 from targets.sim.faults import FAULT_KINDS, PARAMS, FaultError, parse_fault_arg
@@ -116,19 +117,12 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m targets.sim")
     if args.print_profile:
         print(json.dumps(config.profile.to_dict(), indent=2, ensure_ascii=False))
         return 0
-    try:
-        import uvloop  # type: ignore[import-not-found]
-    except ImportError:
-        uvloop = None
-
     def announce(line: str) -> None:
         print(line, flush=True)
 
     try:
-        if uvloop is not None:
-            uvloop.run(serve(config, announce=announce))
-        else:
-            asyncio.run(serve(config, announce=announce))
+        with asyncio.Runner(loop_factory=precise.new_event_loop) as runner:
+            runner.run(serve(config, announce=announce))
     except OSError as exc:
         print(f"fourfold-sim: cannot listen on {config.host}:{config.port}: {exc}", file=sys.stderr)
         return 1
