@@ -28,7 +28,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import operator
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 import pandas as pd
 
 from fourfold.errors import UsageError
@@ -203,13 +203,13 @@ def load_runs(paths: list[str | os.PathLike[str]], *, stall_ms: float | None = N
 
 
 def _read_scores(path: Path) -> CachedScores:
-    """scores.jsonl as a frame of SCORE_COLUMNS (one json.loads per block of lines)."""
+    """scores.jsonl as a frame of SCORE_COLUMNS (one orjson.loads per block of lines; line by line
+    with json.loads when a block does not decode; a missing column is None)."""
     if not path.is_file():
         return CachedScores(None)
-    columns: list[tuple[Any, ...]] = []
+    columns: dict[str, list[Any]] = {name: [] for name in SCORE_COLUMNS}
     bad = 0
     lineno = 0
-    get = operator.itemgetter(*SCORE_COLUMNS)
     with open(path, "rb") as fh:
         while True:
             lines = fh.readlines(SCORE_BLOCK_BYTES)
@@ -217,22 +217,21 @@ def _read_scores(path: Path) -> CachedScores:
                 break
             lines = [line for line in lines if line.strip()]
             try:
-                rows = json.loads(b"[" + b",".join(lines) + b"]")
-            except ValueError:
+                rows = orjson.loads(b"[" + b",".join(lines) + b"]")
+            except orjson.JSONDecodeError:
                 rows = [_loads_or_none(line) for line in lines]
-                bad += sum(row is None for row in rows)
-            for row in rows:
-                lineno += 1
-                if row is None:
-                    continue
-                if not isinstance(row, dict) or "item_id" not in row:
-                    raise RunDirError(f"{path}:{lineno}: not a fourfold score row (no item_id); "
-                                      "re-run `fourfold score` on the run")
-                try:
-                    columns.append(get(row))
-                except KeyError:
-                    columns.append(tuple(row.get(k) for k in SCORE_COLUMNS))
-    frame = pd.DataFrame(columns, columns=list(SCORE_COLUMNS))
+            wrong = next((i for i, row in enumerate(rows)
+                          if row is not None and (type(row) is not dict or "item_id" not in row)), None)
+            if wrong is not None:
+                raise RunDirError(f"{path}:{lineno + wrong + 1}: not a fourfold score row (no item_id); "
+                                  "re-run `fourfold score` on the run")
+            lineno += len(rows)
+            if None in rows:
+                rows = [row for row in rows if row is not None]
+                bad += len(lines) - len(rows)
+            for name, values in columns.items():
+                values.extend([row.get(name) for row in rows])
+    frame = pd.DataFrame({name: pd.Series(values, dtype=object) for name, values in columns.items()})
     for name in ("level", "scenario", "variant", "item_id"):
         frame[name] = frame[name].fillna("").astype(str).astype("category")
     for name in ("similarity", "compliant", "groundedness"):

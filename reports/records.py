@@ -27,6 +27,7 @@ Warm-up and cancelled records are counted and left out, as in every fourfold sta
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import math
 import operator
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 import pandas as pd
 from pandas.api.types import union_categoricals
 
@@ -331,18 +333,15 @@ _TO_LINES = bytes.maketrans(b",;", b"\n\n")
 
 def _parse_offsets(offsets: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     """Each record's number of offsets, and all offsets in one array: the lists are joined with
-    ``;``, counted with numpy, and parsed by pandas' C reader in one call."""
+    ``;``, their commas counted with numpy, and the numbers parsed by pandas' C reader in one call."""
     if not offsets:
         return np.zeros(0, dtype=np.int64), np.zeros(0)
     joined = b";".join(offsets)
     raw = np.frombuffer(joined, dtype=np.uint8)
     ends = np.append(np.flatnonzero(raw == ord(";")), raw.size)
     begins = np.concatenate([[0], ends[:-1] + 1])
-    non_empty = ends > begins
-    lens = np.zeros(len(offsets), dtype=np.int64)
-    if non_empty.any():
-        commas = np.add.reduceat(raw == ord(","), begins[non_empty], dtype=np.int64)
-        lens[non_empty] = commas + 1
+    commas = np.flatnonzero(raw == ord(","))
+    lens = np.searchsorted(commas, ends) - np.searchsorted(commas, begins) + (ends > begins)
     expected = int(lens.sum())
     if not expected:
         return lens, np.zeros(0)
@@ -415,40 +414,37 @@ _LINE_TAIL = _SCHEMA_TAIL + b"\n"
 
 def _process_lines(acc: _Accumulator, lines: list[bytes], lineno: int, position: int) -> tuple[int, int]:
     """Cut the fast-path lines down (see module docstring), decode the rest whole, hand the block on."""
-    smalls: list[bytes] = []
+    line_starts = list(itertools.accumulate(map(len, lines), initial=position))
+    parts: list[bytes] = []                   # the cut-down lines, 4 pieces each: one join per block
     fast_offsets: list[bytes] = []
-    fast_starts: list[int] = []
-    fast_numbers: list[int] = []
-    fast_lines: list[bytes] = []
-    slow: list[tuple[bytes, int, int]] = []                   # (line, line start, lineno)
-    add_small, add_offsets, add_start = smalls.append, fast_offsets.append, fast_starts.append
-    add_number, add_line = fast_numbers.append, fast_lines.append
-    for line in lines:
-        lineno += 1
-        start = position
-        position += len(line)
-        if line.endswith(_LINE_TAIL):
-            cut = line.find(_CUT)
-            if cut > 0 and all(line.find(mark, cut) < 0 for mark in _EXTRA_MARKS):
-                a = line.find(_OFFSETS, 0, cut)
+    fast_index: list[int] = []
+    slow_index: list[int] = []
+    add_part, add_offsets, add_index = parts.extend, fast_offsets.append, fast_index.append
+    tail, cut_key, offsets_key, text_key, text_end = _LINE_TAIL, _CUT, _OFFSETS, _TEXT, _TEXT_END
+    session_mark, retrieval_mark = _EXTRA_MARKS
+    for i, line in enumerate(lines):
+        if line.endswith(tail):
+            cut = line.find(cut_key)
+            if cut > 0 and line.find(session_mark, cut) < 0 and line.find(retrieval_mark, cut) < 0:
+                a = line.find(offsets_key, 0, cut)
                 b = line.find(b"]", a + 21) if a > 0 else -1
-                t = line.find(_TEXT, b, cut) if b > 0 else -1
-                e = line.find(_TEXT_END, t + 9, cut) if t > 0 else -1
+                t = line.find(text_key, b, cut) if b > 0 else -1
+                e = line.find(text_end, t + 9, cut) if t > 0 else -1
                 if e > 0:
-                    add_small(line[:a] + line[b + 1:t] + line[e + 1:cut] + b"}")
+                    add_part((line[:a], line[b + 1:t], line[e + 1:cut], b"},"))
                     add_offsets(line[a + 21:b])
-                    add_start(start)
-                    add_number(lineno)
-                    add_line(line)
+                    add_index(i)
                     continue
         if line.strip():
-            slow.append((line, start, lineno))
+            slow_index.append(i)
+    slow = [(lines[i], line_starts[i], lineno + i + 1) for i in slow_index]
+    fast_starts = [line_starts[i] for i in fast_index]
 
     rows: list[tuple[Any, ...]] = []
     extras: list[tuple[Any, ...]] = []
     offsets: list[bytes] = []
     starts: list[int] = []
-    dicts = _decode_all(smalls)
+    dicts = _decode_all(parts)
     try:
         if None in dicts:
             raise TypeError
@@ -456,14 +452,14 @@ def _process_lines(acc: _Accumulator, lines: list[bytes], lineno: int, position:
         extras = [_NO_EXTRAS] * len(rows)
         offsets, starts = fast_offsets, fast_starts
     except (KeyError, TypeError):        # a cut-down line did not decode, or lacks a key: one by one
-        for data, joined, start, number, line in zip(dicts, fast_offsets, fast_starts, fast_numbers, fast_lines):
+        for data, joined, i in zip(dicts, fast_offsets, fast_index):
             if data is None:             # try the whole line
-                slow.append((line, start, number))
+                slow.append((lines[i], line_starts[i], lineno + i + 1))
                 continue
-            rows.append(_scalars_of(data, acc.path, number))
+            rows.append(_scalars_of(data, acc.path, lineno + i + 1))
             extras.append(_NO_EXTRAS)
             offsets.append(joined)
-            starts.append(start)
+            starts.append(line_starts[i])
     for line, start, number in slow:
         try:
             data = json.loads(line)
@@ -476,21 +472,23 @@ def _process_lines(acc: _Accumulator, lines: list[bytes], lineno: int, position:
         offsets.append(joined)
         starts.append(start)
     acc.add_block(rows, extras, offsets, starts)
-    return lineno, position
+    return lineno + len(lines), line_starts[-1]
 
 
-def _decode_all(smalls: list[bytes]) -> list[Any]:
-    """Each cut-down line decoded (one json.loads for the block; None for a line that fails)."""
-    if not smalls:
+def _decode_all(parts: list[bytes]) -> list[Any]:
+    """Each cut-down line (four of ``parts`` each, the last ending ``},``) decoded: one
+    ``orjson.loads`` for the block; line by line (None for a line that fails) when that fails."""
+    if not parts:
         return []
+    joined = b"".join(parts)
     try:
-        return list(json.loads(b"[" + b",".join(smalls) + b"]"))
-    except ValueError:
+        return list(orjson.loads(b"[" + joined[:-1] + b"]"))
+    except orjson.JSONDecodeError:
         pass
     out: list[Any] = []
-    for small in smalls:
+    for k in range(0, len(parts), 4):
         try:
-            out.append(json.loads(small))
+            out.append(json.loads(b"".join(parts[k:k + 3]) + b"}"))
         except ValueError:
             out.append(None)
     return out

@@ -126,3 +126,16 @@ def test_session_and_retrieval_facts_come_from_extra(tmp_path):
     assert rows["session_rounds"].baseline == pytest.approx(4.5) and rows["session_rounds"].candidate == 3.5
     assert rows["recall_at_k"].paired and rows["recall_at_k"].delta == pytest.approx(20.0)
     assert rows["precision_at_k"].candidate == pytest.approx(40.0)
+
+
+def test_score_rows_without_some_columns_and_unreadable_lines(run):
+    rows = [json.loads(line) for line in (run / "scores.jsonl").read_text().splitlines()]
+    lines = [json.dumps({k: v for k, v in row.items() if k != "compliant"}) for row in rows[:5]]
+    lines[2] = lines[2][:20]                                     # a torn line: skipped with a warning
+    (run / "scores.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.warns(RuntimeWarning, match=r"scores\.jsonl: skipped 1 unreadable line"):
+        scores = load_run(run, cache=False).scores
+    assert len(scores) == 4 and scores["compliant"].isna().all() and scores["similarity"].notna().all()
+    (run / "scores.jsonl").write_text("\n".join([*lines, '{"similarity": 0.5}']) + "\n")
+    with pytest.raises(RunDirError, match=r"scores\.jsonl:6: not a fourfold score row"):
+        load_run(run, cache=False)
