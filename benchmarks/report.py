@@ -3,15 +3,17 @@
 The runs are written into a temporary directory (removed at the end unless ``--keep``) in the
 exact format ``RequestRecord.to_json`` writes, with realistic L1 records: 60-180 content chunks
 each (their offsets), an answer of a few hundred characters, the simulator's plan header, and a
-``scores.jsonl`` line per answer. The candidate differs the way the simulator's ``candidate``
-profile does (faster tokens, no orchestrator delay, half of the streams pausing ~200 ms every 20
-chunks). To write 2 x 1,000,000 lines quickly, each record picks one of ``--streams`` pre-drawn
-chunk-offset lists.
+``scores.jsonl`` row per answer in the exact format ``fourfold score`` writes. The candidate
+differs the way the simulator's ``candidate`` profile does (faster tokens, no orchestrator
+delay, half of the streams pausing ~200 ms every 20 chunks). To write 2 x 1,000,000 lines
+quickly, each record picks one of ``--streams`` pre-drawn chunk-offset lists.
 
-``fourfold compare`` then runs as a child process; the figures are its wall time, its CPU time
-and ``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss`` (the largest resident set of the child and
-anything it waited for), plus the sum of the resident sets of the child's process tree sampled
-every 0.1 s (psutil).
+``fourfold compare`` then runs twice as a child process: *cold* (any ``compare-cache.npz`` in
+the runs removed first: it reads the JSONL files and writes the cache) and *warm* (the same
+command again: it reads the cache). The figures are each child's wall time, its CPU time and
+``ru_maxrss`` (the largest resident set of the child and anything it waited for), plus the sum
+of the resident sets of the child's process tree sampled every 0.1 s (psutil), and the load
+average of the machine (1 minute) before and after.
 
     python benchmarks/report.py                         # 2 x 1,000,000 records
     python benchmarks/report.py --records 100000 --keep /tmp/runs
@@ -22,8 +24,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
-import resource
 import shutil
 import subprocess
 import sys
@@ -37,8 +39,10 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from fingerprint.score import ScoreRow  # noqa: E402
 from measure.record import RequestRecord  # noqa: E402
 from measure.runlog import RunWriter  # noqa: E402
+from reports.cache import CACHE_FILE  # noqa: E402
 
 T0 = 1_790_000_000.0
 SENTINELS = {"item_id": "\u00a7I\u00a7", "request_id": "\u00a7R\u00a7", "text": "\u00a7T\u00a7"}
@@ -107,9 +111,13 @@ def write_run(base: Path, label: str, records: int, streams: int, seed: int, can
                 user=i % 64, started=f"{T0 + i * 0.002:.6f}", mono=f"{1000 + i * 0.002:.6f}", ttfb="1.5",
                 ttft=f"{ttft:.3f}", e2e=f"{e2e:.3f}", offsets=offsets, tokens=tokens, chunks=tokens,
                 bytes=tokens * 180, item=item, rid=rid, text=texts[i % 64]))
-            score_batch.append(json.dumps({"request_id": rid, "item_id": item, "level": "l1", "scenario": "saturation",
-                                           "variant": "", "similarity": similarity[i % 4096],
-                                           "compliant": (i % 7 != 0) if i % 2 else None}))
+            structured = bool(i % 2)
+            row = ScoreRow(request_id=rid, item_id=item, level="l1", scenario="saturation",
+                           similarity=similarity[i % 4096], requested_items=3 if structured else None,
+                           requested_source="prompt" if structured else "", delivered_items=3 if i % 7 else 2,
+                           delivered_kind="list" if structured else "none",
+                           compliant=(i % 7 != 0) if structured else None)
+            score_batch.append(json.dumps(row.to_dict(), ensure_ascii=False, separators=(",", ":")))
             if len(batch) >= 10_000:
                 out.write("\n".join(batch) + "\n")
                 scores.write("\n".join(score_batch) + "\n")
@@ -132,6 +140,32 @@ def sample_tree_rss(pid: int, peak: list[int], stop: threading.Event) -> None:
         except psutil.Error:
             pass
         stop.wait(0.1)
+
+
+def measure(name: str, command: list[str], records: int) -> int:
+    """Run ``command`` once as a child process and print its wall, CPU and memory figures."""
+    load_before = psutil.getloadavg()[0]
+    peak, stop = [0], threading.Event()
+    started = time.perf_counter()
+    proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    sampler = threading.Thread(target=sample_tree_rss, args=(proc.pid, peak, stop), daemon=True)
+    sampler.start()
+    assert proc.stdout is not None
+    output = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)      # this child's own figures (and its children's)
+    wall = time.perf_counter() - started
+    stop.set()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        print(output[-3000:])
+        return proc.returncode
+    cpu = usage.ru_utime + usage.ru_stime
+    print(output.strip().splitlines()[-1])
+    print(f"fourfold compare ({name}), 2 x {records:,} records: wall {wall:.1f} s, CPU {cpu:.1f} s, "
+          f"peak RSS (ru_maxrss, largest process) {usage.ru_maxrss / 1024:.0f} MiB, process tree peak "
+          f"(sampled) {peak[0] / 2**20:.0f} MiB, load average {load_before:.1f} -> {psutil.getloadavg()[0]:.1f} "
+          f"on {psutil.cpu_count()} CPUs", flush=True)
+    return 0
 
 
 def main() -> int:
@@ -157,24 +191,16 @@ def main() -> int:
                   f"({sum((r / 'records.jsonl').stat().st_size for r in runs) / 1e9:.2f} GB of records.jsonl, "
                   f"{sum((r / 'scores.jsonl').stat().st_size for r in runs) / 1e9:.2f} GB of scores.jsonl)")
         command = [sys.executable, "-m", "fourfold", "compare", *map(str, runs), "--out", str(base / "report")]
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        peak, stop = [0], threading.Event()
-        started = time.perf_counter()
-        proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        sampler = threading.Thread(target=sample_tree_rss, args=(proc.pid, peak, stop), daemon=True)
-        sampler.start()
-        output, _ = proc.communicate()
-        wall = time.perf_counter() - started
-        stop.set()
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if proc.returncode:
-            print(output[-3000:])
-            return proc.returncode
-        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        print(output.strip().splitlines()[-1])
-        print(f"fourfold compare, 2 x {args.records:,} records: wall {wall:.1f} s, CPU {cpu:.1f} s, "
-              f"peak RSS (ru_maxrss) {after.ru_maxrss / 1024:.0f} MiB, process tree peak (sampled) "
-              f"{peak[0] / 2**20:.0f} MiB, load average {psutil.getloadavg()[0]:.1f} on {psutil.cpu_count()} CPUs")
+        for run in runs:
+            (run / CACHE_FILE).unlink(missing_ok=True)
+        for name in ("cold", "warm"):
+            rc = measure(name, command, args.records)
+            if rc:
+                return rc
+            if name == "cold":
+                sizes = [(run / CACHE_FILE).stat().st_size for run in runs if (run / CACHE_FILE).is_file()]
+                print(f"  compare-cache.npz written: {len(sizes)} of {len(runs)} runs, "
+                      f"{sum(sizes) / 2**20:.0f} MiB in all")
         return 0
     finally:
         if not args.keep:
