@@ -3,7 +3,8 @@
 For each token interval the simulator (profile ``flat``: no jitter, first token at 50 ms) runs
 pinned to one core and each client in turn runs pinned to the other, with N concurrent streams
 of ``--max-tokens`` tokens. Every response states its planned token times
-(``x-fourfold-plan-detail``), so each client's error is measured against ground truth:
+(``x-fourfold-plan``: first token at ttft, then one token every itl, no jitter), so each client's
+error is measured against ground truth:
 
 Each stream's first request (a new connection, sent by all streams at the same instant) is a
 warm-up for both clients and is left out of the error figures, as the article advises (~10
@@ -38,6 +39,9 @@ import psutil
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.append(str(REPO / "benchmarks"))
+
+from rawclient import planned_offsets  # noqa: E402
 
 from measure.runread import read_records  # noqa: E402
 from targets.launch import start_simulator  # noqa: E402
@@ -57,7 +61,7 @@ def pct(values: list[float], q: float) -> float | None:
 def errors_from_records(run_dir: Path, window: tuple[float, float]) -> dict:
     ttft_err, itl_err, lag, admission, tokens_in_window = [], [], [], [], 0
     for record in read_records(run_dir):
-        planned = record.plan.get("offsets_ms")
+        planned = planned_offsets(record.plan)
         offsets = record.chunk_offsets_ms
         if record.warmup or not planned or not offsets:
             continue
@@ -78,7 +82,7 @@ def run_fourfold(url: str, streams: int, duration_s: float, max_tokens: int) -> 
                    "--headless", "-u", str(streams), "-r", str(streams), "-t", f"{duration_s:g}s",
                    "--host", url, "--max-tokens", str(max_tokens), "--ignore-eos", "--warmup-requests", "1",
                    "--metrics-url", "off", "--no-record-text", "--run-dir", tmp, "--label", "ingest",
-                   "--header", "x-fourfold-plan-detail: 1", "--loglevel", "WARNING", "--only-summary"]
+                   "--loglevel", "WARNING", "--only-summary"]
         proc = subprocess.Popen(command, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         ps = psutil.Process(proc.pid)
         warm_s = min(5.0, duration_s / 4)

@@ -8,7 +8,7 @@ resident set of each worker and the CPU each used in the steady window (the firs
 ``--warm`` seconds and the last two are left out). From the run's records:
 
 - tokens/s ingested in the window (content tokens whose receive time falls inside it);
-- TTFT error p50/p99 against the simulator's plan (``x-fourfold-plan-detail``), and the
+- TTFT error p50/p99 against the simulator's plan (``x-fourfold-plan``), and the
   first-token lag (client receive time - planned send time, same host's CLOCK_MONOTONIC);
 - the simulator's own CPU share, because on a 2-core machine the simulator competes with the
   workers for the same cores: when it is saturated, the workers cannot take in more.
@@ -68,8 +68,7 @@ def run_point(processes: int, users: int, itl_ms: float, duration_s: float, warm
                        "--headless", "--processes", str(processes), "-u", str(users), "-r", str(users),
                        "-t", f"{duration_s:g}s", "--host", sim.url, "--max-tokens", str(max_tokens),
                        "--ignore-eos", "--warmup-requests", "1", "--metrics-url", "off", "--no-record-text",
-                       "--run-dir", tmp, "--label", "scaling", "--header", "x-fourfold-plan-detail: 1",
-                       "--loglevel", "WARNING", "--only-summary"]
+                       "--run-dir", tmp, "--label", "scaling", "--loglevel", "WARNING", "--only-summary"]
             proc = subprocess.Popen(command, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             samples: list[dict] = []
             stop = threading.Event()

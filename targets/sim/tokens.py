@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from functools import lru_cache
 
 _TOKEN_RE = re.compile(r"\s+|[A-Za-z0-9]+(?:['’][A-Za-z]+)*\s*|\S\s*")
 _CJK_RE = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
@@ -23,7 +24,14 @@ _CJK_RE = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
 
 def tokenize(text: str) -> list[str]:
     """Split ``text`` into tokens whose concatenation is ``text``."""
-    return _TOKEN_RE.findall(text)
+    return list(_tokenize_cached(text))
+
+
+@lru_cache(maxsize=4096)
+def _tokenize_cached(text: str) -> tuple[str, ...]:
+    # answers repeat (the same reference answer, or few perturbations of it): ~30 µs saved per
+    # admission, which at 64 requests arriving together is ~2 ms off the last one's admission
+    return tuple(_TOKEN_RE.findall(text))
 
 
 def count_tokens(text: str) -> int:
