@@ -137,6 +137,7 @@ def main() -> int:
                         help="do not verify or install the peers' environments before the run")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    parser.add_argument("--save", type=Path, help="also write the JSON summary to this file")
     args = parser.parse_args()
     unknown = [p for p in args.peers if p not in PEERS]
     if unknown:
@@ -171,6 +172,8 @@ def main() -> int:
                "peers": {name: PEERS[name].version for name in args.peers},
                "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
                "minutes": round((time.time() - started) / 60, 1)}
+    if args.save:
+        args.save.write_text(json.dumps(summary, indent=1))
     if args.json:
         print(json.dumps(summary, indent=1))
         return 0
