@@ -310,8 +310,9 @@ class _Accumulator:
         else:
             frame = pd.concat(self.frames, ignore_index=True)
             self.frames.clear()
-            for name in CATEGORIES:
-                frame[name] = union_categoricals([block[name] for block in self.categories])
+            for name in CATEGORIES:       # (a block of only warm-up records has no categories to union)
+                parts = [block[name] for block in self.categories if len(block[name])]
+                frame[name] = union_categoricals(parts) if parts else pd.Categorical([])
         return RecordTable(frame, self.itl, {k: s.kept for k, s in self.samplers.items()}, self.ok_with_gaps,
                            self.tokens, self.warmup, self.cancelled, self.unreadable, self.first_unreadable)
 

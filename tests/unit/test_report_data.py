@@ -127,3 +127,13 @@ def test_gap_sample_stays_bounded_and_spread(tmp_path):
     assert 100 <= len(kept) < 200
     assert table.ok_with_gaps[("l1", "saturation", "")] == 900
     assert all(len(gaps) == 4 for gaps in kept)
+
+
+def test_a_block_of_only_warmup_records(tmp_path):
+    run = write_run(tmp_path, RunSpec("warm", seed=4, n=80, variant_of=["A", "B"]), scores=False)
+    path = run / "records.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps({**r, "warmup": i < 40}) + "\n" for i, r in enumerate(lines)))
+    table = read_record_table(path, block_bytes=2048)         # the first blocks hold warm-up records only
+    assert table.warmup == 40 and len(table.frame) == 40
+    assert sorted(table.frame["variant"].astype(str).unique()) == ["A", "B"]
