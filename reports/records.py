@@ -75,8 +75,10 @@ class RecordsFormatError(ValueError):
 def bucket_keys(values: np.ndarray) -> np.ndarray:
     """LogHistogram bucket keys of non-negative values (``ZERO_KEY`` below ZERO_CUTOFF)."""
     values = np.asarray(values, dtype=np.float64)
-    keys = np.full(values.shape, ZERO_KEY, dtype=np.int64)
     big = values >= ZERO_CUTOFF
+    if big.all():
+        return np.ceil(np.log(values) * _INV_LOG_GAMMA).astype(np.int64)
+    keys = np.full(values.shape, ZERO_KEY, dtype=np.int64)
     keys[big] = np.ceil(np.log(values[big]) * _INV_LOG_GAMMA).astype(np.int64)
     return keys
 
@@ -100,7 +102,9 @@ class GapHistogram:
     max: float = -math.inf
 
     def add(self, gaps: np.ndarray) -> None:
-        gaps = gaps[np.isfinite(gaps) & (gaps >= 0)]
+        valid = np.isfinite(gaps) & (gaps >= 0)
+        if not valid.all():
+            gaps = gaps[valid]
         if not gaps.size:
             return
         keys = bucket_keys(gaps)
@@ -238,6 +242,7 @@ class _Accumulator:
         else:
             gaps = np.zeros(0)
         gap_rec = np.repeat(np.arange(n), gap_lens)
+        chunk_rec = np.repeat(np.arange(n), lens)
         has_gaps = gap_lens > 0
         max_gap = np.full(n, np.nan)
         if gaps.size:
@@ -272,25 +277,31 @@ class _Accumulator:
             if not member.any():
                 continue
             ok_member = member & ok
-            self.itl.setdefault(key, GapHistogram()).add(gaps[ok_member[gap_rec]])
+            self.itl.setdefault(key, GapHistogram()).add(gaps if ok_member.all() else gaps[ok_member[gap_rec]])
             with_gaps = np.flatnonzero(ok_member & has_gaps)
             self.ok_with_gaps[key] = self.ok_with_gaps.get(key, 0) + int(with_gaps.size)
             sampler = self.samplers.setdefault(key, _GapSampler(self.sample_cap))
             sampler.offer(gaps, gap_starts[with_gaps], gap_starts[with_gaps + 1])
-            self._add_tokens(key, member, lens, flat, started, tokens, e2e)
+            self._add_tokens(key, member, lens, flat, chunk_rec, started, tokens, e2e)
         self.frames.append(frame)
 
-    def _add_tokens(self, key: GroupKey, member: np.ndarray, lens: np.ndarray, flat: np.ndarray, started: np.ndarray, tokens: np.ndarray, e2e: np.ndarray) -> None:
-        """Output tokens by Unix second of arrival, spread evenly over each record's chunks."""
+    def _add_tokens(self, key: GroupKey, member: np.ndarray, lens: np.ndarray, flat: np.ndarray,
+                    chunk_rec: np.ndarray, started: np.ndarray, tokens: np.ndarray, e2e: np.ndarray) -> None:
+        """Output tokens by Unix second of arrival, spread evenly over each record's chunks
+        (``chunk_rec``: the record of each offset in ``flat``)."""
         seconds: list[np.ndarray] = []
         weights: list[np.ndarray] = []
         streamed = member & (lens > 0) & (tokens > 0)
         if streamed.any():
-            chunk_rec = np.repeat(np.arange(len(lens)), lens)
-            on = streamed[chunk_rec]
-            rec = chunk_rec[on]
-            seconds.append(np.floor(started[rec] + flat[on] / 1000.0).astype(np.int64))
-            weights.append(tokens[rec] / lens[rec])
+            if streamed[lens > 0].all():          # every chunk of the block counts: no selection
+                rec, offsets = chunk_rec, flat
+            else:
+                on = streamed[chunk_rec]
+                rec, offsets = chunk_rec[on], flat[on]
+            seconds.append(np.floor(started[rec] + offsets / 1000.0).astype(np.int64))
+            per_chunk = np.zeros(len(lens))
+            per_chunk[streamed] = tokens[streamed] / lens[streamed]
+            weights.append(per_chunk[rec])
         whole = member & (lens == 0) & (tokens > 0)
         if whole.any():
             seconds.append(np.floor(started[whole] + np.nan_to_num(e2e[whole]) / 1000.0).astype(np.int64))
