@@ -13,6 +13,10 @@
   *structured* prompts (tag ``structured``, or a ``requested_items`` count: "in three points",
   "compare X and Y in a table") from plain ones, for the article's first-token probe.
 
+What it keeps of ``records.jsonl`` and ``scores.jsonl`` comes from the run's ``compare-cache.npz``
+(:mod:`reports.cache`) while that is still valid for them, and is written there after a read
+(``cache=False``: neither).
+
 Anything wrong raises :class:`RunDirError` (exit code 2) naming the file and the problem.
 
 :func:`group_samples` turns a loaded run (or one variant of it) into
