@@ -13,11 +13,13 @@ it in the kernel, and every token wakes the process once. The reactor does three
 - **One epoll for all body sockets, drained from a hub callback.** When it is readable, one
   callback (no greenlet switch) reads every ready socket once and queues (time, bytes) for the
   stream that owns it.
-- **Coalesced wake-ups.** After a drain, while every stream's gaps between reads are longer than
-  :data:`DENSE_GAP_NS`, the reactor waits one libev timer tick (~1 ms) before it looks again, so
-  one process wake-up serves many tokens (64 streams at 10 ms/token: ~6 reads per wake-up instead
-  of one). The stamps keep the timing exact; the rule keeps two tokens of one stream from sharing
-  a read. A stream whose tokens come faster switches coalescing off for a second.
+- **Coalesced wake-ups.** After a drain the reactor waits one libev timer tick (~1 ms) before it
+  looks again, so one process wake-up serves many tokens (64 streams at 10 ms/token: ~17 reads
+  per wake-up instead of one). The stamps keep the timing exact. Waiting must not make two
+  tokens of one stream share a read, so every 0.25 s the reactor looks at how often a stream's
+  read came less than :data:`DENSE_GAP_NS` after its previous one: above 1 % of the reads
+  (streams at a few ms per token, not a server's occasional catch-up burst), it stops waiting
+  for the next window.
 
 The stream's greenlet is woken lazily: not per chunk, but when the body can have ended (a read
 that ends like a chunked body's last chunk, the announced length reached, EOF or an error), when
@@ -42,8 +44,9 @@ from typing import Any
 _RECV_BYTES = 65536
 WAKE_BYTES = 1 << 20                   # wake the reader when this much is queued
 WAKE_EVERY_NS = 500_000_000            # ... or when it has not been woken for this long
-DENSE_GAP_NS = 2_500_000               # a read gap shorter than this on any stream: no coalescing ...
-DENSE_HOLD_NS = 1_000_000_000          # ... for this long
+DENSE_GAP_NS = 1_500_000               # a stream's reads closer than this are a "short gap"; when more
+DENSE_SHARE = 0.01                     # than this share of a window's reads (and 2) had one, the
+DENSE_WINDOW_NS = 250_000_000          # next window does not coalesce
 COALESCE_S = 0.0005                    # the pause after a drain (libev rounds it up to its 1 ms tick)
 _CHUNKED_END = b"\r\n\r\n"             # a chunked body ends with "0\r\n\r\n" (or trailers + CRLF CRLF)
 _EPOLLIN = 0x001
@@ -116,7 +119,7 @@ class Reader:
         self.queue.append((t, data))
         last, self.last_ns = self.last_ns, t
         if last and t - last < DENSE_GAP_NS:
-            self._reactor.dense_until = t + DENSE_HOLD_NS
+            self._reactor.short_gaps += 1
         if not data or isinstance(data, OSError):
             self._reactor.unregister(self)     # EOF stays readable: stop polling it
             self._wake(now_ns)
@@ -178,7 +181,10 @@ class Reactor:
         self.hub = gevent.get_hub()
         self._epoll = get_original("select", "epoll")()
         self._readers: dict[int, Reader] = {}
-        self.dense_until = 0
+        self.dense = False                   # streams' reads come too close together to coalesce
+        self.short_gaps = 0                  # ... reads in this window that came < DENSE_GAP_NS after
+        self._window_reads = 0               # the same stream's previous read
+        self._window_start = time.perf_counter_ns()
         self.drains = 0
         self.reads = 0
         loop = self.hub.loop
@@ -211,6 +217,7 @@ class Reactor:
         ready = self._epoll.poll(0)
         self.drains += 1
         self.reads += len(ready)
+        self._window_reads += len(ready)
         for fd, _ in ready:
             reader = readers.get(fd)
             if reader is not None:
@@ -219,7 +226,12 @@ class Reactor:
 
     def _on_ready(self) -> None:
         ready = self.drain()
-        if ready and time.perf_counter_ns() > self.dense_until:
+        now = time.perf_counter_ns()
+        if now - self._window_start >= DENSE_WINDOW_NS:
+            self.dense = self.short_gaps > max(2, DENSE_SHARE * self._window_reads)
+            self.short_gaps = self._window_reads = 0
+            self._window_start = now
+        if ready and not self.dense:
             self._watcher.stop()             # look again after one timer tick: more will be ready
             self._timer.start(self._resume)
 

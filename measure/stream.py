@@ -74,6 +74,7 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
     chunks: list[bytes] = []
     transport_error = ""
     transport_detail = ""
+    drain_reactor()       # other streams' reads first: this greenlet may have run a while
     record.started_at = time.time()
     if request.json and request.json.get("ignore_eos"):
         record.extra["ignore_eos"] = True     # a length finish was asked for: not a truncation
