@@ -88,6 +88,7 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
             facts = response.extensions.get("fourfold")
             if facts is not None:
                 t0 = facts.t_start_ns
+                t_head = facts.t_head_ns or t_head
                 record.conn_reused = facts.reused
                 record.connect_ms = facts.connect_ms
                 record.conn_reconnected = facts.reconnected
@@ -100,25 +101,18 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
             content_type = response.headers.get("content-type", "")
             if request.stream and content_type and "event-stream" not in content_type.lower():
                 record.extra["content_type"] = content_type[:100]   # e.g. an HTML error page with 200
-            append_t, append_c = times.append, chunks.append
-            nbytes = 0
             max_bytes = limits.max_response_bytes
             deadline = t0 + int(limits.max_duration_s * 1e9) if limits.max_duration_s else None
-            # Iterate the transport's stream directly: httpx's iter_raw() adds a re-chunking
-            # layer per piece that we do not need (and response.close() still releases it).
-            body: Iterable[bytes] = (response.stream if facts is not None  # type: ignore[assignment]
-                                     else response.iter_raw())
-            for data in body:
-                t = now()
-                append_t(t)
-                append_c(data)
-                nbytes += len(data)
-                if nbytes > max_bytes or (deadline is not None and t > deadline):
-                    transport_error = "too_large"
-                    transport_detail = (f"response passed {max_bytes} bytes" if nbytes > max_bytes
-                                        else f"response still streaming after {limits.max_duration_s:g} s")
-                    break
-            record.response_bytes = nbytes
+            read_into = getattr(response.stream, "read_into", None) if facts is not None else None
+            if read_into is not None:       # RawH1Transport: the whole body in one loop, receive-stamped
+                stopped = read_into(times, chunks, max_bytes, deadline)
+            else:                           # httpx's transports: stamped here as each piece comes
+                stopped = _read_pieces(response.iter_raw(), times, chunks, max_bytes, deadline)
+            if stopped:
+                transport_error = "too_large"
+                transport_detail = (f"response passed {max_bytes} bytes" if stopped == "too_large"
+                                    else f"response still streaming after {limits.max_duration_s:g} s")
+            record.response_bytes = sum(len(c) for c in chunks)
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
         transport_error, transport_detail = "connect_error", str(exc)
     except httpx.TimeoutException as exc:
@@ -138,6 +132,23 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
         times = recv_ns[:len(times)]      # the transport's receive times (also when the body broke off)
     return _scrub(_finish(dialect, request, record, t0, times, chunks, transport_error, transport_detail),
                   client, request)
+
+
+def _read_pieces(body: Iterable[bytes], times: list[int], chunks: list[bytes], max_bytes: int,
+                 deadline_ns: int | None) -> str:
+    """``RawH1Transport.read_into`` for any other body: stamp each piece as it comes."""
+    now = time.perf_counter_ns
+    nbytes = 0
+    for data in body:
+        t = now()
+        times.append(t)
+        chunks.append(data)
+        nbytes += len(data)
+        if nbytes > max_bytes:
+            return "too_large"
+        if deadline_ns is not None and t > deadline_ns:
+            return "too_long"
+    return ""
 
 
 def _read_headers(headers: httpx.Headers, record: RequestRecord) -> None:

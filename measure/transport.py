@@ -56,6 +56,7 @@ class ConnFacts:
     # The pooled connection this request would have reused had been closed by the server (idle
     # keep-alive timeout): the request had to open a new one (a reconnect stall).
     reconnected: bool = False
+    t_head_ns: int | None = None        # receive time of the read that completed the response head
 
 
 class _Watchdog:
@@ -260,6 +261,50 @@ class _RawStream(httpx.SyncByteStream):
                     self._complete = True
                     return
 
+    def read_into(self, times: list[int], payloads: list[bytes], max_bytes: int, deadline_ns: int | None) -> str:
+        """Read the rest of the body into ``times`` / ``payloads`` (receive time, payload), in one
+        loop without a generator step per piece; the lists keep what arrived if a read raises.
+        Returns "" at the end of the body, "too_large" when more than ``max_bytes`` arrived, or
+        "too_long" when a piece arrived after ``deadline_ns`` (``perf_counter_ns``)."""
+        append_t, append_p = times.append, payloads.append
+        nbytes = 0
+        if self._framing != "chunked" or self._complete:
+            recv_ns = self.recv_ns
+            for payload in self:
+                t = recv_ns[-1]
+                append_t(t)
+                append_p(payload)
+                nbytes += len(payload)
+                if nbytes > max_bytes:
+                    return "too_large"
+                if deadline_ns is not None and t > deadline_ns:
+                    return "too_long"
+            return ""
+        stamp = self.recv_ns.append
+        read = self._read_function()
+        decoder = ChunkedDecoder()
+        decode = decoder.decode
+        t, data = self._t_head_ns, self._leftover
+        self._leftover = b""
+        while True:
+            if data:
+                payload = decode(data)
+                if payload:
+                    stamp(t)
+                    append_t(t)
+                    append_p(payload)
+                    nbytes += len(payload)
+                    if nbytes > max_bytes:
+                        return "too_large"
+                    if deadline_ns is not None and t > deadline_ns:
+                        return "too_long"
+                if decoder.done:
+                    self._complete = True
+                    return ""
+            t, data = read()
+            if not data:
+                raise httpx.RemoteProtocolError("peer closed the connection inside a chunked body")
+
     def _read_function(self):  # type: ignore[no-untyped-def]
         """``read() -> (perf_counter_ns, bytes)``: from the reactor's :class:`Reader` when it
         serves this socket (gevent, plain HTTP), else from blocking ``recv`` calls."""
@@ -453,7 +498,7 @@ class RawH1Transport(httpx.BaseTransport):
             _close_quietly(conn.sock)
             raise
         facts = ConnFacts(reused=reused, connect_ms=connect_ms, t_start_ns=t_start_ns,
-                          reconnected=stale and not reused)
+                          reconnected=stale and not reused, t_head_ns=t_head_ns)
         stream = _RawStream(self, conn, leftover, framing, length, keep_alive, watchdog, facts, t_head_ns, reader)
         return httpx.Response(status, headers=headers, stream=stream,
                               extensions={"http_version": b"HTTP/1.1", "fourfold": facts})
