@@ -235,12 +235,26 @@ def _read_scores(path: Path) -> CachedScores:
                 bad += len(lines) - len(rows)
             for name, values in columns.items():
                 values.extend([row.get(name) for row in rows])
-    frame = pd.DataFrame({name: pd.Series(values, dtype=object) for name, values in columns.items()})
-    for name in ("level", "scenario", "variant", "item_id"):
-        frame[name] = frame[name].fillna("").astype(str).astype("category")
+    frame = pd.DataFrame({name: _text_categories(columns[name]) for name in ("level", "scenario", "variant", "item_id")})
     for name in ("similarity", "compliant", "groundedness"):
-        frame[name] = _numbers(frame[name].to_numpy(dtype=object))
-    return CachedScores(frame, bad)
+        frame[name] = _numbers(np.array(columns[name], dtype=object))
+    return CachedScores(frame[list(SCORE_COLUMNS)], bad)
+
+
+def _text_categories(values: list[Any]) -> pd.Categorical:
+    """``Series(values).fillna("").astype(str).astype("category")``, through one dict when every
+    value is text or None (a few distinct names in a million rows)."""
+    index: dict[Any, int] = {}
+    add = index.setdefault
+    codes = np.fromiter((add(v, len(index)) for v in values), dtype=np.int64, count=len(values))
+    if not all(type(v) is str or v is None for v in index):
+        return pd.Categorical(pd.Series(values, dtype=object).fillna("").astype(str).astype("category"))
+    texts = ["" if v is None else v for v in index]
+    categories = sorted(set(texts))
+    position = {text: i for i, text in enumerate(categories)}
+    remap = np.array([position[text] for text in texts], dtype=np.int64)
+    return pd.Categorical.from_codes(remap[codes] if codes.size else codes,
+                                     categories=pd.Index(categories, dtype="str"))
 
 
 def _numbers(values: np.ndarray) -> np.ndarray:
