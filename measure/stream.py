@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import httpx
@@ -23,6 +22,7 @@ from measure.dialects.base import Dialect, HttpRequest
 from measure.reactor import drain as drain_reactor
 from measure.record import RequestRecord
 from measure.runlog import REDACTED, is_secret_key
+from measure.transport import read_pieces
 
 _ERROR_BODY_CAP = 4096
 UNSENT = "unsent"    # record.extra key set when the run stopped a request before it reached the wire
@@ -107,7 +107,7 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
             if read_into is not None:       # RawH1Transport: the whole body in one loop, receive-stamped
                 stopped = read_into(times, chunks, max_bytes, deadline)
             else:                           # httpx's transports: stamped here as each piece comes
-                stopped = _read_pieces(response.iter_raw(), times, chunks, max_bytes, deadline)
+                stopped = read_pieces(response.iter_raw(), times, chunks, max_bytes, deadline)
             if stopped:
                 transport_error = "too_large"
                 transport_detail = (f"response passed {max_bytes} bytes" if stopped == "too_large"
@@ -132,23 +132,6 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
         times = recv_ns[:len(times)]      # the transport's receive times (also when the body broke off)
     return _scrub(_finish(dialect, request, record, t0, times, chunks, transport_error, transport_detail),
                   client, request)
-
-
-def _read_pieces(body: Iterable[bytes], times: list[int], chunks: list[bytes], max_bytes: int,
-                 deadline_ns: int | None) -> str:
-    """``RawH1Transport.read_into`` for any other body: stamp each piece as it comes."""
-    now = time.perf_counter_ns
-    nbytes = 0
-    for data in body:
-        t = now()
-        times.append(t)
-        chunks.append(data)
-        nbytes += len(data)
-        if nbytes > max_bytes:
-            return "too_large"
-        if deadline_ns is not None and t > deadline_ns:
-            return "too_long"
-    return ""
 
 
 def _read_headers(headers: httpx.Headers, record: RequestRecord) -> None:

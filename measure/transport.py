@@ -25,7 +25,7 @@ from __future__ import annotations
 import socket
 import ssl
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import httpx
@@ -262,48 +262,9 @@ class _RawStream(httpx.SyncByteStream):
                     return
 
     def read_into(self, times: list[int], payloads: list[bytes], max_bytes: int, deadline_ns: int | None) -> str:
-        """Read the rest of the body into ``times`` / ``payloads`` (receive time, payload), in one
-        loop without a generator step per piece; the lists keep what arrived if a read raises.
-        Returns "" at the end of the body, "too_large" when more than ``max_bytes`` arrived, or
-        "too_long" when a piece arrived after ``deadline_ns`` (``perf_counter_ns``)."""
-        append_t, append_p = times.append, payloads.append
-        nbytes = 0
-        if self._framing != "chunked" or self._complete:
-            recv_ns = self.recv_ns
-            for payload in self:
-                t = recv_ns[-1]
-                append_t(t)
-                append_p(payload)
-                nbytes += len(payload)
-                if nbytes > max_bytes:
-                    return "too_large"
-                if deadline_ns is not None and t > deadline_ns:
-                    return "too_long"
-            return ""
-        stamp = self.recv_ns.append
-        read = self._read_function()
-        decoder = ChunkedDecoder()
-        decode = decoder.decode
-        t, data = self._t_head_ns, self._leftover
-        self._leftover = b""
-        while True:
-            if data:
-                payload = decode(data)
-                if payload:
-                    stamp(t)
-                    append_t(t)
-                    append_p(payload)
-                    nbytes += len(payload)
-                    if nbytes > max_bytes:
-                        return "too_large"
-                    if deadline_ns is not None and t > deadline_ns:
-                        return "too_long"
-                if decoder.done:
-                    self._complete = True
-                    return ""
-            t, data = read()
-            if not data:
-                raise httpx.RemoteProtocolError("peer closed the connection inside a chunked body")
+        """Read the rest of the body into ``times`` / ``payloads`` with each piece's receive time
+        (see :func:`read_pieces`)."""
+        return read_pieces(self, times, payloads, max_bytes, deadline_ns, self.recv_ns)
 
     def _read_function(self):  # type: ignore[no-untyped-def]
         """``read() -> (perf_counter_ns, bytes)``: from the reactor's :class:`Reader` when it
@@ -344,6 +305,27 @@ class _RawStream(httpx.SyncByteStream):
             self._transport._release(conn)
         else:
             _close_quietly(conn.sock)
+
+
+def read_pieces(body: Iterable[bytes], times: list[int], payloads: list[bytes], max_bytes: int,
+                deadline_ns: int | None, stamps: list[int] | None = None) -> str:
+    """Take a body's pieces into ``times`` / ``payloads`` (the lists keep what arrived if a read
+    raises). A piece's time is the last entry of ``stamps`` (a transport's receive times, filled
+    as it yields) or, without it, ``perf_counter_ns()`` when the piece comes out. Returns "" at
+    the end of the body, "too_large" once more than ``max_bytes`` arrived, or "too_long" when a
+    piece arrived after ``deadline_ns``."""
+    now = time.perf_counter_ns
+    nbytes = 0
+    for data in body:
+        t = stamps[-1] if stamps else now()
+        times.append(t)
+        payloads.append(data)
+        nbytes += len(data)
+        if nbytes > max_bytes:
+            return "too_large"
+        if deadline_ns is not None and t > deadline_ns:
+            return "too_long"
+    return ""
 
 
 def _reader_read(reader: Reader, raw_errors: bool = False):  # type: ignore[no-untyped-def]
