@@ -60,7 +60,9 @@ def test_bytes_get_their_arrival_time_not_the_time_they_were_read(pair):
         reader.close()
     assert data == b"first token"
     assert read_ns - sent_ns >= 30e6
-    assert 0 <= t - sent_ns < 3e6      # the kernel's stamp: when the bytes arrived
+    # the kernel's stamp: when the bytes arrived (within a few ms of the send even on a busy
+    # machine), not when they were read 30 ms later
+    assert 0 <= t - sent_ns < 10e6 and read_ns - t >= 20e6
 
 
 def test_a_body_wakes_its_reader_once_and_keeps_every_read_apart(pair):
@@ -93,7 +95,7 @@ def test_a_body_wakes_its_reader_once_and_keeps_every_read_apart(pair):
     assert blocked <= 2                # woken at the end of the body, not per token
     assert len(items) == 21            # ... and still one read, one stamp, per token
     for (t, _), t_sent in zip(items, sent):
-        assert 0 <= t - t_sent < 3e6
+        assert 0 <= t - t_sent < 10e6
 
 
 def _stalling_server(tokens: int) -> tuple[socket.socket, gevent.Greenlet]:
