@@ -241,11 +241,16 @@ def verdicts(rows: list[dict], ours: str = "fourfold", reference: str = "raw-soc
     return lines
 
 
+def ratio_text(rel: float) -> str:
+    """``0.43x``, ``1.5x``, ``12x``, ``1,700x``: two significant digits, no exponent."""
+    return f"{rel:,.0f}x" if rel >= 9.95 else f"{rel:.2g}x"
+
+
 def _cell(value: float | None, rel: float | None, digits: int = 2) -> str:
     if value is None:
         return "-"
     text = f"{value:,.{digits}f}"
-    return text if rel is None else f"{text} ({rel:.2g}x)"
+    return text if rel is None else f"{text} ({ratio_text(rel)})"
 
 
 COLUMNS = (("TTFT err p50", "ttft_err_p50_ms", 2), ("TTFT err p99", "ttft_err_p99_ms", 2),

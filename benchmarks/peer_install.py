@@ -66,6 +66,8 @@ def _run(command: list[str], timeout_s: float = INSTALL_TIMEOUT_S) -> str:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired as err:
         raise PeerError(f"{' '.join(command[:4])} ... timed out after {timeout_s:.0f} s") from err
+    except OSError as err:
+        raise PeerError(f"cannot run {command[0]}: {err}") from err
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
         raise PeerError(f"{' '.join(command[:4])} ... exited {done.returncode}: {' | '.join(tail)}")

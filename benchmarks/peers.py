@@ -112,9 +112,10 @@ def run_point(streams: int, itl_ms: float, args: argparse.Namespace, peers: list
                     run = run_peer(name, args.peers_dir, sim.url, streams, itl_ms, args.duration,
                                    args.max_tokens, Path(tmp))
                 rows.append(summarize(name, run, streams, itl_ms, planned_ttft_ms, args.duration))
-            except PeerError as err:
-                skipped[f"{name} at {streams} x {itl_ms:g} ms"] = str(err)
-                print(f"  skipped {name}: {err}", file=sys.stderr)
+            except Exception as err:   # one peer's failure must not end the whole run
+                why = str(err) if isinstance(err, PeerError) else f"{type(err).__name__}: {err}"
+                skipped[f"{name} at {streams} x {itl_ms:g} ms"] = why
+                print(f"  skipped {name}: {why}", file=sys.stderr)
     finally:
         sim.stop()
     for item in rows:
@@ -127,7 +128,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--streams", type=int, nargs="+", default=[1, 16, 64])
     parser.add_argument("--itl-ms", type=float, nargs="+", default=[10.0, 2.0, 1.0])
-    parser.add_argument("--duration", type=float, default=15.0, help="seconds of load per client and point")
+    parser.add_argument("--duration", type=float, default=15.0,
+                        help="seconds of load per client and point (10 or more: run_fourfold reads a window from 5 s in)")
     parser.add_argument("--max-tokens", type=int, default=200)
     parser.add_argument("--peers", nargs="*", default=list(PEERS), help=f"any of {', '.join(PEERS)}")
     parser.add_argument("--peers-dir", type=Path, default=DEFAULT_PEERS_DIR,

@@ -23,6 +23,7 @@ from peer_formats import (  # noqa: E402
     parse_guidellm,
     parse_vllm,
     ratio,
+    ratio_text,
     render_table,
     steady_window,
     timing_errors,
@@ -95,6 +96,12 @@ def test_cpu_at_interpolates(t: float, expected: float) -> None:
                          [(3.0, 1.5, 2.0), (None, 1.0, None), (1.0, None, None), (1.0, 0.0, None)])
 def test_ratio(value: float | None, reference: float | None, expected: float | None) -> None:
     assert ratio(value, reference) == expected
+
+
+@pytest.mark.parametrize(("rel", "text"), [(0.0077, "0.0077x"), (0.43, "0.43x"), (1.0, "1x"), (1.46, "1.5x"),
+                                           (9.9, "9.9x"), (9.96, "10x"), (140.4, "140x"), (1712.0, "1,712x")])
+def test_ratio_text(rel: float, text: str) -> None:
+    assert ratio_text(rel) == text
 
 
 def point_rows(fourfold_p99: float) -> list[dict]:
