@@ -43,6 +43,7 @@ CACHE_FILE = "compare-cache.npz"
 CACHE_VERSION = 1
 EDGE_BYTES = 64 << 10
 _SEP = "\x1f"
+_DAMAGED = (OSError, ValueError, KeyError, IndexError, TypeError, EOFError, zipfile.BadZipFile)
 
 
 class _Uncacheable(ValueError):
@@ -210,7 +211,7 @@ class RunCache:
                 checks = {name: data[name] for name in _CHECKS if name in data.files}
             if int(checks["version"][0]) == CACHE_VERSION:
                 cache._checks = checks
-        except (OSError, ValueError, KeyError, IndexError, zipfile.BadZipFile, EOFError):
+        except _DAMAGED:
             pass
         return cache
 
@@ -226,7 +227,7 @@ class RunCache:
         try:
             with np.load(self.path, allow_pickle=False) as data:
                 return {name: data[name] for name in data.files if name.startswith(prefix)}
-        except (OSError, ValueError, zipfile.BadZipFile, EOFError):
+        except _DAMAGED:
             return None
 
     def table(self, source: Stamp | None, stall_ms: float, sample_cap: int) -> RecordTable | None:
@@ -235,9 +236,14 @@ class RunCache:
             return None
         arrays = self._read("records.")
         try:
-            return _table_from(arrays) if arrays is not None else None
-        except (KeyError, IndexError, ValueError):
+            table = _table_from(arrays) if arrays is not None else None
+        except _DAMAGED:
             return None
+        if table is not None and arrays is not None:    # the warning names the file where it is now
+            written = f"{arrays['records.path'][0]}:"
+            if table.first_unreadable.startswith(written):
+                table.first_unreadable = f"{self.run_dir / RECORDS_FILE}:" + table.first_unreadable[len(written):]
+        return table
 
     def scores(self, source: Stamp | None) -> CachedScores | None:
         """The cached scores when they were read from ``source`` (None: a miss)."""
@@ -249,7 +255,7 @@ class RunCache:
                 return None
             frame = _get_frame(arrays, "scores.frame") if "scores.frame.columns" in arrays else None
             return CachedScores(frame, int(arrays["scores.skipped"][0]))
-        except (KeyError, IndexError, ValueError):
+        except _DAMAGED:
             return None
 
     def write(self, records_source: Stamp, table: RecordTable, stall_ms: float, sample_cap: int,
@@ -260,6 +266,7 @@ class RunCache:
             arrays = {"version": np.array([CACHE_VERSION], dtype=np.int64),
                       "records.source": records_source.encode(),
                       "records.settings": np.array([stall_ms, float(sample_cap)]),
+                      "records.path": np.array([str(self.run_dir / RECORDS_FILE)]),
                       "scores.source": _stamp_array(scores_source),
                       **_table_arrays(table), **_scores_arrays(scores)}
         except _Uncacheable:

@@ -168,3 +168,29 @@ def test_a_record_appended_while_reading_writes_no_cache(runs, monkeypatch):
     monkeypatch.setattr(reports.load, "read_record_table", read_then_append)
     load_run(run)
     assert not (run / CACHE_FILE).exists()
+
+
+def test_skipped_lines_are_still_reported_from_the_cache_with_the_current_path(runs, tmp_path):
+    run = runs[0]
+    path = run / "records.jsonl"
+    first = path.read_text().splitlines()[0]
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(first[: len(first) // 2])                              # a torn last line
+    with pytest.warns(RuntimeWarning, match="skipped an unreadable line"):
+        load_run(run)
+    moved = run.rename(tmp_path / "moved")
+    with pytest.warns(RuntimeWarning, match="skipped an unreadable line") as caught:
+        assert len(load_run(moved).records) == 300
+    assert str(moved / "records.jsonl") in str(caught[0].message)
+    assert (moved / CACHE_FILE).exists()
+
+
+def test_a_cache_missing_its_arrays_is_a_miss(runs):
+    import numpy as np
+
+    run = runs[0]
+    expected = load_run(run).records
+    with np.load(run / CACHE_FILE) as data:
+        kept = {name: data[name] for name in data.files if not name.startswith("records.frame")}
+    np.savez(run / CACHE_FILE, **kept)                                  # valid checks, no frame
+    pd.testing.assert_frame_equal(load_run(run).records, expected, check_exact=True)
