@@ -195,7 +195,10 @@ class Reactor:
     def register(self, sock: Any) -> Reader:
         reader = Reader(self, sock)
         self._readers[reader.fd] = reader
-        self._epoll.register(reader.fd, _EPOLLIN)
+        try:
+            self._epoll.register(reader.fd, _EPOLLIN)
+        except FileExistsError:     # a closed socket's number reused while epoll still held it
+            self._epoll.modify(reader.fd, _EPOLLIN)
         return reader
 
     def unregister(self, reader: Reader) -> None:
