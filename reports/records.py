@@ -422,6 +422,12 @@ def read_record_table(path: str | Path, *, stall_ms: float = 150.0, sample_cap: 
 
 
 _LINE_TAIL = _SCHEMA_TAIL + b"\n"
+_NO_EXTRA_TAIL = b',"extra":{}' + _LINE_TAIL
+# _cut_positions_note: ``,"server_timing":`` and ``","text_truncated":`` are found with rfind, so
+# the search does not cross the chunk offsets and the answer text. A key can occur only as a key
+# (inside a JSON string its quotes are escaped); if plan or extra held a nested "server_timing",
+# the cut would land inside that object, the cut-down line would not be valid JSON, and the line
+# would go the slow path. ``"extra":{}`` last means no EXTRA_KEYS to look for.
 
 
 def _process_lines(acc: _Accumulator, lines: list[bytes], lineno: int, position: int) -> tuple[int, int]:
@@ -436,12 +442,14 @@ def _process_lines(acc: _Accumulator, lines: list[bytes], lineno: int, position:
     session_mark, retrieval_mark = _EXTRA_MARKS
     for i, line in enumerate(lines):
         if line.endswith(tail):
-            cut = line.find(cut_key)
-            if cut > 0 and line.find(session_mark, cut) < 0 and line.find(retrieval_mark, cut) < 0:
+            # searched from the end: the keys after the text are near it (see _cut_positions_note)
+            cut = line.rfind(cut_key)
+            if cut > 0 and (line.endswith(_NO_EXTRA_TAIL) or (line.find(session_mark, cut) < 0
+                                                              and line.find(retrieval_mark, cut) < 0)):
                 a = line.find(offsets_key, 0, cut)
                 b = line.find(b"]", a + 21) if a > 0 else -1
                 t = line.find(text_key, b, cut) if b > 0 else -1
-                e = line.find(text_end, t + 9, cut) if t > 0 else -1
+                e = line.rfind(text_end, t + 9, cut) if t > 0 else -1
                 if e > 0:
                     add_part((line[:a], line[b + 1:t], line[e + 1:cut], b"},"))
                     add_offsets(line[a + 21:b])

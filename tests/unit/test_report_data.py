@@ -137,3 +137,21 @@ def test_a_block_of_only_warmup_records(tmp_path):
     table = read_record_table(path, block_bytes=2048)         # the first blocks hold warm-up records only
     assert table.warmup == 40 and len(table.frame) == 40
     assert sorted(table.frame["variant"].astype(str).unique()) == ["A", "B"]
+
+
+def test_nested_keys_that_look_like_cut_points_read_the_same(tmp_path):
+    run = write_run(tmp_path, RunSpec("nested", seed=6, n=30, pause_every=4), scores=False)
+    path = run / "records.jsonl"
+    plain = read_record_table(path).frame
+    records = [RequestRecord.from_dict(json.loads(line)) for line in path.read_text().splitlines()]
+    for i, record in enumerate(records):
+        if i % 3 == 0:
+            record.plan = {"seed": 1, "server_timing": {"queue": 1.0}, "text_truncated": False}
+        if i % 3 == 1:
+            record.extra = {"note": ',"server_timing":{} and ","text_truncated":', "turn": 2}
+    path.write_text("".join(record.to_json() + "\n" for record in records))
+    nested = read_record_table(path).frame      # lines that go the slow path come after the others
+    nested = nested.sort_values("line_offset").reset_index(drop=True)
+    assert len(nested) == len(plain) == 30
+    for column in ("ttft_ms", "e2e_ms", "stalls", "max_gap_ms", "n_chunks", "output_tokens", "conn_reused"):
+        assert np.allclose(plain[column].astype(float), nested[column].astype(float), equal_nan=True), column
