@@ -40,7 +40,7 @@ from reports.records import GapHistogram, GroupKey, RecordTable
 __all__ = ["CACHE_FILE", "CACHE_VERSION", "CachedScores", "RunCache", "Stamp", "stamp"]
 
 CACHE_FILE = "compare-cache.npz"
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 EDGE_BYTES = 64 << 10
 _SEP = "\x1f"
 _DAMAGED = (OSError, ValueError, KeyError, IndexError, TypeError, EOFError, zipfile.BadZipFile)
@@ -235,14 +235,15 @@ class RunCache:
         if not self.has_table(source, stall_ms, sample_cap):
             return None
         arrays = self._read("records.")
+        if arrays is None:
+            return None
         try:
-            table = _table_from(arrays) if arrays is not None else None
+            table = _table_from(arrays)
+            written = f"{arrays['records.path'][0]}:"
         except _DAMAGED:
             return None
-        if table is not None and arrays is not None:    # the warning names the file where it is now
-            written = f"{arrays['records.path'][0]}:"
-            if table.first_unreadable.startswith(written):
-                table.first_unreadable = f"{self.run_dir / RECORDS_FILE}:" + table.first_unreadable[len(written):]
+        if table.first_unreadable.startswith(written):      # the warning names the file where it is now
+            table.first_unreadable = f"{self.run_dir / RECORDS_FILE}:" + table.first_unreadable[len(written):]
         return table
 
     def scores(self, source: Stamp | None) -> CachedScores | None:
