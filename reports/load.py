@@ -340,7 +340,10 @@ def group_samples(runs: list[RunData], *, variant: str | None = None,
             frame = frame[(frame["variant"] == variant).to_numpy()]
         if frame.empty:
             continue
-        for name, sub in frame.groupby(group_names(frame), sort=True):
+        names = group_names(frame)
+        single = names.iloc[0]
+        groups = [(single, frame)] if (names == single).all() else frame.groupby(names, sort=True)
+        for name, sub in groups:      # (one group, the common case: no copy of the frame)
             keys = [k for k in run.table.itl.keys() | run.table.tokens_per_s.keys()
                     if f"{k[0]}:{base_scenario(k[1], k[2])}" == name and (variant is None or k[2] == variant)]
             parts.setdefault(str(name), []).append((run, sub, keys))
@@ -349,7 +352,8 @@ def group_samples(runs: list[RunData], *, variant: str | None = None,
 
 def _sample(entries: list[tuple[RunData, pd.DataFrame, list[tuple[str, str, str]]]], variant: str | None,
             slo_ms: dict[str, float] | None) -> GroupSample:
-    frame = pd.concat([e[1] for e in entries], ignore_index=True)
+    frame = (pd.concat([e[1] for e in entries], ignore_index=True) if len(entries) > 1
+             else entries[0][1].reset_index(drop=True))
     ok = frame["ok"].to_numpy(dtype=bool)
     tokens = frame["output_tokens"].to_numpy(dtype=float)
     ttft, e2e = frame["ttft_ms"].to_numpy(dtype=float), frame["e2e_ms"].to_numpy(dtype=float)
