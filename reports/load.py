@@ -344,8 +344,9 @@ def group_samples(runs: list[RunData], *, variant: str | None = None,
         single = names.iloc[0]
         groups = [(single, frame)] if (names == single).all() else frame.groupby(names, sort=True)
         for name, sub in groups:      # (one group, the common case: no copy of the frame)
-            keys = [k for k in run.table.itl.keys() | run.table.tokens_per_s.keys()
-                    if f"{k[0]}:{base_scenario(k[1], k[2])}" == name and (variant is None or k[2] == variant)]
+            keys = sorted(k for k in run.table.itl.keys() | run.table.tokens_per_s.keys()   # sorted: the
+                          if f"{k[0]}:{base_scenario(k[1], k[2])}" == name   # ITL sample's order must not
+                          and (variant is None or k[2] == variant))          # follow the hash seed
             parts.setdefault(str(name), []).append((run, sub, keys))
     return {name: _sample(entries, variant, slo_ms) for name, entries in sorted(parts.items())}
 
