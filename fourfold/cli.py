@@ -57,7 +57,26 @@ def _cmd_score(args: argparse.Namespace, rest: list[str]) -> int:
                              cache_dir=args.cache_dir)
     result = score_run(args.run_dir, embedder, dataset=args.dataset, chunk_size=args.batch_size)
     print(format_quality(result))
+    if not args.no_compare_cache:
+        _leave_compare_cache(args.run_dir)
     return 0
+
+
+def _leave_compare_cache(run_dir: str) -> None:
+    """Read the scored run once more as ``fourfold compare`` does, which leaves its columnar copy
+    (``compare-cache.npz``, see :mod:`reports.cache`) next to the records: the first compare of a
+    scored run is then as fast as a repeated one. A run that cannot be read or written that way
+    only loses the cache; scoring has succeeded either way."""
+    from reports.cache import CACHE_FILE
+    from reports.load import RunDirError, load_run
+
+    try:
+        load_run(run_dir)
+    except (RunDirError, OSError, ValueError) as exc:
+        print(f"fourfold: no compare cache for {run_dir}: {exc}", file=sys.stderr)
+        return
+    if (Path(run_dir) / CACHE_FILE).exists():
+        print(f"wrote {Path(run_dir) / CACHE_FILE} (fourfold compare reads it instead of records.jsonl)")
 
 
 def _add_score_arguments(cmd: argparse.ArgumentParser) -> None:
@@ -70,6 +89,8 @@ def _add_score_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--cache-dir", default=None,
                      help="cache directory (default: $FOURFOLD_CACHE_DIR or ./.fourfold-cache)")
     cmd.add_argument("--dataset", default=None, help="the run's dataset, when meta.json's path does not resolve")
+    cmd.add_argument("--no-compare-cache", action="store_true",
+                     help="do not leave compare-cache.npz (the columnar copy fourfold compare reads)")
 
 
 def _cmd_probe(args: argparse.Namespace, rest: list[str]) -> int:

@@ -155,6 +155,17 @@ def test_cli_score(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pyte
     assert made == {"batch_size": 8, "threads": 1, "use_cache": False, "cache_dir": None}
     assert re.search(r"^l2:ladder\s+1\s+1\.000\s+1\.000\s+1\.000\s+-\s+-$", out, re.M), out
     assert "wrote" in out and (run_dir / SCORES_FILE).exists()
+    # the run is left with the columnar copy fourfold compare reads, valid for these scores
+    from reports.cache import CACHE_FILE
+    from reports.load import load_run
+
+    assert (run_dir / CACHE_FILE).exists() and CACHE_FILE in out
+    cached = (run_dir / CACHE_FILE).stat().st_mtime_ns
+    load_run(run_dir)
+    assert (run_dir / CACHE_FILE).stat().st_mtime_ns == cached      # a hit: not rewritten
+    (run_dir / CACHE_FILE).unlink()
+    assert cli_main(["score", str(run_dir), "--no-cache", "--no-compare-cache"]) == 0
+    assert not (run_dir / CACHE_FILE).exists()
     assert cli_main(["score", str(tmp_path / "missing")]) == 2
     assert "not a run directory" in capsys.readouterr().err
     assert cli_main(["score", str(run_dir), "--batch-size", "0"]) == 2
