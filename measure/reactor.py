@@ -228,7 +228,14 @@ class Reactor:
         return ready
 
     def _on_ready(self) -> None:
-        ready = self.drain()
+        try:
+            ready = self.drain()
+        except KeyboardInterrupt as exc:
+            # Ctrl-C / SIGINT landed while this hub callback ran Python code: hand it to the main
+            # greenlet as gevent does for a failed watcher, minus the traceback it would print
+            # (Locust's SIGINT shutdown is the normal way to stop a run, not an error)
+            self.hub.handle_system_error(type(exc), exc)
+            return
         now = time.perf_counter_ns()
         if now - self._window_start >= DENSE_WINDOW_NS:
             self.dense = self.short_gaps > max(2, DENSE_SHARE * self._window_reads)
