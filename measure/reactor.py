@@ -57,12 +57,25 @@ _TIMESPEC = struct.Struct("@qq")
 _ANC_BYTES = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
 
 
+_ANCHOR: list[socket.socket] = []
+
+
 def enable_timestamps(sock: socket.socket) -> bool:
-    """Ask the kernel to stamp the segments ``sock`` receives (Linux); False where it cannot."""
+    """Ask the kernel to stamp the segments ``sock`` receives (Linux); False where it cannot.
+
+    Linux stamps packets only while some socket on the host wants stamps, and when none did the
+    switch is flipped by a deferred kernel work item: the first packets after it may come without
+    a stamp (the reader then falls back to ``perf_counter_ns()`` after the read). One idle UDP
+    socket with the option on, kept for the life of the process, keeps the switch on between
+    connections, so only the process's very first connection can meet that gap."""
     if not sys.platform.startswith("linux") or not _ANC_BYTES:
         return False
     try:
         sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        if not _ANCHOR:
+            anchor = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            anchor.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            _ANCHOR.append(anchor)
     except OSError:
         return False
     return True

@@ -34,9 +34,26 @@ def pair():
     listener.close()
     server.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     assert reactor_mod.enable_timestamps(client)
+    _until_stamped(client, server)
     yield client, server
     client.close()
     server.close()
+
+
+def _until_stamped(client: socket.socket, server: socket.socket) -> None:
+    """Wait until the kernel stamps this connection's packets: when no socket on the host wanted
+    stamps, Linux turns them on from a deferred work item (see ``enable_timestamps``)."""
+    raw = client._sock if hasattr(client, "_sock") else client
+    for _ in range(100):
+        server.sendall(b"?")
+        gevent.sleep(0.01)
+        try:
+            _, ancdata, _, _ = raw.recvmsg(16, socket.CMSG_SPACE(16))
+        except BlockingIOError:
+            continue
+        if ancdata:
+            return
+    pytest.fail("the kernel never stamped a packet of this connection")
 
 
 def _busy(ms: float) -> None:
