@@ -242,13 +242,12 @@ class Reactor:
 
     def _on_ready(self) -> None:
         try:
-            ready = self.drain()
+            self._pass()
         except KeyboardInterrupt as exc:
-            # Ctrl-C / SIGINT landed while this hub callback ran Python code: hand it to the main
-            # greenlet as gevent does for a failed watcher, minus the traceback it would print
-            # (Locust's SIGINT shutdown is the normal way to stop a run, not an error)
-            self.hub.handle_system_error(type(exc), exc)
-            return
+            self._interrupted(exc)
+
+    def _pass(self) -> None:
+        ready = self.drain()
         now = time.perf_counter_ns()
         if now - self._window_start >= DENSE_WINDOW_NS:
             self.dense = self.short_gaps > max(2, DENSE_SHARE * self._window_reads)
@@ -259,7 +258,19 @@ class Reactor:
             self._timer.start(self._resume)
 
     def _resume(self) -> None:
-        self._watcher.start(self._on_ready)
+        try:
+            self._watcher.start(self._on_ready)
+        except KeyboardInterrupt as exc:
+            self._interrupted(exc)
+
+    def _interrupted(self, exc: KeyboardInterrupt) -> None:
+        """Ctrl-C / SIGINT landed while a hub callback ran Python code: keep watching (a stopped
+        watcher with no timer would leave every stream unread while the run shuts down) and hand
+        the interrupt to the main greenlet as gevent does for a failed watcher, minus the
+        traceback it prints (Locust's SIGINT shutdown is the normal way to stop a run)."""
+        if not self._watcher.active and not self._timer.active:
+            self._watcher.start(self._on_ready)
+        self.hub.handle_system_error(type(exc), exc)
 
 
 _REACTORS: dict[int, Reactor] = {}
