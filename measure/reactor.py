@@ -34,6 +34,7 @@ blocking ``recv``.
 
 from __future__ import annotations
 
+import atexit
 import collections
 import socket
 import struct
@@ -76,6 +77,7 @@ def enable_timestamps(sock: socket.socket) -> bool:
             anchor = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             anchor.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
             _ANCHOR.append(anchor)
+            atexit.register(anchor.close)
     except OSError:
         return False
     return True
