@@ -42,9 +42,16 @@ def received(sim: SimProcess) -> int:
     return int(sim_metrics(sim)["fourfold_sim_received_total"])
 
 
+def _default_sigint() -> None:
+    # A suite started in the background (`cmd &` in a script, some CI runners) inherits SIGINT
+    # *ignored*, and exec keeps it ignored: the Locust under test would never see the Ctrl-C
+    # this file sends it.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_locust(args: list[str], cwd: Path) -> subprocess.Popen[str]:
     return subprocess.Popen([*LOCUST, *args], cwd=cwd, env=locust_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
 
 
 def wait_for_lines(path: Path, n: int, proc: subprocess.Popen[str], timeout_s: float = 20) -> int:
