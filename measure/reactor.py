@@ -200,8 +200,6 @@ class Reactor:
         self.short_gaps = 0                  # ... reads in this window that came < DENSE_GAP_NS after
         self._window_reads = 0               # the same stream's previous read
         self._window_start = time.perf_counter_ns()
-        self.drains = 0
-        self.reads = 0
         loop = self.hub.loop
         self._watcher = loop.io(self._epoll.fileno(), 1)
         self._timer = loop.timer(COALESCE_S)
@@ -233,8 +231,6 @@ class Reactor:
         now = time.perf_counter_ns()
         offset = now - time.time_ns()
         ready = self._epoll.poll(0)
-        self.drains += 1
-        self.reads += len(ready)
         self._window_reads += len(ready)
         for fd, _ in ready:
             reader = readers.get(fd)
