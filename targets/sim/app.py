@@ -94,23 +94,22 @@ class SimApp:
                                            self.profile.session_miss_rate)
         self._recent_plans: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._plain_plan_header = json.dumps({"seed": self.seed, "profile": self.profile.name}, separators=(",", ":"))
-        self._to_handle: deque[tuple[Callable[[float], None], float]] = deque()
+        self._to_handle: deque[Callable[[], None]] = deque()
         self._handling = False
 
-    def handle_soon(self, handler: Callable[[float], None], arrived_s: float) -> None:
-        """Queue the handling of a request that arrived at ``arrived_s``. One is handled per
-        loop iteration, so sockets that become readable meanwhile are read, and their requests
-        stamped, between two handlings rather than after a whole burst of them; due tokens are
-        written between two handlings too."""
-        self._to_handle.append((handler, arrived_s))
+    def handle_soon(self, handler: Callable[[], None]) -> None:
+        """Queue the handling of bytes just read. One handler runs per loop iteration, so
+        sockets that become readable meanwhile are read, and their requests stamped, between two
+        handlings rather than after a whole burst of them; due tokens are written in between too."""
+        self._to_handle.append(handler)
         if not self._handling:
             self._handling = True
             self.loop.call_soon(self._handle_next)
 
     def _handle_next(self) -> None:
-        handler, arrived_s = self._to_handle.popleft()
+        handler = self._to_handle.popleft()
         try:
-            handler(arrived_s)
+            handler()
         finally:
             if self._to_handle:
                 self.loop.call_soon(self._handle_next)

@@ -106,6 +106,7 @@ class SimProtocol(asyncio.Protocol):
         self._queued_start: Callable[[], None] | None = None
         self._idle_timer: asyncio.TimerHandle | None = None
         self._fault_timer: asyncio.TimerHandle | None = None   # a slow_headers fault's delay
+        self._read_s = 0.0
 
     # --- asyncio callbacks -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -116,9 +117,13 @@ class SimProtocol(asyncio.Protocol):
         # Stamped now, handled later (SimApp.handle_soon: one request per loop iteration), so in a
         # burst every request is stamped when it was read, not after the handling (~0.1-0.3 ms
         # each) of all those that came before it.
+        self._read_s = self.app.loop.time()     # a request's arrival: when its last bytes were read
         self._cancel_idle_timer()
         self.parser.feed(data)
-        self.app.handle_soon(self._process, self.app.loop.time())
+        self.app.handle_soon(self._process_read)
+
+    def _process_read(self) -> None:
+        self._process(self._read_s)
 
     def eof_received(self) -> bool | None:
         """The client half-closed: finish the response in progress (if any), then close."""
@@ -142,8 +147,8 @@ class SimProtocol(asyncio.Protocol):
     # --- request handling --------------------------------------------------------------
     def _process(self, arrived_s: float | None = None) -> None:
         """Handle the buffered requests while the connection is free. ``arrived_s``: when the
-        bytes that completed the first of them were read (None: a pipelined request, whose time
-        starts when the connection became free, i.e. now)."""
+        connection's latest bytes were read, i.e. when the first of them was complete (None: a
+        pipelined request, whose time starts when the connection became free, i.e. now)."""
         while not self.busy and not self.closed:
             try:
                 request = self.parser.next_request()
