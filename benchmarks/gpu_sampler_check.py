@@ -186,10 +186,10 @@ def main() -> int:
             a, b = r[f"ours.{key}"], r[f"nvml.{key}"]
             ok = a is not None and b is not None and abs(float(a) - float(b)) <= tol
             check(f"{r['phase']}: {key} within {tol:.0f} of NVML", ok, f"ours {a} NVML {b}")
-    for name in ("nvidia_smi.gpu_util_pct", "nvidia_smi.mem_bw_util_pct"):
+    for name, least_max in (("nvidia_smi.gpu_util_pct", 90.0), ("nvidia_smi.mem_bw_util_pct", 50.0)):
         m = sm.get("metrics", {}).get(name, {})
-        check(f"summary.json has mean/max of {name}", "mean" in m and "max" in m and m["max"] >= 90 * (name.endswith("gpu_util_pct")),
-              json.dumps(m))
+        check(f"summary.json has mean/max of {name} (max >= {least_max:g})",
+              "mean" in m and "max" in m and m["max"] >= least_max, json.dumps(m))
 
     print(f"{'phase':18} {'s':>5} {'n':>3} | {'gpu% ours':>9} {'NVML':>6} | {'membw% ours':>11} {'NVML':>6} | {'used MiB ours':>13} {'NVML':>8}")
     for r in table:

@@ -269,26 +269,11 @@ class _RawStream(httpx.SyncByteStream):
     def _read_function(self):  # type: ignore[no-untyped-def]
         """``read() -> (perf_counter_ns, bytes)``: from the reactor's :class:`Reader` when it
         serves this socket (gevent, plain HTTP), else from blocking ``recv`` calls."""
-        watchdog = self._watchdog
-        sock = self._conn.sock
         reader = self._reader
         if reader is not None:
             reader.body(self._framing, self._length - len(self._leftover))
             return _reader_read(reader)
-        recv = sock.recv
-        now = time.perf_counter_ns
-
-        def read_socket() -> tuple[int, bytes]:
-            if watchdog is not None:
-                watchdog.last_ns = now()
-            try:
-                data = recv(65536)
-            except TimeoutError:
-                raise httpx.ReadTimeout("no data within the read timeout") from None
-            except OSError as exc:
-                raise httpx.ReadError(str(exc) or exc.__class__.__name__) from None
-            return now(), data
-        return read_socket
+        return _socket_read(self._conn.sock, self._watchdog)
 
     def close(self) -> None:
         _Watchdog.stop(self._watchdog)
@@ -342,13 +327,28 @@ def _reader_read(reader: Reader, raw_errors: bool = False):  # type: ignore[no-u
     return read_reactor
 
 
-def _socket_read(sock: socket.socket):  # type: ignore[no-untyped-def]
-    """``read() -> (perf_counter_ns, bytes)`` with one blocking ``recv`` (OSErrors pass through)."""
+def _socket_read(sock: socket.socket, watchdog: _Watchdog | None = None,  # type: ignore[no-untyped-def]
+                 raw_errors: bool = False):
+    """``read() -> (perf_counter_ns, bytes)`` with one blocking ``recv``, telling ``watchdog``
+    a read has begun. A socket timeout comes out as ``httpx.ReadTimeout``, another socket error
+    as ``httpx.ReadError`` (or both as themselves with ``raw_errors``, for the head's
+    stale-connection check)."""
     recv = sock.recv
     now = time.perf_counter_ns
 
     def read_socket() -> tuple[int, bytes]:
-        data = recv(65536)
+        if watchdog is not None:
+            watchdog.last_ns = now()
+        try:
+            data = recv(65536)
+        except TimeoutError:
+            if raw_errors:
+                raise
+            raise httpx.ReadTimeout("no data within the read timeout") from None
+        except OSError as exc:
+            if raw_errors:
+                raise
+            raise httpx.ReadError(str(exc) or exc.__class__.__name__) from None
         return now(), data
     return read_socket
 
@@ -450,7 +450,8 @@ class RawH1Transport(httpx.BaseTransport):
                     conn.sock.sendall(body)
                 if progress is not None:
                     progress["sent"] = True
-                read = _reader_read(reader, raw_errors=True) if reader is not None else _socket_read(conn.sock)
+                read = (_reader_read(reader, raw_errors=True) if reader is not None
+                        else _socket_read(conn.sock, raw_errors=True))
                 status, headers, leftover, t_head_ns = _read_head(read)
                 break
             except _StaleConnection:

@@ -85,6 +85,8 @@ class JsonEventParser:
     ``_reasoning``; everything else straight into ``_done`` (the Completion being built).
     """
 
+    _template_hits = 0      # events feed_chunks took by the template, without JSON (tests read it)
+
     def __init__(self, streaming: bool = True, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
         self.streaming = streaming
         self.max_event_bytes = max_event_bytes
@@ -139,7 +141,6 @@ class JsonEventParser:
         parts = body.split(b"\n\n")
         parts.pop()
         limit = self.max_event_bytes
-        limit = self.max_event_bytes
         find_template = getattr(self, "_find_template", None)
         template = find_template(parts) if find_template is not None else None
         tprefix, tsuffix = template if template is not None else (b"\x00", b"")
@@ -185,7 +186,7 @@ class JsonEventParser:
         # every check passed: from here on the body is applied, event by event, in order
         self._fed = True
         if template is not None:
-            self._template_hits = hits     # type: ignore[attr-defined]
+            self._template_hits = hits
         per_chunk = [0] * len(chunks)
         chunk_ends: list[int] = []
         total = 0
@@ -355,7 +356,6 @@ class OpenAIChatParser(JsonEventParser):
     """Parser for one chat-completions response; ``streaming`` picks SSE or one JSON body."""
 
     _template: tuple[bytes, bytes] | None = None
-    _template_hits = 0
 
     def _find_template(self, parts: list[bytes]) -> tuple[bytes, bytes] | None:
         """(``b"data: "`` + prefix, suffix) of this stream's plain content deltas (see
