@@ -10,6 +10,10 @@ reader never turns those into Python objects per record:
   by one ``json.loads`` per block of lines; the offsets of a block are parsed in one go by pandas'
   C number parser. A key such as ``,"text":"`` cannot occur *inside* a JSON string (every quote
   there is escaped), so the searches only find the real keys.
+- **Compiled**: where ``reports/_records_scan.c`` was built (``pip install`` with a C compiler),
+  it does the fast path's cuts per block in C, parses the offsets as ``float()`` does and reads
+  the SCALARS straight into columns, handing back to the decoders above only the lines it cannot
+  read plainly; the table is the same (``tests/unit/test_records_native.py``), 2.3 times faster.
 - **Slow path**: any other line (another key order, a line the fast path cannot cut, a record
   whose ``extra`` holds one of ``EXTRA_KEYS``: an L4 session end, an L3 retrieval) is decoded
   whole with ``json.loads``. A line that is not JSON (a torn last line of a killed run) is
@@ -43,6 +47,11 @@ from pandas.api.types import union_categoricals
 from measure.histogram import DEFAULT_ALPHA, ZERO_CUTOFF
 from measure.record import FAILURE_CLASSES, SCHEMA_VERSION
 
+try:
+    from reports import _records_scan  # compiled from reports/_records_scan.c when a compiler was there
+except ImportError:  # pragma: no cover - the pure-Python path below does the same, slower
+    _records_scan = None  # type: ignore[assignment]
+
 __all__ = ["GAP_SAMPLE_RECORDS", "GapHistogram", "RecordTable", "RecordsFormatError", "read_record_table"]
 
 SCALARS = ("level", "scenario", "variant", "item_id", "warmup", "started_at", "status",
@@ -51,7 +60,11 @@ CATEGORIES = ("level", "scenario", "variant", "item_id", "error_class")
 REQUIRED = ("level", "scenario", "error_class", "started_at")
 # read from ``extra`` (slow path): L4 on the record that ends a session, L3 retrieval quality
 EXTRA_KEYS = ("session_completed", "rounds", "recall_at_k", "precision_at_k")
-_NO_EXTRAS = (None,) * len(EXTRA_KEYS)
+# the SCALARS as a block holds them: numbers (float64, NaN for null; a flag 0/1) and texts (str or None)
+NUMBER_COLUMNS = ("started_at", "status", "ttfb_ms", "ttft_ms", "e2e_ms", "queue_ms", "output_tokens",
+                  "conn_reused", "warmup", "terminal")
+FLAG_COLUMNS = ("warmup", "terminal")
+TEXT_COLUMNS = ("level", "scenario", "variant", "item_id", "error_class")
 GAP_SAMPLE_RECORDS = 2000
 BLOCK_BYTES = 16 << 20
 
@@ -199,30 +212,36 @@ class _Accumulator:
         if not self.first_unreadable:
             self.first_unreadable = f"{self.path}:{lineno}: skipped an unreadable line ({nbytes} bytes): {exc}"
 
-    def add_block(self, rows: list[tuple[Any, ...]], extras: list[tuple[Any, ...]], offsets: list[bytes],
-                  line_offsets: list[int]) -> None:
-        if not rows:
+    def add_block(self, nums: np.ndarray, texts: list[list[Any]], extras: np.ndarray, lens: np.ndarray,
+                  flat: np.ndarray, line_offsets: list[int]) -> None:
+        """One block of records: ``nums`` (records x NUMBER_COLUMNS), ``texts`` (TEXT_COLUMNS, a list
+        each), ``extras`` (records x EXTRA_KEYS, NaN where absent), ``lens`` (each record's number of
+        chunk offsets), ``flat`` (all the offsets, record after record), ``line_offsets`` (where
+        each record's line starts in the file)."""
+        if not len(nums):
             return
-        cols = dict(zip(SCALARS, zip(*rows)))
-        warm = np.array(cols["warmup"], dtype=bool)
-        error_class = np.array(cols["error_class"], dtype=object)
+        col = {name: nums[:, j] for j, name in enumerate(NUMBER_COLUMNS)}
+        text = dict(zip(TEXT_COLUMNS, texts))
+        warm = col["warmup"] != 0
+        error_class = np.array(text["error_class"], dtype=object)
         cancelled = error_class == "cancelled"
         keep = ~warm & ~cancelled
         self.warmup += int(warm.sum())
         self.cancelled += int((cancelled & ~warm).sum())
-        lens, flat = _parse_offsets(offsets)
+        lens = np.asarray(lens, dtype=np.int64)
+        flat = np.asarray(flat, dtype=np.float64)
         starts = np.zeros(len(lens) + 1, dtype=np.int64)
         np.cumsum(lens, out=starts[1:])
 
         frame = pd.DataFrame({
-            "started_at": np.array(cols["started_at"], dtype=np.float64),
-            "status": np.array([s or 0 for s in cols["status"]], dtype=np.int32),
-            "ttfb_ms": _floats(cols["ttfb_ms"]), "ttft_ms": _floats(cols["ttft_ms"]), "e2e_ms": _floats(cols["e2e_ms"]),
-            "queue_ms": _floats(cols["queue_ms"]).astype(np.float32),
-            "output_tokens": _floats(cols["output_tokens"]),
-            "terminal": np.array(cols["terminal"], dtype=bool),
-            "conn_reused": _floats(cols["conn_reused"]).astype(np.float32),
-            **{name: _floats([e[i] for e in extras]).astype(np.float32) for i, name in enumerate(EXTRA_KEYS)},
+            "started_at": col["started_at"].copy(),
+            "status": np.nan_to_num(col["status"], nan=0.0).astype(np.int32),
+            "ttfb_ms": col["ttfb_ms"].copy(), "ttft_ms": col["ttft_ms"].copy(), "e2e_ms": col["e2e_ms"].copy(),
+            "queue_ms": col["queue_ms"].astype(np.float32),
+            "output_tokens": col["output_tokens"].copy(),
+            "terminal": col["terminal"] != 0,
+            "conn_reused": col["conn_reused"].astype(np.float32),
+            **{name: extras[:, i].astype(np.float32) for i, name in enumerate(EXTRA_KEYS)},
             "line_offset": np.array(line_offsets, dtype=np.int64), "n_chunks": lens.astype(np.int32),
         })
         frame["output_tokens"] = frame["output_tokens"].fillna(0.0)
@@ -258,18 +277,18 @@ class _Accumulator:
         frame = frame[keep].reset_index(drop=True)
         kept = np.flatnonzero(keep)
         self.categories.append({
-            "level": pd.Categorical(np.array(cols["level"], dtype=object)[kept]),
-            "scenario": pd.Categorical(np.array(cols["scenario"], dtype=object)[kept]),
-            "variant": pd.Categorical([cols["variant"][i] or "" for i in kept.tolist()]),
-            "item_id": pd.Categorical([cols["item_id"][i] or "" for i in kept.tolist()]),
+            "level": pd.Categorical(np.array(text["level"], dtype=object)[kept]),
+            "scenario": pd.Categorical(np.array(text["scenario"], dtype=object)[kept]),
+            "variant": pd.Categorical([text["variant"][i] or "" for i in kept.tolist()]),
+            "item_id": pd.Categorical([text["item_id"][i] or "" for i in kept.tolist()]),
             "error_class": pd.Categorical(error_class[kept])})
 
         # per group: pooled ITL of ok records, gap samples, output tokens per second of arrival
-        names = [f"{a}\x1f{b}\x1f{c or ''}" for a, b, c in zip(cols["level"], cols["scenario"], cols["variant"])]
+        names = [f"{a}\x1f{b}\x1f{c or ''}" for a, b, c in zip(text["level"], text["scenario"], text["variant"])]
         codes, uniques = pd.factorize(pd.Series(names, dtype=object))
-        started = np.array(cols["started_at"], dtype=np.float64)
-        tokens = np.nan_to_num(_floats(cols["output_tokens"]))
-        e2e = _floats(cols["e2e_ms"])
+        started = col["started_at"]
+        tokens = np.nan_to_num(col["output_tokens"])
+        e2e = col["e2e_ms"]
         for code, name in enumerate(uniques):
             level, scenario, variant = str(name).split("\x1f")
             key = (level, scenario, variant)
@@ -371,17 +390,17 @@ def _require_record(data: Any, path: Path, lineno: int) -> None:
                                  "is this a run directory written by fourfold?")
 
 
-def _slow_row(data: Any, path: Path, lineno: int) -> tuple[tuple[Any, ...], tuple[Any, ...], bytes]:
-    """Scalars, EXTRA_KEYS facts and offsets (as joined bytes) of one whole-line-decoded record."""
+def _slow_row(data: Any, path: Path, lineno: int) -> tuple[tuple[Any, ...], tuple[Any, ...], np.ndarray]:
+    """Scalars, EXTRA_KEYS facts and chunk offsets of one whole-line-decoded record."""
     _require_record(data, path, lineno)
     _check_schema(data.get("schema", 1), path, lineno)
     extra = data.get("extra")
     if not isinstance(extra, dict):
         extra = {}
     offsets = data.get("chunk_offsets_ms") or []
-    joined = ",".join(repr(float(v)) for v in offsets).encode() if offsets else b""
     return (tuple(data.get(k) for k in SCALARS),
-            tuple(_plain_number(extra.get(k)) for k in EXTRA_KEYS), joined)
+            tuple(_plain_number(extra.get(k)) for k in EXTRA_KEYS),
+            np.array([float(v) for v in offsets], dtype=np.float64))
 
 
 def _plain_number(value: Any) -> float | None:
@@ -396,21 +415,52 @@ def _check_schema(schema: Any, path: Path, lineno: int) -> None:
 
 
 def read_record_table(path: str | Path, *, stall_ms: float = 150.0, sample_cap: int = GAP_SAMPLE_RECORDS,
-                      block_bytes: int = BLOCK_BYTES) -> RecordTable:
+                      block_bytes: int = BLOCK_BYTES, native: bool | None = None) -> RecordTable:
     """Read ``path`` (a records.jsonl) into a :class:`RecordTable` (see module docstring).
+
+    ``native``: cut the lines with the compiled scanner (True), with Python (False), or with the
+    scanner when it was built (None). Both give the same table.
 
     Raises :class:`RecordsFormatError` for a record of a newer schema or a line that is JSON but
     not a fourfold record; skips (and counts) lines that are not JSON.
     """
     path = Path(path)
+    if native is None:
+        native = _records_scan is not None
+    elif native and _records_scan is None:
+        raise RuntimeError("reports._records_scan was not built (no C compiler at install time?)")
     acc = _Accumulator(path, stall_ms, sample_cap)
     lineno = position = 0
     with open(path, "rb") as fh:
-        while True:
-            lines = fh.readlines(block_bytes)
-            if not lines:
-                break
-            lineno, position = _process_lines(acc, lines, lineno, position)
+        if native:
+            # one buffer for the whole file, refilled in place (a fresh 16 MB object per block costs
+            # more in page faults than the scanner spends on it)
+            buf = bytearray(block_bytes)
+            view = memoryview(buf)
+            have = 0
+            while True:
+                if have == len(buf):           # one line longer than the buffer
+                    view.release()
+                    buf.extend(bytes(len(buf)))
+                    view = memoryview(buf)
+                got = fh.readinto(view[have:])
+                if not got:
+                    if have:
+                        lineno, position = _process_block(acc, view[:have], lineno, position)
+                    break
+                have += got
+                end = buf.rfind(b"\n", 0, have) + 1
+                if end:
+                    lineno, position = _process_block(acc, view[:end], lineno, position)
+                    view[:have - end] = view[end:have]
+                    have -= end
+            view.release()
+        else:
+            while True:
+                lines = fh.readlines(block_bytes)
+                if not lines:
+                    break
+                lineno, position = _process_lines(acc, lines, lineno, position)
     return acc.result()
 
 
@@ -421,6 +471,40 @@ _NO_EXTRA_TAIL = b',"extra":{}' + _LINE_TAIL
 # (inside a JSON string its quotes are escaped); if plan or extra held a nested "server_timing",
 # the cut would land inside that object, the cut-down line would not be valid JSON, and the line
 # would go the slow path. ``"extra":{}`` last means no EXTRA_KEYS to look for.
+_SCAN_KEYS = (_LINE_TAIL, _NO_EXTRA_TAIL, _CUT, _OFFSETS, _TEXT, _TEXT_END, *_EXTRA_MARKS)
+_SCAN_COLUMNS = tuple((name.encode(), 1 if name in FLAG_COLUMNS else 0) for name in NUMBER_COLUMNS) + tuple(
+    (name.encode(), 2) for name in TEXT_COLUMNS)
+
+
+def _process_block(acc: _Accumulator, block: memoryview, lineno: int, position: int) -> tuple[int, int]:
+    """The compiled twin of :func:`_process_lines` for a block of whole lines
+    (``reports/_records_scan.c``): the same cuts, the offsets parsed as ``float()`` parses them,
+    and the SCALARS of each cut-down line read straight into columns; a line whose scalars it
+    does not read plainly (an escape in a text it keeps, a value of another type, a key missing)
+    comes back as its cut-down line, decoded here as the Python path decodes it."""
+    assert _records_scan is not None
+    (nums, texts, undecided, joined, part_ends, fast, slow, starts, lens,
+     flat) = _records_scan.scan(block, position, _SCAN_COLUMNS, *_SCAN_KEYS)
+    line_starts = np.frombuffer(starts, dtype=np.int64).tolist()
+    fast_index = np.frombuffer(fast, dtype=np.int64).tolist()
+    table = np.frombuffer(nums, dtype=np.float64).reshape(len(fast_index), len(NUMBER_COLUMNS)).copy()
+    which = np.frombuffer(undecided, dtype=np.int64).tolist()
+    dicts: list[Any] = []
+    if which:
+        try:
+            dicts = list(orjson.loads(joined))
+        except orjson.JSONDecodeError:
+            ends = np.frombuffer(part_ends, dtype=np.int64).tolist()
+            dicts = [_loads_or_none(joined[a + 1:b]) for a, b in zip([0, *ends[:-1]], ends)]
+
+    def line(i: int) -> bytes:
+        return bytes(block[line_starts[i] - position:line_starts[i + 1] - position])
+
+    slow_lines = [(line(i), line_starts[i], lineno + i + 1) for i in np.frombuffer(slow, dtype=np.int64).tolist()]
+    _finish_block(acc, table, [list(t) for t in texts], which, dicts, fast_index,
+                  [line_starts[i] for i in fast_index], np.frombuffer(lens, dtype=np.int64),
+                  np.frombuffer(flat, dtype=np.float64), slow_lines, line, lineno)
+    return lineno + len(line_starts) - 1, line_starts[-1]
 
 
 def _process_lines(acc: _Accumulator, lines: list[bytes], lineno: int, position: int) -> tuple[int, int]:
@@ -451,41 +535,87 @@ def _process_lines(acc: _Accumulator, lines: list[bytes], lineno: int, position:
         if line.strip():
             slow_index.append(i)
     slow = [(lines[i], line_starts[i], lineno + i + 1) for i in slow_index]
-    fast_starts = [line_starts[i] for i in fast_index]
-
-    rows: list[tuple[Any, ...]] = []
-    extras: list[tuple[Any, ...]] = []
-    offsets: list[bytes] = []
-    starts: list[int] = []
-    dicts = _decode_all(parts)
-    try:
-        if None in dicts:
-            raise TypeError
-        rows = list(map(_GET_SCALARS, dicts))
-        extras = [_NO_EXTRAS] * len(rows)
-        offsets, starts = fast_offsets, fast_starts
-    except (KeyError, TypeError):        # a cut-down line did not decode, or lacks a key: one by one
-        for data, joined, i in zip(dicts, fast_offsets, fast_index):
-            if data is None:             # try the whole line
-                slow.append((lines[i], line_starts[i], lineno + i + 1))
-                continue
-            rows.append(_scalars_of(data, acc.path, lineno + i + 1))
-            extras.append(_NO_EXTRAS)
-            offsets.append(joined)
-            starts.append(line_starts[i])
-    for line, start, number in slow:
-        try:
-            data = json.loads(line)
-        except ValueError as exc:        # JSONDecodeError and UnicodeDecodeError: a torn or damaged line
-            acc.unreadable_line(number, len(line), exc)
-            continue
-        row, extra, joined = _slow_row(data, acc.path, number)
-        rows.append(row)
-        extras.append(extra)
-        offsets.append(joined)
-        starts.append(start)
-    acc.add_block(rows, extras, offsets, starts)
+    lens, flat = _parse_offsets(fast_offsets)
+    n = len(fast_index)
+    _finish_block(acc, np.full((n, len(NUMBER_COLUMNS)), np.nan), [[None] * n for _ in TEXT_COLUMNS],
+                  list(range(n)), _decode_all(parts), fast_index, [line_starts[i] for i in fast_index], lens, flat,
+                  slow, lines.__getitem__, lineno)
     return lineno + len(lines), line_starts[-1]
+
+
+def _columns_of(rows: list[tuple[Any, ...]]) -> tuple[np.ndarray, list[list[Any]]]:
+    """SCALARS tuples -> (numbers, texts) as a block holds them: a number column as
+    ``np.array(values, dtype=float)`` makes it (None is NaN, a bool 1/0), a flag as
+    ``np.array(values, dtype=bool)`` (None is 0)."""
+    by = dict(zip(SCALARS, zip(*rows))) if rows else {name: () for name in SCALARS}
+    nums = np.empty((len(rows), len(NUMBER_COLUMNS)))
+    for j, name in enumerate(NUMBER_COLUMNS):
+        nums[:, j] = np.array(by[name], dtype=bool) if name in FLAG_COLUMNS else _floats(by[name])
+    return nums, [list(by[name]) for name in TEXT_COLUMNS]
+
+
+def _finish_block(acc: _Accumulator, nums: np.ndarray, texts: list[list[Any]], undecided: list[int],
+                  dicts: list[Any], fast_index: list[int], fast_starts: list[int], lens: np.ndarray,
+                  flat: np.ndarray, slow: list[tuple[bytes, int, int]], line: Any, lineno: int) -> None:
+    """Complete the fast lines' columns (``nums``, ``texts``) with the ``undecided`` ones, whose
+    cut-down lines decoded to ``dicts`` (None where one did not decode: that line is decoded
+    whole), add the ``slow`` lines (bytes, file position, line number) after them, hand the block on."""
+    keep: np.ndarray | None = None
+    if undecided:
+        rows: list[tuple[Any, ...]] = []
+        filled = undecided
+        try:
+            if None in dicts:
+                raise TypeError
+            rows = list(map(_GET_SCALARS, dicts))
+        except (KeyError, TypeError):    # a cut-down line did not decode, or lacks a key: one by one
+            keep = np.ones(len(fast_index), dtype=bool)
+            filled = []
+            for k, data in zip(undecided, dicts):
+                i = fast_index[k]
+                if data is None:         # try the whole line
+                    keep[k] = False
+                    slow.append((line(i), fast_starts[k], lineno + i + 1))
+                    continue
+                rows.append(_scalars_of(data, acc.path, lineno + i + 1))
+                filled.append(k)
+        sub_nums, sub_texts = _columns_of(rows)
+        if len(filled) == len(fast_index):
+            nums, texts = sub_nums, sub_texts
+        elif filled:
+            nums[filled] = sub_nums
+            for column, values in zip(texts, sub_texts):
+                for k, value in zip(filled, values):
+                    column[k] = value
+    if keep is not None and not keep.all():
+        flat = flat[np.repeat(keep, lens)]
+        lens, nums = lens[keep], nums[keep]
+        texts = [list(itertools.compress(column, keep)) for column in texts]
+        fast_starts = list(itertools.compress(fast_starts, keep))
+    extras = np.full((len(nums), len(EXTRA_KEYS)), np.nan)
+    slow_rows: list[tuple[Any, ...]] = []
+    slow_extras: list[tuple[Any, ...]] = []
+    slow_offsets: list[np.ndarray] = []
+    starts = list(fast_starts)
+    for text, start, number in slow:
+        try:
+            data = json.loads(text)
+        except ValueError as exc:        # JSONDecodeError and UnicodeDecodeError: a torn or damaged line
+            acc.unreadable_line(number, len(text), exc)
+            continue
+        row, extra, offsets = _slow_row(data, acc.path, number)
+        slow_rows.append(row)
+        slow_extras.append(extra)
+        slow_offsets.append(offsets)
+        starts.append(start)
+    if slow_rows:
+        more_nums, more_texts = _columns_of(slow_rows)
+        nums = np.concatenate([nums, more_nums])
+        texts = [column + more for column, more in zip(texts, more_texts)]
+        extras = np.concatenate([extras, _floats(slow_extras).reshape(len(slow_rows), len(EXTRA_KEYS))])
+        lens = np.concatenate([lens, [len(o) for o in slow_offsets]]).astype(np.int64)
+        flat = np.concatenate([flat, *slow_offsets])
+    acc.add_block(nums, texts, extras, lens, flat, starts)
 
 
 def _decode_all(parts: list[bytes]) -> list[Any]:
@@ -505,6 +635,13 @@ def _decode_all(parts: list[bytes]) -> list[Any]:
         except ValueError:
             out.append(None)
     return out
+
+
+def _loads_or_none(text: bytes) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
 
 
 def _scalars_of(data: Any, path: Path, lineno: int) -> tuple[Any, ...]:
