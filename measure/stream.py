@@ -103,8 +103,11 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
                 record.extra["content_type"] = content_type[:100]   # e.g. an HTML error page with 200
             max_bytes = limits.max_response_bytes
             deadline = t0 + int(limits.max_duration_s * 1e9) if limits.max_duration_s else None
-            read_into = getattr(response.stream, "read_into", None) if facts is not None else None
+            # httpx wraps the transport's stream (BoundSyncStream._stream); RawH1Transport's has read_into
+            raw_stream = getattr(response.stream, "_stream", response.stream) if facts is not None else None
+            read_into = getattr(raw_stream, "read_into", None)
             if read_into is not None:       # RawH1Transport: the whole body in one loop, receive-stamped
+                response.is_stream_consumed = True      # (what iter_raw would mark; close() comes with the block)
                 stopped = read_into(times, chunks, max_bytes, deadline)
             else:                           # httpx's transports: stamped here as each piece comes
                 stopped = read_pieces(response.iter_raw(), times, chunks, max_bytes, deadline)

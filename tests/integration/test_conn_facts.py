@@ -59,3 +59,27 @@ def test_a_bad_content_length_leaves_no_watchdog_behind():
     gevent.sleep(0.6)        # a leaked watchdog would throw httpx.ReadTimeout here
     client.close()
     server.close()
+
+
+def test_the_body_is_read_by_the_transport_in_one_loop(monkeypatch):
+    """send() must reach RawH1Transport's read_into through httpx's wrapper around the stream
+    (BoundSyncStream); through iter_raw every token also went through httpx's generators."""
+    from measure import transport
+
+    calls = []
+    original = transport._RawStream.read_into
+
+    def spy(self, *args):  # type: ignore[no-untyped-def]
+        calls.append(self._reader is not None)
+        return original(self, *args)
+
+    monkeypatch.setattr(transport._RawStream, "read_into", spy)
+    dialect = get_dialect("openai")
+    request = dialect.build(ITEM, RequestOptions(max_tokens=20, ignore_eos=True))
+    with start_simulator("flat") as sim:
+        client = make_http_client(sim.url)
+        records = [send(client, dialect, request, RequestRecord()) for _ in range(2)]
+        client.close()
+    assert calls == [True, True]                 # the reactor's queue, read in one loop, twice
+    assert [(r.error_class, r.content_chunks, len(r.chunk_offsets_ms)) for r in records] == [("ok", 20, 20)] * 2
+    assert records[1].conn_reused                # the body was read to its end: the connection went back
