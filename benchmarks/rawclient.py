@@ -114,7 +114,7 @@ def run(url: str, streams: int, duration_s: float, body: dict, plan_detail: bool
     cpu1 = resource.getrusage(resource.RUSAGE_SELF)
     wall = time.monotonic() - wall0
     return {"streams": finished, "cpu_s": (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime),
-            "wall_s": wall}
+            "sys_s": cpu1.ru_stime - cpu0.ru_stime, "wall_s": wall}
 
 
 def errors(streams: list[RawStream]) -> tuple[list[float], list[float], int]:
