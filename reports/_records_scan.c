@@ -272,18 +272,21 @@ static Py_ssize_t skip_ws(const char *s, Py_ssize_t i, Py_ssize_t n) {
 }
 
 /* A JSON string starting at s[i] == '"': the index after its closing quote, or -1 when it is not
- * a plain string (no closing quote, a control character); *escaped: it holds a backslash. */
-static Py_ssize_t end_of_string(const char *s, Py_ssize_t i, Py_ssize_t n, int *escaped) {
-    *escaped = 0;
+ * a plain string (no closing quote, a control character). *special: 1 when it holds a backslash,
+ * 2 when a byte above 0x7f (either one needs a real decoder to be checked), else 0. */
+static Py_ssize_t end_of_string(const char *s, Py_ssize_t i, Py_ssize_t n, int *special) {
+    *special = 0;
     for (i++; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c == '"')
             return i + 1;
         if (c == '\\') {
-            *escaped = 1;
+            *special |= 1;
             i++;
         } else if (c < 0x20) {
             return -1;
+        } else if (c > 0x7f) {
+            *special |= 2;
         }
     }
     return -1;
@@ -308,7 +311,7 @@ static int walk(Schema *sc, const char *s, Py_ssize_t n, double *nums, PyObject 
         if (i >= n || s[i] != '"')
             return 1;
         Py_ssize_t key_end = end_of_string(s, i, n, &escaped);
-        if (key_end < 0 || escaped)
+        if (key_end < 0 || escaped)  /* an escape or non-ASCII in a key: the real decoder checks it */
             return 1;
         const char *key = s + i + 1;
         Py_ssize_t key_len = key_end - i - 2;
@@ -332,8 +335,10 @@ static int walk(Schema *sc, const char *s, Py_ssize_t n, double *nums, PyObject 
             stop = end_of_string(s, i, n, &escaped);
             if (stop < 0)
                 return 1;
+            if (col == NULL && escaped)  /* a text not kept: its escapes / UTF-8 are checked by the real decoder */
+                return 1;
             if (col != NULL) {
-                if (col->kind != KIND_TEXT || escaped)
+                if (col->kind != KIND_TEXT || (escaped & 1))  /* non-ASCII alone: the strict decode below checks it */
                     return 1;
                 int t = col->column;
                 const char *raw = s + i + 1;

@@ -379,6 +379,15 @@ def _parse_offsets(offsets: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     return lens, flat
 
 
+def _offsets_parse(text: bytes) -> bool:
+    """One line's offsets (the text between the brackets) are a list of JSON numbers."""
+    try:
+        values = json.loads(b"[" + text + b"]")
+    except ValueError:
+        return False
+    return all(type(v) in (int, float) for v in values)
+
+
 def _require_record(data: Any, path: Path, lineno: int) -> None:
     """A decoded line must be a JSON object with every REQUIRED key of a fourfold record."""
     if not isinstance(data, dict):
@@ -535,7 +544,18 @@ def _process_lines(acc: _Accumulator, lines: list[bytes], lineno: int, position:
         if line.strip():
             slow_index.append(i)
     slow = [(lines[i], line_starts[i], lineno + i + 1) for i in slow_index]
-    lens, flat = _parse_offsets(fast_offsets)
+    try:
+        lens, flat = _parse_offsets(fast_offsets)
+    except ValueError:                   # a damaged offsets list: those lines go the slow path
+        good = [k for k, text in enumerate(fast_offsets) if _offsets_parse(text)]
+        if len(good) < len(fast_index):
+            slow += [(lines[fast_index[k]], line_starts[fast_index[k]], lineno + fast_index[k] + 1)
+                     for k in sorted(set(range(len(fast_index))) - set(good))]
+            slow.sort(key=operator.itemgetter(1))
+            fast_index = [fast_index[k] for k in good]
+            fast_offsets = [fast_offsets[k] for k in good]
+            parts = [piece for k in good for piece in parts[4 * k:4 * k + 4]]
+        lens, flat = _parse_offsets(fast_offsets)
     n = len(fast_index)
     _finish_block(acc, np.full((n, len(NUMBER_COLUMNS)), np.nan), [[None] * n for _ in TEXT_COLUMNS],
                   list(range(n)), _decode_all(parts), fast_index, [line_starts[i] for i in fast_index], lens, flat,
