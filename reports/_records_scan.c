@@ -119,8 +119,6 @@ static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == 
 static const double POW10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
                                  1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
-/* One JSON number s[0:n] -> *out as float() gives it; 0 on success, 1 when it is not a JSON
- * number (or overflows to infinity), -1 with an exception set (memory). */
 /* s[0:n] follows JSON's number grammar: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
 static int is_json_number(const char *s, Py_ssize_t n) {
     Py_ssize_t i = 0;
@@ -156,6 +154,8 @@ static int is_json_number(const char *s, Py_ssize_t n) {
     return i == n;
 }
 
+/* One JSON number s[0:n] -> *out as float() gives it; 0 on success, 1 when it is not a JSON
+ * number (or overflows to infinity), -1 with an exception set (memory). */
 static int parse_number(const char *s, Py_ssize_t n, double *out) {
     Py_ssize_t i = 0;
     int neg = 0;
