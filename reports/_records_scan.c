@@ -77,14 +77,19 @@ static int buf_i64(Buf *b, int64_t v) { return buf_put(b, &v, sizeof v); }
 
 static PyObject *buf_bytes(Buf *b) { return PyBytes_FromStringAndSize(b->data ? b->data : "", b->len); }
 
+/* Clip [*start, *end) to s[0:n] as bytes.find does; 0 when a needle of m bytes cannot fit. */
+static int clip(Py_ssize_t n, Py_ssize_t m, Py_ssize_t *start, Py_ssize_t *end) {
+    if (*end > n)
+        *end = n;
+    if (*start < 0)
+        *start = 0;
+    return *end - *start >= m;
+}
+
 /* bytes.find(sub, start, end) on s[0:n]: the first position p with start <= p and p + m <= end */
 static Py_ssize_t find(const char *s, Py_ssize_t n, const char *sub, Py_ssize_t m, Py_ssize_t start,
                        Py_ssize_t end) {
-    if (end > n)
-        end = n;
-    if (start < 0)
-        start = 0;
-    if (end - start < m)
+    if (!clip(n, m, &start, &end))
         return -1;
     if (m == 0)
         return start;
@@ -92,14 +97,10 @@ static Py_ssize_t find(const char *s, Py_ssize_t n, const char *sub, Py_ssize_t 
     return hit ? (Py_ssize_t)(hit - s) : -1;
 }
 
-/* bytes.rfind(sub, start, end) */
+/* bytes.rfind(sub, start, end): the last such position */
 static Py_ssize_t rfind(const char *s, Py_ssize_t n, const char *sub, Py_ssize_t m, Py_ssize_t start,
                         Py_ssize_t end) {
-    if (end > n)
-        end = n;
-    if (start < 0)
-        start = 0;
-    if (end - start < m)
+    if (!clip(n, m, &start, &end))
         return -1;
     if (m == 0)
         return end;
