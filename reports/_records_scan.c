@@ -308,11 +308,11 @@ static int walk(Schema *sc, const char *s, Py_ssize_t n, double *nums, PyObject 
         goto end;
     }
     for (;;) {
-        int escaped;
+        int special;
         if (i >= n || s[i] != '"')
             return 1;
-        Py_ssize_t key_end = end_of_string(s, i, n, &escaped);
-        if (key_end < 0 || escaped)  /* an escape or non-ASCII in a key: the real decoder checks it */
+        Py_ssize_t key_end = end_of_string(s, i, n, &special);
+        if (key_end < 0 || special)  /* an escape or non-ASCII in a key: the real decoder checks it */
             return 1;
         const char *key = s + i + 1;
         Py_ssize_t key_len = key_end - i - 2;
@@ -333,13 +333,13 @@ static int walk(Schema *sc, const char *s, Py_ssize_t n, double *nums, PyObject 
         char c = s[i];
         Py_ssize_t stop;
         if (c == '"') {
-            stop = end_of_string(s, i, n, &escaped);
+            stop = end_of_string(s, i, n, &special);
             if (stop < 0)
                 return 1;
-            if (col == NULL && escaped)  /* a text not kept: its escapes / UTF-8 are checked by the real decoder */
+            if (col == NULL && special)  /* a text not kept: its escapes / UTF-8 are checked by the real decoder */
                 return 1;
             if (col != NULL) {
-                if (col->kind != KIND_TEXT || (escaped & 1))  /* non-ASCII alone: the strict decode below checks it */
+                if (col->kind != KIND_TEXT || (special & 1))  /* non-ASCII alone: the strict decode below checks it */
                     return 1;
                 int t = col->column;
                 const char *raw = s + i + 1;

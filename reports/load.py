@@ -53,6 +53,7 @@ from reports.records import (
     GapHistogram,
     RecordsFormatError,
     RecordTable,
+    loads_or_none,
     read_record_table,
 )
 
@@ -223,7 +224,7 @@ def _read_scores(path: Path) -> CachedScores:
             try:
                 rows = orjson.loads(b"[" + b",".join(lines) + b"]")
             except orjson.JSONDecodeError:
-                rows = [_loads_or_none(line) for line in lines]
+                rows = [loads_or_none(line) for line in lines]
             wrong = next((i for i, row in enumerate(rows)
                           if row is not None and (type(row) is not dict or "item_id" not in row)), None)
             if wrong is not None:
@@ -263,13 +264,6 @@ def _numbers(values: np.ndarray) -> np.ndarray:
         return np.array(values, dtype=float)
     except (TypeError, ValueError):
         return np.array([_number(v) for v in values], dtype=float)
-
-
-def _loads_or_none(line: bytes) -> Any:
-    try:
-        return json.loads(line)
-    except ValueError:
-        return None
 
 
 def _number(value: Any) -> float:

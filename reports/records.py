@@ -504,7 +504,7 @@ def _process_block(acc: _Accumulator, block: memoryview, lineno: int, position: 
             dicts = list(orjson.loads(joined))
         except orjson.JSONDecodeError:
             ends = np.frombuffer(part_ends, dtype=np.int64).tolist()
-            dicts = [_loads_or_none(joined[a + 1:b]) for a, b in zip([0, *ends[:-1]], ends)]
+            dicts = [loads_or_none(joined[a + 1:b]) for a, b in zip([0, *ends[:-1]], ends)]
 
     def line(i: int) -> bytes:
         return bytes(block[line_starts[i] - position:line_starts[i + 1] - position])
@@ -648,16 +648,11 @@ def _decode_all(parts: list[bytes]) -> list[Any]:
         return list(orjson.loads(b"[" + joined[:-1] + b"]"))
     except orjson.JSONDecodeError:
         pass
-    out: list[Any] = []
-    for k in range(0, len(parts), 4):
-        try:
-            out.append(json.loads(b"".join(parts[k:k + 3]) + b"}"))
-        except ValueError:
-            out.append(None)
-    return out
+    return [loads_or_none(b"".join(parts[k:k + 3]) + b"}") for k in range(0, len(parts), 4)]
 
 
-def _loads_or_none(text: bytes) -> Any:
+def loads_or_none(text: bytes) -> Any:
+    """``json.loads(text)``, or None where it is not JSON (also for ``reports.load``'s scores)."""
     try:
         return json.loads(text)
     except ValueError:
