@@ -8,7 +8,7 @@ from setuptools import Extension, setup
 
 setup(
     ext_modules=[
-        Extension("reports._records_scan", ["reports/_records_scan.c"], optional=True,
+        Extension("fourfold.reports._records_scan", ["fourfold/reports/_records_scan.c"], optional=True,
                   extra_compile_args=["-O2"]),
     ],
 )

@@ -40,8 +40,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from fingerprint.embedder import CachedEmbedder, EmbeddingCache, MiniLMEmbedder, text_key  # noqa: E402
-from measure.items import DATA_DIR, load_items  # noqa: E402
+from fourfold.fingerprint.embedder import CachedEmbedder, EmbeddingCache, MiniLMEmbedder, text_key  # noqa: E402
+from fourfold.measure.items import DATA_DIR, load_items  # noqa: E402
 
 _SENTENCE_RE = re.compile(r"[^.!?\n]+[.!?]")
 
@@ -72,7 +72,7 @@ def rate(count: int, seconds: float) -> float:
 
 def cached_new_process(answers_file: Path, cache_file: Path) -> float:
     code = ("import json, sys, time; t = time.perf_counter(); sys.path.insert(0, sys.argv[3]);"
-            "from fingerprint.embedder import CachedEmbedder, EmbeddingCache, MiniLMEmbedder;"
+            "from fourfold.fingerprint.embedder import CachedEmbedder, EmbeddingCache, MiniLMEmbedder;"
             "texts = json.load(open(sys.argv[1]));"
             "e = CachedEmbedder(MiniLMEmbedder(), EmbeddingCache(sys.argv[2])); v = e.encode(texts);"
             "assert e.misses == 0 and 'torch' not in sys.modules, (e.misses, 'torch');"

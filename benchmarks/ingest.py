@@ -43,8 +43,8 @@ sys.path.append(str(REPO / "benchmarks"))
 
 from rawclient import planned_offsets  # noqa: E402
 
-from measure.runread import read_records  # noqa: E402
-from targets.launch import start_simulator  # noqa: E402
+from fourfold.measure.runread import read_records  # noqa: E402
+from fourfold.targets.launch import start_simulator  # noqa: E402
 
 
 def pin(core: int) -> list[str]:

@@ -32,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from levels.arrivals import ArrivalProcess, GapStats, arrival_offsets, dispatcher_seed, gaps_of  # noqa: E402
+from fourfold.levels.arrivals import ArrivalProcess, GapStats, arrival_offsets, dispatcher_seed, gaps_of  # noqa: E402
 
 
 def main() -> int:

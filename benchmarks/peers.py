@@ -75,7 +75,7 @@ from peer_formats import (  # noqa: E402
 from peer_install import PEERS, PeerError, ensure_installed, install  # noqa: E402
 from peer_run import PeerRun, run_peer  # noqa: E402
 
-from targets.sim.profile import load_profile  # noqa: E402
+from fourfold.targets.sim.profile import load_profile  # noqa: E402
 
 DEFAULT_PEERS_DIR = Path(os.environ.get("FOURFOLD_PEERS_DIR", Path.home() / ".cache" / "fourfold-peers"))
 

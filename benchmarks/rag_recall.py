@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from measure.rag import conflict_groups, precision_at_k, recall_at_k  # noqa: E402
-from targets.rag import Pipeline, load_corpus, load_questions  # noqa: E402
+from fourfold.measure.rag import conflict_groups, precision_at_k, recall_at_k  # noqa: E402
+from fourfold.targets.rag import Pipeline, load_corpus, load_questions  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'retriever':<10} {'rerank':<8} {'recall@k':>9} {'precision@k':>12} {'conflict':>9} {'ms/query':>9}")
     for retriever, rerank in configs:
         if "dense" in (retriever, rerank) and embedder is None:
-            from targets.rag.dense import default_embedder
+            from fourfold.targets.rag.dense import default_embedder
 
             embedder = default_embedder()
         pipeline = Pipeline.build(docs, retriever, rerank, top_k=args.k, embedder=embedder)

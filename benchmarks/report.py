@@ -39,10 +39,10 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from fingerprint.score import ScoreRow  # noqa: E402
-from measure.record import RequestRecord  # noqa: E402
-from measure.runlog import RunWriter  # noqa: E402
-from reports.cache import CACHE_FILE  # noqa: E402
+from fourfold.fingerprint.score import ScoreRow  # noqa: E402
+from fourfold.measure.record import RequestRecord  # noqa: E402
+from fourfold.measure.runlog import RunWriter  # noqa: E402
+from fourfold.reports.cache import CACHE_FILE  # noqa: E402
 
 T0 = 1_790_000_000.0
 SENTINELS = {"item_id": "\u00a7I\u00a7", "request_id": "\u00a7R\u00a7", "text": "\u00a7T\u00a7"}

@@ -36,7 +36,7 @@ sys.path.append(str(REPO / "benchmarks"))
 
 from ingest import errors_from_records, pct  # noqa: E402
 
-from targets.launch import start_simulator  # noqa: E402
+from fourfold.targets.launch import start_simulator  # noqa: E402
 
 
 def sample_tree(root: psutil.Process, stop: threading.Event, samples: list[dict]) -> None:

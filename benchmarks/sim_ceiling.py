@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from targets.launch import start_simulator  # noqa: E402
+from fourfold.targets.launch import start_simulator  # noqa: E402
 
 TOKEN_MARK = b'{"content":'
 DONE_MARK = b"data: [DONE]"

@@ -37,8 +37,8 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from targets.launch import start_simulator  # noqa: E402
-from targets.sim.faults import FAULT_KINDS  # noqa: E402
+from fourfold.targets.launch import start_simulator  # noqa: E402
+from fourfold.targets.sim.faults import FAULT_KINDS  # noqa: E402
 
 MB = 1024 * 1024
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fingerprint.embedder import MiniLMEmbedder
+from fourfold.fingerprint.embedder import MiniLMEmbedder
 
 
 @pytest.fixture(scope="session")

@@ -7,8 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fingerprint.embedder import CachedEmbedder, EmbeddingCache, MiniLMEmbedder, minilm_path, text_key
-from fingerprint.score import cosine
+from fourfold.fingerprint.embedder import (
+    CachedEmbedder,
+    EmbeddingCache,
+    MiniLMEmbedder,
+    minilm_path,
+    text_key,
+)
+from fourfold.fingerprint.score import cosine
 
 pytestmark = pytest.mark.slow
 

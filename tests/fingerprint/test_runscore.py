@@ -10,20 +10,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fingerprint.embedder import (
+from fourfold.cli import main as cli_main
+from fourfold.errors import UsageError
+from fourfold.fingerprint.embedder import (
     CachedEmbedder,
     EmbeddingCache,
     MiniLMEmbedder,
     ModelUnavailable,
     default_cache_path,
 )
-from fingerprint.runscore import SCORES_FILE, score_run, text_groundedness
-from fourfold.cli import main as cli_main
-from fourfold.errors import UsageError
-from measure.items import DATA_DIR, Item, load_items
-from measure.record import RequestRecord
-from measure.runlog import RunWriter
-from measure.runread import read_records, read_summary
+from fourfold.fingerprint.runscore import SCORES_FILE, score_run, text_groundedness
+from fourfold.measure.items import DATA_DIR, Item, load_items
+from fourfold.measure.record import RequestRecord
+from fourfold.measure.runlog import RunWriter
+from fourfold.measure.runread import read_records, read_summary
 
 ITEMS = {item.id: item for item in load_items(DATA_DIR / "prompts" / "prompts.jsonl")}
 
@@ -140,7 +140,7 @@ def test_usage_errors(tmp_path: Path) -> None:
 
 
 def test_cli_score(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    import fingerprint.runscore as runscore
+    import fourfold.fingerprint.runscore as runscore
 
     made: dict = {}
 
@@ -156,8 +156,8 @@ def test_cli_score(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pyte
     assert re.search(r"^l2:ladder\s+1\s+1\.000\s+1\.000\s+1\.000\s+-\s+-$", out, re.M), out
     assert "wrote" in out and (run_dir / SCORES_FILE).exists()
     # the run is left with the columnar copy fourfold compare reads, valid for these scores
-    from reports.cache import CACHE_FILE
-    from reports.load import load_run
+    from fourfold.reports.cache import CACHE_FILE
+    from fourfold.reports.load import load_run
 
     assert (run_dir / CACHE_FILE).exists() and CACHE_FILE in out
     cached = (run_dir / CACHE_FILE).stat().st_mtime_ns
@@ -215,11 +215,11 @@ def test_missing_model_package_names_it(monkeypatch: pytest.MonkeyPatch, capsys:
 
 def _simulator_run(base: Path, profile: str, items: list[Item]) -> Path:
     """One request per item against the simulator (fast timing), recorded like a level would."""
-    from levels.base import make_client
-    from levels.options import Settings
-    from measure.dialects import RequestOptions, get_dialect
-    from measure.stream import send
-    from targets.launch import start_simulator
+    from fourfold.levels.base import make_client
+    from fourfold.levels.options import Settings
+    from fourfold.measure.dialects import RequestOptions, get_dialect
+    from fourfold.measure.stream import send
+    from fourfold.targets.launch import start_simulator
 
     dialect = get_dialect("openai")
     with start_simulator(profile, seed=7, extra_args=["--ttft-ms", "2", "--itl-ms", "0.5"]) as sim:

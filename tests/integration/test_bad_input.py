@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from levels.base import make_client
-from levels.options import Settings
-from measure.dialects import RequestOptions, get_dialect
-from measure.items import Item
-from measure.record import RequestRecord
-from measure.stream import send
+from fourfold.levels.base import make_client
+from fourfold.levels.options import Settings
+from fourfold.measure.dialects import RequestOptions, get_dialect
+from fourfold.measure.items import Item
+from fourfold.measure.record import RequestRecord
+from fourfold.measure.stream import send
 from tests.conftest import only_run_dir, read_jsonl, run_locust
 from tests.faulty_server import FaultyServer
 

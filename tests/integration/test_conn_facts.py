@@ -10,13 +10,13 @@ import gevent
 import httpx
 import pytest
 
-from measure.client import make_http_client
-from measure.dialects import RequestOptions, get_dialect
-from measure.items import Item
-from measure.record import RequestRecord
-from measure.stream import send
-from measure.transport import RawH1Transport
-from targets.launch import start_simulator
+from fourfold.measure.client import make_http_client
+from fourfold.measure.dialects import RequestOptions, get_dialect
+from fourfold.measure.items import Item
+from fourfold.measure.record import RequestRecord
+from fourfold.measure.stream import send
+from fourfold.measure.transport import RawH1Transport
+from fourfold.targets.launch import start_simulator
 
 pytestmark = pytest.mark.integration
 ITEM = Item(id="q", messages=({"role": "user", "content": "Briefly explain quantum annealing."},))
@@ -64,7 +64,7 @@ def test_a_bad_content_length_leaves_no_watchdog_behind():
 def test_the_body_is_read_by_the_transport_in_one_loop(monkeypatch):
     """send() must reach RawH1Transport's read_into through httpx's wrapper around the stream
     (BoundSyncStream); through iter_raw every token also went through httpx's generators."""
-    from measure import transport
+    from fourfold.measure import transport
 
     calls = []
     original = transport._RawStream.read_into

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from measure.runread import RunLogWarning, read_records
-from targets.launch import SimProcess, start_simulator
+from fourfold.measure.runread import RunLogWarning, read_records
+from fourfold.targets.launch import SimProcess, start_simulator
 from tests.conftest import LOCUST, free_port, locust_env, read_jsonl
 
 pytestmark = pytest.mark.integration
@@ -181,11 +181,11 @@ def test_a_request_stopped_before_it_left_is_marked_unsent_and_one_that_left_is_
     import gevent
     import httpx
 
-    from measure.dialects import RequestOptions, get_dialect
-    from measure.items import Item
-    from measure.record import RequestRecord
-    from measure.stream import UNSENT, send
-    from measure.transport import RawH1Transport
+    from fourfold.measure.dialects import RequestOptions, get_dialect
+    from fourfold.measure.items import Item
+    from fourfold.measure.record import RequestRecord
+    from fourfold.measure.stream import UNSENT, send
+    from fourfold.measure.transport import RawH1Transport
 
     dialect = get_dialect("openai")
     request = dialect.build(Item(id="q", messages=({"role": "user", "content": "hi"},)), RequestOptions())

@@ -15,14 +15,14 @@ import time
 import gevent
 import pytest
 
-from levels.base import make_client
-from levels.options import Settings
-from measure.dialects import RequestOptions, get_dialect
-from measure.items import Item
-from measure.record import ERROR_CLASSES, RequestRecord
-from measure.stream import StreamLimits, send
-from targets.launch import start_simulator
-from targets.sim.faults import FAULT_HEADER, FAULT_KINDS
+from fourfold.levels.base import make_client
+from fourfold.levels.options import Settings
+from fourfold.measure.dialects import RequestOptions, get_dialect
+from fourfold.measure.items import Item
+from fourfold.measure.record import ERROR_CLASSES, RequestRecord
+from fourfold.measure.stream import StreamLimits, send
+from fourfold.targets.launch import start_simulator
+from fourfold.targets.sim.faults import FAULT_HEADER, FAULT_KINDS
 from tests.conftest import only_run_dir, read_jsonl, run_locust
 from tests.integration.test_durability import sim_metrics
 

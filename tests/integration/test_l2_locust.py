@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from levels.arrivals import ArrivalProcess, GapStats, arrival_offsets, dispatcher_seed, gaps_of
+from fourfold.levels.arrivals import ArrivalProcess, GapStats, arrival_offsets, dispatcher_seed, gaps_of
 from tests.conftest import REPO, free_port, locust_env, only_run_dir, read_jsonl, run_locust
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from targets.rag import Pipeline, evaluate_recall, load_corpus, load_questions
+from fourfold.targets.rag import Pipeline, evaluate_recall, load_corpus, load_questions
 from tests.conftest import LOCUST, REPO, free_port, locust_env, only_run_dir, read_jsonl, run_locust
 
 pytestmark = pytest.mark.integration

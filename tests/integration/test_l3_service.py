@@ -7,9 +7,9 @@ import json
 import httpx
 import pytest
 
-from targets.launch import start_simulator
-from targets.rag import DEFAULT_QUESTIONS, Pipeline, load_corpus, load_questions
-from targets.rag.launch import RagServiceStartError, start_rag_service
+from fourfold.targets.launch import start_simulator
+from fourfold.targets.rag import DEFAULT_QUESTIONS, Pipeline, load_corpus, load_questions
+from fourfold.targets.rag.launch import RagServiceStartError, start_rag_service
 from tests.conftest import free_port
 
 pytestmark = pytest.mark.integration
@@ -97,8 +97,8 @@ def test_start_error_names_the_problem():
 def test_a_failing_retriever_answers_500_not_a_dropped_connection():
     import threading
 
-    from targets.rag.server import RagServer, RagService
-    from targets.rag.upstream import Upstream
+    from fourfold.targets.rag.server import RagServer, RagService
+    from fourfold.targets.rag.upstream import Upstream
 
     class Broken:
         name = "broken"

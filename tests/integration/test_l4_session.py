@@ -9,9 +9,9 @@ from collections import defaultdict
 
 import pytest
 
-from levels.l4_ab import assign_variant
-from levels.l4_scripts import load_scripts
-from measure.items import DATA_DIR
+from fourfold.levels.l4_ab import assign_variant
+from fourfold.levels.l4_scripts import load_scripts
+from fourfold.measure.items import DATA_DIR
 from tests.conftest import LOCUST, free_port, locust_env, only_run_dir, read_jsonl, run_locust
 
 pytestmark = pytest.mark.integration
@@ -99,7 +99,7 @@ def test_ab_without_host_starts_baseline_and_candidate_and_keeps_users_sticky(tm
     assert "l4:session@A" in csv_text and "l4:session@B" in csv_text
     assert "fourfold sessions" in out and "\nA " in out and "\nB " in out
     # the comparison report (reports/, `fourfold compare`) shows completion and rounds, A vs B
-    pytest.importorskip("reports.compare")
+    pytest.importorskip("fourfold.reports.compare")
     report = subprocess.run([sys.executable, "-m", "fourfold", "compare", str(run), "--variants", "A", "B",
                              "--no-html", "--out", str(tmp_path / "report")], cwd=tmp_path, env=locust_env(),
                             capture_output=True, text=True, timeout=120, check=False)

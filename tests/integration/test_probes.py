@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from measure.probe import (
+from fourfold.measure.probe import (
     PROMPT_B,
     classify_feature,
     feature_probe,
@@ -14,7 +14,7 @@ from measure.probe import (
     token_probe,
     welch_interval,
 )
-from targets.launch import start_simulator
+from fourfold.targets.launch import start_simulator
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.integration
@@ -27,7 +27,7 @@ def sims():
 
 
 def _profile(name: str) -> dict:
-    data = json.loads((REPO / "targets" / "profiles" / f"{name}.json").read_text())
+    data = json.loads((REPO / "fourfold" / "targets" / "profiles" / f"{name}.json").read_text())
     if "extends" in data:
         return {**_profile(data["extends"]), **data}
     return data

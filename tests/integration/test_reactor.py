@@ -1,4 +1,4 @@
-"""measure.reactor on real loopback sockets: kernel receive stamps, lazy wake-ups, no lost bytes.
+"""fourfold.measure.reactor on real loopback sockets: kernel receive stamps, lazy wake-ups, no lost bytes.
 
 The "server" side is a plain socket driven by the test (or a greenlet), so every send time is
 known exactly; the client side is read through the process's reactor as the transport does.
@@ -13,12 +13,12 @@ import time
 import gevent
 import pytest
 
-from measure import reactor as reactor_mod
-from measure.client import make_http_client
-from measure.dialects import RequestOptions, get_dialect
-from measure.items import Item
-from measure.record import RequestRecord
-from measure.stream import send
+from fourfold.measure import reactor as reactor_mod
+from fourfold.measure.client import make_http_client
+from fourfold.measure.dialects import RequestOptions, get_dialect
+from fourfold.measure.items import Item
+from fourfold.measure.record import RequestRecord
+from fourfold.measure.stream import send
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="epoll and SO_TIMESTAMPNS are Linux")]

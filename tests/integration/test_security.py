@@ -15,14 +15,14 @@ from pathlib import Path
 import psutil
 import pytest
 
-from levels.base import make_client
-from levels.options import Settings
-from measure.dialects import RequestOptions, get_dialect
-from measure.items import Item
-from measure.record import RequestRecord
-from measure.stream import send
-from targets.launch import start_simulator
-from targets.sim.cli import build_parser
+from fourfold.levels.base import make_client
+from fourfold.levels.options import Settings
+from fourfold.measure.dialects import RequestOptions, get_dialect
+from fourfold.measure.items import Item
+from fourfold.measure.record import RequestRecord
+from fourfold.measure.stream import send
+from fourfold.targets.launch import start_simulator
+from fourfold.targets.sim.cli import build_parser
 from tests.conftest import LOCUST, locust_env, only_run_dir, read_jsonl
 from tests.faulty_server import FaultyServer
 
@@ -70,8 +70,8 @@ def _listening(pid: int) -> list[tuple[str, int]]:
 
 
 def test_the_simulator_and_the_rag_service_listen_on_loopback_only_by_default():
-    from targets.rag.cli import build_parser as rag_parser
-    from targets.rag.launch import start_rag_service
+    from fourfold.targets.rag.cli import build_parser as rag_parser
+    from fourfold.targets.rag.launch import start_rag_service
 
     assert build_parser().parse_args([]).host == "127.0.0.1"
     assert rag_parser().parse_args([]).host == "127.0.0.1"

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from targets.launch import SimProcess, SimulatorStartError, start_simulator
-from targets.sim.answers import AnswerBook
+from fourfold.targets.launch import SimProcess, SimulatorStartError, start_simulator
+from fourfold.targets.sim.answers import AnswerBook
 
 pytestmark = pytest.mark.integration
 

@@ -12,12 +12,12 @@ import statistics
 
 import pytest
 
-from measure.client import make_http_client
-from measure.dialects import RequestOptions, get_dialect
-from measure.items import Item
-from measure.record import RequestRecord
-from measure.stream import send
-from targets.launch import start_simulator
+from fourfold.measure.client import make_http_client
+from fourfold.measure.dialects import RequestOptions, get_dialect
+from fourfold.measure.items import Item
+from fourfold.measure.record import RequestRecord
+from fourfold.measure.stream import send
+from fourfold.targets.launch import start_simulator
 
 pytestmark = pytest.mark.integration
 ITEM = Item(id="qa-brief", messages=({"role": "user", "content": "Briefly explain quantum annealing."},))

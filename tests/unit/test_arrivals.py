@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from levels.arrivals import ArrivalProcess, GapStats, arrival_offsets, dispatcher_seed, gaps_of
+from fourfold.levels.arrivals import ArrivalProcess, GapStats, arrival_offsets, dispatcher_seed, gaps_of
 
 
 @pytest.mark.parametrize(("kind", "burstiness", "cv"), [

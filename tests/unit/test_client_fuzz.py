@@ -14,11 +14,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from measure.dialects import RequestOptions, get_dialect
-from measure.items import Item
-from measure.record import ERROR_CLASSES, TEXT_CAP_CHARS, RequestRecord
-from measure.stream import StreamLimits, send
-from measure.transport import ChunkedDecoder
+from fourfold.measure.dialects import RequestOptions, get_dialect
+from fourfold.measure.items import Item
+from fourfold.measure.record import ERROR_CLASSES, TEXT_CAP_CHARS, RequestRecord
+from fourfold.measure.stream import StreamLimits, send
+from fourfold.measure.transport import ChunkedDecoder
 
 RECORDED = Path(__file__).resolve().parents[1] / "recorded"
 STREAMS = {"vllm_chat": "openai", "vllm_chat_reasoning": "openai", "llamacpp_chat": "openai", "tgi_chat": "openai",

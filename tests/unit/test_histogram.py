@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from measure.histogram import LogHistogram, nearest_rank
+from fourfold.measure.histogram import LogHistogram, nearest_rank
 
 QS = (0.5, 0.9, 0.95, 0.99)
 

@@ -6,9 +6,9 @@ from argparse import Namespace
 
 import pytest
 
-from levels.arrivals import ArrivalProcess, GapStats
-from levels.l2_options import GatewaySettings
-from levels.l2_stats import (
+from fourfold.levels.arrivals import ArrivalProcess, GapStats
+from fourfold.levels.l2_options import GatewaySettings
+from fourfold.levels.l2_stats import (
     DispatcherReport,
     GatewayStats,
     base_of,
@@ -18,7 +18,7 @@ from levels.l2_stats import (
     open_loop_report,
     quarter_means,
 )
-from measure.record import RequestRecord
+from fourfold.measure.record import RequestRecord
 
 CONFIGURED = {"process": "poisson", "offered_rps": 20.0, "burstiness": 1.0, "max_in_flight": 8,
               "max_in_flight_policy": "wait"}

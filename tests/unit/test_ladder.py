@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from levels.ladder import (
+from fourfold.levels.ladder import (
     Ladder,
     find_knee,
     format_ladder,

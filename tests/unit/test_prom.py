@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from measure.prom import canonical_metrics, parse_nvidia_smi, parse_prometheus, summarize_series
+from fourfold.measure.prom import canonical_metrics, parse_nvidia_smi, parse_prometheus, summarize_series
 
 VLLM = """# HELP vllm:num_requests_running Number of requests currently running on GPU.
 # TYPE vllm:num_requests_running gauge

@@ -9,11 +9,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from measure.dialects import RequestOptions, get_dialect
-from measure.dialects.rag import RagDialect, RagWire, extract, parse_paths, render_template
-from measure.items import Item
-from measure.record import RequestRecord
-from measure.stream import send
+from fourfold.measure.dialects import RequestOptions, get_dialect
+from fourfold.measure.dialects.rag import RagDialect, RagWire, extract, parse_paths, render_template
+from fourfold.measure.items import Item
+from fourfold.measure.record import RequestRecord
+from fourfold.measure.stream import send
 
 RECORDED = Path(__file__).resolve().parents[1] / "recorded"
 SSE = (RECORDED / "rag_reference.sse").read_bytes()

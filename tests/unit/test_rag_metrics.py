@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fingerprint.rag import rag_dataset, rag_quality
-from fingerprint.runscore import score_run
-from fingerprint.score import ScoreRow
-from measure.rag import (
+from fourfold.fingerprint.rag import rag_dataset, rag_quality
+from fourfold.fingerprint.runscore import score_run
+from fourfold.fingerprint.score import ScoreRow
+from fourfold.measure.rag import (
     CorpusDoc,
     RagStats,
     annotate,
@@ -21,7 +21,7 @@ from measure.rag import (
     precision_at_k,
     recall_at_k,
 )
-from measure.record import RequestRecord
+from fourfold.measure.record import RequestRecord
 
 CLAIMS = {"d1": {"g": "2010"}, "d2": {"g": "2012"}, "d3": {"g": "2010"}, "d4": {"h": "x"}}
 

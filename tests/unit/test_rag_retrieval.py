@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from targets.rag.bm25 import BM25Index
-from targets.rag.corpus import DEFAULT_CORPUS, DEFAULT_QUESTIONS, load_corpus, load_questions
-from targets.rag.rerank import PassageReranker
-from targets.rag.retriever import Pipeline, evaluate_recall
-from targets.rag.server import assemble_messages, server_timing
-from targets.rag.text import sentences, stem, tokenize
+from fourfold.targets.rag.bm25 import BM25Index
+from fourfold.targets.rag.corpus import DEFAULT_CORPUS, DEFAULT_QUESTIONS, load_corpus, load_questions
+from fourfold.targets.rag.rerank import PassageReranker
+from fourfold.targets.rag.retriever import Pipeline, evaluate_recall
+from fourfold.targets.rag.server import assemble_messages, server_timing
+from fourfold.targets.rag.text import sentences, stem, tokenize
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = load_corpus()
@@ -113,7 +113,7 @@ def test_dataset_sizes_and_ids():
     assert len(DOCS) >= 200 and len(QUESTIONS) >= 50
     assert all(q.gold_ids and set(q.gold_ids) <= ids and q.reference for q in QUESTIONS)
     assert len({q.prompt for q in QUESTIONS}) == len(QUESTIONS)      # the simulator matches on the prompt
-    total = sum(p.stat().st_size for p in (REPO / "data" / "rag").iterdir() if p.is_file())
+    total = sum(p.stat().st_size for p in (REPO / "fourfold" / "data" / "rag").iterdir() if p.is_file())
     assert total < 1_000_000
 
 
@@ -136,7 +136,7 @@ def test_conflict_groups_disagree_and_are_asked_about():
 def test_generator_reproduces_the_committed_files():
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("rag_generate", REPO / "data" / "rag" / "generate.py")
+    spec = importlib.util.spec_from_file_location("rag_generate", REPO / "fourfold" / "data" / "rag" / "generate.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -153,8 +153,8 @@ def test_targets_rag_does_not_import_measure():
     import subprocess
     import sys
 
-    code = ("import sys, targets.rag.cli, targets.rag.launch, targets.rag.server; "
-            "print(sorted(m for m in sys.modules if m == 'measure' or m.startswith(('measure.', 'fingerprint'))))")
+    code = ("import sys, fourfold.targets.rag.cli, fourfold.targets.rag.launch, fourfold.targets.rag.server; "
+            "print(sorted(m for m in sys.modules if m.startswith(('fourfold.measure', 'fourfold.fingerprint'))))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 

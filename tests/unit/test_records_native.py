@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from measure.record import RequestRecord
-from reports import records as records_module
-from reports.records import RecordTable, read_record_table
+from fourfold.measure.record import RequestRecord
+from fourfold.reports import records as records_module
+from fourfold.reports.records import RecordTable, read_record_table
 from tests.unit.test_report_data import RunSpec, write_run
 
 scanner = records_module._records_scan
@@ -24,7 +24,7 @@ scanner = records_module._records_scan
 def test_the_scanner_is_built():
     """`pip install -e .` compiles it where a C compiler is (every machine the README targets);
     without it the reader silently takes the slow path, so say so here."""
-    assert scanner is not None, "reports._records_scan was not built: is gcc there at install time?"
+    assert scanner is not None, "fourfold.reports._records_scan was not built: is gcc there at install time?"
 
 
 def assert_same_table(a: RecordTable, b: RecordTable) -> None:

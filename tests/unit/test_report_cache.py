@@ -11,14 +11,14 @@ import pytest
 from test_report_data import RunSpec, write_run
 from test_report_load import _session_run
 
-import reports.cache
-import reports.load
+import fourfold.reports.cache  # noqa: F401  (reports.cache below)
+from fourfold import reports
 from fourfold.cli import main
-from reports.cache import CACHE_FILE
-from reports.compare import Settings
-from reports.csvout import write_csv
-from reports.load import load_run
-from reports.report import report_from_paths
+from fourfold.reports.cache import CACHE_FILE
+from fourfold.reports.compare import Settings
+from fourfold.reports.csvout import write_csv
+from fourfold.reports.load import load_run
+from fourfold.reports.report import report_from_paths
 
 SETTINGS = Settings(resamples=300)
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from measure.record import RequestRecord
-from measure.runlog import RunWriter
-from measure.runread import read_records
-from reports.records import read_record_table
+from fourfold.measure.record import RequestRecord
+from fourfold.measure.runlog import RunWriter
+from fourfold.measure.runread import read_records
+from fourfold.reports.records import read_record_table
 
 T0 = 1_700_000_000.0
 ITEMS = [(f"item-{i}", "structured" if i >= 5 else "plain") for i in range(10)]
@@ -113,7 +113,7 @@ def test_other_key_orders_and_torn_lines_read_the_same(tmp_path):
     reordered = [json.dumps(dict(sorted(json.loads(line).items()))) for line in lines]   # slow path, every line
     path.write_text("\n".join(reordered) + "\n" + lines[0][: len(lines[0]) // 2])          # + a torn last line
     with pytest.warns(RuntimeWarning, match="torn|unreadable"):
-        from reports.load import load_run
+        from fourfold.reports.load import load_run
         slow = load_run(run).records
     assert len(slow) == len(fast) == 30
     for column in ("ttft_ms", "e2e_ms", "stalls", "max_gap_ms", "n_chunks", "output_tokens"):

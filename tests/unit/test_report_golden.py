@@ -16,9 +16,9 @@ import pytest
 from test_report_data import RunSpec, write_dataset, write_run
 
 from fourfold.cli import main
-from reports.compare import Settings
-from reports.markdown import render_markdown
-from reports.report import report_from_paths
+from fourfold.reports.compare import Settings
+from fourfold.reports.markdown import render_markdown
+from fourfold.reports.report import report_from_paths
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 BASELINE_T1 = 1_700_000_600.0

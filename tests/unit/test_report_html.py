@@ -7,9 +7,9 @@ import re
 
 from test_report_data import RunSpec, write_run
 
-from reports.compare import Settings
-from reports.html import render_html
-from reports.report import report_from_paths
+from fourfold.reports.compare import Settings
+from fourfold.reports.html import render_html
+from fourfold.reports.report import report_from_paths
 
 ATTACK = "<script>alert(1)</script>"
 

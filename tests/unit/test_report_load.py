@@ -9,9 +9,9 @@ import pytest
 from test_report_data import RunSpec, write_run
 
 from fourfold.cli import main
-from reports.compare import Settings
-from reports.load import RunDirError, load_run
-from reports.report import report_from_paths
+from fourfold.reports.compare import Settings
+from fourfold.reports.load import RunDirError, load_run
+from fourfold.reports.report import report_from_paths
 
 
 @pytest.fixture
@@ -99,8 +99,8 @@ def test_goodput_slo_from_the_command_line(run, tmp_path):
 
 
 def _session_run(base, label: str, completed_every: int, rounds: int, recall: float):
-    from measure.record import RequestRecord
-    from measure.runlog import RunWriter
+    from fourfold.measure.record import RequestRecord
+    from fourfold.measure.runlog import RunWriter
 
     writer = RunWriter(label, base)
     writer.write_meta({"label": label, "level": "l4"})

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from measure.rhythm import jitter_ms, pulse_frequency_hz, rhythm, stalls, waveform
+from fourfold.measure.rhythm import jitter_ms, pulse_frequency_hz, rhythm, stalls, waveform
 
 
 def smooth(n: int, itl_ms: float = 20.0, jitter: float = 0.0, seed: int = 0) -> list[float]:

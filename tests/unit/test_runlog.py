@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from measure.record import SCHEMA_VERSION, RequestRecord
-from measure.runlog import REDACTED, RunWriter, is_secret_key, redact, sanitize_label
-from measure.runread import (
+from fourfold.measure.record import SCHEMA_VERSION, RequestRecord
+from fourfold.measure.runlog import REDACTED, RunWriter, is_secret_key, redact, sanitize_label
+from fourfold.measure.runread import (
     RunLogWarning,
     SchemaError,
     find_runs,

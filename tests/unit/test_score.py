@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from fingerprint.score import (
+from fourfold.fingerprint.score import (
     ScoreRow,
     cosine,
     cosine_matrix,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from levels.l4_ab import SplitError, assign_variant, bucket, parse_split
+from fourfold.levels.l4_ab import SplitError, assign_variant, bucket, parse_split
 
 
 @pytest.mark.parametrize(("text", "share"), [

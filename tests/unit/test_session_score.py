@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from fingerprint.runscore import select_records
-from measure.items import DATA_DIR, load_items
-from measure.record import RequestRecord
+from fourfold.fingerprint.runscore import select_records
+from fourfold.measure.items import DATA_DIR, load_items
+from fourfold.measure.record import RequestRecord
 
 
 def test_only_final_turns_of_sessions_are_scored():

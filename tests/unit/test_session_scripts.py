@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from levels.l4_scripts import (
+from fourfold.levels.l4_scripts import (
     Conversation,
     ScriptError,
     Verdict,
@@ -15,9 +15,9 @@ from levels.l4_scripts import (
     script_from_dict,
     word_count,
 )
-from measure.items import DATA_DIR, load_items
-from targets.sim.perturb import EN_FILLERS, ZH_FILLERS
-from targets.sim.sessions import ALL_FIXED_SENTENCES, SessionBook
+from fourfold.measure.items import DATA_DIR, load_items
+from fourfold.targets.sim.perturb import EN_FILLERS, ZH_FILLERS
+from fourfold.targets.sim.sessions import ALL_FIXED_SENTENCES, SessionBook
 
 DEFAULT_SESSIONS = DATA_DIR / "sessions" / "sessions.jsonl"
 SCRIPTS = load_scripts(DEFAULT_SESSIONS)

@@ -7,12 +7,12 @@ import random
 
 import pytest
 
-from levels.l4_scripts import Conversation, load_scripts
-from measure.items import DATA_DIR
-from targets.sim import wire_openai
-from targets.sim.app import SimApp, SimConfig
-from targets.sim.profile import load_profile
-from targets.sim.sessions import (
+from fourfold.levels.l4_scripts import Conversation, load_scripts
+from fourfold.measure.items import DATA_DIR
+from fourfold.targets.sim import wire_openai
+from fourfold.targets.sim.app import SimApp, SimConfig
+from fourfold.targets.sim.profile import load_profile
+from fourfold.targets.sim.sessions import (
     SessionBook,
     SessionKnobs,
     first_count,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from levels.l4_stats import SessionStats, format_sessions, mean_of_counts
+from fourfold.levels.l4_stats import SessionStats, format_sessions, mean_of_counts
 
 
 def fill(stats: SessionStats) -> None:

@@ -1,4 +1,4 @@
-"""targets.sim.faults without sockets: specs, the seeded draw, and what each wrapper writes."""
+"""fourfold.targets.sim.faults without sockets: specs, the seeded draw, and what each wrapper writes."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import collections
 
 import pytest
 
-from targets.sim import wire_anthropic, wire_openai, wire_triton
-from targets.sim.faults import (
+from fourfold.targets.sim import wire_anthropic, wire_openai, wire_triton
+from fourfold.targets.sim.faults import (
     FAULT_KINDS,
     INVALID_UTF8,
     MALFORMED_EVENT,
@@ -20,8 +20,8 @@ from targets.sim.faults import (
     shape_plan,
     wrap_encoder,
 )
-from targets.sim.plan import Plan
-from targets.sim.profile import ProfileError, load_profile, profile_from_dict
+from fourfold.targets.sim.plan import Plan
+from fourfold.targets.sim.profile import ProfileError, load_profile, profile_from_dict
 
 
 def plan(n: int = 6) -> Plan:

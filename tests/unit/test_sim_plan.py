@@ -7,13 +7,19 @@ import re
 
 import pytest
 
-from targets.sim.answers import DEFAULT_PROMPTS_PATH, Answer, AnswerBook, generic_answer, requested_items
-from targets.sim.httpio import HttpParseError, RequestParser, chunk
-from targets.sim.metrics import LagHistogram, SimCounters, gpu_gauges, render_metrics
-from targets.sim.perturb import QualityKnobs, count_items, perturb
-from targets.sim.plan import RequestFacts, choose_tokens, make_plan
-from targets.sim.profile import ProfileError, available_profiles, load_profile
-from targets.sim.tokens import count_tokens, cycle_tokens, is_chinese, tokenize
+from fourfold.targets.sim.answers import (
+    DEFAULT_PROMPTS_PATH,
+    Answer,
+    AnswerBook,
+    generic_answer,
+    requested_items,
+)
+from fourfold.targets.sim.httpio import HttpParseError, RequestParser, chunk
+from fourfold.targets.sim.metrics import LagHistogram, SimCounters, gpu_gauges, render_metrics
+from fourfold.targets.sim.perturb import QualityKnobs, count_items, perturb
+from fourfold.targets.sim.plan import RequestFacts, choose_tokens, make_plan
+from fourfold.targets.sim.profile import ProfileError, available_profiles, load_profile
+from fourfold.targets.sim.tokens import count_tokens, cycle_tokens, is_chinese, tokenize
 
 
 @pytest.mark.parametrize(
@@ -268,7 +274,7 @@ def test_lag_histogram_and_metrics_text() -> None:
 
 
 def test_bundled_dataset_contract() -> None:
-    from measure.items import load_items  # the contract the levels read the dataset with
+    from fourfold.measure.items import load_items  # the contract the levels read the dataset with
 
     items = load_items(DEFAULT_PROMPTS_PATH)
     assert len(items) >= 44
@@ -295,7 +301,7 @@ def test_bundled_dataset_contract() -> None:
 
 
 def test_cli_arguments_become_a_config() -> None:
-    from targets.sim.cli import build_parser, config_from_args
+    from fourfold.targets.sim.cli import build_parser, config_from_args
 
     args = build_parser().parse_args(["--profile", "candidate", "--itl-ms", "12", "--seed", "9", "--set", "pulse.pause_ms=150",
                                       "--max-concurrency", "4", "--over-limit", "503", "--keepalive-timeout-s", "2"])

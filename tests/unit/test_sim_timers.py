@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 SCRIPT = r"""
 import asyncio, json, socket, time
-from targets.sim import precise
+from fourfold.targets.sim import precise
 
 async def main():
     loop = asyncio.get_running_loop()
@@ -61,10 +61,10 @@ def test_timers_never_fire_early_and_io_still_wakes_the_loop() -> None:
 
 ANCHOR_SCRIPT = r"""
 import asyncio, json, socket, threading, time
-from targets.sim import precise
-from targets.sim.app import SimApp, SimConfig
-from targets.sim.profile import load_profile
-from targets.sim.server import SimProtocol
+from fourfold.targets.sim import precise
+from fourfold.targets.sim.app import SimApp, SimConfig
+from fourfold.targets.sim.profile import load_profile
+from fourfold.targets.sim.server import SimProtocol
 
 HANDLE_S = 0.020
 N = 4

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from measure.record import RequestRecord
-from measure.stats import HISTOGRAMS, LLMStats, end_s, is_interrupted, meets_slo, tokens_by_second
+from fourfold.measure.record import RequestRecord
+from fourfold.measure.stats import HISTOGRAMS, LLMStats, end_s, is_interrupted, meets_slo, tokens_by_second
 
 
 def rec(**kw: Any) -> RequestRecord:

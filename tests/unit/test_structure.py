@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fingerprint.structure import (
+from fourfold.fingerprint.structure import (
     asks_for_table,
     compliant,
     count_items,
@@ -15,7 +15,7 @@ from fingerprint.structure import (
     punctuation_counts,
     requested_items,
 )
-from measure.items import DATA_DIR, load_items
+from fourfold.measure.items import DATA_DIR, load_items
 
 REQUESTED = [
     # English

@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from levels.webui import (
+from fourfold.levels.webui import (
     COLUMNS,
     TTFTWindow,
     camel,
@@ -20,10 +20,10 @@ from levels.webui import (
     ttft_histograms,
     ui_rows,
 )
-from measure.histogram import LogHistogram
-from measure.record import RequestRecord
-from measure.slo import evaluate, parse_spec
-from measure.stats import LLMStats
+from fourfold.measure.histogram import LogHistogram
+from fourfold.measure.record import RequestRecord
+from fourfold.measure.slo import evaluate, parse_spec
+from fourfold.measure.stats import LLMStats
 
 
 def rec(**kw) -> RequestRecord:

@@ -1,0 +1,231 @@
+"""``fourfold demo``: baseline vs candidate from a fresh checkout, in a few minutes.
+
+For each simulator profile, ``baseline`` then ``candidate``, every level whose locustfile exists
+(checked at run time) runs as a bounded headless ``locust`` subprocess:
+
+- L1 and L2 send to a simulator this module starts (``--host``), so L1 does *not* imply
+  ``--ignore-eos``: answers end where the reference ends and their similarity means something;
+- L3 and L4 start their own embedded targets with ``--sim-profile`` (L3 needs its RAG service, L4
+  its session scripts), L4 with a short think time.
+
+Then the fingerprint scores every run (``fingerprint.runscore.score_run``, one MiniLM embedder for
+all runs; skipped with a note when the model cannot load), the comparison report is written
+(``report.md``, ``report.html``, ``report.csv``) and the table is printed with an *article
+check*: the article's direction of effects next to what this demo measured.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fourfold.errors import FourfoldError, UsageError
+from fourfold.locustfiles import LOCUSTFILE_DIR
+from fourfold.measure.runread import latest_run
+from fourfold.reports.compare import DEFAULT_SETTINGS, Row, Settings
+from fourfold.reports.load import load_run
+from fourfold.reports.report import Report, Side, build_report, write_report
+from fourfold.targets import IMPORT_ROOT
+
+__all__ = ["DEMO_LEVELS", "DemoOptions", "DemoResult", "article_check", "available_levels", "run_demo"]
+
+PROFILES = ("baseline", "candidate")
+
+
+@dataclass(frozen=True)
+class LevelPlan:
+    locustfile: str
+    via_host: bool                   # True: our simulator via --host; False: the level's embedded targets
+    extra: tuple[str, ...] = ()
+
+
+DEMO_LEVELS: dict[str, LevelPlan] = {
+    "l1": LevelPlan("l1_throughput.py", True),
+    "l2": LevelPlan("l2_gateway.py", True, ("--ladder", "off")),
+    "l3": LevelPlan("l3_rag.py", False),
+    "l4": LevelPlan("l4_session.py", False, ("--think-scale", "0.05")),
+}
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    out_dir: Path = Path("reports-out/demo")
+    duration_s: int = 30
+    users: int = 8
+    levels: tuple[str, ...] | None = None       # None: every level whose locustfile exists
+    seed: int = 0                               # the simulators' seed (the bootstrap's is in settings)
+    score: bool = True
+    max_tokens: int | None = None               # None: each item's own (the whole reference answer)
+    settings: Settings = DEFAULT_SETTINGS
+
+    @classmethod
+    def quick(cls, out_dir: Path, score: bool = True) -> DemoOptions:
+        """The shortened demo the integration test runs: L1 only, 10 s per profile, 4 users, answers
+        cut at 64 tokens (so each user gets several requests in, and candidate answers still pulse)."""
+        return cls(out_dir=out_dir, duration_s=10, users=4, levels=("l1",), score=score, max_tokens=64,
+                   settings=Settings(resamples=500))
+
+
+@dataclass
+class DemoResult:
+    report: Report
+    files: dict[str, Path]
+    runs: dict[str, list[Path]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    check: list[tuple[str, str, str, str]] = field(default_factory=list)
+
+
+def available_levels(root: Path = LOCUSTFILE_DIR) -> list[str]:
+    return [level for level, plan in DEMO_LEVELS.items() if (root / plan.locustfile).is_file()]
+
+
+def level_duration(level: str, duration_s: int) -> int:
+    """L1 (the article check) runs ``duration_s``; the other levels half of it, at least 10 s."""
+    return duration_s if level == "l1" else max(10, duration_s // 2)
+
+
+def _locust_command(level: str, plan: LevelPlan, profile: str, options: DemoOptions, host: str | None,
+                    run_base: Path) -> list[str]:
+    users = str(options.users)
+    command = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE_DIR / plan.locustfile), "--headless",
+               "-u", users, "-r", users, "-t", f"{level_duration(level, options.duration_s)}s", "--only-summary",
+               "--run-dir", str(run_base), "--label", f"demo-{profile}-{level}", "--sim-seed", str(options.seed)]
+    command += ["--host", host] if host else ["--sim-profile", profile]
+    if options.max_tokens:
+        command += ["--max-tokens", str(options.max_tokens)]
+    return [*command, *plan.extra]
+
+
+def _run_level(level: str, plan: LevelPlan, profile: str, options: DemoOptions, host: str | None,
+               say: Callable[[str], None]) -> tuple[Path | None, str]:
+    run_base = options.out_dir.resolve() / "runs"      # the caller's directory, whatever the child's
+    logs = options.out_dir.resolve() / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    label = f"demo-{profile}-{level}"
+    command = _locust_command(level, plan, profile, options, host, run_base)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(IMPORT_ROOT), env.get("PYTHONPATH", "")) if p)
+    env.pop("LOCUST_HOST", None)
+    say(f"fourfold demo: {profile} {level}: {options.users} users for {level_duration(level, options.duration_s)} s ...")
+    started = time.monotonic()
+    with open(logs / f"{label}.log", "w", encoding="utf-8") as log:
+        try:
+            proc = subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                  timeout=options.duration_s + 180, check=False)
+            status = proc.returncode
+        except subprocess.TimeoutExpired:
+            status = -1
+    run_dir = latest_run(run_base, label)
+    if run_dir is None or not (run_dir / "records.jsonl").is_file():
+        return None, (f"{profile} {level}: no run directory (locust exit status {status}); "
+                      f"see {logs / (label + '.log')}")
+    note = "" if status in (0, 3) else f"{profile} {level}: locust exited {status} (see {logs / (label + '.log')})"
+    say(f"fourfold demo: {profile} {level}: {run_dir} ({time.monotonic() - started:.0f} s)")
+    return run_dir, note
+
+
+def _score(run_dirs: list[Path], say: Callable[[str], None]) -> str:
+    """Score every run with one embedder; returns a problem note, or ''."""
+    try:
+        from fourfold.fingerprint.runscore import make_embedder, score_run
+        embedder = make_embedder()
+        for run_dir in run_dirs:
+            started = time.monotonic()
+            result = score_run(run_dir, embedder, progress=False)
+            say(f"fourfold demo: scored {len(result.rows)} answers of {run_dir.name} "
+                f"({time.monotonic() - started:.0f} s)")
+    except (ImportError, OSError, RuntimeError, FourfoldError) as exc:
+        return f"the fingerprint could not score the runs ({type(exc).__name__}: {exc}); quality rows are missing"
+    return ""
+
+
+def run_demo(options: DemoOptions, say: Callable[[str], None] = print) -> DemoResult:
+    """Run the levels against both profiles, score, compare and write the report."""
+    from fourfold.targets.launch import start_simulator
+
+    present = available_levels()
+    levels = list(options.levels) if options.levels else present
+    unknown = [lv for lv in levels if lv not in present]
+    if unknown:
+        raise UsageError(f"level(s) {', '.join(unknown)} not available; this checkout has {', '.join(present)}")
+    runs: dict[str, list[Path]] = {profile: [] for profile in PROFILES}
+    problems: list[str] = []
+    for profile in PROFILES:
+        simulator = None
+        try:
+            if any(DEMO_LEVELS[lv].via_host for lv in levels):
+                simulator = start_simulator(profile, seed=options.seed)
+            for level in levels:
+                plan = DEMO_LEVELS[level]
+                run_dir, note = _run_level(level, plan, profile, options, simulator.url if plan.via_host and
+                                           simulator else None, say)
+                if run_dir is not None:
+                    runs[profile].append(run_dir)
+                if note:
+                    problems.append(note)
+        finally:
+            if simulator is not None:
+                simulator.stop()
+    if not runs["baseline"] or not runs["candidate"]:
+        raise FourfoldError("the demo produced no runs to compare: " + "; ".join(problems))
+    if options.score:
+        note = _score(runs["baseline"] + runs["candidate"], say)
+        if note:
+            problems.append(note)
+    sides = [Side(profile, [load_run(path) for path in runs[profile]]) for profile in PROFILES]
+    report = build_report(sides[0], sides[1:], options.settings)
+    check = article_check(report)
+    report.extra_markdown.append(render_check(check))
+    report.notes.extend(problems)
+    files = write_report(report, options.out_dir)
+    return DemoResult(report, files, runs, problems, check)
+
+
+# ---- the article's direction of effects ----
+def _row(report: Report, metric: str, level: str = "l1") -> Row | None:
+    rows = [r for r in report.comparisons[0].rows if r.metric == metric]
+    preferred = [r for r in rows if r.group.startswith(f"{level}:")]
+    chosen = preferred or rows
+    return chosen[0] if chosen else None
+
+
+def article_check(report: Report) -> list[tuple[str, str, str, str]]:
+    """(effect, article, this demo, "yes"/"no"/"-") for the article's claims (see README)."""
+    out: list[tuple[str, str, str, str]] = []
+
+    def values(metric: str, fmt: str = "{:.1f}") -> tuple[Row | None, str]:
+        row = _row(report, metric)
+        if row is None or row.baseline is None or row.candidate is None:
+            return row, "not measured"
+        return row, f"{fmt.format(row.baseline)} → {fmt.format(row.candidate)}"
+
+    def add(effect: str, article: str, metric: str, holds: Callable[[Row], bool], fmt: str = "{:.1f}") -> None:
+        row, text = values(metric, fmt)
+        ok = "-" if row is None or row.baseline is None or row.candidate is None else ("yes" if holds(row) else "no")
+        out.append((effect, article, text, ok))
+
+    add("structured-prompt first-token cost B - A (ms)", "58 ± 12 → ≤ 3", "ttft_structured_penalty",
+        lambda r: r.baseline is not None and r.candidate is not None and r.baseline >= 30 and abs(r.candidate) <= 10)
+    add("E2E p95 (ms)", "down (≤ 800 → 412)", "e2e_p95", lambda r: (r.delta or 0) < 0, "{:.0f}")
+    add("E2E p99 (ms)", "up (1120 → 1380)", "e2e_p99", lambda r: (r.delta or 0) > 0, "{:.0f}")
+    add("ITL p95 (ms)", "down (smooth, faster tokens)", "itl_p95", lambda r: (r.delta or 0) < 0)
+    add("ITL p99 (ms)", "up (~200 ms pulses)", "itl_p99", lambda r: (r.delta or 0) > 0)
+    add("stall rate (%)", "more stalls (pulses)", "stall_rate", lambda r: (r.delta or 0) > 0)
+    add("output tokens/s", "up (+32 %)", "output_tps", lambda r: (r.delta or 0) > 0, "{:.0f}")
+    add("similarity mean", "about equal (0.79 → 0.82)", "similarity_mean",
+        lambda r: abs(r.delta or 0) <= 0.03, "{:.3f}")
+    return out
+
+
+def render_check(check: list[tuple[str, str, str, str]]) -> str:
+    lines = ["## Article check", "",
+             "The article's direction of effects (old version → new) next to this demo's L1 measurements "
+             "(simulator profiles `baseline` → `candidate`):", "",
+             "| effect | article | this demo | reproduced |", "|---|---|---|---|"]
+    lines += [f"| {effect} | {article} | {measured} | {ok} |" for effect, article, measured, ok in check]
+    return "\n".join(lines)

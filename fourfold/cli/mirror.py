@@ -1,0 +1,39 @@
+"""``fourfold mirror RUN_DIR``: the paired comparison of a run's mirrored requests (reports.mirror)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from fourfold.errors import UsageError
+
+
+def add_arguments(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("run_dir", help="a run made with --mirror-host")
+    cmd.add_argument("--out", default=None, help="also write the Markdown here (default: RUN_DIR/mirror.md)")
+    cmd.add_argument("--no-similarity", action="store_true", help="skip the answer similarity (no model load)")
+    cmd.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+
+
+def run(args: argparse.Namespace, rest: list[str]) -> int:
+    from fourfold.measure.runread import read_records
+    from fourfold.reports.mirror import compare_mirror, format_markdown
+
+    run_dir = Path(args.run_dir)
+    if not (run_dir / "records.jsonl").exists():
+        raise UsageError(f"{run_dir}: no records.jsonl (not a run directory)")
+    records = list(read_records(run_dir))
+    embed = None
+    if not args.no_similarity:
+        from fourfold.fingerprint.runscore import make_embedder
+
+        embed = make_embedder().encode
+    report = compare_mirror(records, embed=embed, seed=args.seed)
+    if not report.pairs:
+        raise UsageError(f"{run_dir}: no mirrored pairs (was the run made with --mirror-host?)")
+    text = format_markdown(report)
+    print(text)
+    out = Path(args.out) if args.out else run_dir / "mirror.md"
+    out.write_text(text, encoding="utf-8")
+    print(f"fourfold: mirrored-pair report in {out}")
+    return 0

@@ -1,0 +1,121 @@
+"""``fourfold compare`` and ``fourfold demo``: argument parsing and printing for :mod:`reports`.
+
+    fourfold compare runs/<baseline> runs/<candidate> [runs/<more> ...] --out reports-out
+    fourfold compare runs/<ab run> [--variants A B]      # two variants of one run (L4 sticky A/B)
+    fourfold demo [--quick] [--duration 30] [--users 8] [--levels l1,l2] --out reports-out/demo
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+from fourfold.errors import GateFailed, UsageError
+
+DEFAULT_OUT = "reports-out"
+
+
+def _settings_arguments(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
+    cmd.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
+    cmd.add_argument("--alpha", type=float, default=0.05,
+                     help="significance level of the verdicts (default 0.05; the CI is 1 - alpha)")
+
+
+def add_compare_arguments(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("runs", nargs="+", metavar="RUN_DIR",
+                     help="baseline run directory, then one or more candidates (or one run with two variants)")
+    cmd.add_argument("--out", default=DEFAULT_OUT, help=f"where report.md/.html/.csv go (default {DEFAULT_OUT})")
+    cmd.add_argument("--variants", nargs=2, metavar=("BASELINE", "CANDIDATE"), default=None,
+                     help="compare two variants of one run (record.variant), baseline first")
+    cmd.add_argument("--goodput-slo", default=None, metavar="METRIC=MS,...",
+                     help="per-request SLO for goodput, e.g. 'ttft_ms=450,e2e_ms=1400' "
+                          "(default: the runs' summary.json slo_ms)")
+    cmd.add_argument("--stall-ms", type=float, default=None, help="stall threshold (default: the run's, 150 ms)")
+    cmd.add_argument("--no-html", action="store_true", help="write report.md and report.csv only")
+    cmd.add_argument("--no-cache", action="store_true",
+                     help="read records.jsonl and scores.jsonl, ignoring and not writing the runs' compare-cache.npz")
+    cmd.add_argument("--fail-on-worse", action="store_true", help="exit 3 when any row's verdict is worse")
+    _settings_arguments(cmd)
+
+
+def add_demo_arguments(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("--out", default=f"{DEFAULT_OUT}/demo", help=f"output directory (default {DEFAULT_OUT}/demo)")
+    cmd.add_argument("--duration", type=int, default=30,
+                     help="seconds of L1 per profile (default 30); the other levels run half as long, >= 10 s")
+    cmd.add_argument("--users", type=int, default=8, help="locust users per run (default 8)")
+    cmd.add_argument("--levels", default=None, help="comma-separated levels (default: every level present)")
+    cmd.add_argument("--quick", action="store_true", help="a smoke test: L1 only, 10 s per profile, 4 users, 64-token answers")
+    cmd.add_argument("--no-score", action="store_true", help="skip the fingerprint (no quality rows)")
+    _settings_arguments(cmd)
+
+
+def _settings(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from fourfold.reports.compare import Settings
+
+    if args.resamples < 100:
+        raise UsageError("--resamples must be at least 100")
+    if not 0 < args.alpha < 0.5:
+        raise UsageError("--alpha must be within (0, 0.5)")
+    return Settings(resamples=args.resamples, seed=args.seed, confidence=1 - args.alpha, alpha=args.alpha)
+
+
+def parse_slo(text: str | None) -> dict[str, float] | None:
+    if not text:
+        return None
+    slo = {}
+    for part in text.replace(";", ",").split(","):
+        name, sep, value = part.partition("=")
+        try:
+            slo[name.strip()] = float(value.strip().removesuffix("ms"))
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise UsageError(f"--goodput-slo {text!r}: expected METRIC=MS pairs such as 'ttft_ms=450,e2e_ms=1400'")
+    return slo
+
+
+def run_compare(args: argparse.Namespace, rest: list[str]) -> int:
+    from fourfold.reports.markdown import render_tables
+    from fourfold.reports.report import report_from_paths, write_report
+
+    report = report_from_paths(args.runs, variants=args.variants, settings=_settings(args),
+                               slo_ms=parse_slo(args.goodput_slo), stall_ms=args.stall_ms,
+                               cache=not args.no_cache)
+    files = write_report(report, args.out, html=not args.no_html)
+    print(render_tables(report))
+    for note in report.notes:
+        print(f"note: {note}")
+    print("✅ better · ❌ worse · ➖ no significant change; legend and metric definitions in report.md")
+    print("wrote " + ", ".join(str(path) for path in files.values()))
+    worse = [f"{r.group} {r.label}" for c in report.comparisons for r in c.rows if r.verdict == "worse"]
+    if args.fail_on_worse and worse:
+        raise GateFailed(f"{len(worse)} row(s) worse: " + "; ".join(worse))
+    return 0
+
+
+def run_demo(args: argparse.Namespace, rest: list[str]) -> int:
+    from fourfold.cli.demo import DemoOptions, render_check
+    from fourfold.cli.demo import run_demo as demo
+    from fourfold.reports.markdown import render_tables
+
+    settings = _settings(args)
+    if args.quick:
+        options = dataclasses.replace(DemoOptions.quick(Path(args.out), score=not args.no_score), seed=args.seed)
+    else:
+        if args.duration < 5 or args.users < 1:
+            raise UsageError("--duration must be at least 5 s and --users at least 1")
+        levels = tuple(v.strip() for v in args.levels.split(",") if v.strip()) if args.levels else None
+        options = DemoOptions(out_dir=Path(args.out), duration_s=args.duration, users=args.users, levels=levels,
+                              seed=args.seed, score=not args.no_score, settings=settings)
+    result = demo(options, say=lambda line: print(line, file=sys.stderr, flush=True))
+    print(render_tables(result.report))
+    print(render_check(result.check))
+    for note in result.report.notes:
+        print(f"note: {note}")
+    print()
+    print(f"HTML report: {result.files.get('html', '-')}")
+    print("also: " + ", ".join(str(p) for key, p in result.files.items() if key != "html"))
+    return 0

@@ -1,0 +1,25 @@
+"""The datasets that ship inside the wheel, found through :mod:`importlib.resources`.
+
+    prompts/prompts.jsonl    46 prompts with reference answers (L1, L2, the fingerprint)
+    rag/corpus.jsonl         the reference RAG service's corpus
+    rag/questions.jsonl      L3 questions with gold document ids and reference answers
+    sessions/sessions.jsonl  L4 multi-turn session scripts
+
+This module imports nothing of fourfold: every layer may use it.
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from pathlib import Path
+
+__all__ = ["DATA_DIR", "bundled"]
+
+# A wheel installs as plain files, so the package's folder is a real directory (never a zip):
+# callers get a Path they can hand to a subprocess, a Locust option or pandas.
+DATA_DIR = Path(str(files(__name__)))
+
+
+def bundled(*parts: str) -> Path:
+    """The path of a bundled file, e.g. ``bundled("rag", "corpus.jsonl")``."""
+    return DATA_DIR.joinpath(*parts)

@@ -1,0 +1,213 @@
+"""LLMUser: the abstract Locust User every level builds on.
+
+One httpx client per user (fourfold's HTTP/1.1 transport, or httpx's own with ``--http2``), the
+dialect chosen by ``--dialect``, items from ``--dataset`` (or the bundled prompts), warm-up
+requests that reach no statistic, and :meth:`LLMUser.request`, which sends one item and hands the
+record to the runtime's sinks. Concrete levels are sibling classes with ``@task`` methods; this
+base has none (a subclass overriding a base task would run both).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import httpx
+from locust import User, constant
+
+from fourfold.levels import hooks
+from fourfold.levels.options import Settings
+from fourfold.levels.runtime import Runtime, get_runtime
+from fourfold.measure.client import make_http_client
+from fourfold.measure.dialects import RequestOptions, get_dialect
+from fourfold.measure.items import DATA_DIR, Item, load_items
+from fourfold.measure.record import RequestRecord
+from fourfold.measure.stream import UNSENT, StreamLimits, send
+
+logging.getLogger("httpx").setLevel(logging.WARNING)
+logging.getLogger("httpcore").setLevel(logging.WARNING)
+
+_USER_IDS = itertools.count()
+_ITEMS: dict[str, list[Item]] = {}
+DEFAULT_DATASET = DATA_DIR / "prompts" / "prompts.jsonl"
+
+hooks.install()
+
+
+def dataset(path: str) -> list[Item]:
+    """Items of a dataset, loaded once per process."""
+    key = path or str(DEFAULT_DATASET)
+    if key not in _ITEMS:
+        _ITEMS[key] = load_items(key)
+    return _ITEMS[key]
+
+
+def simulator_gateway_args(settings: Settings) -> list[str]:
+    """The embedded simulator's gateway knobs (``--sim-max-concurrency`` ...) as its arguments."""
+    args: list[str] = []
+    if settings.sim_max_concurrency:
+        args += ["--max-concurrency", str(settings.sim_max_concurrency), "--over-limit", settings.sim_over_limit]
+    if settings.sim_keepalive_timeout_s:
+        args += ["--keepalive-timeout-s", f"{settings.sim_keepalive_timeout_s:g}"]
+    return args
+
+
+def make_client(settings: Settings, base_url: str) -> httpx.Client:
+    return make_http_client(base_url, headers=settings.request_headers(), http2=settings.http2,
+                            insecure=settings.insecure, read_timeout_s=settings.read_timeout_s,
+                            connect_timeout_s=settings.connect_timeout_s)
+
+
+class LLMUser(User):
+    """Abstract base: subclasses set ``level``/``scenario`` and define tasks."""
+
+    abstract = True
+    level: ClassVar[str] = "l1"
+    scenario: ClassVar[str] = "default"
+    variant: str = ""       # A/B variant this user belongs to (L4 sticky A/B), copied into every record
+    wait_time = constant(0)
+    # Facts about the level that the runtime and the embedded-target launcher read.
+    samples_server_metrics: ClassVar[bool] = False
+    ignore_eos_on_simulator: ClassVar[bool] = False
+
+    def __init__(self, environment: Any) -> None:
+        super().__init__(environment)
+        self.runtime: Runtime = get_runtime(environment)
+        self.settings: Settings = self.runtime.settings
+        self.user_id = next(_USER_IDS)
+        self.dialect = get_dialect(self.settings.dialect)
+        self.items = dataset(self.settings.dataset)
+        self._cursor = itertools.cycle(range(len(self.items)))
+        for _ in range(self.user_id % len(self.items)):
+            next(self._cursor)
+        self.options = self.request_options()
+        self.limits = StreamLimits(max_duration_s=self.settings.max_response_s)
+        self.client = make_client(self.settings, self.host or "")
+        self._warmups_left = self.settings.warmup_requests
+        self.mirror = Mirror(self.settings) if self.settings.mirror_host else None
+
+    @classmethod
+    def start_embedded(cls, settings: Settings) -> tuple[str, list[Any]]:
+        """Start this level's embedded targets; return the URL users send to and stop handles."""
+        from fourfold.targets.launch import start_simulator
+
+        profile = settings.sim_profile
+        if profile.endswith(".json") and os.path.exists(profile):
+            profile = os.path.abspath(profile)   # the simulator runs in the repository root
+        simulator = start_simulator(profile=profile, seed=settings.sim_seed,
+                                    extra_args=simulator_gateway_args(settings))
+        return simulator.url, [simulator]
+
+    def request_options(self) -> RequestOptions:
+        settings = self.settings
+        implied = self.ignore_eos_on_simulator and hooks.simulator_running() and not settings.no_ignore_eos
+        ignore_eos = settings.ignore_eos or implied
+        return RequestOptions(model=settings.model, stream=settings.stream, max_tokens=settings.max_tokens,
+                              ignore_eos=ignore_eos)
+
+    def next_item(self) -> Item:
+        return self.items[next(self._cursor)]
+
+    def request(self, item: Item, *, scenario: str | None = None, options: RequestOptions | None = None,
+                extra: dict[str, Any] | None = None, headers: dict[str, str] | None = None,
+                intended_ns: int | None = None,
+                annotate: Callable[[RequestRecord], None] | None = None) -> RequestRecord:
+        """Send ``item`` (the first ``--warmup-requests`` of each user are warm-up) and record it.
+
+        ``annotate`` is called with the finished record before it reaches the sinks (level facts
+        that depend on the response, e.g. L4's turn outcome in ``record.extra``).
+
+        ``intended_ns`` (open loop): the ``perf_counter_ns()`` the request was due; the time from
+        then to the send is the record's ``queue_ms`` (client queueing, docs/metrics.md).
+        """
+        http_request = self.dialect.build(item, options or self.options)
+        if headers:
+            http_request.headers.update(headers)
+        record = RequestRecord(
+            level=self.level, scenario=scenario or self.scenario, dialect=self.dialect.name,
+            endpoint=http_request.path, item_id=item.id, request_id=uuid.uuid4().hex,
+            user_id=self.user_id, variant=self.variant, warmup=self._warmups_left > 0, extra=dict(extra or {}),
+        )
+        if record.warmup:
+            self._warmups_left -= 1
+        elif self.mirror is not None and self.mirror.due():
+            record.pair_id = record.request_id
+            self.mirror.send(self, http_request, record)
+        if intended_ns is not None:
+            record.queue_ms = max(0.0, round((time.perf_counter_ns() - intended_ns) / 1e6, 3))
+        try:
+            send(self.client, self.dialect, http_request, record, self.limits)
+        except BaseException:
+            if record.extra.pop(UNSENT, False):
+                raise   # stopped while connecting: the target never saw this request, so there is no record
+            # The run is stopping (GreenletExit) mid-request: keep the record, out of every statistic.
+            record.error_class, record.error_detail = "cancelled", "the load generator stopped first"
+            self.runtime.observe(record)
+            raise
+        if annotate is not None:
+            annotate(record)
+        self.runtime.observe(record)
+        return record
+
+    def on_stop(self) -> None:
+        self.client.close()
+        if self.mirror is not None:
+            self.mirror.close()
+
+
+class Mirror:
+    """Sends a share of a user's requests also to a second target (``--mirror-host``).
+
+    The copy goes out on its own greenlet at the same moment as the original, so the user's flow
+    is never delayed by the mirror; its answer reaches no user. Both records carry the same
+    ``pair_id``; the mirror's has ``variant="mirror"`` and the scenario ``<scenario>@mirror``
+    (so its statistics stay apart). The share is exact, not random: every 1/share-th request.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.share = min(max(settings.mirror_share, 0.0), 1.0)
+        self.client = make_client(settings, settings.mirror_host)
+        self._credit = 0.0
+        self._pending: list[Any] = []
+
+    def due(self) -> bool:
+        self._credit += self.share
+        if self._credit >= 1.0 - 1e-9:
+            self._credit -= 1.0
+            return True
+        return False
+
+    def send(self, user: LLMUser, http_request: Any, original: RequestRecord) -> None:
+        copy = type(http_request)(method=http_request.method, path=http_request.path,
+                                  json=http_request.json, headers=dict(http_request.headers),
+                                  stream=http_request.stream)
+        record = RequestRecord(
+            level=original.level, scenario=f"{original.scenario}@mirror", dialect=original.dialect,
+            endpoint=original.endpoint, item_id=original.item_id, request_id=uuid.uuid4().hex,
+            user_id=original.user_id, variant="mirror", pair_id=original.pair_id, extra=dict(original.extra),
+        )
+
+        def run() -> None:
+            try:
+                send(self.client, user.dialect, copy, record, user.limits)
+            except BaseException:
+                if record.extra.pop(UNSENT, False):
+                    raise   # stopped before it reached the wire: the mirror never saw it, no record
+                record.error_class, record.error_detail = "cancelled", "the load generator stopped first"
+                user.runtime.observe(record)
+                raise
+            user.runtime.observe(record)
+
+        self._pending = [g for g in self._pending if not g.dead]
+        self._pending.append(user.runtime.spawn_background(run))
+
+    def close(self) -> None:
+        import gevent
+
+        gevent.joinall(self._pending, timeout=5)
+        self.client.close()

@@ -1,0 +1,205 @@
+"""Locust event listeners for every fourfold level, installed once by :func:`install`.
+
+- ``init_command_line_parser``: fourfold's options (:mod:`levels.options`).
+- ``init``: the environment's Runtime; with no ``--host`` (local runner or master), the level's
+  embedded targets (the LLM simulator, and for L3 the reference RAG service) start on loopback
+  and ``environment.host`` points at them, so workers and the web UI form see the address.
+- ``test_start``: settings re-read (workers receive the master's options only now), the run
+  directory opened, the server-metrics sampler started for levels that want it.
+- ``test_stop`` / ``quitting``: sampler stopped, ``summary.json`` written, the LLM summary
+  printed, embedded targets stopped.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import sys
+from typing import Any
+
+from locust import events
+
+from fourfold.levels import options as _options
+from fourfold.levels import slogate
+
+log = logging.getLogger("fourfold")
+_embedded: list[Any] = []          # handles with .stop() of targets this process started
+
+
+def simulator_running() -> bool:
+    """True when this process (or, on a worker, the master) runs against the embedded simulator."""
+    return bool(_embedded) or _EMBEDDED_FLAG.get("on", False)
+
+
+_EMBEDDED_FLAG: dict[str, bool] = {}
+
+
+def _llm_user_classes(environment: Any) -> list[Any]:
+    return [cls for cls in environment.user_classes if hasattr(cls, "start_embedded")]
+
+
+def _on_parser(parser: Any, **_kw: Any) -> None:
+    _options.register(parser)
+
+
+def _deliver_sigint_to_main() -> None:
+    """Ctrl-C as a gevent signal watcher that raises KeyboardInterrupt in the main greenlet.
+
+    Python's own SIGINT handler raises KeyboardInterrupt at whatever bytecode runs when the signal
+    comes: with the reactor's reads running as hub callbacks, that can be the middle of a read,
+    leaving the hub in a state Locust's shutdown then waits on (seen as a run that does not stop
+    on SIGINT, ~1 in 2 full test-suite runs). Delivered from a watcher, the interrupt reaches the
+    main greenlet where Locust expects it (``main_greenlet.join()`` → ``shutdown()``). Left alone
+    when something already replaced the default handler (``--processes`` forwards SIGINT to its
+    children with its own)."""
+    import signal
+
+    import gevent
+
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return
+    main = gevent.get_hub().parent
+    gevent.signal_handler(signal.SIGINT, lambda: main.throw(KeyboardInterrupt))
+
+
+def _on_init(environment: Any, **_kw: Any) -> None:
+    from fourfold.levels.runtime import register
+
+    _deliver_sigint_to_main()
+    runtime = register(environment)
+    if getattr(environment, "web_ui", None) is not None:   # local runner or master with the web UI
+        from fourfold.levels import webui
+
+        webui.register(environment)
+    classes = _llm_user_classes(environment)
+    if classes:
+        runtime.level = classes[0].level
+    if not runtime.is_worker and classes:
+        _start_embedded_mirror(environment, runtime)
+    if runtime.is_worker or environment.host or not classes:
+        return
+    host, handles = classes[0].start_embedded(runtime.settings)
+    _embedded.extend(handles)
+    atexit.register(stop_embedded)
+    environment.host = host
+    for cls in environment.user_classes:
+        cls.host = host
+    if environment.parsed_options is not None:
+        environment.parsed_options.host = host
+        environment.parsed_options.fourfold_embedded = True
+    runtime.meta_extra["embedded_target"] = {"profile": runtime.settings.sim_profile,
+                                             "seed": runtime.settings.sim_seed}
+    log.info("fourfold: no --host given; embedded target running at %s", host)
+
+
+def _start_embedded_mirror(environment: Any, runtime: Any) -> None:
+    """``--mirror-host sim:<profile>`` starts a second simulator with that profile as the mirror."""
+    mirror = runtime.settings.mirror_host
+    if not mirror.startswith("sim:"):
+        return
+    from dataclasses import replace
+
+    from fourfold.targets.launch import start_simulator
+
+    simulator = start_simulator(profile=mirror[4:] or "candidate", seed=runtime.settings.sim_seed)
+    _embedded.append(simulator)
+    atexit.register(stop_embedded)
+    runtime.settings = replace(runtime.settings, mirror_host=simulator.url)
+    if environment.parsed_options is not None:
+        environment.parsed_options.mirror_host = simulator.url
+    runtime.meta_extra["embedded_mirror"] = {"profile": mirror[4:] or "candidate", "url": simulator.url}
+    log.info("fourfold: mirror simulator (%s) running at %s", mirror[4:] or "candidate", simulator.url)
+
+
+def _on_test_start(environment: Any, **_kw: Any) -> None:
+    from fourfold.levels.options import Settings
+    from fourfold.levels.runtime import get_runtime
+
+    runtime = get_runtime(environment)
+    runtime.settings = Settings.from_options(environment.parsed_options)
+    slogate.configure(environment, runtime)
+    if getattr(environment.parsed_options, "fourfold_embedded", False):
+        _EMBEDDED_FLAG["on"] = True
+    if runtime.is_worker:
+        return
+    runtime.open_run()
+    classes = _llm_user_classes(environment)
+    if classes and any(cls.samples_server_metrics for cls in classes):
+        from fourfold.levels.sampler import start_sampler
+
+        runtime.sampler = start_sampler(runtime)
+
+
+def _on_test_stop(environment: Any, **_kw: Any) -> None:
+    from fourfold.levels.runtime import get_runtime
+
+    runtime = get_runtime(environment)
+    runtime.stop_background()
+    sampler = getattr(runtime, "sampler", None)
+    if sampler is not None:
+        runtime.sampler = None
+        runtime.summary_extra["server_metrics"] = sampler.stop()
+        runtime.open_run().write_json("server_metrics.json", sampler.series())
+
+
+def _on_quitting(environment: Any, **_kw: Any) -> None:
+    from fourfold.levels.runtime import get_runtime
+    from fourfold.measure.console import format_summary
+
+    runtime = getattr(environment, "fourfold_runtime", None)
+    if runtime is None:
+        return
+    if runtime.is_worker:
+        log.info("fourfold worker: %d records measured, %d shipped to the master",
+                 runtime.records_seen, runtime.records_shipped + len(runtime.pending))
+        return
+    _stop_users_first(environment)
+    _on_test_stop(environment)
+    summary = get_runtime(environment).finish()
+    if summary is not None:
+        print(format_summary(summary), file=sys.stderr if environment.parsed_options is None else sys.stdout)
+        assert runtime.writer is not None
+        print(f"fourfold: run directory {runtime.writer.run_dir}", flush=True)
+    slogate.finish(environment, runtime, summary)
+    stop_embedded()
+
+
+def _stop_users_first(environment: Any) -> None:
+    """A stop signal (SIGTERM, Ctrl-C) fires ``quitting`` while users still run: stop them (and,
+    on a master, collect the workers' last reports) before summary.json is written and the run log
+    closed, so every request in flight is recorded as cancelled rather than lost."""
+    from locust.runners import STATE_RUNNING, STATE_SPAWNING
+
+    runner = environment.runner
+    if runner is not None and runner.state in (STATE_RUNNING, STATE_SPAWNING):
+        runner.quit()
+
+
+def stop_embedded() -> None:
+    while _embedded:
+        handle = _embedded.pop()
+        try:
+            handle.stop()
+        except Exception:  # noqa: BLE001 - shutting down: report, keep stopping the rest
+            log.exception("fourfold: stopping an embedded target failed")
+
+
+_INSTALLED: set[str] = set()
+
+
+def install_listeners(key: str, **listeners: Any) -> None:
+    """Attach ``event_name=listener`` pairs to Locust's global events, once per process per ``key``.
+
+    Levels register their own listeners this way on import; the order of the pairs is the order
+    of registration (``quitting`` listeners then run in reverse order)."""
+    if key in _INSTALLED:
+        return
+    _INSTALLED.add(key)
+    for event_name, listener in listeners.items():
+        getattr(events, event_name).add_listener(listener)
+
+
+def install() -> None:
+    """Attach the shared listeners to Locust's global events (once per process)."""
+    install_listeners("fourfold", init_command_line_parser=_on_parser, init=_on_init,
+                      test_start=_on_test_start, test_stop=_on_test_stop, quitting=_on_quitting)

@@ -1,0 +1,369 @@
+"""L2 API gateway: request scheduling in front of the model.
+
+Users (concrete classes; the locustfiles import them):
+
+- :class:`GatewayUser`: closed loop (each user sends, waits ``--think-time-s``, sends again).
+  With :class:`~levels.ladder.LadderShape` in the locustfile it climbs the concurrency ladder and
+  tags every record with its step (scenario ``ladder@32``).
+- :class:`H1User` / :class:`H2User`: the same closed loop over HTTP/1.1 (fourfold's transport)
+  and over HTTP/2 (httpx + h2; h2c prior knowledge on ``http://``), scenarios ``h1`` / ``h2``,
+  so one run compares the protocols side by side.
+- :class:`OpenLoopUser`: one dispatcher (``fixed_count = 1``) that draws arrival gaps
+  (:mod:`levels.arrivals`) and spawns a greenlet per arrival into a pool capped at
+  ``--max-in-flight``; ``queue_ms`` is the time from each intended arrival to its send. In a
+  distributed run the master gives every worker one dispatcher and each draws
+  ``--arrival-rate / workers`` from its own seed.
+
+Every request records its connection facts (new or reused, reconnect after an idle close, HTTP
+version, connect time). ``--honour-retry-after`` makes a closed-loop user wait out a 429/503's
+``Retry-After`` (capped) before its next request. At the end of a run (local runner or master)
+the ladder with its knee, the connection facts per scenario and the open-loop report go into
+``summary.json`` (key ``l2``) and are printed under the LLM summary.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import Any, ClassVar
+
+import gevent
+import gevent.pool
+from locust import task
+
+from fourfold.levels import hooks
+from fourfold.levels.arrivals import dispatcher_seed
+from fourfold.levels.base import LLMUser
+from fourfold.levels.l2_options import GatewaySettings
+from fourfold.levels.l2_options import register as register_options
+from fourfold.levels.l2_stats import (
+    DispatcherReport,
+    GatewayStats,
+    connections_report,
+    format_connections,
+    format_open_loop,
+    open_loop_report,
+    quarter_means,
+)
+from fourfold.levels.ladder import STEP_ATTR, format_ladder, ladder_report, step_scenario
+from fourfold.measure.client import make_http_client
+from fourfold.measure.record import RequestRecord
+
+log = logging.getLogger("fourfold")
+DISPATCHERS_ATTR = "fourfold_dispatchers"    # parsed_options: open-loop dispatchers in the whole run
+
+
+class L2State:
+    """Per-environment L2 state: the settings of the current run and the GatewayStats."""
+
+    def __init__(self, settings: GatewaySettings) -> None:
+        self.settings = settings
+        self.stats = GatewayStats()
+
+    def on_report_to_master(self, client_id: str, data: dict[str, Any]) -> None:
+        data["fourfold_l2"] = self.stats.take_wire()
+
+    def on_worker_report(self, client_id: str, data: dict[str, Any]) -> None:
+        payload = data.get("fourfold_l2")
+        if payload:
+            self.stats.merge_wire(payload)
+
+
+def get_state(environment: Any) -> L2State:
+    state = getattr(environment, "fourfold_l2", None)
+    if state is None:
+        state = L2State(_settings_or_exit(environment.parsed_options))
+        environment.fourfold_l2 = state
+        environment.events.report_to_master.add_listener(state.on_report_to_master)
+        environment.events.worker_report.add_listener(state.on_worker_report)
+    return state
+
+
+def _settings_or_exit(options: Any) -> GatewaySettings:
+    try:
+        return GatewaySettings.from_options(options)
+    except ValueError as exc:
+        print(f"fourfold: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+# ---- users ----
+class GatewayBase(LLMUser):
+    """Abstract: L2 settings, client choice (HTTP/1.1 or HTTP/2), Retry-After, think time."""
+
+    abstract = True
+    level = "l2"
+    force_http2: ClassVar[bool | None] = None      # None: --http2 decides
+
+    def __init__(self, environment: Any) -> None:
+        super().__init__(environment)
+        self.l2 = get_state(environment)
+        self.gateway = self.l2.settings
+        http2 = self.settings.http2 if self.force_http2 is None else self.force_http2
+        pool = self.pool_size()
+        if http2 != self.settings.http2 or pool != 4:
+            self.client.close()
+            s = self.settings
+            self.client = make_http_client(self.host or "", headers=s.request_headers(), http2=http2,
+                                           insecure=s.insecure, read_timeout_s=s.read_timeout_s,
+                                           connect_timeout_s=s.connect_timeout_s, max_connections=pool)
+        self._pause_s = 0.0
+
+    def pool_size(self) -> int:
+        """Idle connections kept per origin (a closed-loop user needs one)."""
+        return 4
+
+    def wait_time(self) -> float:  # type: ignore[override]
+        pause, self._pause_s = self._pause_s, 0.0
+        return self.gateway.think_time_s + pause
+
+    def send_item(self, item: Any, *, scenario: str | None = None, intended_ns: int | None = None) -> RequestRecord:
+        from_arrival = intended_ns is not None
+
+        def account(record: RequestRecord) -> None:
+            # before the record reaches the sinks, so a stop that interrupts them loses nothing here
+            if not record.warmup:
+                self.l2.stats.add(record, from_arrival=from_arrival)
+            retry_after = record.extra.get("retry_after_s")
+            if self.gateway.honour_retry_after and retry_after is not None and record.status in (429, 503):
+                wait_s = min(max(float(retry_after), 0.0), self.gateway.retry_after_cap_s)
+                self._pause_s = max(self._pause_s, wait_s)
+                if not record.warmup:
+                    self.l2.stats.add_retry_after_wait(record.scenario, wait_s)
+
+        return self.request(item, scenario=scenario, intended_ns=intended_ns, annotate=account)
+
+
+class ClosedLoopBase(GatewayBase):
+    abstract = True
+    step_base: ClassVar[str] = "ladder"   # records of a ladder step are "<step_base>@<users>"
+
+    @task
+    def send_next(self) -> None:
+        step = getattr(self.environment.parsed_options, STEP_ATTR, None)
+        self.send_item(self.next_item(), scenario=step_scenario(self.step_base, step) if step else None)
+
+
+class GatewayUser(ClosedLoopBase):
+    """Closed loop through the gateway; climbs the ladder when LadderShape is in the locustfile."""
+
+    scenario = "closed"
+    step_base = "ladder"
+
+
+class H1User(ClosedLoopBase):
+    """Closed loop over HTTP/1.1 (scenario ``h1``), whatever ``--http2`` says."""
+
+    scenario = "h1"
+    step_base = "h1"
+    force_http2 = False
+
+
+class H2User(ClosedLoopBase):
+    """Closed loop over HTTP/2 (scenario ``h2``): ALPN over https, prior knowledge (h2c) over http."""
+
+    scenario = "h2"
+    step_base = "h2"
+    force_http2 = True
+
+
+class OpenLoopUser(GatewayBase):
+    """The open-loop dispatcher (see the module docstring); ``-u`` beyond 1 adds nothing."""
+
+    fixed_count = 1
+    scenario = "open"
+
+    def __init__(self, environment: Any) -> None:
+        super().__init__(environment)
+        self._pool: gevent.pool.Pool | None = None
+        self._report: DispatcherReport | None = None
+        self._gaps: Any = None
+        self._start_ns = 0
+        self._due_ns = 0
+        self._due_counted = True
+        self._last_send_ns = 0
+        self._in_flight: list[tuple[float, int]] = []     # (seconds into the window, requests in flight)
+
+    def pool_size(self) -> int:
+        return self.gateway.max_in_flight
+
+    def wait_time(self) -> float:  # type: ignore[override]
+        return 0.0
+
+    @task
+    def dispatch(self) -> None:
+        dispatchers = max(1, int(getattr(self.environment.parsed_options, DISPATCHERS_ATTR, 1) or 1))
+        process = self.gateway.arrivals.share(dispatchers)
+        index = max(0, int(getattr(self.environment.runner, "worker_index", 0) or 0))
+        self._gaps = gaps = process.gaps(dispatcher_seed(self.gateway.arrival_seed, index))
+        pool = self._pool = gevent.pool.Pool(self.gateway.max_in_flight)
+        report = self._report = DispatcherReport(rate_rps=process.rate_rps)
+        drop = self.gateway.max_in_flight_policy == "drop"
+        now = time.perf_counter_ns
+        due = self._start_ns = now()
+        self._last_send_ns = 0
+        while True:
+            gap_s = next(gaps)
+            due += int(gap_s * 1e9)
+            self._due_ns, self._due_counted = due, False
+            report.scheduled_gaps.add(gap_s)
+            delay_s = (due - now()) / 1e9
+            if delay_s > 0:
+                gevent.sleep(delay_s)
+            report.arrivals += 1
+            self._due_counted = True
+            if pool.full():
+                if drop:
+                    report.dropped += 1
+                    continue
+                report.waited += 1
+                pool.wait_available()
+            pool.spawn(self._arrive, due)
+            in_flight = len(pool)
+            report.in_flight_max = max(report.in_flight_max, in_flight)
+            self._in_flight.append(((due - self._start_ns) / 1e9, in_flight))
+
+    def _arrive(self, due_ns: int) -> None:
+        report = self._report
+        if report is not None:       # counted when the request really starts: a greenlet spawned
+            t = time.perf_counter_ns()  # but never run before the stop sent nothing
+            if self._last_send_ns:
+                report.send_gaps.add((t - self._last_send_ns) / 1e9)
+            self._last_send_ns = t
+            report.sent += 1
+        self.send_item(self.next_item(), intended_ns=due_ns)
+        if report is not None:
+            report.completed += 1
+
+    def on_stop(self) -> None:
+        report, pool = self._report, self._pool
+        if report is not None and pool is not None:
+            stop = time.perf_counter_ns()
+            report.window_s = (stop - self._start_ns) / 1e9
+            due = self._due_ns
+            if not self._due_counted and due <= stop:
+                report.arrivals += 1            # due while the stop was already under way
+            while self._gaps is not None:       # arrivals due before the stop that never got their turn
+                due += int(next(self._gaps) * 1e9)
+                if due > stop:
+                    break
+                report.arrivals += 1
+            report.in_flight_at_stop = report.sent - report.completed
+            report.unstarted_at_stop = max(0, len(pool) - report.in_flight_at_stop)
+            report.in_flight_q2, report.in_flight_q4 = quarter_means(self._in_flight, report.window_s)
+            pool.kill(block=True, timeout=5)        # requests in flight are recorded as cancelled
+            self.l2.stats.dispatchers.append(report)
+            self._report = None
+        super().on_stop()
+
+
+# ---- listeners ----
+def _on_parser(parser: Any, **_kw: Any) -> None:
+    register_options(parser)
+
+
+def _on_init(environment: Any, **_kw: Any) -> None:
+    get_state(environment)
+    options = environment.parsed_options
+    if options is not None and getattr(options, "fourfold_embedded", False) and getattr(options, "http2", False):
+        log.warning("fourfold: --http2 against the embedded simulator: it speaks HTTP/1.1 only, and over "
+                    "http:// HTTP/2 means h2c prior knowledge, so requests will fail; point --host at an "
+                    "HTTP/2 server")
+
+
+def _open_loop_classes(environment: Any) -> list[Any]:
+    return [cls for cls in environment.user_classes if issubclass(cls, OpenLoopUser)]
+
+
+def _on_test_start(environment: Any, **_kw: Any) -> None:
+    from locust.runners import MasterRunner, WorkerRunner
+
+    state = get_state(environment)
+    options = environment.parsed_options
+    try:
+        state.settings = GatewaySettings.from_options(options)
+    except ValueError as exc:
+        log.error("fourfold: %s (keeping the previous L2 settings)", exc)
+    runner = environment.runner
+    if isinstance(runner, WorkerRunner) or options is None:
+        return
+    dispatchers = 1
+    if isinstance(runner, MasterRunner):
+        users = int(getattr(options, "num_users", 0) or 0)
+        dispatchers = max(1, min(runner.worker_count, users) if users else runner.worker_count)
+        if _open_loop_classes(environment) and users and users < runner.worker_count:
+            log.warning("fourfold: open loop on %d workers with -u %d: only %d dispatchers (-u >= workers "
+                        "gives each worker one)", runner.worker_count, users, dispatchers)
+    for cls in _open_loop_classes(environment):
+        cls.fixed_count = dispatchers
+    setattr(options, DISPATCHERS_ATTR, dispatchers)     # forwarded to workers with the spawn message
+
+
+def _on_quitting(environment: Any, **_kw: Any) -> None:
+    from fourfold.levels.runtime import get_runtime
+
+    runtime = getattr(environment, "fourfold_runtime", None)
+    state = getattr(environment, "fourfold_l2", None)
+    if runtime is None or state is None or runtime.is_worker or runtime.finished:
+        return
+    _stop_users_first(environment)
+    report, notes = l2_report(get_runtime(environment).stats.summary(), state, environment.parsed_options)
+    runtime.summary_extra["l2"] = report
+    runtime.summary_extra.setdefault("notes", []).extend(notes)
+
+
+def _stop_users_first(environment: Any) -> None:
+    """On a stop signal ``quitting`` fires while users still run (levels.hooks does the same): stop
+    them first, so the dispatchers file their reports (and workers their last) before the report."""
+    from locust.runners import STATE_RUNNING, STATE_SPAWNING
+
+    runner = environment.runner
+    if runner is not None and runner.state in (STATE_RUNNING, STATE_SPAWNING):
+        runner.quit()
+
+
+def l2_report(summary: dict[str, Any], state: L2State, options: Any) -> tuple[dict[str, Any], list[str]]:
+    """``summary.json``'s ``l2`` block and the console lines, from LLMStats' summary and GatewayStats."""
+    settings = state.settings
+    groups = [g for g in summary.get("groups", []) if g["level"] == "l2"]
+    report: dict[str, Any] = {}
+    notes: list[str] = []
+    ladders = ladder_report(groups, settings.slo_ttft_p95_ms)
+    if ladders:
+        report["ladder"] = {"hold_s": settings.ladder_hold_s, **ladders}
+        for base, ladder in ladders.items():
+            notes.extend(format_ladder(base, ladder, settings.ladder_hold_s))
+        knees = {base: ladder["knee_users"] for base, ladder in ladders.items()}
+        report["knee_users"] = knees.get("ladder", next(iter(knees.values())))
+    connections = connections_report(groups, state.stats)
+    if connections:
+        report["connections"] = connections
+        notes.extend(format_connections(connections))
+    statuses = (summary.get("total") or {}).get("statuses") or {}
+    limited = {code: statuses[code] for code in ("429", "503") if statuses.get(code)}
+    if limited:
+        report["rate_limited"] = limited
+        notes.append("L2 rate limits: " + ", ".join(f"HTTP {code} x{n}" for code, n in limited.items())
+                     + ("" if settings.honour_retry_after else " (Retry-After not honoured: --honour-retry-after)"))
+    if state.stats.dispatchers:
+        group = next((g for g in groups if g["scenario"] == OpenLoopUser.scenario), None)
+        arrivals = settings.arrivals
+        configured = {"process": arrivals.kind, "offered_rps": arrivals.rate_rps,
+                      "burstiness": arrivals.burstiness, "max_in_flight": settings.max_in_flight,
+                      "max_in_flight_policy": settings.max_in_flight_policy, "seed": settings.arrival_seed}
+        open_loop = open_loop_report(state.stats.dispatchers, group, state.stats.facts(OpenLoopUser.scenario),
+                                     configured)
+        report["open_loop"] = open_loop
+        notes.extend(format_open_loop(open_loop))
+    return report, notes
+
+
+def install() -> None:
+    """Attach L2's listeners (once per process; after the shared hooks, so L2's quitting listener runs first)."""
+    hooks.install_listeners("l2", init_command_line_parser=_on_parser, init=_on_init, test_start=_on_test_start, quitting=_on_quitting)
+
+
+install()
+
+__all__ = ["GatewayUser", "H1User", "H2User", "OpenLoopUser", "l2_report"]

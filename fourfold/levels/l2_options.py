@@ -1,0 +1,93 @@
+"""L2 gateway options: registered on Locust's parser by the L2 locustfiles, read into GatewaySettings.
+
+Like :mod:`levels.options` (the options every level shares, including the embedded simulator's
+gateway knobs ``--sim-max-concurrency``, ``--sim-over-limit``, ``--sim-keepalive-timeout-s``)
+they work from the command line, ``LOCUST_*`` environment variables, ``locust.conf`` /
+``[tool.locust]`` and the web UI's start form; they are registered only when an L2 locustfile
+is loaded, so other levels' forms stay short.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fourfold.levels.arrivals import PROCESSES, ArrivalProcess
+from fourfold.levels.ladder import parse_ladder
+
+DEFAULT_LADDER = "8,16,32,64"
+IN_FLIGHT_POLICIES = ("wait", "drop")
+
+
+def register(parser: Any) -> None:
+    """Add the L2 options to Locust's argument parser (an init_command_line_parser listener)."""
+    add = parser.add_argument
+    add("--ladder", default=DEFAULT_LADDER,
+        help="Concurrency ladder: user counts stepped through in order ('off': plain -u/-r/-t)")
+    add("--ladder-hold-s", type=float, default=20.0, help="Seconds each ladder step is held")
+    add("--slo-ttft-p95-ms", type=float, default=450.0,
+        help="The ladder's knee: the highest step whose TTFT p95 stays at or below this (ms)")
+    add("--think-time-s", type=float, default=0.0, help="Closed loop: seconds each user waits between requests")
+    add("--honour-retry-after", action="store_true", default=False,
+        help="After a 429/503 with Retry-After, the user waits that long (capped) before its next request")
+    add("--retry-after-cap-s", type=float, default=30.0, help="Longest Retry-After wait honoured (s)")
+    add("--arrival-process", default="poisson", choices=list(PROCESSES),
+        help="Open loop: gaps between arrivals (gamma uses --burstiness)")
+    add("--arrival-rate", type=float, default=10.0,
+        help="Open loop: arrivals per second for the whole run (split across workers)")
+    add("--burstiness", type=float, default=1.0,
+        help="Open loop, gamma: shape of the gaps (vLLM's --burstiness: 1 Poisson, <1 burstier, >1 more regular)")
+    add("--arrival-seed", type=int, default=0, help="Open loop: seed of the arrival draws")
+    add("--max-in-flight", type=int, default=256,
+        help="Open loop: most requests in flight per dispatcher; arrivals beyond it wait or drop")
+    add("--max-in-flight-policy", default="wait", choices=list(IN_FLIGHT_POLICIES),
+        help="Open loop: an arrival that finds --max-in-flight requests in flight waits (queues) or is dropped")
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    ladder: tuple[int, ...] = (8, 16, 32, 64)
+    ladder_hold_s: float = 20.0
+    slo_ttft_p95_ms: float = 450.0
+    think_time_s: float = 0.0
+    honour_retry_after: bool = False
+    retry_after_cap_s: float = 30.0
+    arrivals: ArrivalProcess = ArrivalProcess("poisson", 10.0)
+    arrival_seed: int = 0
+    max_in_flight: int = 256
+    max_in_flight_policy: str = "wait"
+
+    def __post_init__(self) -> None:
+        if self.ladder_hold_s <= 0:
+            raise ValueError(f"--ladder-hold-s must be > 0, got {self.ladder_hold_s}")
+        if self.think_time_s < 0 or self.retry_after_cap_s < 0:
+            raise ValueError("--think-time-s and --retry-after-cap-s must be >= 0")
+        if self.max_in_flight < 1:
+            raise ValueError(f"--max-in-flight must be at least 1, got {self.max_in_flight}")
+        if self.max_in_flight_policy not in IN_FLIGHT_POLICIES:
+            raise ValueError(f"--max-in-flight-policy must be one of {', '.join(IN_FLIGHT_POLICIES)}, "
+                             f"got {self.max_in_flight_policy!r}")
+
+    @classmethod
+    def from_options(cls, options: Any) -> GatewaySettings:
+        """From Locust's parsed options (missing attributes take the defaults); ValueError when invalid."""
+        def get(name: str, default: Any) -> Any:
+            value = getattr(options, name, default) if options is not None else default
+            return default if value is None else value
+
+        return cls(
+            ladder=parse_ladder(get("ladder", DEFAULT_LADDER)),
+            ladder_hold_s=float(get("ladder_hold_s", 20.0)),
+            slo_ttft_p95_ms=float(get("slo_ttft_p95_ms", 450.0)),
+            think_time_s=float(get("think_time_s", 0.0)),
+            honour_retry_after=bool(get("honour_retry_after", False)),
+            retry_after_cap_s=float(get("retry_after_cap_s", 30.0)),
+            arrivals=ArrivalProcess(str(get("arrival_process", "poisson")), float(get("arrival_rate", 10.0)),
+                                    float(get("burstiness", 1.0))),
+            arrival_seed=int(get("arrival_seed", 0)),
+            max_in_flight=int(get("max_in_flight", 256)),
+            max_in_flight_policy=str(get("max_in_flight_policy", "wait")),
+        )
+
+
+__all__ = ["DEFAULT_LADDER", "GatewaySettings", "register"]

@@ -1,0 +1,278 @@
+"""L3 RAG pipeline: retrieval + generation measured together, against any RAG endpoint.
+
+:class:`RagUser` sends each question of the RAG dataset (``data/rag/questions.jsonl`` unless
+``--dataset`` names another) to ``--rag-path`` with the ``--rag-request-template``, and reads the
+answer, the retrieved document ids and the stage timings through the ``rag`` dialect's path specs
+(:mod:`measure.dialects.rag`; ``--rag-answer-path``, ``--rag-ids-path``, ``--rag-timings-path``).
+Stage timings also come from a standard ``Server-Timing`` header; a service that exposes none is
+measured end to end only. Per request (:func:`measure.rag.annotate`): recall@k and context
+precision against the question's ``gold_ids``, the conflict flag (two retrieved documents of one
+conflict group that disagree, from the corpus's ``claims``), the effective token rate and the time
+no stage accounts for. The run's ``rag`` block (``summary.json`` and the console) aggregates
+them; groundedness (answer vs the retrieved chunks) is scored after the run by ``fourfold score``.
+
+With no ``--host`` the simulator (answering the RAG questions from the dataset) and the
+reference RAG service (``targets.rag``; ``--rag-retriever``, ``--rag-rerank``, ``--rag-top-k``)
+start on loopback and stop at the end.
+
+The options are registered on Locust's parser when this module is imported (so they appear only
+for L3), and :func:`install` attaches the listeners that keep the ``rag`` block: fed by the users
+on a local runner, and on a master from the records the workers ship.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import logging
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from locust import task
+
+from fourfold.levels import hooks
+from fourfold.levels.base import LLMUser, dataset
+from fourfold.levels.options import Settings
+from fourfold.levels.runtime import get_runtime
+from fourfold.measure.dialects.rag import DEFAULT_TEMPLATE, RagDialect, RagWire
+from fourfold.measure.items import DATA_DIR
+from fourfold.measure.rag import CorpusDoc, RagStats, annotate, format_rag, load_corpus
+from fourfold.measure.record import RequestRecord
+
+__all__ = ["DEFAULT_CORPUS", "DEFAULT_QUESTIONS", "RagSettings", "RagUser", "install", "register_options"]
+
+log = logging.getLogger("fourfold")
+DEFAULT_QUESTIONS = DATA_DIR / "rag" / "questions.jsonl"
+DEFAULT_CORPUS = DATA_DIR / "rag" / "corpus.jsonl"
+PACKAGE_DIR = DATA_DIR.parent  # a stored name such as data/rag/corpus.jsonl resolves here
+RETRIEVERS, RERANKERS = ("bm25", "dense"), ("none", "lexical", "dense")
+_CORPORA: dict[str, dict[str, CorpusDoc]] = {}
+
+
+def register_options(parser: Any) -> None:
+    """L3's options (see the README's option table)."""
+    add = parser.add_argument
+    wire = RagWire()
+    add("--rag-path", default=wire.path, help="Path of the RAG endpoint on --host")
+    add("--rag-request-template", default=DEFAULT_TEMPLATE,
+        help='Request body: JSON with a "{question}" placeholder ("{stream}", "{model}", "{max_tokens}", '
+             '"{id}" too), or @file.json')
+    add("--rag-answer-path", default=wire.answer,
+        help="Where the answer text is: dotted JSON paths or sse:EVENT[:path], alternatives split by |")
+    add("--rag-ids-path", default=wire.ids, help="Where the retrieved document ids are (same syntax)")
+    add("--rag-timings-path", default=wire.timings,
+        help="Where the stage timings (ms) are, besides the Server-Timing header (same syntax)")
+    add("--rag-recall-k", type=int, default=3, help="k of recall@k and context precision@k")
+    add("--rag-corpus", default="",
+        help="Corpus JSONL (id, title, text, claims): conflict groups now, chunk texts for groundedness "
+             "later (default: the bundled corpus)")
+    add("--rag-retriever", default="bm25", choices=RETRIEVERS, help="Embedded RAG service: first stage")
+    add("--rag-rerank", default="none", choices=RERANKERS, help="Embedded RAG service: re-ranker")
+    add("--rag-top-k", type=int, default=3, help="Embedded RAG service: documents given to the model")
+
+
+def resolve_path(path: str | Path, default: Path) -> Path:
+    """``path`` as given (relative: to the current directory, else the repository); ``default`` if empty."""
+    if not str(path):
+        return default
+    candidate = Path(path)
+    if candidate.is_absolute() or candidate.exists():
+        return candidate
+    in_repo = PACKAGE_DIR / candidate
+    return in_repo if in_repo.exists() else candidate
+
+
+def corpus(path: Path) -> dict[str, CorpusDoc]:
+    """The corpus, loaded once per process."""
+    key = str(path)
+    if key not in _CORPORA:
+        _CORPORA[key] = load_corpus(path)
+    return _CORPORA[key]
+
+
+@dataclass(frozen=True)
+class RagSettings:
+    """L3's settings, read from Locust's options next to :class:`levels.options.Settings`."""
+
+    wire: RagWire
+    recall_k: int = 3
+    questions: str = str(DEFAULT_QUESTIONS)
+    corpus: str = str(DEFAULT_CORPUS)
+
+    @classmethod
+    def from_options(cls, options: Any, settings: Settings) -> RagSettings:
+        defaults = RagWire()
+
+        def get(name: str, default: Any) -> Any:
+            value = getattr(options, name, None) if options is not None else None
+            return default if value is None or value == "" else value
+
+        template = get("rag_request_template", DEFAULT_TEMPLATE)
+        if template.startswith("@"):
+            template = resolve_path(template[1:], Path(template[1:])).read_text(encoding="utf-8")
+        wire = RagWire(path=get("rag_path", defaults.path), template=template,
+                       answer=get("rag_answer_path", defaults.answer), ids=get("rag_ids_path", defaults.ids),
+                       timings=get("rag_timings_path", defaults.timings))
+        k = int(get("rag_recall_k", 3))
+        if k < 1:
+            raise ValueError(f"--rag-recall-k must be at least 1, got {k}")
+        return cls(wire, k, str(resolve_path(settings.dataset, DEFAULT_QUESTIONS)),
+                   str(resolve_path(settings.rag_corpus, DEFAULT_CORPUS)))
+
+
+class RagUser(LLMUser):
+    """Asks the RAG endpoint one question after another (closed loop, no think time)."""
+
+    level = "l3"
+    scenario = "rag"
+
+    def __init__(self, environment: Any) -> None:
+        super().__init__(environment)
+        self.rag = rag_settings(environment)
+        self.dialect = RagDialect(self.rag.wire)
+        self.items = dataset(self.rag.questions)
+        self._cursor = itertools.cycle(range(len(self.items)))
+        for _ in range(self.user_id % len(self.items)):
+            next(self._cursor)
+        docs = corpus(Path(self.rag.corpus)) if Path(self.rag.corpus).is_file() else {}
+        self.claims = {doc_id: doc.claims for doc_id, doc in docs.items() if doc.claims}
+        self.stats: RagStats | None = None if self.runtime.is_worker else _stats(environment, self.rag.recall_k)
+
+    @classmethod
+    def start_embedded(cls, settings: Settings) -> tuple[str, list[Any]]:
+        """The simulator (answering the questions from the dataset) and the reference RAG service."""
+        from fourfold.levels.base import simulator_gateway_args
+        from fourfold.targets.launch import start_simulator
+        from fourfold.targets.rag.launch import start_rag_service
+
+        questions = resolve_path(settings.dataset, DEFAULT_QUESTIONS)
+        simulator = start_simulator(profile=settings.sim_profile, seed=settings.sim_seed,
+                                    extra_args=["--prompts", str(questions), *simulator_gateway_args(settings)])
+        extra = ["--corpus", str(resolve_path(settings.rag_corpus, DEFAULT_CORPUS))] if settings.rag_corpus else []
+        try:
+            service = start_rag_service(simulator.url, retriever=settings.rag_retriever, rerank=settings.rag_rerank,
+                                        top_k=settings.rag_top_k, extra_args=extra)
+        except BaseException:
+            simulator.stop()
+            raise
+        return service.url, [simulator, service]
+
+    def annotate(self, gold: list[str], record: RequestRecord) -> None:
+        """The RAG facts of a finished record, before it reaches the sinks."""
+        annotate(record, record.extra.get("retrieved_ids") or [], gold, self.rag.recall_k, self.claims)
+        if self.stats is not None:
+            self.stats.add(record)
+
+    @task
+    def ask(self) -> None:
+        item = self.next_item()
+        gold = item.meta.get("gold_ids")
+        gold_ids = [str(g) for g in gold] if isinstance(gold, list) else []
+        self.request(item, annotate=functools.partial(self.annotate, gold_ids))
+
+
+# ---- listeners: the rag block of the run ----
+def _rag_environment(environment: Any) -> bool:
+    return any(isinstance(cls, type) and issubclass(cls, RagUser) for cls in environment.user_classes)
+
+
+def rag_settings(environment: Any) -> RagSettings:
+    """The environment's RagSettings (read at test start; on first use before that)."""
+    found = getattr(environment, "fourfold_rag_settings", None)
+    if found is None:
+        found = RagSettings.from_options(environment.parsed_options, get_runtime(environment).settings)
+        environment.fourfold_rag_settings = found
+    return found
+
+
+def _stats(environment: Any, k: int) -> RagStats:
+    stats = getattr(environment, "fourfold_rag", None)
+    if stats is None or stats.k != k:
+        stats = RagStats(k)
+        environment.fourfold_rag = stats
+    return stats
+
+
+def _on_parser(parser: Any, **_kw: Any) -> None:
+    register_options(parser)
+
+
+def _on_init(environment: Any, **_kw: Any) -> None:
+    if not _rag_environment(environment):
+        return
+    options = environment.parsed_options
+    runtime = get_runtime(environment)
+    rag = rag_settings(environment)           # a bad template or path spec stops the run here
+    runtime.meta_extra["dialect"] = "rag"
+    if runtime.is_worker:
+        return
+    environment.events.worker_report.add_listener(functools.partial(_on_worker_report, environment))
+    if getattr(options, "fourfold_embedded", False):
+        s = Settings.from_options(options)
+        runtime.meta_extra["embedded_rag_service"] = {"retriever": s.rag_retriever, "rerank": s.rag_rerank,
+                                                      "top_k": s.rag_top_k}
+    _describe(environment, runtime, rag)
+
+
+def _describe(environment: Any, runtime: Any, rag: RagSettings) -> None:
+    """The ``rag`` block of meta.json (written at test start): dataset, corpus, k, wire, service."""
+    runtime.meta_extra["rag"] = {"questions": rag.questions, "corpus": rag.corpus, "recall_k": rag.recall_k,
+                                 "wire": asdict(rag.wire), "service": _service_config(environment, rag)}
+
+
+def _on_test_start(environment: Any, **_kw: Any) -> None:
+    """Options may have changed in the web UI's form: read them again (meta.json is already out)."""
+    if not _rag_environment(environment):
+        return
+    runtime = get_runtime(environment)
+    rag = environment.fourfold_rag_settings = RagSettings.from_options(environment.parsed_options,
+                                                                        runtime.settings)
+    if not runtime.is_worker:
+        _describe(environment, runtime, rag)
+        environment.fourfold_rag = RagStats(rag.recall_k)
+
+
+def _service_config(environment: Any, rag: RagSettings) -> dict[str, Any] | None:
+    """The reference service's ``/v1/rag/config`` when the target has one (best effort)."""
+    if not environment.host or rag.wire.path != "/v1/rag":
+        return None
+    import httpx
+
+    try:
+        response = httpx.get(environment.host.rstrip("/") + "/v1/rag/config", timeout=2.0)
+        return response.json() if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+
+
+def _on_worker_report(environment: Any, client_id: str, data: dict[str, Any], **_kw: Any) -> None:
+    """Master: the workers' records (already shipped for the run log) feed the rag block too."""
+    stats = getattr(environment, "fourfold_rag", None)
+    if stats is not None:
+        for raw in (data.get("fourfold") or {}).get("records") or ():
+            stats.add(RequestRecord.from_dict(raw))
+
+
+def _on_quitting(environment: Any, **_kw: Any) -> None:
+    """Runs before levels.hooks' quitting listener (Locust fires quitting in reverse order), so the
+    rag block is in ``summary_extra`` when the summary is written."""
+    stats = getattr(environment, "fourfold_rag", None)
+    runtime = getattr(environment, "fourfold_runtime", None)
+    if stats is None or runtime is None or runtime.is_worker or runtime.finished:
+        return
+    block = stats.summary()
+    described = runtime.meta_extra.get("rag") or {}
+    block["service"] = described.get("service") or runtime.meta_extra.get("embedded_rag_service")
+    block["questions_file"], block["corpus_file"] = described.get("questions"), described.get("corpus")
+    runtime.summary_extra["rag"] = block
+    print(format_rag(block), file=sys.stdout if environment.parsed_options is not None else sys.stderr)
+
+
+def install() -> None:
+    """Attach L3's listeners (once per process; after the shared hooks)."""
+    hooks.install_listeners("l3", init_command_line_parser=_on_parser, init=_on_init, test_start=_on_test_start, quitting=_on_quitting)
+
+
+install()

@@ -1,0 +1,202 @@
+"""fourfold's options: registered once on Locust's parser, read once into a frozen Settings.
+
+Registered through ``events.init_command_line_parser`` they work from the command line, from
+``LOCUST_*`` environment variables, from ``locust.conf`` / ``[tool.locust]``, and in the web UI's
+start form. Secrets (``--api-key``) are masked in the form and never copied into records, logs or
+``meta.json`` (see :func:`redacted`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from fourfold.levels.l4_options import register as _register_l4
+from fourfold.measure.dialects import DIALECTS
+from fourfold.measure.gate import load_slo
+from fourfold.measure.slo import SLOSpecError
+
+SECRET_OPTIONS = frozenset({"api_key"})
+
+
+def register(parser: Any) -> None:
+    """Add fourfold's options to Locust's argument parser (call from init_command_line_parser)."""
+    add = parser.add_argument
+    add("--dialect", default="openai", choices=sorted(DIALECTS),
+        help="Wire format of the target: openai (chat completions), anthropic (/v1/messages), triton (KServe v2)")
+    add("--model", default="fourfold-sim", help="Model name sent in each request")
+    add("--dataset", default="", help="JSONL of prompts (id, prompt or messages, reference); default: bundled prompts")
+    add("--max-tokens", type=int, default=0, help="Override every item's max_tokens (0 = use the item's)")
+    add("--ignore-eos", action="store_true", default=False,
+        help="Ask the server to always produce max_tokens (vLLM extension; on by default for L1 against the embedded simulator)")
+    add("--no-ignore-eos", action="store_true", default=False,
+        help="Let answers end naturally even where --ignore-eos would be implied (scoring structure needs it)")
+    add("--no-stream", action="store_true", default=False, help="Send non-streaming requests (TTFT = E2E)")
+    add("--api-key", default="", is_secret=True, env_var="FOURFOLD_API_KEY",
+        help="API key (or env FOURFOLD_API_KEY); sent as Bearer or x-api-key, never recorded")
+    add("--api-key-header", default="authorization", choices=["authorization", "x-api-key", "api-key"],
+        help="How the API key is sent")
+    add("--header", dest="headers", action="append", default=[], include_in_web_ui=False,
+        help="Extra request header 'Name: value' (repeatable), e.g. a version or beta flag")
+    add("--warmup-requests", type=int, default=1,
+        help="Requests each user sends before measuring (excluded from every statistic)")
+    add("--stall-ms", type=float, default=150.0, help="A gap between content chunks above this is a stall")
+    add("--read-timeout", type=float, default=60.0, help="Seconds of silence before a stream counts as timed out")
+    add("--connect-timeout", type=float, default=10.0, help="Seconds to open a connection")
+    add("--max-response-s", type=float, default=600.0, help="Stop reading a response after this many seconds")
+    add("--http2", action="store_true", default=False, help="Use HTTP/2 (httpx + h2) instead of fourfold's HTTP/1.1 transport")
+    add("--insecure", action="store_true", default=False, help="Do not verify TLS certificates")
+    add("--run-dir", default="runs", help="Base directory of run directories")
+    add("--label", default="", help="Label of this run (part of the run directory's name)")
+    add("--no-record-text", action="store_true", default=False, help="Do not keep answer text in records.jsonl")
+    add("--metrics-url", default="",
+        help="Prometheus /metrics of the target to sample during the run (default: <host>/metrics; 'off' disables)")
+    add("--sample-interval", type=float, default=1.0, help="Seconds between /metrics and nvidia-smi samples")
+    add("--mirror-host", default="",
+        help="Also send a share of requests to this second target (gray release); its answers reach no user")
+    add("--mirror-share", type=float, default=0.1, help="Share of requests mirrored to --mirror-host (0..1)")
+    add("--sim-profile", default="baseline",
+        help="Profile of the embedded simulator started when no --host is given")
+    add("--sim-seed", type=int, default=0, help="Seed of the embedded simulator")
+    add("--sim-max-concurrency", type=int, default=0,
+        help="Embedded simulator: gateway limit on generations in flight (0: none)")
+    add("--sim-over-limit", default="queue", choices=["queue", "429", "503"],
+        help="Embedded simulator: what a request over --sim-max-concurrency gets")
+    add("--sim-keepalive-timeout-s", type=float, default=0.0,
+        help="Embedded simulator: close keep-alive connections idle this long (0: never)")
+    add("--slo", default="", type=_slo_option,
+        help="SLO gate, e.g. 'ttft_p95<=450ms,e2e_p99<=1400ms', or an SLO file (ci/slo.toml); "
+             "a missed SLO makes the run exit 3")
+    add("--junit", default="", include_in_web_ui=False,
+        help="Write the SLO verdicts as JUnit XML to this path (one testcase per SLO)")
+    _register_l4(parser)   # L4 session flow and sticky A/B (levels/l4_options.py)
+
+
+def _slo_option(value: str) -> str:
+    """Check --slo when it is parsed (a malformed spec or file: exit code 2); keep the text."""
+    if value and value.strip():
+        try:
+            load_slo(value)
+        except SLOSpecError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix("--slo: ")) from None
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    dialect: str = "openai"
+    model: str = "fourfold-sim"
+    dataset: str = ""
+    max_tokens: int | None = None
+    ignore_eos: bool = False
+    no_ignore_eos: bool = False
+    stream: bool = True
+    api_key: str = field(default="", repr=False)
+    api_key_header: str = "authorization"
+    headers: tuple[tuple[str, str], ...] = ()
+    warmup_requests: int = 1
+    stall_ms: float = 150.0
+    read_timeout_s: float = 60.0
+    connect_timeout_s: float = 10.0
+    max_response_s: float = 600.0
+    http2: bool = False
+    insecure: bool = False
+    run_dir: str = "runs"
+    label: str = ""
+    record_text: bool = True
+    metrics_url: str = ""
+    sample_interval_s: float = 1.0
+    mirror_host: str = ""
+    mirror_share: float = 0.1
+    sim_profile: str = "baseline"
+    sim_seed: int = 0
+    sim_max_concurrency: int = 0            # embedded simulator gateway knobs (targets.sim.gateway)
+    sim_over_limit: str = "queue"
+    sim_keepalive_timeout_s: float = 0.0
+    rag_retriever: str = "bm25"             # embedded RAG service (levels.l3_rag registers the options)
+    rag_rerank: str = "none"
+    rag_top_k: int = 3
+    rag_corpus: str = ""
+    slo: str = ""
+    junit: str = ""
+
+    @classmethod
+    def from_options(cls, options: Any) -> Settings:
+        """Build from Locust's parsed options (missing attributes take the defaults)."""
+        def get(name: str, default: Any) -> Any:
+            value = getattr(options, name, default) if options is not None else default
+            return default if value is None else value
+
+        max_tokens = int(get("max_tokens", 0)) or None
+        return cls(
+            dialect=get("dialect", "openai"),
+            model=get("model", "fourfold-sim"),
+            dataset=get("dataset", ""),
+            max_tokens=max_tokens,
+            ignore_eos=bool(get("ignore_eos", False)),
+            no_ignore_eos=bool(get("no_ignore_eos", False)),
+            stream=not get("no_stream", False),
+            api_key=get("api_key", "") or os.environ.get("FOURFOLD_API_KEY", ""),
+            api_key_header=get("api_key_header", "authorization"),
+            headers=parse_headers(get("headers", [])),
+            warmup_requests=int(get("warmup_requests", 1)),
+            stall_ms=float(get("stall_ms", 150.0)),
+            read_timeout_s=float(get("read_timeout", 60.0)),
+            connect_timeout_s=float(get("connect_timeout", 10.0)),
+            max_response_s=float(get("max_response_s", 600.0)),
+            http2=bool(get("http2", False)),
+            insecure=bool(get("insecure", False)),
+            run_dir=get("run_dir", "runs"),
+            label=get("label", ""),
+            record_text=not get("no_record_text", False),
+            metrics_url=get("metrics_url", ""),
+            sample_interval_s=float(get("sample_interval", 1.0)),
+            mirror_host=get("mirror_host", ""),
+            mirror_share=float(get("mirror_share", 0.1)),
+            sim_profile=get("sim_profile", "baseline"),
+            sim_seed=int(get("sim_seed", 0)),
+            sim_max_concurrency=int(get("sim_max_concurrency", 0)),
+            sim_over_limit=str(get("sim_over_limit", "queue")),
+            sim_keepalive_timeout_s=float(get("sim_keepalive_timeout_s", 0.0)),
+            rag_retriever=str(get("rag_retriever", "bm25")),
+            rag_rerank=str(get("rag_rerank", "none")),
+            rag_top_k=int(get("rag_top_k", 3)),
+            rag_corpus=str(get("rag_corpus", "")),
+            slo=get("slo", ""),
+            junit=get("junit", ""),
+        )
+
+    def request_headers(self) -> dict[str, str]:
+        """Headers every request carries: the --header values and the API key."""
+        return {**dict(self.headers), **self.auth_headers()}
+
+    def auth_headers(self) -> dict[str, str]:
+        if not self.api_key:
+            return {}
+        if self.api_key_header == "authorization":
+            return {"Authorization": f"Bearer {self.api_key}"}
+        return {self.api_key_header: self.api_key}
+
+
+def parse_headers(values: list[str] | tuple[str, ...] | str) -> tuple[tuple[str, str], ...]:
+    """``["X-Beta: on", ...]`` -> (("X-Beta", "on"), ...); a value without a colon is a usage error."""
+    if isinstance(values, str):
+        values = [values] if values else []
+    parsed = []
+    for value in values:
+        name, sep, rest = value.partition(":")
+        if not sep or not name.strip():
+            raise ValueError(f"--header {value!r}: expected 'Name: value'")
+        parsed.append((name.strip(), rest.strip()))
+    return tuple(parsed)
+
+
+def redacted(settings: Settings) -> dict[str, Any]:
+    """Settings as a dict with every secret replaced by "***" (or "" when unset)."""
+    data = asdict(settings)
+    for name in SECRET_OPTIONS:
+        if data.get(name):
+            data[name] = "***"
+    return data

@@ -1,0 +1,226 @@
+"""The per-Environment plumbing behind every level: stats, run directory, worker shipping.
+
+``register(environment)`` attaches one :class:`Runtime` to a Locust environment (explicitly, from
+the ``init`` event; nothing happens on import). The runtime owns the three sinks of a record:
+
+1. :class:`measure.stats.LLMStats` (our own mergeable histograms; TTFT/ITL are *not* fake Locust
+   requests, so Locust's Aggregated row stays honest);
+2. one Locust request event per LLM request (``response_time`` = E2E), so Locust's own table,
+   failure ratio and ``--exit-code-on-error`` stay meaningful;
+3. the run directory (``records.jsonl`` + ``meta.json`` + ``summary.json``), written by the
+   local runner or the master. Workers ship their records and stats deltas to the master in
+   ``report_to_master`` (every 3 s and once at quit) and keep nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+import sys
+import time
+from typing import Any
+
+import gevent
+from locust import events
+from locust.env import Environment
+from locust.runners import MasterRunner, WorkerRunner
+
+from fourfold.levels.options import Settings, redacted
+from fourfold.measure.record import RequestRecord
+from fourfold.measure.runlog import RunWriter
+from fourfold.measure.stats import LLMStats
+
+log = logging.getLogger("fourfold")
+WIRE_KEY = "fourfold"
+
+
+class Runtime:
+    def __init__(self, environment: Environment, settings: Settings) -> None:
+        self.environment = environment
+        self.settings = settings
+        self.stats = LLMStats(stall_threshold_ms=settings.stall_ms)
+        self.writer: RunWriter | None = None
+        self.pending: list[dict[str, Any]] = []       # worker: records not yet shipped
+        self.records_seen = 0                          # this process's measured + warm-up records
+        self.records_shipped = 0
+        self.level = ""
+        self.meta_extra: dict[str, Any] = {}
+        self.summary_extra: dict[str, Any] = {}
+        self._flusher: gevent.Greenlet | None = None
+        self.started_at: float | None = None
+        self.finished = False
+        self.sampler: Any = None
+        self.background: set[gevent.Greenlet] = set()   # e.g. mirror requests in flight
+
+    # ---- roles ----
+    @property
+    def is_worker(self) -> bool:
+        return isinstance(self.environment.runner, WorkerRunner)
+
+    @property
+    def is_master(self) -> bool:
+        return isinstance(self.environment.runner, MasterRunner)
+
+    def spawn_background(self, fn: Any) -> gevent.Greenlet:
+        """Run ``fn`` on its own greenlet; it is stopped (and so records ``cancelled``) at test stop."""
+        greenlet = gevent.spawn(fn)
+        self.background.add(greenlet)
+        greenlet.link(self.background.discard)
+        return greenlet
+
+    def stop_background(self) -> None:
+        if self.background:
+            gevent.killall(list(self.background), block=True, timeout=5)
+
+    # ---- the record sinks ----
+    def observe(self, record: RequestRecord) -> None:
+        """Hand one finished record to every sink (called on the greenlet that sent it)."""
+        cancelled = record.error_class == "cancelled"
+        stopped: BaseException | None = None
+        if not cancelled:
+            try:
+                gevent.sleep(0)   # let pending reads of other streams be timestamped before this work
+            except gevent.GreenletExit as exc:   # the run stopped right now: the request did complete,
+                stopped = exc                     # so record it first, then let the greenlet end
+        self.records_seen += 1
+        if not self.settings.record_text:
+            record.text = ""
+        if not record.warmup and not cancelled:
+            self.stats.add_record(record)
+            self.environment.events.request.fire(
+                request_type="LLM",
+                name=f"{record.level}:{record.scenario}",
+                response_time=record.e2e_ms or 0.0,
+                response_length=record.output_tokens,
+                exception=None if record.ok else _RequestFailed(record.error_class, record.error_detail),
+                context={"item_id": record.item_id},
+            )
+        if self.is_worker:
+            self.pending.append(record.to_dict())
+        else:
+            self._write(record)
+        if stopped is not None:
+            raise stopped
+
+    def _write(self, record: RequestRecord) -> None:
+        if self.writer is None:
+            self.open_run()
+        assert self.writer is not None
+        self.writer.append(record)
+
+    # ---- run directory (local runner or master) ----
+    def open_run(self) -> RunWriter:
+        if self.writer is None:
+            label = self.settings.label or self.level or "run"
+            self.writer = RunWriter(label, self.settings.run_dir)
+            self.started_at = time.time()
+            self.writer.write_meta(self.meta())
+            self._flusher = gevent.spawn(self._flush_every_second)
+            log.info("fourfold: writing run directory %s", self.writer.run_dir)
+        return self.writer
+
+    def meta(self) -> dict[str, Any]:
+        env = self.environment
+        options = env.parsed_options
+        return {
+            "level": self.level,
+            "target": env.host or "",
+            "dialect": self.settings.dialect,
+            "model": self.settings.model,
+            "settings": redacted(self.settings),
+            "locust": {
+                "users": getattr(options, "num_users", None),
+                "spawn_rate": getattr(options, "spawn_rate", None),
+                "run_time": getattr(options, "run_time", None),
+                "distributed": self.is_master,
+            },
+            "versions": _versions(),
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            **self.meta_extra,
+        }
+
+    def _flush_every_second(self) -> None:
+        while True:
+            gevent.sleep(1.0)
+            if self.writer is not None:
+                self.writer.flush()
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "level": self.level,
+            "target": self.environment.host or "",
+            "started_at": self.started_at,
+            "finished_at": time.time(),
+            "records": self.writer.records_written if self.writer else 0,
+            **self.stats.summary(),
+            **self.summary_extra,
+        }
+
+    def finish(self) -> dict[str, Any] | None:
+        """Write summary.json and close the run directory (idempotent; not on workers)."""
+        if self.is_worker or self.finished:
+            return None
+        self.finished = True
+        if self._flusher is not None:
+            self._flusher.kill(block=False)
+        writer = self.open_run()
+        summary = self.summary()
+        writer.write_summary(summary)
+        writer.close()
+        return summary
+
+    # ---- distributed ----
+    def on_report_to_master(self, client_id: str, data: dict[str, Any]) -> None:
+        records, self.pending = self.pending, []
+        self.records_shipped += len(records)
+        data[WIRE_KEY] = {"stats": self.stats.take_wire(), "records": records}
+
+    def on_worker_report(self, client_id: str, data: dict[str, Any]) -> None:
+        payload = data.get(WIRE_KEY)
+        if not payload:
+            return
+        self.stats.merge_wire(payload.get("stats") or {})
+        for raw in payload.get("records") or ():
+            self._write(RequestRecord.from_dict(raw))
+
+
+class _RequestFailed(Exception):
+    def __init__(self, error_class: str, detail: str) -> None:
+        super().__init__(f"{error_class}: {detail[:200]}" if detail else error_class)
+        self.error_class = error_class
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {"python": sys.version.split()[0], "platform": platform.platform()}
+    for name in ("fourfold", "locust", "httpx", "gevent"):
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            pass
+    return found
+
+
+def get_runtime(environment: Environment) -> Runtime:
+    runtime = getattr(environment, "fourfold_runtime", None)
+    if runtime is None:
+        raise RuntimeError("fourfold's runtime is not registered on this environment: "
+                           "import the level's User from levels/ so its init listener runs")
+    return runtime
+
+
+def register(environment: Environment, settings: Settings | None = None) -> Runtime:
+    """Create the environment's Runtime and attach its listeners (idempotent)."""
+    existing = getattr(environment, "fourfold_runtime", None)
+    if existing is not None:
+        return existing
+    runtime = Runtime(environment, settings or Settings.from_options(environment.parsed_options))
+    environment.fourfold_runtime = runtime  # type: ignore[attr-defined]
+    ev = environment.events
+    ev.report_to_master.add_listener(runtime.on_report_to_master)
+    ev.worker_report.add_listener(runtime.on_worker_report)
+    return runtime
+
+
+__all__ = ["Runtime", "events", "get_runtime", "register"]

@@ -1,0 +1,125 @@
+"""The SLO gate inside a Locust run (``--slo``, ``--junit``); the pure part is :mod:`measure.slo`.
+
+- ``configure(environment, runtime)`` (``test_start``, every role): reads ``--slo`` into a
+  :class:`Gate`; on the local runner or the master it rewrites ``parsed_options.slo`` to the
+  inline spec, so workers (which get the master's options with the spawn message) need no
+  copy of an SLO file. The per-request goodput thresholds and ``--stall-ms`` are applied to
+  the runtime's LLMStats before any record is counted; the master also ships the thresholds
+  it counts with (``parsed_options.fourfold_stats_config``) and workers use those, since a
+  worker's own command line may differ and the master refuses to merge stats counted with
+  other thresholds.
+- ``finish(environment, runtime, summary)`` (``quitting``, local runner or master): verdicts on
+  the final merged summary, the table printed, the ``slo`` block added to ``summary.json``,
+  ``--junit`` written, and ``environment.process_exit_code = 3`` when any SLO failed. Quality
+  clauses are skipped here: ``fourfold check`` judges them after ``fourfold score``.
+- ``live_verdicts(environment)``: the same verdicts on the stats so far (the web UI's SLO tab).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from fourfold.levels.options import Settings
+from fourfold.levels.runtime import Runtime
+from fourfold.measure.gate import load_slo, write_junit
+from fourfold.measure.slo import (
+    SLO,
+    SLOSpecError,
+    Verdict,
+    evaluate,
+    exit_code,
+    goodput_thresholds,
+    summary_block,
+    to_spec,
+)
+from fourfold.measure.slo_report import format_verdicts
+from fourfold.measure.stats import LLMStats
+
+log = logging.getLogger("fourfold")
+# parsed_options attribute the master sets at test_start; Locust forwards it to the workers with the
+# spawn message, so every process counts stalls and goodput with the master's thresholds
+STATS_CONFIG_OPTION = "fourfold_stats_config"
+
+
+@dataclass
+class Gate:
+    source: str = ""                       # what --slo said (spec or file path)
+    slos: list[SLO] = field(default_factory=list)
+    error: str = ""                        # a malformed spec that reached test_start (web UI form)
+
+
+def get_gate(environment: Any) -> Gate:
+    return getattr(environment, "fourfold_gate", None) or Gate()
+
+
+def configure(environment: Any, runtime: Runtime) -> Gate:
+    settings: Settings = runtime.settings
+    gate = Gate(source=settings.slo)
+    if settings.slo.strip():
+        try:
+            gate.slos = load_slo(settings.slo)
+        except SLOSpecError as exc:
+            gate.error = str(exc)
+            log.error("fourfold: %s; the SLO gate is off for this run", exc)
+    environment.fourfold_gate = gate
+    options = environment.parsed_options
+    if runtime.is_worker:
+        shipped = getattr(options, STATS_CONFIG_OPTION, None)   # the master's, with the spawn message
+        if isinstance(shipped, dict):
+            _apply_thresholds(runtime, float(shipped["stall_ms"]), dict(shipped["slo_ms"]))
+        else:
+            _apply_thresholds(runtime, settings.stall_ms, goodput_thresholds(gate.slos))
+        return gate
+    _apply_thresholds(runtime, settings.stall_ms, goodput_thresholds(gate.slos))
+    if options is not None:
+        if gate.slos:
+            options.slo = to_spec(gate.slos)
+        setattr(options, STATS_CONFIG_OPTION, {"stall_ms": runtime.stats.stall_threshold_ms,
+                                               "slo_ms": dict(runtime.stats.slo_ms)})
+    return gate
+
+
+def _apply_thresholds(runtime: Runtime, stall_ms: float, slo_ms: dict[str, float]) -> None:
+    stats = runtime.stats
+    if stats.stall_threshold_ms == stall_ms and stats.slo_ms == slo_ms:
+        return
+    if stats.groups:
+        log.warning("fourfold: stall threshold / goodput SLO changed to %s ms / %s after records were "
+                    "counted; keeping %s ms / %s", stall_ms, slo_ms, stats.stall_threshold_ms, stats.slo_ms)
+        return
+    runtime.stats = LLMStats(stall_threshold_ms=stall_ms, slo_ms=slo_ms, alpha=stats.alpha)
+
+
+def live_verdicts(environment: Any) -> list[Verdict]:
+    gate = get_gate(environment)
+    runtime = getattr(environment, "fourfold_runtime", None)
+    if not gate.slos or runtime is None:
+        return []
+    return evaluate(gate.slos, runtime.stats.summary(), quality="skip")
+
+
+def finish(environment: Any, runtime: Runtime, summary: dict[str, Any] | None) -> list[Verdict]:
+    """Judge the final summary; print, record, write JUnit and set the exit code (not on workers)."""
+    gate = get_gate(environment)
+    if runtime.is_worker or summary is None or not gate.slos:
+        return []
+    verdicts = evaluate(gate.slos, summary, quality="skip")
+    block = summary_block(gate.slos, verdicts)
+    block["source"] = gate.source
+    print(format_verdicts(verdicts), flush=True)
+    if runtime.writer is not None:
+        runtime.writer.write_summary({**summary, "slo": block})
+    junit = runtime.settings.junit
+    if junit:
+        run_dir = str(runtime.writer.run_dir) if runtime.writer is not None else ""
+        path = write_junit(junit, verdicts, run_dir=run_dir, spec=to_spec(gate.slos))
+        print(f"fourfold: SLO verdicts as JUnit XML in {path}", flush=True)
+    code = exit_code(verdicts)
+    if code:
+        environment.process_exit_code = code
+    return verdicts
+
+
+__all__ = ["Gate", "configure", "finish", "get_gate", "live_verdicts"]

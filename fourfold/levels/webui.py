@@ -1,0 +1,351 @@
+"""The "LLM" tab in Locust's web UI, its CSV, a live SLO tab and a charts page.
+
+``register(environment)`` (called from the ``init`` listener when ``environment.web_ui`` exists:
+the local runner or the master) sets Locust's extension points (``web_ui.template_args``):
+
+- ``extended_tabs`` / ``extended_tables``: a tab "LLM" (key ``llm``, URL ``/?tab=llm``) with one
+  row per level:scenario and an Aggregated row: TTFT p50/p95/p99, ITL p50/p99, TPOT p50, E2E
+  p50/p95/p99, output tokens/s, stall, interruption and error rates, connection reuse and
+  goodput; and a tab "LLM SLO" (key ``slo``) with the ``--slo`` verdicts on the data so far.
+  The rows reach the page as ``extended_stats`` appended to ``/stats/requests`` (an
+  ``after_request`` hook), so they refresh with Locust's own table. On the master they are the
+  workers' merged stats (workers report every 3 s).
+- ``extended_csv_files``: ``./fourfold/llm.csv`` (the same table, unrounded, rates as fractions)
+  and a link to ``./fourfold/charts``.
+- routes on ``web_ui.app``: ``/fourfold/llm.csv``, ``/fourfold/llm.json`` (rows and verdicts),
+  ``/fourfold/charts`` (a self-contained page, :mod:`levels.webui_page`) and
+  ``/fourfold/charts.json``: the per-second series of ``LLMStats.series()`` (output tokens,
+  finished and failed requests, stalls) and TTFT p50/p95/p99 over a sliding window, computed
+  every ``SAMPLE_INTERVAL_S`` from the difference of the cumulative histograms.
+
+The frontend camel-cases every key of ``/stats/requests`` (``ttft_p50`` -> ``ttftP50``), so the
+tab's rows and table structure use camelCase keys; the CSV keeps snake_case.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+import re
+import time
+from collections import deque
+from typing import Any
+
+import gevent
+
+from fourfold.levels.options import SECRET_OPTIONS
+from fourfold.levels.slogate import get_gate, live_verdicts
+from fourfold.measure.histogram import LogHistogram
+from fourfold.measure.slo import Verdict
+from fourfold.measure.stats import TOTAL_LEVEL
+
+log = logging.getLogger("fourfold")
+TAB_KEY, SLO_TAB_KEY = "llm", "slo"
+SAMPLE_INTERVAL_S, WINDOW_S, MAX_POINTS = 2.0, 10.0, 1800
+MASTER_LAG_S = 4          # workers report every 3 s: the master's last seconds are incomplete
+
+# (csv key, tab title, kind): kind says how the tab shows it (ms, pct, num, int, text)
+COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("name", "level:scenario", "text"),
+    ("requests", "requests", "int"),
+    ("failures", "failures", "int"),
+    ("ttft_p50_ms", "TTFT p50 ms", "ms"),
+    ("ttft_p95_ms", "TTFT p95 ms", "ms"),
+    ("ttft_p99_ms", "TTFT p99 ms", "ms"),
+    ("itl_p50_ms", "ITL p50 ms", "ms"),
+    ("itl_p99_ms", "ITL p99 ms", "ms"),
+    ("tpot_p50_ms", "TPOT p50 ms", "ms"),
+    ("e2e_p50_ms", "E2E p50 ms", "ms"),
+    ("e2e_p95_ms", "E2E p95 ms", "ms"),
+    ("e2e_p99_ms", "E2E p99 ms", "ms"),
+    ("output_tps", "output tok/s", "num"),
+    ("stall_rate", "stall %", "pct"),
+    ("interruption_rate", "interrupted %", "pct"),
+    ("error_rate", "failed %", "pct"),
+    ("conn_reuse", "conn reuse %", "pct"),
+    ("goodput_rps", "goodput req/s", "num"),
+)
+_PERCENTILE_KEY = re.compile(r"^([a-z0-9]+)_(p\d+)_ms$")
+SLO_COLUMNS = (("slo", "SLO"), ("scope", "scope"), ("measured", "measured"), ("verdict", "verdict"))
+
+
+# ---- pure: rows ----
+def camel(key: str) -> str:
+    """``ttft_p50_ms`` -> ``ttftP50Ms`` (what Locust's frontend does to every JSON key)."""
+    return re.sub(r"_([a-z0-9])", lambda m: m.group(1).upper(), key)
+
+
+def group_row(group: dict[str, Any]) -> dict[str, Any]:
+    """One GroupStats summary as a flat row keyed like COLUMNS (unrounded; rates as fractions)."""
+    name = f"{group['level']}:{group['scenario']}" if group.get("scenario") else str(group["level"])
+    row: dict[str, Any] = {"name": name}
+    for key, _, _ in COLUMNS[1:]:
+        percentile = _PERCENTILE_KEY.match(key)
+        if percentile:
+            row[key] = (group.get(f"{percentile[1]}_ms") or {}).get(percentile[2])
+        else:
+            row[key] = group.get(key)
+    return row
+
+
+def table_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """Rows for the tab and the CSV: one per level:scenario, then Aggregated."""
+    return [group_row(g) for g in summary.get("groups", [])] + [group_row(summary["total"])]
+
+
+def _show(value: Any, kind: str) -> Any:
+    if value is None:
+        return ""
+    if kind == "ms":
+        return f"{value:.1f}"
+    if kind == "pct":
+        return f"{100 * value:.2f}"
+    if kind == "num":
+        return f"{value:.1f}"
+    return value
+
+
+def ui_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows as the tab shows them: camelCase keys, ms to 0.1, rates in percent."""
+    return [{camel(key): _show(row.get(key), kind) for key, _, kind in COLUMNS} for row in rows]
+
+
+def slo_rows(verdicts: list[Verdict], error: str = "") -> list[dict[str, Any]]:
+    if error:
+        return [{"slo": "--slo is malformed", "scope": "", "measured": "", "verdict": error}]
+    if not verdicts:
+        return [{"slo": "no --slo given", "scope": "", "measured": "", "verdict": ""}]
+    return [{"slo": v.slo.label, "scope": v.slo.target, "measured": v.slo.format_value(v.measured),
+             "verdict": v.status if not v.reason else f"{v.status}: {v.reason}"} for v in verdicts]
+
+
+def csv_text(rows: list[dict[str, Any]]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=[key for key, _, _ in COLUMNS], lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: "" if v is None else v for k, v in row.items()})
+    return out.getvalue()
+
+
+def histogram_delta(now: LogHistogram, before: LogHistogram | None) -> LogHistogram:
+    """The samples added to a cumulative histogram between two snapshots (``now - before``);
+    min/max are the bucket representatives of the lowest and highest non-empty bucket."""
+    if before is None or before.count == 0:
+        return now.copy()
+    buckets = {k: n - before.buckets.get(k, 0) for k, n in now.buckets.items()}
+    buckets = {k: n for k, n in buckets.items() if n > 0}
+    zero = max(0, now.zero_count - before.zero_count)
+    count = sum(buckets.values()) + zero
+    wire: dict[str, Any] = {"a": now.alpha, "n": count, "s": max(0.0, now.sum - before.sum),
+                            "b": buckets, "z": zero}
+    if count:
+        lo = 0.0 if zero else now.representative(min(buckets))
+        hi = now.representative(max(buckets)) if buckets else 0.0
+        wire["lo"], wire["hi"] = lo, hi
+    return LogHistogram.from_wire(wire)
+
+
+def trim_series(series: dict[str, list[Any]], before_s: int) -> dict[str, list[Any]]:
+    """The columns of a per-second series for the seconds before ``before_s`` only."""
+    keep = sum(1 for t_s in series.get("t_s", ()) if t_s < before_s)
+    return {name: values[:keep] for name, values in series.items()}
+
+
+class TTFTWindow:
+    """TTFT p50/p95/p99 per key over a sliding window, from cumulative histograms sampled at
+    intervals (a master's data arrive as the workers report, every 3 s: the window smooths that)."""
+
+    def __init__(self, window_s: float = WINDOW_S, max_points: int = MAX_POINTS) -> None:
+        self.window_s = window_s
+        self.snapshots: deque[tuple[float, dict[str, LogHistogram]]] = deque()
+        self.points: deque[tuple[float, dict[str, tuple[float | None, ...]]]] = deque(maxlen=max_points)
+
+    def sample(self, now_s: float, hists: dict[str, LogHistogram]) -> None:
+        while len(self.snapshots) > 1 and self.snapshots[1][0] <= now_s - self.window_s:
+            self.snapshots.popleft()
+        base = self.snapshots[0][1] if self.snapshots else {}
+        point: dict[str, tuple[float | None, ...]] = {}
+        for key, hist in hists.items():
+            window = histogram_delta(hist, base.get(key))
+            point[key] = (*window.quantiles((0.50, 0.95, 0.99)), float(window.count))
+        self.points.append((now_s, point))
+        self.snapshots.append((now_s, {key: hist.copy() for key, hist in hists.items()}))
+
+    def columns(self, key: str) -> dict[str, list[Any]]:
+        cols: dict[str, list[Any]] = {"t_s": [], "p50": [], "p95": [], "p99": [], "n": []}
+        for t_s, point in self.points:
+            p50, p95, p99, n = point.get(key, (None, None, None, 0.0))
+            cols["t_s"].append(round(t_s, 3))
+            for name, value in (("p50", p50), ("p95", p95), ("p99", p99)):
+                cols[name].append(None if not n or value is None else round(value, 2))
+            cols["n"].append(int(n or 0))
+        return cols
+
+
+def ttft_histograms(stats: Any) -> dict[str, LogHistogram]:
+    """``{"l1:saturation": hist, ..., "Aggregated": merged}`` of an LLMStats' TTFT histograms."""
+    hists: dict[str, LogHistogram] = {}
+    total = LogHistogram(stats.alpha)
+    for (level, scenario), group in sorted(stats.groups.items()):
+        hist = group.hists["ttft_ms"]
+        hists[f"{level}:{scenario}" if scenario else level] = hist
+        total.merge(hist)
+    hists[TOTAL_LEVEL] = total
+    return hists
+
+
+# ---- the shell: Locust's web UI ----
+class LLMWebUI:
+    def __init__(self, environment: Any) -> None:
+        self.environment = environment
+        self.window = TTFTWindow()
+        self._greenlet: gevent.Greenlet | None = None
+
+    @property
+    def stats(self) -> Any:
+        return self.environment.fourfold_runtime.stats
+
+    def rows(self) -> list[dict[str, Any]]:
+        return table_rows(self.stats.summary())
+
+    def extended_stats(self) -> list[dict[str, Any]]:
+        gate = get_gate(self.environment)
+        return [{"key": TAB_KEY, "data": ui_rows(self.rows())},
+                {"key": SLO_TAB_KEY, "data": slo_rows(live_verdicts(self.environment), gate.error)}]
+
+    def charts_data(self, key: str) -> dict[str, Any]:
+        stats = self.stats
+        keys = [f"{lv}:{sc}" if sc else lv for lv, sc in sorted(stats.groups)] + [TOTAL_LEVEL]
+        key = key if key in keys else TOTAL_LEVEL
+        if key == TOTAL_LEVEL:
+            series = stats.series()
+        else:
+            level, _, scenario = key.partition(":")
+            series = stats.series(level, scenario)
+        runner = self.environment.runner
+        state = getattr(runner, "state", "")
+        if state in ("spawning", "running"):   # leave out the seconds still filling up
+            series = trim_series(series, int(time.time()) - (MASTER_LAG_S if self._is_master() else 0))
+        return {"keys": keys, "key": key, "state": state,
+                "window_s": self.window.window_s, "stall_threshold_ms": stats.stall_threshold_ms,
+                "note": "merged from the workers' reports (every 3 s)" if self._is_master() else "",
+                "series": series, "ttft_window": self.window.columns(key)}
+
+    def _is_master(self) -> bool:
+        return bool(getattr(self.environment.fourfold_runtime, "is_master", False))
+
+    def _sample_forever(self) -> None:
+        last_count = -1
+        while True:
+            gevent.sleep(SAMPLE_INTERVAL_S)
+            try:
+                hists = ttft_histograms(self.stats)
+                count = hists[TOTAL_LEVEL].count
+                running = getattr(self.environment.runner, "state", "") in ("spawning", "running")
+                if running or count != last_count:
+                    self.window.sample(time.time(), hists)
+                    last_count = count
+            except Exception:  # noqa: BLE001 - a chart sample must never end the run
+                log.exception("fourfold: sampling the TTFT window for the charts failed")
+
+    def start(self) -> None:
+        if self._greenlet is None:
+            self._greenlet = gevent.spawn(self._sample_forever)
+
+
+def hide_secret_defaults(template_args: dict[str, Any]) -> None:
+    """Blank every secret option's value in the start form's defaults (in place)."""
+    for option in (template_args.get("extra_options") or {}).values():
+        if option.get("is_secret") and option.get("default_value"):
+            option["default_value"] = ""
+
+
+def _protect_secrets(web_ui: Any, base: str) -> None:
+    """Keep ``--api-key`` (or ``FOURFOLD_API_KEY``) out of the page: Locust puts every option's
+    value into the HTML of the start form, secrets too (a password field, but in the page source).
+    The form shows the field empty; submitted empty, the key given at start-up stays in force."""
+    from flask import request
+    from werkzeug.datastructures import ImmutableMultiDict
+
+    update = web_ui.update_template_args
+
+    def update_template_args() -> None:
+        update()
+        hide_secret_defaults(web_ui.template_args)
+
+    web_ui.update_template_args = update_template_args
+    hide_secret_defaults(web_ui.template_args)
+
+    @web_ui.app.before_request
+    def _keep_secrets_given_at_start() -> None:
+        if request.method == "POST" and request.path == f"{base}/swarm":
+            form = request.form
+            empty = {name for name in SECRET_OPTIONS if name in form and not form.get(name)}
+            if empty:
+                request.form = ImmutableMultiDict(  # type: ignore[misc]
+                    [(k, v) for k, v in form.items(multi=True) if k not in empty])
+
+
+def register(environment: Any) -> LLMWebUI | None:
+    """Add the LLM tab, the SLO tab, the CSV and the charts page to ``environment.web_ui``."""
+    web_ui = getattr(environment, "web_ui", None)
+    if web_ui is None or getattr(environment, "fourfold_webui", None) is not None:
+        return getattr(environment, "fourfold_webui", None)
+    from flask import Response, request
+
+    ui = LLMWebUI(environment)
+    environment.fourfold_webui = ui
+    structure = [{"key": camel(key), "title": title} for key, title, _ in COLUMNS]
+    web_ui.template_args["extended_tabs"] = [{"title": "LLM", "key": TAB_KEY},
+                                             {"title": "LLM SLO", "key": SLO_TAB_KEY}]
+    web_ui.template_args["extended_tables"] = [
+        {"key": TAB_KEY, "structure": structure},
+        {"key": SLO_TAB_KEY, "structure": [{"key": k, "title": t} for k, t in SLO_COLUMNS]}]
+    web_ui.template_args["extended_csv_files"] = [
+        {"href": "./fourfold/llm.csv", "title": "Download LLM metrics CSV (fourfold)"},
+        {"href": "./fourfold/charts", "title": "LLM charts over time (fourfold)"}]
+    base = (getattr(environment.parsed_options, "web_base_path", "") or "").rstrip("/")
+    app, auth = web_ui.app, web_ui.auth_required_if_enabled
+    _protect_secrets(web_ui, base)
+    from fourfold.levels.webui_page import CHARTS_HTML
+
+    @app.after_request
+    def _extend_request_stats(response: Response) -> Response:
+        if request.path == f"{base}/stats/requests" and response.status_code == 200 and response.is_json:
+            try:
+                data = json.loads(response.get_data())
+                data["extended_stats"] = ui.extended_stats()
+                response.set_data(json.dumps(data))
+            except Exception:  # noqa: BLE001 - never break Locust's own table
+                log.exception("fourfold: adding the LLM rows to /stats/requests failed")
+        return response
+
+    def llm_csv() -> Response:
+        return Response(csv_text(ui.rows()), mimetype="text/csv",
+                        headers={"Content-Disposition": "attachment; filename=fourfold_llm.csv"})
+
+    def llm_json() -> Response:
+        gate = get_gate(environment)
+        body = {"rows": ui.rows(), "slo": [v.to_dict() for v in live_verdicts(environment)],
+                "slo_error": gate.error}
+        return Response(json.dumps(body), mimetype="application/json")
+
+    def charts() -> Response:
+        return Response(CHARTS_HTML, mimetype="text/html")
+
+    def charts_json() -> Response:
+        return Response(json.dumps(ui.charts_data(request.args.get("key", ""))), mimetype="application/json")
+
+    for path, view in (("llm.csv", llm_csv), ("llm.json", llm_json), ("charts", charts),
+                       ("charts.json", charts_json)):
+        app.add_url_rule(f"{base}/fourfold/{path}", endpoint=f"fourfold_{view.__name__}", view_func=auth(view))
+    ui.start()
+    log.info("fourfold: LLM tab at /?tab=%s, charts at %s/fourfold/charts", TAB_KEY, base)
+    return ui
+
+
+__all__ = ["COLUMNS", "LLMWebUI", "TTFTWindow", "csv_text", "histogram_delta", "register", "table_rows",
+           "ui_rows"]

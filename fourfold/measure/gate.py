@@ -1,0 +1,112 @@
+"""The shell around :mod:`measure.slo`: SLO files, JUnit files, gating a finished run directory.
+
+``--slo`` takes an inline spec or the path of an SLO file (TOML, read with the standard
+library's ``tomllib``)::
+
+    # ci/slo.toml
+    [slo]                              # judged on the Aggregated row
+    ttft_p95 = "<= 450 ms"
+    interruption_rate = "< 0.5 %"
+    similarity_mean = ">= 0.75"        # quality: judged by `fourfold check` after `fourfold score`
+
+    [slo."l1:saturation"]              # one level:scenario
+    e2e_p99 = "<= 6 s"
+
+A value is ``"OP NUMBER [UNIT]"`` or a bare number (the metric's natural direction, see
+:func:`measure.slo.parse_table`). A value that ends in ``.toml`` or names an existing file is
+read as a file; anything else is an inline spec.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fourfold.measure.runlog import RECORDS_FILE, SUMMARY_FILE
+from fourfold.measure.runread import read_summary
+from fourfold.measure.slo import SLO, SLOSpecError, Verdict, evaluate, exit_code, parse_spec, parse_table
+from fourfold.measure.slo_report import format_verdicts, junit_xml
+
+
+def is_slo_file(value: str) -> bool:
+    text = value.strip()
+    return text.lower().endswith(".toml") or ("\n" not in text and os.path.isfile(text))
+
+
+def load_slo_file(path: str | os.PathLike[str]) -> list[SLO]:
+    where = f"SLO file {str(path)!r}"
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise SLOSpecError(f"{where} does not exist (paths are relative to the directory locust "
+                           f"runs in: {os.getcwd()})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SLOSpecError(f"{where} is not valid TOML: {exc}") from None
+    table = data.get("slo")
+    if not isinstance(table, dict):
+        raise SLOSpecError(f"{where}: expected a [slo] table, e.g.\n[slo]\nttft_p95 = \"<= 450 ms\"")
+    unknown = sorted(set(data) - {"slo"})
+    if unknown:
+        raise SLOSpecError(f"{where}: unknown top-level key(s) {unknown}; only [slo] is read")
+    return parse_table(table, where=where)
+
+
+def load_slo(value: str) -> list[SLO]:
+    """An inline spec or an SLO file -> SLOs (SLOSpecError, exit code 2, when malformed)."""
+    if is_slo_file(value):
+        return load_slo_file(value.strip())
+    return parse_spec(value)
+
+
+def write_junit(path: str | os.PathLike[str], verdicts: list[Verdict], **properties: str) -> Path:
+    """Write the JUnit XML of ``verdicts`` to ``path`` (parent directories created)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+    target.write_text(junit_xml(verdicts, properties={k: v for k, v in properties.items() if v},
+                                timestamp=stamp), encoding="utf-8")
+    return target
+
+
+@dataclass
+class CheckResult:
+    run_dir: Path
+    verdicts: list[Verdict]
+    text: str
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code(self.verdicts)
+
+
+def check_run(run_dir: str | os.PathLike[str], spec: str | None = None, junit: str | None = None) -> CheckResult:
+    """Gate a finished run directory (``fourfold check``): its summary.json against ``spec`` (an
+    inline spec or SLO file; default: the spec the run was gated with), quality clauses against
+    the ``quality`` block that ``fourfold score`` added (missing: a failure)."""
+    path = Path(run_dir)
+    if not path.is_dir():
+        raise SLOSpecError(f"{str(path)!r} is not a directory; pass a run directory under runs/")
+    summary: dict[str, Any] | None = read_summary(path)
+    if summary is None:
+        hint = ("the run did not finish (no summary.json next to records.jsonl)" if (path / RECORDS_FILE).exists()
+                else "it is not a run directory")
+        raise SLOSpecError(f"{str(path)!r} has no {SUMMARY_FILE}: {hint}")
+    if not spec:
+        spec = (summary.get("slo") or {}).get("spec")
+        if not spec:
+            raise SLOSpecError("no --slo given and the run was not gated with one; "
+                               "pass --slo 'ttft_p95<=450ms,...' or --slo ci/slo.toml")
+    slos = load_slo(spec)
+    verdicts = evaluate(slos, summary, quality="require")
+    text = format_verdicts(verdicts, title=f"fourfold check {path.name}")
+    if junit:
+        write_junit(junit, verdicts, run_dir=str(path), spec=spec)
+    return CheckResult(path, verdicts, text)
+
+
+__all__ = ["CheckResult", "check_run", "is_slo_file", "load_slo", "load_slo_file", "write_junit"]

@@ -1,0 +1,378 @@
+"""LLMStats: per (level, scenario) aggregates of RequestRecords, mergeable across Locust workers.
+
+Definitions (the ARCHITECTURE.md metric table; every value is over non-warm-up records):
+
+- ``ttfb_ms``, ``ttft_ms``, ``e2e_ms``, ``tpot_ms``, ``output_tokens``: one sample per *ok*
+  request (``record.ok``), like vLLM bench; failures are counted, never blended into latency.
+  ``tpot_ms = (e2e - ttft) / (output_tokens - 1)`` (absent below 2 tokens).
+- ``itl_ms``: every gap between consecutive content chunks of ok requests, pooled.
+- ``request_tps``: per-request decode speed, ``1000 / tpot_ms`` (tokens/s after the first token).
+- ``queue_ms``: open-loop client queueing (intended arrival -> send), every request.
+- ``stalls``: gaps strictly above ``stall_threshold_ms`` (150 ms default) in *any* request;
+  ``requests_with_stall`` counts requests with at least one; ``stall_rate`` = that / requests.
+- ``interrupted``: ``error_class == "interrupted"``, or the response started (2xx headers
+  arrived) and then either no terminal event came or a failure class was recorded.
+- ``output_tokens_total``: every output token received (failed streams too: they used the
+  server); ``output_tps`` = that / wall time. ``output_tokens_estimated``: records with output
+  whose count is not the server's ``usage`` (counted from chunks).
+- ``good``: ok requests meeting every SLO threshold given (``slo_ms``, e.g.
+  ``{"ttft_ms": 450, "e2e_ms": 1400}``; ``itl_ms`` means the request's largest gap; a request
+  with no value for ``tpot_ms``/``itl_ms`` meets it vacuously, for any other metric it fails);
+  ``goodput_rps`` = good / wall time.
+- ``conn_reuse`` = requests on an already-open connection / requests where that is known.
+  ``conn_reconnects``: requests whose pooled connection the server had closed while idle, so
+  they had to open a new one (``record.conn_reconnected``; a reconnect stall).
+- wall time = ``last_end - first_start``: first send to last end (``started_at`` + e2e, or
+  the last known offset) over the key's records.
+- Per-second series (Unix seconds): output tokens by the second their chunk arrived (usage
+  tokens spread evenly over the chunks), requests finished and failed by their end second,
+  stalls by the second the stalling gap ended,
+  TTFT count/sum/max by the second the first token arrived (ok requests).
+
+Distributed: workers ``take_wire()`` (to_wire + reset) in ``report_to_master``, the master
+``merge_wire``s; counts and histogram buckets merge exactly. The wire holds only
+dicts/lists/str/int/float; (level, scenario) keys travel as ``[level, scenario, group]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from fourfold.measure.histogram import DEFAULT_ALPHA, LogHistogram
+from fourfold.measure.record import FAILURE_CLASSES, RequestRecord
+
+HISTOGRAMS = ("ttfb_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "output_tokens", "queue_ms",
+              "request_tps")
+COUNTERS = ("requests", "ok", "failures", "interrupted", "stalls", "requests_with_stall", "good",
+            "output_tokens_total", "output_tokens_estimated", "conn_reused", "conn_new", "conn_reconnects")
+SLO_METRICS = ("ttfb_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "queue_ms")
+QUANTILES = (("p50", 0.50), ("p90", 0.90), ("p95", 0.95), ("p99", 0.99))
+DEFAULT_STALL_THRESHOLD_MS = 150.0
+TOTAL_LEVEL, TOTAL_SCENARIO = "Aggregated", ""
+WIRE_VERSION = 1
+# per-second slot: [output_tokens, finished, failures, ttft_count, ttft_sum_ms, ttft_max_ms, stalls]
+_TOKENS, _FINISHED, _FAILURES, _TTFT_N, _TTFT_SUM, _TTFT_MAX, _STALLS = range(7)
+_EMPTY_SLOT = (0, 0, 0, 0, 0.0, 0.0, 0)
+K = TypeVar("K")
+
+
+# ---- pure helpers over one record ----
+def end_s(record: RequestRecord) -> float:
+    """Unix seconds when the request ended: start + e2e, else the last known offset."""
+    offset_ms = record.e2e_ms
+    if offset_ms is None:
+        known = [o for o in (record.ttft_ms, record.ttfb_ms, *record.chunk_offsets_ms[-1:]) if o is not None]
+        offset_ms = max(known, default=0.0)
+    return record.started_at + offset_ms / 1000
+
+
+def is_interrupted(record: RequestRecord) -> bool:
+    if record.error_class == "interrupted":
+        return True
+    started = record.ttfb_ms is not None and 200 <= record.status < 300
+    return started and (not record.terminal or record.error_class in FAILURE_CLASSES)
+
+
+def meets_slo(record: RequestRecord, slo_ms: dict[str, float]) -> bool:
+    """True when the record is ok and every metric in ``slo_ms`` is <= its threshold."""
+    if not record.ok:
+        return False
+    for metric, limit in slo_ms.items():
+        if metric == "itl_ms":
+            value: float | None = max(record.itl_ms, default=None)
+        else:
+            value = getattr(record, metric)
+        if value is None:
+            if metric in ("itl_ms", "tpot_ms"):
+                continue
+            return False
+        if value > limit:
+            return False
+    return True
+
+
+def tokens_by_second(record: RequestRecord) -> dict[int, int]:
+    """Output tokens per Unix second of arrival, spread evenly (in integers) over the chunks."""
+    tokens, offsets = record.output_tokens, record.chunk_offsets_ms
+    if tokens <= 0:
+        return {}
+    if not offsets:
+        return {int(end_s(record)): tokens}
+    out: dict[int, int] = {}
+    n = len(offsets)
+    for j, offset_ms in enumerate(offsets):
+        share = (j + 1) * tokens // n - j * tokens // n
+        if share:
+            sec = int(record.started_at + offset_ms / 1000)
+            out[sec] = out.get(sec, 0) + share
+    return out
+
+
+def check_slo(slo_ms: dict[str, float] | None) -> dict[str, float]:
+    slo = dict(slo_ms or {})
+    unknown = sorted(set(slo) - set(SLO_METRICS))
+    if unknown:
+        raise ValueError(f"unknown SLO metric(s) {unknown}; valid: {', '.join(SLO_METRICS)}")
+    return {k: float(v) for k, v in slo.items()}
+
+
+@dataclass
+class GroupStats:
+    """Every aggregate for one (level, scenario); see the module docstring for definitions."""
+
+    alpha: float = DEFAULT_ALPHA
+    hists: dict[str, LogHistogram] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
+    errors: dict[str, int] = field(default_factory=dict)
+    statuses: dict[int, int] = field(default_factory=dict)
+    first_start: float | None = None
+    last_end: float | None = None
+    per_second: dict[int, list[float]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in HISTOGRAMS:
+            self.hists.setdefault(name, LogHistogram(self.alpha))
+
+    def _slot(self, sec: int) -> list[float]:
+        slot = self.per_second.get(sec)
+        if slot is None:
+            slot = self.per_second[sec] = list(_EMPTY_SLOT)
+        return slot
+
+    def add(self, record: RequestRecord, stall_threshold_ms: float, slo_ms: dict[str, float]) -> None:
+        c, h = self.counts, self.hists
+        ok = record.ok
+        gaps = record.itl_ms
+        c["requests"] += 1
+        c["ok" if ok else "failures"] += 1
+        self.errors[record.error_class] = self.errors.get(record.error_class, 0) + 1
+        self.statuses[record.status] = self.statuses.get(record.status, 0) + 1
+        c["interrupted"] += is_interrupted(record)
+        stalls = sum(1 for gap in gaps if gap > stall_threshold_ms)
+        c["stalls"] += stalls
+        c["requests_with_stall"] += stalls > 0
+        if stalls:
+            offsets = record.chunk_offsets_ms
+            for j, gap in enumerate(gaps):
+                if gap > stall_threshold_ms:
+                    self._slot(int(record.started_at + offsets[j + 1] / 1000))[_STALLS] += 1
+        c["output_tokens_total"] += record.output_tokens
+        c["output_tokens_estimated"] += record.output_tokens > 0 and record.output_tokens_source != "usage"
+        if record.conn_reused is not None:
+            c["conn_reused" if record.conn_reused else "conn_new"] += 1
+        c["conn_reconnects"] += record.conn_reconnected
+        c["good"] += meets_slo(record, slo_ms)
+        h["queue_ms"].add(record.queue_ms)
+        if ok:
+            for name in ("ttfb_ms", "ttft_ms", "e2e_ms", "tpot_ms"):
+                value = getattr(record, name)
+                if value is not None:
+                    h[name].add(value)
+                    if name == "tpot_ms" and value > 0:
+                        h["request_tps"].add(1000.0 / value)
+            h["output_tokens"].add(record.output_tokens)
+            h["itl_ms"].add_all(gaps)
+        ended = end_s(record)
+        start = record.started_at
+        self.first_start = start if self.first_start is None else min(self.first_start, start)
+        self.last_end = ended if self.last_end is None else max(self.last_end, ended)
+        for sec, n in tokens_by_second(record).items():
+            self._slot(sec)[_TOKENS] += n
+        slot = self._slot(int(ended))
+        slot[_FINISHED] += 1
+        slot[_FAILURES] += not ok
+        if ok and record.ttft_ms is not None:
+            slot = self._slot(int(record.started_at + record.ttft_ms / 1000))
+            slot[_TTFT_N] += 1
+            slot[_TTFT_SUM] += record.ttft_ms
+            slot[_TTFT_MAX] = max(slot[_TTFT_MAX], record.ttft_ms)
+
+    def merge(self, other: GroupStats) -> None:
+        for name, hist in other.hists.items():
+            self.hists.setdefault(name, LogHistogram(self.alpha)).merge(hist)
+        _add_counts(self.counts, other.counts)
+        _add_counts(self.errors, other.errors)
+        _add_counts(self.statuses, other.statuses)
+        starts = [t for t in (self.first_start, other.first_start) if t is not None]
+        ends = [t for t in (self.last_end, other.last_end) if t is not None]
+        self.first_start, self.last_end = min(starts, default=None), max(ends, default=None)
+        for sec, theirs in other.per_second.items():
+            mine = self._slot(sec)
+            for i in (_TOKENS, _FINISHED, _FAILURES, _TTFT_N, _TTFT_SUM, _STALLS):
+                mine[i] += theirs[i]
+            mine[_TTFT_MAX] = max(mine[_TTFT_MAX], theirs[_TTFT_MAX])
+
+    def to_wire(self) -> dict[str, Any]:
+        hists = {name: hist.to_wire() for name, hist in self.hists.items() if hist.count or hist.invalid}
+        return {"h": hists,
+                "c": {k: v for k, v in self.counts.items() if v}, "e": dict(self.errors),
+                "st": dict(self.statuses), "t0": self.first_start, "t1": self.last_end,
+                "ps": {sec: list(slot) for sec, slot in self.per_second.items()}}
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any], alpha: float = DEFAULT_ALPHA) -> GroupStats:
+        group = cls(alpha=alpha)
+        for name, hist in data.get("h", {}).items():
+            group.hists[name] = LogHistogram.from_wire(hist)
+        group.counts.update({k: int(v) for k, v in data.get("c", {}).items()})
+        group.errors = {str(k): int(v) for k, v in data.get("e", {}).items()}
+        group.statuses = {int(k): int(v) for k, v in data.get("st", {}).items()}
+        group.first_start, group.last_end = data.get("t0"), data.get("t1")
+        group.per_second = {int(k): [*v, *_EMPTY_SLOT[len(v):]] for k, v in data.get("ps", {}).items()}
+        return group
+
+    @property
+    def wall_s(self) -> float | None:
+        if self.first_start is None or self.last_end is None or self.last_end <= self.first_start:
+            return None
+        return self.last_end - self.first_start
+
+    def series(self) -> dict[str, list[Any]]:
+        """Columnar per-second series from the first to the last second seen (gaps filled with 0)."""
+        cols: dict[str, list[Any]] = {k: [] for k in ("t_s", "output_tokens", "finished", "failures",
+                                                      "ttft_count", "ttft_mean_ms", "ttft_max_ms",
+                                                      "stalls")}
+        if not self.per_second:
+            return cols
+        for sec in range(min(self.per_second), max(self.per_second) + 1):
+            slot = self.per_second.get(sec, _EMPTY_SLOT)
+            n = int(slot[_TTFT_N])
+            cols["t_s"].append(sec)
+            cols["output_tokens"].append(int(slot[_TOKENS]))
+            cols["finished"].append(int(slot[_FINISHED]))
+            cols["failures"].append(int(slot[_FAILURES]))
+            cols["ttft_count"].append(n)
+            cols["ttft_mean_ms"].append(slot[_TTFT_SUM] / n if n else None)
+            cols["ttft_max_ms"].append(slot[_TTFT_MAX] if n else None)
+            cols["stalls"].append(int(slot[_STALLS]))
+        return cols
+
+    def summary(self, level: str, scenario: str) -> dict[str, Any]:
+        """JSON-friendly: counters, rates, and count/mean/min/max/p50/p90/p95/p99 per histogram."""
+        c, wall_s = self.counts, self.wall_s
+        known_conn = c["conn_reused"] + c["conn_new"]
+        out: dict[str, Any] = {"level": level, "scenario": scenario, **c,
+                               "errors": dict(sorted(self.errors.items())),
+                               "statuses": {str(k): v for k, v in sorted(self.statuses.items())},
+                               "first_start_s": self.first_start, "last_end_s": self.last_end,
+                               "wall_s": wall_s,
+                               "request_rps": _ratio(c["requests"], wall_s),
+                               "output_tps": _ratio(c["output_tokens_total"], wall_s),
+                               "goodput_rps": _ratio(c["good"], wall_s),
+                               "goodput_ratio": _ratio(c["good"], c["requests"]),
+                               "error_rate": _ratio(c["failures"], c["requests"]),
+                               "interruption_rate": _ratio(c["interrupted"], c["requests"]),
+                               "stall_rate": _ratio(c["requests_with_stall"], c["requests"]),
+                               "conn_reuse": _ratio(c["conn_reused"], known_conn)}
+        for name in HISTOGRAMS:
+            hist = self.hists[name]
+            quantiles = hist.quantiles(q for _, q in QUANTILES)
+            out[name] = {"count": hist.count, "mean": hist.mean, "min": hist.min, "max": hist.max,
+                         **{label: value for (label, _), value in zip(QUANTILES, quantiles, strict=True)}}
+        return out
+
+
+def _add_counts(target: dict[K, int], source: dict[K, int]) -> None:
+    for key, n in source.items():
+        target[key] = target.get(key, 0) + n
+
+
+def _ratio(numerator: float, denominator: float | None) -> float | None:
+    return numerator / denominator if denominator else None
+
+
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def summary_row(summary: dict[str, Any]) -> dict[str, Any]:
+    """The headline columns of one ``GroupStats.summary`` as a flat dict (rounded for tables)."""
+    row: dict[str, Any] = {k: summary[k] for k in ("level", "scenario", "requests", "failures")}
+    for name, short in (("ttft_ms", "ttft"), ("itl_ms", "itl"), ("tpot_ms", "tpot"), ("e2e_ms", "e2e")):
+        for label in ("p50", "p90", "p99"):
+            row[f"{short}_{label}_ms"] = _round(summary[name][label], 2)
+    for key in ("request_rps", "output_tps", "goodput_rps"):
+        row[key] = _round(summary[key], 2)
+    for key in ("error_rate", "interruption_rate", "stall_rate", "conn_reuse"):
+        row[key] = _round(summary[key], 4)
+    return row
+
+
+class LLMStats:
+    """GroupStats per (level, scenario), with Locust delta shipping (``take_wire``/``merge_wire``)."""
+
+    def __init__(self, stall_threshold_ms: float = DEFAULT_STALL_THRESHOLD_MS,
+                 slo_ms: dict[str, float] | None = None, alpha: float = DEFAULT_ALPHA) -> None:
+        self.stall_threshold_ms = float(stall_threshold_ms)
+        self.slo_ms = check_slo(slo_ms)
+        self.alpha = alpha
+        self.groups: dict[tuple[str, str], GroupStats] = {}
+
+    def group(self, level: str, scenario: str) -> GroupStats:
+        key = (level, scenario)
+        found = self.groups.get(key)
+        if found is None:
+            found = self.groups[key] = GroupStats(alpha=self.alpha)
+        return found
+
+    def add_record(self, record: RequestRecord) -> None:
+        """Aggregate one record (warm-up and cancelled records are skipped)."""
+        if not record.warmup and record.error_class != "cancelled":
+            self.group(record.level, record.scenario).add(record, self.stall_threshold_ms, self.slo_ms)
+
+    def total(self) -> GroupStats:
+        """Every key merged into one GroupStats (exact)."""
+        total = GroupStats(alpha=self.alpha)
+        for group in self.groups.values():
+            total.merge(group)
+        return total
+
+    def reset(self) -> None:
+        self.groups = {}
+
+    # ---- worker -> master ----
+    def to_wire(self) -> dict[str, Any]:
+        return {"v": WIRE_VERSION, "stall_ms": self.stall_threshold_ms, "slo": dict(self.slo_ms),
+                "g": [[level, scenario, group.to_wire()] for (level, scenario), group in self.groups.items()]}
+
+    def take_wire(self) -> dict[str, Any]:
+        """``to_wire()`` then ``reset()``: the delta a worker ships in ``report_to_master``."""
+        wire = self.to_wire()
+        self.reset()
+        return wire
+
+    def merge_wire(self, data: dict[str, Any]) -> None:
+        """Merge another process's wire (a worker's delta) into these aggregates, exactly. An empty
+        delta (an idle worker's report, whatever thresholds it was started with) merges trivially."""
+        if not data or not data.get("g"):
+            return
+        if data.get("v", WIRE_VERSION) > WIRE_VERSION:
+            raise ValueError(f"LLMStats wire version {data['v']} is newer than {WIRE_VERSION}: "
+                             "upgrade fourfold on the master")
+        if float(data.get("stall_ms", self.stall_threshold_ms)) != self.stall_threshold_ms or \
+                check_slo(data.get("slo", self.slo_ms)) != self.slo_ms:
+            raise ValueError(f"cannot merge stats counted with stall threshold {data.get('stall_ms')} and "
+                             f"SLO {data.get('slo')} into {self.stall_threshold_ms} / {self.slo_ms}")
+        for level, scenario, group in data.get("g", []):
+            self.group(level, scenario).merge(GroupStats.from_wire(group, self.alpha))
+
+    # ---- reading ----
+    def summary(self) -> dict[str, Any]:
+        """``{"stall_threshold_ms", "slo_ms", "groups": [per-key summary...], "total": summary}``."""
+        return {"stall_threshold_ms": self.stall_threshold_ms, "slo_ms": dict(self.slo_ms),
+                "groups": [group.summary(level, scenario)
+                           for (level, scenario), group in sorted(self.groups.items())],
+                "total": self.total().summary(TOTAL_LEVEL, TOTAL_SCENARIO)}
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One flat row per key plus an "Aggregated" row last (for the web UI table and CSV)."""
+        summary = self.summary()
+        return [summary_row(s) for s in summary["groups"]] + [summary_row(summary["total"])]
+
+    def series(self, level: str | None = None, scenario: str | None = None) -> dict[str, list[Any]]:
+        """Per-second series for one key, or across all keys when ``level`` is None."""
+        if level is None:
+            return self.total().series()
+        group = self.groups.get((level, scenario or ""))
+        return group.series() if group else GroupStats().series()

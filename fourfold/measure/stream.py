@@ -1,0 +1,275 @@
+"""Send one LLM request, timestamp every received chunk, and turn it into a RequestRecord.
+
+The loop that reads the body does as little as possible: take ``perf_counter_ns()`` and keep the
+bytes. Parsing (SSE framing, JSON, content detection) happens after the body has ended, so the
+time a chunk spends in our parser never shifts the timestamp of the next one. Each received chunk
+is then fed to the dialect's parser in order, and the chunks that completed at least one content
+delta become the record's ``chunk_offsets_ms``.
+
+Every outcome is data: the function never raises for anything the server does. Exactly one error
+class ends up in ``record.error_class`` (see :mod:`measure.record`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+import httpx
+
+from fourfold.measure.dialects.base import Dialect, HttpRequest
+from fourfold.measure.reactor import drain as drain_reactor
+from fourfold.measure.record import RequestRecord
+from fourfold.measure.runlog import REDACTED, is_secret_key
+from fourfold.measure.transport import read_pieces
+
+_ERROR_BODY_CAP = 4096
+UNSENT = "unsent"    # record.extra key set when the run stopped a request before it reached the wire
+
+
+@dataclass(frozen=True)
+class StreamLimits:
+    """Guards against a target that never stops talking."""
+
+    max_response_bytes: int = 16 * 1024 * 1024
+    max_duration_s: float | None = 600.0
+
+
+def classify_status(status: int, body: str) -> str:
+    """Error class of a non-2xx response from its status and (the start of) its body."""
+    if status == 429:
+        return "rate_limited"
+    lowered = body.lower()
+    if status in (400, 413, 422) and ("context_length" in lowered or "context length" in lowered
+                                      or "maximum context" in lowered or "too many tokens" in lowered):
+        return "context_length"
+    if status >= 500:
+        return "http_5xx"
+    return "http_4xx"
+
+
+def parse_server_timing(value: str) -> dict[str, float]:
+    """``Server-Timing: retrieve;dur=12.5, llm_ttft;dur=80`` -> {"retrieve": 12.5, "llm_ttft": 80.0}."""
+    timings: dict[str, float] = {}
+    for metric in value.split(","):
+        parts = [p.strip() for p in metric.split(";")]
+        if not parts[0]:
+            continue
+        for param in parts[1:]:
+            key, _, raw = param.partition("=")
+            if key.strip().lower() == "dur":
+                try:
+                    timings[parts[0]] = float(raw.strip().strip('"'))
+                except ValueError:
+                    pass
+    return timings
+
+
+def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: RequestRecord,
+         limits: StreamLimits = StreamLimits()) -> RequestRecord:
+    """Send ``request`` on ``client``, fill ``record`` in place and return it."""
+    now = time.perf_counter_ns
+    times: list[int] = []
+    chunks: list[bytes] = []
+    transport_error = ""
+    transport_detail = ""
+    drain_reactor()       # other streams' reads first: this greenlet may have run a while
+    record.started_at = time.time()
+    if request.json and request.json.get("ignore_eos"):
+        record.extra["ignore_eos"] = True     # a length finish was asked for: not a truncation
+    t0 = now()
+    progress: dict[str, bool] = {}    # RawH1Transport sets "sent" (see UNSENT)
+    facts = None
+    try:
+        with client.stream(request.method, request.path, json=request.json,
+                           headers=request.headers, extensions={"fourfold_progress": progress}) as response:
+            t_head = now()
+            facts = response.extensions.get("fourfold")
+            if facts is not None:
+                t0 = facts.t_start_ns
+                t_head = facts.t_head_ns or t_head
+                record.conn_reused = facts.reused
+                record.connect_ms = facts.connect_ms
+                record.conn_reconnected = facts.reconnected
+            record.http_version = response.http_version
+            record.status = response.status_code
+            record.ttfb_ms = (t_head - t0) / 1e6
+            _read_headers(response.headers, record)
+            if not 200 <= response.status_code < 300:
+                return _scrub(_http_failure(response, record), client, request)
+            content_type = response.headers.get("content-type", "")
+            if request.stream and content_type and "event-stream" not in content_type.lower():
+                record.extra["content_type"] = content_type[:100]   # e.g. an HTML error page with 200
+            max_bytes = limits.max_response_bytes
+            deadline = t0 + int(limits.max_duration_s * 1e9) if limits.max_duration_s else None
+            # httpx wraps the transport's stream (BoundSyncStream._stream); RawH1Transport's has read_into
+            raw_stream = getattr(response.stream, "_stream", response.stream) if facts is not None else None
+            read_into = getattr(raw_stream, "read_into", None)
+            if read_into is not None:       # RawH1Transport: the whole body in one loop, receive-stamped
+                response.is_stream_consumed = True      # (what iter_raw would mark; close() comes with the block)
+                stopped = read_into(times, chunks, max_bytes, deadline)
+            else:                           # httpx's transports: stamped here as each piece comes
+                stopped = read_pieces(response.iter_raw(), times, chunks, max_bytes, deadline)
+            if stopped:
+                transport_error = "too_large"
+                transport_detail = (f"response passed {max_bytes} bytes" if stopped == "too_large"
+                                    else f"response still streaming after {limits.max_duration_s:g} s")
+            record.response_bytes = sum(len(c) for c in chunks)
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        transport_error, transport_detail = "connect_error", str(exc)
+    except httpx.TimeoutException as exc:
+        transport_error, transport_detail = "read_timeout", str(exc) or "timeout"
+    except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+        transport_error, transport_detail = "interrupted", str(exc) or exc.__class__.__name__
+    except httpx.HTTPError as exc:
+        transport_error, transport_detail = "client_error", f"{exc.__class__.__name__}: {exc}"
+    except Exception as exc:  # noqa: BLE001 - a bug in our client must not kill the run: it is counted
+        transport_error, transport_detail = "client_error", f"{exc.__class__.__name__}: {exc}"
+    except BaseException:
+        if progress.get("sent") is False:
+            record.extra[UNSENT] = True   # stopped (GreenletExit) before the request left: the target never saw it
+        raise
+    recv_ns = facts.recv_ns if facts is not None else None
+    if recv_ns is not None and len(recv_ns) >= len(times):
+        times = recv_ns[:len(times)]      # the transport's receive times (also when the body broke off)
+    return _scrub(_finish(dialect, request, record, t0, times, chunks, transport_error, transport_detail),
+                  client, request)
+
+
+def _read_headers(headers: httpx.Headers, record: RequestRecord) -> None:
+    plan = headers.get("x-fourfold-plan")
+    if plan:
+        try:
+            record.plan = json.loads(plan)
+        except ValueError:
+            record.plan = {"unparsed": plan[:256]}
+    timing = headers.get("server-timing")
+    if timing:
+        record.server_timing = parse_server_timing(timing)
+    retry_after = headers.get("retry-after")
+    if retry_after:
+        try:
+            record.extra["retry_after_s"] = float(retry_after)
+        except ValueError:
+            pass
+
+
+def _secret_values(*header_sets: httpx.Headers | dict[str, str]) -> list[str]:
+    """Values of the secret headers sent (``Authorization: Bearer X`` gives the value and X)."""
+    found: set[str] = set()
+    for headers in header_sets:
+        for name, value in headers.items():
+            if len(value) >= 8 and is_secret_key(name):
+                found.add(value)
+                scheme, _, token = value.partition(" ")
+                if len(token) >= 8 and scheme.lower() in ("bearer", "basic", "token"):
+                    found.add(token)
+    return sorted(found, key=len, reverse=True)
+
+
+def _scrub(record: RequestRecord, client: httpx.Client, request: HttpRequest) -> RequestRecord:
+    """A target that echoes a credential (an error body quoting the API key, a proxy reflecting the
+    request as its answer) must not put it into the run log: the request's own secret header values
+    are replaced by ``***`` in the text and error detail a record keeps."""
+    for secret in _secret_values(client.headers, request.headers):
+        if secret in record.error_detail:
+            record.error_detail = record.error_detail.replace(secret, REDACTED)
+        if secret in record.text:
+            record.text = record.text.replace(secret, REDACTED)
+    return record
+
+
+def _http_failure(response: httpx.Response, record: RequestRecord) -> RequestRecord:
+    body = b""
+    try:
+        for data in response.iter_raw():
+            body += data
+            if len(body) >= _ERROR_BODY_CAP:
+                break
+    except httpx.HTTPError:
+        pass
+    text = body[:_ERROR_BODY_CAP].decode("utf-8", errors="replace")
+    record.error_class = classify_status(response.status_code, text)
+    record.error_detail = f"HTTP {response.status_code}: {text[:512]}"
+    record.e2e_ms = record.ttfb_ms
+    return record
+
+
+def _finish(dialect: Dialect, request: HttpRequest, record: RequestRecord, t0: int, times: list[int],
+            chunks: list[bytes], transport_error: str, transport_detail: str) -> RequestRecord:
+    drain_reactor()       # read what other streams have received before this longer piece of work
+    parser = dialect.parser(request.stream)
+    offsets: list[float] = []
+    feed_chunks = getattr(parser, "feed_chunks", None)
+    per_chunk = feed_chunks(chunks) if feed_chunks is not None and len(chunks) > 1 else None
+    if per_chunk is not None:      # the whole body in one go (see JsonEventParser.feed_chunks)
+        offsets = [round((t - t0) / 1e6, 3) for t, n in zip(times, per_chunk) if n]
+    else:
+        feed = parser.feed
+        pause = _cooperative_pause()
+        for i, (t, data) in enumerate(zip(times, chunks)):
+            if feed(data):
+                offsets.append(round((t - t0) / 1e6, 3))
+            if pause is not None and i & 31 == 31:
+                pause()   # let the hub run other streams: parsing a long body must not hold it
+    completion = parser.finish()
+    if not request.stream and completion.content_deltas and times:
+        offsets = [round((times[-1] - t0) / 1e6, 3)]
+    record.sent_mono_s = t0 / 1e9
+    record.chunk_offsets_ms = offsets
+    record.content_chunks = len(offsets)
+    if offsets:
+        record.ttft_ms = offsets[0]
+    if times:
+        record.e2e_ms = round((times[-1] - t0) / 1e6, 3)
+    elif record.ttfb_ms is not None:
+        record.e2e_ms = record.ttfb_ms
+    if completion.output_tokens is not None:
+        record.output_tokens, record.output_tokens_source = completion.output_tokens, "usage"
+    else:
+        record.output_tokens, record.output_tokens_source = completion.content_deltas, "chunks"
+    record.input_tokens = completion.input_tokens
+    record.terminal = completion.terminal
+    record.finish_reason = completion.finish_reason
+    record.set_text(completion.text)
+    if completion.server_timing:
+        record.server_timing.update(completion.server_timing)
+    if completion.extra:
+        record.extra.update(completion.extra)
+    record.error_class, record.error_detail = _classify(record, completion.error_class,
+                                                        completion.error_detail, transport_error,
+                                                        transport_detail)
+    return record
+
+
+def _cooperative_pause():  # type: ignore[no-untyped-def]
+    """``gevent.sleep(0)`` when running under gevent (Locust), else None.
+
+    Late parsing of a finished stream takes ~7 µs per chunk; when many streams end in the same
+    decode step the parsing would queue up and delay the timestamps of every other stream.
+    Yielding to the hub every 32 chunks bounds that delay to a fraction of a millisecond.
+    """
+    try:
+        from gevent import monkey, sleep
+    except ImportError:  # pragma: no cover
+        return None
+    return sleep if monkey.is_module_patched("socket") else None
+
+
+def _classify(record: RequestRecord, parser_error: str, parser_detail: str, transport_error: str,
+              transport_detail: str) -> tuple[str, str]:
+    """One class per request; the first cause wins: transport, then parser, then stream shape."""
+    if transport_error == "read_timeout":
+        return ("ttft_timeout" if record.ttft_ms is None else "read_timeout"), transport_detail
+    if transport_error:
+        return transport_error, transport_detail
+    if parser_error:
+        return parser_error, parser_detail
+    if not record.terminal and record.extra.get("content_type"):
+        return "malformed_stream", f"expected text/event-stream, got {record.extra['content_type']!r}"
+    if not record.terminal:
+        return "interrupted", "the stream ended without its terminal event"
+    if record.finish_reason == "length" and not record.extra.get("ignore_eos"):
+        return "truncated", "the server stopped at max_tokens"
+    return "ok", ""

@@ -1,0 +1,34 @@
+"""Comparison reports: is the candidate faster, and are its answers as good?
+
+Load run directories (:mod:`reports.load`, with the fast records reader :mod:`reports.records`),
+compare a baseline with candidates metric by metric with bootstrap intervals, p-values and
+direction-aware verdicts (:mod:`reports.compare`, :mod:`reports.bootstrap`: pure numpy), and
+render the result as Markdown, self-contained HTML with plots, and CSV (:mod:`reports.markdown`,
+:mod:`reports.html`, :mod:`reports.csvout`). :mod:`reports.demo` is ``fourfold demo``.
+
+Reports read run directories only: nothing here imports Locust or :mod:`levels`. Importing the
+package is cheap; matplotlib loads when the HTML report is rendered.
+"""
+
+from __future__ import annotations
+
+from fourfold.reports.compare import GroupSample, Row, Settings, compare_groups
+from fourfold.reports.load import RunData, RunDirError, group_samples, load_run
+from fourfold.reports.report import Comparison, Report, Side, build_report, report_from_paths, write_report
+
+__all__ = [
+    "Comparison",
+    "GroupSample",
+    "Report",
+    "Row",
+    "RunData",
+    "RunDirError",
+    "Settings",
+    "Side",
+    "build_report",
+    "compare_groups",
+    "group_samples",
+    "load_run",
+    "report_from_paths",
+    "write_report",
+]

@@ -1,0 +1,494 @@
+"""Run directories -> pandas frames -> the per-group samples that :mod:`reports.compare` tests.
+
+:func:`load_run` validates a run directory and reads it:
+
+- ``meta.json`` and ``summary.json`` (optional; when present they must be JSON objects, and a
+  ``record_schema`` newer than this fourfold's is refused);
+- ``records.jsonl`` through :func:`reports.records.read_record_table` (fast, bounded memory; a
+  torn or damaged line is skipped with a warning, a record of a newer schema or a line that is
+  not a fourfold record is refused);
+- ``scores.jsonl`` when ``fourfold score`` has run (``similarity``, ``compliant``, ``groundedness``
+  per scored answer, with its level, scenario, variant and item);
+- the run's dataset (``meta.json`` ``settings.dataset``, else the bundled prompts) to tell
+  *structured* prompts (tag ``structured``, or a ``requested_items`` count: "in three points",
+  "compare X and Y in a table") from plain ones, for the article's first-token probe.
+
+What it keeps of ``records.jsonl`` and ``scores.jsonl`` comes from the run's ``compare-cache.npz``
+(:mod:`reports.cache`) while that is still valid for them, and is written there after a read
+(``cache=False``: neither).
+
+Anything wrong raises :class:`RunDirError` (exit code 2) naming the file and the problem.
+
+:func:`group_samples` turns a loaded run (or one variant of it) into
+:class:`reports.compare.GroupSample` s keyed ``level:scenario``. L4's sticky A/B writes scenarios
+``session@A`` / ``session@B``; the ``@variant`` suffix is dropped so both variants meet in one
+group. Session facts come from the record that ends a session: ``extra["session_completed"]``
+(bool) and ``extra["rounds"]`` (int) (see :mod:`levels.l4_session`); L3 retrieval quality from
+``extra["recall_at_k"]`` and ``extra["precision_at_k"]`` (see :mod:`measure.rag`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import pandas as pd
+
+from fourfold.errors import UsageError
+from fourfold.measure.items import DATA_DIR, load_items
+from fourfold.measure.record import SCHEMA_VERSION
+from fourfold.measure.runlog import META_FILE, RECORDS_FILE, SUMMARY_FILE
+from fourfold.reports.cache import CachedScores, RunCache, stamp
+from fourfold.reports.compare import GroupSample, ItlSample
+from fourfold.reports.records import (
+    GAP_SAMPLE_RECORDS,
+    GapHistogram,
+    RecordsFormatError,
+    RecordTable,
+    loads_or_none,
+    read_record_table,
+)
+
+__all__ = ["SCORES_FILE", "RunData", "RunDirError", "base_scenario", "group_names", "group_samples", "load_run", "load_runs",
+           "prompt_kinds", "run_variants"]
+
+SCORES_FILE = "scores.jsonl"
+DEFAULT_DATASET = DATA_DIR / "prompts" / "prompts.jsonl"
+PACKAGE_DIR = DATA_DIR.parent  # a stored name such as data/rag/corpus.jsonl resolves here
+SCORE_BLOCK_BYTES = 8 << 20
+PARALLEL_BYTES = 256 << 20
+SCORE_COLUMNS = ("level", "scenario", "variant", "item_id", "similarity", "compliant", "groundedness")
+
+
+class RunDirError(UsageError):
+    """A run directory that cannot be compared; the message names the file and what is wrong."""
+
+
+@dataclass
+class RunData:
+    """A loaded run directory."""
+
+    path: Path
+    label: str
+    meta: dict[str, Any]
+    summary: dict[str, Any] | None
+    table: RecordTable
+    scores: pd.DataFrame | None
+    stall_ms: float
+    kinds: dict[str, str] = field(default_factory=dict)    # item id -> "structured" / "plain"
+
+    @property
+    def records(self) -> pd.DataFrame:
+        return self.table.frame
+
+    @property
+    def slo_ms(self) -> dict[str, float]:
+        slo = (self.summary or {}).get("slo_ms") or {}
+        return {str(k): float(v) for k, v in slo.items()} if isinstance(slo, dict) else {}
+
+
+def _read_json_object(path: Path) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as exc:
+        raise RunDirError(f"{path}: not readable JSON ({exc}); the run directory is damaged") from None
+    if not isinstance(data, dict):
+        raise RunDirError(f"{path}: expected a JSON object, found {type(data).__name__}; "
+                          "is this a fourfold run directory?")
+    return data
+
+
+def _threshold(settings: dict[str, Any], summary: dict[str, Any] | None, stall_ms: float | None) -> float:
+    return float(stall_ms if stall_ms is not None else
+                 settings.get("stall_ms") or (summary or {}).get("stall_threshold_ms") or 150.0)
+
+
+def load_run(path: str | os.PathLike[str], *, stall_ms: float | None = None, cache: bool = True) -> RunData:
+    """Read and validate one run directory (see module docstring); with ``cache``, through the
+    run's columnar cache (:mod:`reports.cache`), written on the first read."""
+    run_dir = Path(path)
+    if not run_dir.exists():
+        raise RunDirError(f"{run_dir}: no such directory")
+    if not run_dir.is_dir():
+        raise RunDirError(f"{run_dir}: not a directory (give a run directory, runs/<UTC time>-<label>)")
+    records_path = run_dir / RECORDS_FILE
+    if not records_path.is_file():
+        found = ", ".join(sorted(p.name for p in run_dir.iterdir())[:8]) or "nothing"
+        raise RunDirError(f"{run_dir}: not a fourfold run directory: no {RECORDS_FILE} (found {found})")
+    meta = _read_json_object(run_dir / META_FILE) or {}
+    schema = meta.get("record_schema", 1)
+    if not isinstance(schema, int) or schema > SCHEMA_VERSION:
+        raise RunDirError(f"{run_dir / META_FILE}: record_schema {schema!r} is newer than the {SCHEMA_VERSION} "
+                          "this fourfold reads; upgrade fourfold to compare this run")
+    summary = _read_json_object(run_dir / SUMMARY_FILE)
+    settings = meta.get("settings")
+    if not isinstance(settings, dict):
+        settings = {}
+    threshold = _threshold(settings, summary, stall_ms)
+    scores_path = run_dir / SCORES_FILE
+    run_cache = RunCache.open(run_dir) if cache else None
+    records_stamp, scores_stamp = (stamp(records_path), stamp(scores_path)) if cache else (None, None)
+    table = run_cache.table(records_stamp, threshold, GAP_SAMPLE_RECORDS) if run_cache else None
+    scores = run_cache.scores(scores_stamp) if run_cache else None
+    table_read = table is None
+    if table is None:
+        table = _read_table(records_path, threshold)
+    if table.unreadable:
+        warnings.warn(f"{table.first_unreadable}" + (f" (and {table.unreadable - 1} more)" if table.unreadable > 1
+                                                     else ""), RuntimeWarning, stacklevel=2)
+    if table.frame.empty:
+        why = (f"all {table.warmup + table.cancelled} records are warm-up or cancelled"
+               if table.warmup + table.cancelled else "no readable record")
+        raise RunDirError(f"{records_path}: nothing to compare ({why})")
+    scores_read = scores is None
+    if scores is None:
+        scores = _read_scores(scores_path)
+    if scores.skipped:
+        warnings.warn(f"{scores_path}: skipped {scores.skipped} unreadable line(s)", RuntimeWarning, stacklevel=2)
+    if (run_cache is not None and records_stamp is not None and (table_read or scores_read)
+            and stamp(records_path) == records_stamp and stamp(scores_path) == scores_stamp):
+        run_cache.write(records_stamp, table, threshold, GAP_SAMPLE_RECORDS, scores_stamp, scores)
+    label = meta.get("label")
+    if not isinstance(label, str) or not label:
+        label = run_dir.name
+    return RunData(run_dir, label, meta, summary, table, scores.frame, threshold, prompt_kinds(run_dir, settings))
+
+
+def _read_table(records_path: Path, threshold: float) -> RecordTable:
+    try:
+        return read_record_table(records_path, stall_ms=threshold)
+    except RecordsFormatError as exc:
+        raise RunDirError(str(exc)) from None
+    except OSError as exc:
+        raise RunDirError(f"{records_path}: cannot read ({exc})") from None
+
+
+def _bytes_to_read(path: str | os.PathLike[str], stall_ms: float | None, cache: bool) -> int:
+    """The size of a run's records.jsonl, or 0 when its cache holds the table (a cheap check)."""
+    run_dir = Path(path)
+    try:
+        size = (run_dir / RECORDS_FILE).stat().st_size
+        if not cache:
+            return size
+        meta = _read_json_object(run_dir / META_FILE) or {}
+        settings = meta.get("settings")
+        threshold = _threshold(settings if isinstance(settings, dict) else {},
+                               _read_json_object(run_dir / SUMMARY_FILE), stall_ms)
+    except (OSError, RunDirError, TypeError, ValueError):
+        return 0     # load_run says what is wrong
+    fresh = RunCache.open(run_dir).has_table(stamp(run_dir / RECORDS_FILE), threshold, GAP_SAMPLE_RECORDS)
+    return 0 if fresh else size
+
+
+def load_runs(paths: list[str | os.PathLike[str]], *, stall_ms: float | None = None,
+              cache: bool = True) -> list[RunData]:
+    """:func:`load_run` for each path; in parallel processes (one per run, up to the CPU count)
+    when there are several runs with more than ``PARALLEL_BYTES`` of records to read in all
+    (a run whose cache holds its table does not count)."""
+    sizes = [_bytes_to_read(p, stall_ms, cache) for p in paths]
+    workers = min(len(paths), os.cpu_count() or 1)
+    load = functools.partial(load_run, stall_ms=stall_ms, cache=cache)
+    if workers < 2 or sum(sizes) < PARALLEL_BYTES:
+        return [load(p) for p in paths]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return list(pool.map(load, paths))
+
+
+def _read_scores(path: Path) -> CachedScores:
+    """scores.jsonl as a frame of SCORE_COLUMNS (one orjson.loads per block of lines; line by line
+    with json.loads when a block does not decode; a missing column is None)."""
+    if not path.is_file():
+        return CachedScores(None)
+    columns: dict[str, list[Any]] = {name: [] for name in SCORE_COLUMNS}
+    bad = 0
+    lineno = 0
+    with open(path, "rb") as fh:
+        while True:
+            lines = fh.readlines(SCORE_BLOCK_BYTES)
+            if not lines:
+                break
+            lines = [line for line in lines if line.strip()]
+            try:
+                rows = orjson.loads(b"[" + b",".join(lines) + b"]")
+            except orjson.JSONDecodeError:
+                rows = [loads_or_none(line) for line in lines]
+            wrong = next((i for i, row in enumerate(rows)
+                          if row is not None and (type(row) is not dict or "item_id" not in row)), None)
+            if wrong is not None:
+                raise RunDirError(f"{path}:{lineno + wrong + 1}: not a fourfold score row (no item_id); "
+                                  "re-run `fourfold score` on the run")
+            lineno += len(rows)
+            if None in rows:
+                rows = [row for row in rows if row is not None]
+                bad += len(lines) - len(rows)
+            for name, values in columns.items():
+                values.extend([row.get(name) for row in rows])
+    frame = pd.DataFrame({name: _text_categories(columns[name]) for name in ("level", "scenario", "variant", "item_id")})
+    for name in ("similarity", "compliant", "groundedness"):
+        frame[name] = _numbers(np.array(columns[name], dtype=object))
+    return CachedScores(frame[list(SCORE_COLUMNS)], bad)
+
+
+def _text_categories(values: list[Any]) -> pd.Categorical:
+    """``Series(values).fillna("").astype(str).astype("category")``, through one dict when every
+    value is text or None (a few distinct names in a million rows)."""
+    index: dict[Any, int] = {}
+    add = index.setdefault
+    codes = np.fromiter((add(v, len(index)) for v in values), dtype=np.int64, count=len(values))
+    if not all(type(v) is str or v is None for v in index):
+        return pd.Categorical(pd.Series(values, dtype=object).fillna("").astype(str).astype("category"))
+    texts = ["" if v is None else v for v in index]
+    categories = sorted(set(texts))
+    position = {text: i for i, text in enumerate(categories)}
+    remap = np.array([position[text] for text in texts], dtype=np.int64)
+    return pd.Categorical.from_codes(remap[codes] if codes.size else codes,
+                                     categories=pd.Index(categories, dtype="str"))
+
+
+def _numbers(values: np.ndarray) -> np.ndarray:
+    """JSON numbers, bools and nulls -> floats (NaN for null or anything else)."""
+    try:
+        return np.array(values, dtype=float)
+    except (TypeError, ValueError):
+        return np.array([_number(v) for v in values], dtype=float)
+
+
+def _number(value: Any) -> float:
+    """JSON number or bool -> float; anything else (None, text) -> NaN."""
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    return float(value) if isinstance(value, (int, float)) else math.nan
+
+
+def _dataset_path(run_dir: Path, settings: dict[str, Any]) -> Path | None:
+    name = settings.get("dataset") or ""
+    if not name:
+        return DEFAULT_DATASET
+    candidate = Path(name)
+    tries = [candidate] if candidate.is_absolute() else [Path.cwd() / candidate,
+                                                          run_dir.resolve().parent.parent / candidate,
+                                                          PACKAGE_DIR / candidate]
+    return next((p for p in tries if p.is_file()), None)
+
+
+def prompt_kinds(run_dir: Path, settings: dict[str, Any]) -> dict[str, str]:
+    """Item id -> ``structured`` or ``plain`` for the run's dataset ({} when it is not found)."""
+    path = _dataset_path(run_dir, settings)
+    if path is None:
+        return {}
+    try:
+        items = load_items(path)
+    except (OSError, ValueError):
+        return {}
+    kinds = {}
+    for item in items:
+        tags = item.meta.get("tags") or []
+        structured = "structured" in tags or isinstance(item.meta.get("requested_items"), int)
+        kinds[item.id] = "structured" if structured else "plain"
+    return kinds
+
+
+def run_variants(run: RunData) -> list[str]:
+    """The non-empty variants in a run's records, sorted."""
+    return sorted(v for v in run.records["variant"].astype(str).unique() if v)
+
+
+def base_scenario(scenario: str, variant: str) -> str:
+    suffix = f"@{variant}"
+    return scenario[: -len(suffix)] if variant and scenario.endswith(suffix) else scenario
+
+
+def group_names(frame: pd.DataFrame) -> pd.Series:
+    """``level:scenario`` of every row (records or scores), the ``@variant`` suffix dropped;
+    computed once per distinct (level, scenario, variant), not per row."""
+    if frame.empty:
+        return pd.Series([], index=frame.index, dtype=object)
+    ids = frame.groupby(["level", "scenario", "variant"], observed=True, sort=False).ngroup().to_numpy()
+    _, first = np.unique(ids, return_index=True)
+    levels, scenarios, variants = (frame[c].to_numpy(dtype=object)[first] for c in ("level", "scenario", "variant"))
+    names = np.array([f"{lv}:{base_scenario(str(sc), str(va))}" for lv, sc, va in zip(levels, scenarios, variants)],
+                     dtype=object)
+    return pd.Series(names[ids], index=frame.index, dtype=object)
+
+
+def group_samples(runs: list[RunData], *, variant: str | None = None,
+                  slo_ms: dict[str, float] | None = None) -> dict[str, GroupSample]:
+    """``level:scenario`` -> GroupSample over ``runs`` (one side; only ``variant`` when given)."""
+    parts: dict[str, list[tuple[RunData, pd.DataFrame, list[tuple[str, str, str]]]]] = {}
+    for run in runs:
+        frame = run.records
+        if variant is not None:
+            frame = frame[(frame["variant"] == variant).to_numpy()]
+        if frame.empty:
+            continue
+        names = group_names(frame)
+        single = names.iloc[0]
+        groups = [(single, frame)] if (names == single).all() else frame.groupby(names, sort=True)
+        for name, sub in groups:      # (one group, the common case: no copy of the frame)
+            keys = sorted(k for k in run.table.itl.keys() | run.table.tokens_per_s.keys()   # sorted: the
+                          if f"{k[0]}:{base_scenario(k[1], k[2])}" == name   # ITL sample's order must not
+                          and (variant is None or k[2] == variant))          # follow the hash seed
+            parts.setdefault(str(name), []).append((run, sub, keys))
+    return {name: _sample(entries, variant, slo_ms) for name, entries in sorted(parts.items())}
+
+
+def _sample(entries: list[tuple[RunData, pd.DataFrame, list[tuple[str, str, str]]]], variant: str | None,
+            slo_ms: dict[str, float] | None) -> GroupSample:
+    frame = (pd.concat([e[1] for e in entries], ignore_index=True) if len(entries) > 1
+             else entries[0][1].reset_index(drop=True))
+    ok = frame["ok"].to_numpy(dtype=bool)
+    tokens = frame["output_tokens"].to_numpy(dtype=float)
+    ttft, e2e = frame["ttft_ms"].to_numpy(dtype=float), frame["e2e_ms"].to_numpy(dtype=float)
+    tpot = np.where(tokens >= 2, (e2e - ttft) / np.maximum(tokens - 1, 1), np.nan)
+    conn = frame["conn_reused"].to_numpy(dtype=float)
+    status = frame["status"].to_numpy()
+    started = frame["ttfb_ms"].notna().to_numpy() & (status >= 200) & (status < 300)
+    failure = ~ok
+    interrupted = (frame["error_class"].astype(str) == "interrupted").to_numpy() | (
+        started & (~frame["terminal"].to_numpy(dtype=bool) | failure))
+    sample = GroupSample(
+        requests=len(frame), ok=int(ok.sum()), failures=int(failure.sum()), interrupted=int(interrupted.sum()),
+        stalled=int((frame["stalls"].to_numpy() > 0).sum()),
+        conn_known=int(np.isfinite(conn).sum()), conn_reused=int((conn == 1).sum()),
+        ttft_ms=_sorted(ttft[ok]), e2e_ms=_sorted(e2e[ok]), tpot_ms=_sorted(tpot[ok]),
+        output_tokens=float(tokens.sum()),
+    )
+    kinds: dict[str, str] = {}
+    for run, _, _ in entries:
+        kinds.update(run.kinds)
+    if kinds:
+        kind = frame["item_id"].astype(str).map(kinds).to_numpy(dtype=object)
+        sample.ttft_plain_ms = _sorted(ttft[ok & (kind == "plain")])
+        sample.ttft_structured_ms = _sorted(ttft[ok & (kind == "structured")])
+    sample.itl = _itl(entries)
+    first = frame["started_at"].to_numpy(dtype=float)
+    end = first + _end_offset_ms(frame) / 1000.0
+    t0, t1 = float(first.min()), float(end.max())
+    sample.wall_s = t1 - t0 if t1 > t0 else None
+    sample.tokens_per_s = _token_series(entries, t0, t1)
+    slo = slo_ms if slo_ms is not None else entries[0][0].slo_ms
+    if slo:
+        good = _meets_slo(frame, ok, tpot, slo)
+        sample.good = int(good.sum())
+        sample.good_per_s = _count_series(end[good], t0, t1)
+    ended = frame["session_completed"].to_numpy(dtype=float)
+    has_session = np.isfinite(ended)
+    sample.sessions, sample.sessions_completed = int(has_session.sum()), int((ended == 1).sum())
+    rounds = frame["rounds"].to_numpy(dtype=float)
+    sample.rounds = rounds[has_session & np.isfinite(rounds)]
+    items = frame["item_id"].to_numpy(dtype=object)
+    for name in ("recall", "precision"):
+        values = frame[f"{name}_at_k"].to_numpy(dtype=float)
+        known = np.isfinite(values)
+        setattr(sample, name, values[known])
+        setattr(sample, f"{name}_items", items[known])
+    _add_scores(sample, entries, variant)
+    return sample
+
+
+def _sorted(values: np.ndarray) -> np.ndarray:
+    return np.sort(values[np.isfinite(values)])
+
+
+def _end_offset_ms(frame: pd.DataFrame) -> np.ndarray:
+    """e2e, else the last known offset (ttft, ttfb, last chunk), else 0 (like measure.stats.end_s)."""
+    known = frame[["ttfb_ms", "ttft_ms", "last_chunk_ms"]].max(axis=1, skipna=True)
+    return frame["e2e_ms"].fillna(known).fillna(0.0).to_numpy(dtype=float)
+
+
+def _meets_slo(frame: pd.DataFrame, ok: np.ndarray, tpot: np.ndarray, slo: dict[str, float]) -> np.ndarray:
+    """fourfold.measure.stats.meets_slo over the frame: ok and every metric at or under its limit (a
+    request with no tpot or no gaps meets those limits vacuously; any other missing value fails)."""
+    good = ok.copy()
+    for metric, limit in slo.items():
+        if metric == "itl_ms":
+            values, vacuous = frame["max_gap_ms"].to_numpy(dtype=float), True
+        elif metric == "tpot_ms":
+            values, vacuous = tpot, True
+        elif metric in frame.columns:
+            values, vacuous = frame[metric].to_numpy(dtype=float), False
+        else:
+            raise UsageError(f"unknown goodput SLO metric {metric!r}; valid: ttfb_ms, ttft_ms, itl_ms, tpot_ms, "
+                             "e2e_ms, queue_ms")
+        missing = ~np.isfinite(values)
+        good &= np.where(missing, vacuous, values <= limit)
+    return good
+
+
+def _count_series(times_s: np.ndarray, t0: float, t1: float) -> np.ndarray:
+    bins = max(1, math.ceil(t1 - t0))
+    index = np.clip(np.floor(times_s - t0).astype(np.int64), 0, bins - 1)
+    return np.bincount(index, minlength=bins).astype(float)
+
+
+def _token_series(entries: list[tuple[RunData, pd.DataFrame, list[tuple[str, str, str]]]], t0: float,
+                  t1: float) -> np.ndarray:
+    bins = max(1, math.ceil(t1 - t0))
+    out = np.zeros(bins)
+    for run, _, keys in entries:
+        for key in keys:
+            per_second = run.table.tokens_per_s.get(key, {})
+            if not per_second:
+                continue
+            seconds = np.fromiter(per_second.keys(), dtype=np.int64, count=len(per_second))
+            weights = np.fromiter(per_second.values(), dtype=float, count=len(per_second))
+            index = np.clip(seconds - math.floor(t0), 0, bins - 1)
+            out += np.bincount(index, weights=weights, minlength=bins)
+    return out
+
+
+def _itl(entries: list[tuple[RunData, pd.DataFrame, list[tuple[str, str, str]]]]) -> ItlSample | None:
+    merged = GapHistogram()
+    sample: list[np.ndarray] = []
+    records = 0
+    for run, _, keys in entries:
+        for key in keys:
+            if key in run.table.itl:
+                merged.merge(run.table.itl[key])
+                sample.extend(run.table.gap_samples.get(key, []))
+                records += run.table.ok_with_gaps.get(key, 0)
+    if not merged.count:
+        return None
+    keys_array, counts = merged.arrays()
+    return ItlSample(keys_array, counts, merged.min, merged.max, records, sample)
+
+
+def _add_scores(sample: GroupSample, entries: list[tuple[RunData, pd.DataFrame, list[tuple[str, str, str]]]],
+                variant: str | None) -> None:
+    frames = []
+    for run, sub, _ in entries:
+        scores = run.scores
+        if scores is None or scores.empty:
+            continue
+        name = group_names(sub.iloc[:1]).iloc[0]
+        mask = (group_names(scores) == name).to_numpy()
+        if variant is not None:
+            mask = mask & (scores["variant"] == variant).to_numpy()
+        frames.append(scores[mask])
+    if not frames:
+        return
+    scores = pd.concat(frames, ignore_index=True)
+    sim = scores["similarity"].to_numpy(dtype=float)
+    has_sim = np.isfinite(sim)
+    sample.similarity = np.sort(sim[has_sim])
+    order = np.argsort(sim[has_sim], kind="stable")
+    sample.similarity_items = scores["item_id"].to_numpy(dtype=object)[has_sim][order]
+    grounded = scores["groundedness"].to_numpy(dtype=float)
+    sample.groundedness = grounded[np.isfinite(grounded)]
+    compliant = scores["compliant"].to_numpy(dtype=float)
+    judged = np.isfinite(compliant)
+    sample.compliant = compliant[judged]
+    sample.compliant_items = scores["item_id"].to_numpy(dtype=object)[judged]

@@ -1,0 +1,169 @@
+"""A comparison report: a baseline side, one or more candidate sides, their rows; and writing it.
+
+A *side* is one run directory, several (the demo puts each level's run of one profile on one
+side), or one variant of a run (L4 sticky A/B: ``--variants A B``). :func:`build_report`
+compares every candidate side with the baseline; :func:`report_from_paths` is what
+``fourfold compare`` calls; :func:`write_report` writes ``report.md``, ``report.html`` and
+``report.csv`` into a directory.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fourfold.errors import UsageError
+from fourfold.reports.compare import DEFAULT_SETTINGS, GroupSample, Row, Settings, compare_groups
+from fourfold.reports.load import RunData, group_samples, load_runs, run_variants
+
+__all__ = ["Comparison", "Report", "Side", "build_report", "report_from_paths", "write_report"]
+
+BASELINE_NAMES = ("baseline", "control", "a", "old", "base")
+
+
+@dataclass
+class Side:
+    """One side of a comparison: runs (and optionally one variant of them)."""
+
+    label: str
+    runs: list[RunData]
+    variant: str | None = None
+    groups: dict[str, GroupSample] = field(default_factory=dict)
+
+    @property
+    def requests(self) -> int:
+        return sum(g.requests for g in self.groups.values())
+
+    def describe(self) -> str:
+        where = ", ".join(str(r.path) for r in self.runs)
+        return f"{where} (variant {self.variant})" if self.variant else where
+
+
+@dataclass
+class Comparison:
+    baseline: Side
+    candidate: Side
+    rows: list[Row]
+
+    def groups(self) -> list[str]:
+        return list(dict.fromkeys(row.group for row in self.rows))
+
+
+@dataclass
+class Report:
+    comparisons: list[Comparison]
+    settings: Settings
+    created_at: str = ""
+    notes: list[str] = field(default_factory=list)
+    extra_markdown: list[str] = field(default_factory=list)   # sections appended by callers (the demo)
+
+    @property
+    def baseline(self) -> Side:
+        return self.comparisons[0].baseline
+
+    @property
+    def sides(self) -> list[Side]:
+        return [self.baseline, *(c.candidate for c in self.comparisons)]
+
+
+def build_report(baseline: Side, candidates: list[Side], settings: Settings = DEFAULT_SETTINGS,
+                 slo_ms: dict[str, float] | None = None) -> Report:
+    """Compare each candidate side with the baseline, group by group."""
+    if not candidates:
+        raise UsageError("nothing to compare: give a baseline and at least one candidate")
+    slo = slo_ms if slo_ms is not None else _common_slo([baseline, *candidates])
+    for side in (baseline, *candidates):
+        side.groups = group_samples(side.runs, variant=side.variant, slo_ms=slo)
+    _distinct_labels([baseline, *candidates])
+    comparisons = []
+    for candidate in candidates:
+        rows: list[Row] = []
+        for name in sorted(baseline.groups.keys() | candidate.groups.keys()):
+            rows.extend(compare_groups(name, baseline.groups.get(name, GroupSample()),
+                                       candidate.groups.get(name, GroupSample()), settings))
+        comparisons.append(Comparison(baseline, candidate, rows))
+    notes = []
+    if slo:
+        notes.append("goodput counts ok requests meeting every per-request SLO: "
+                     + ", ".join(f"{k} <= {v:g}" for k, v in sorted(slo.items())))
+    return Report(comparisons, settings, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), notes)
+
+
+def _common_slo(sides: list[Side]) -> dict[str, float]:
+    """The per-request SLO of the first run that states one (summary.json ``slo_ms``)."""
+    for side in sides:
+        for run in side.runs:
+            if run.slo_ms:
+                return run.slo_ms
+    return {}
+
+
+def _distinct_labels(sides: list[Side]) -> None:
+    seen: dict[str, int] = {}
+    for side in sides:
+        seen[side.label] = seen.get(side.label, 0) + 1
+    for side in sides:
+        if seen[side.label] > 1 and len(side.runs) == 1 and not side.variant:
+            side.label = f"{side.label} ({side.runs[0].path.name})"
+
+
+def _pick_baseline(variants: list[str]) -> list[str]:
+    for name in BASELINE_NAMES:
+        for variant in variants:
+            if variant.lower() == name:
+                return [variant, *(v for v in variants if v != variant)]
+    return variants
+
+
+def report_from_paths(paths: list[str | os.PathLike[str]], *, variants: list[str] | None = None,
+                      settings: Settings = DEFAULT_SETTINGS, slo_ms: dict[str, float] | None = None,
+                      stall_ms: float | None = None, cache: bool = True) -> Report:
+    """``fourfold compare``: the first path is the baseline, the others candidates; with one path,
+    its two variants (``variants`` names them, baseline first, or the run has exactly two).
+    ``cache``: read and write the runs' columnar cache (:mod:`reports.cache`)."""
+    if not paths:
+        raise UsageError("give a baseline run directory and at least one candidate")
+    runs = load_runs(paths, stall_ms=stall_ms, cache=cache)
+    if variants or len(runs) == 1:
+        if len(runs) != 1:
+            raise UsageError("--variants compares two variants of ONE run; give a single run directory")
+        run = runs[0]
+        present = run_variants(run)
+        if variants:
+            missing = [v for v in variants if v not in present]
+            if missing:
+                raise UsageError(f"{run.path}: no records of variant(s) {', '.join(missing)}; "
+                                 f"variants in this run: {', '.join(present) or 'none'}")
+            chosen = list(variants)
+        elif len(present) == 2:
+            chosen = _pick_baseline(present)
+        else:
+            raise UsageError(f"{run.path}: one run compares its two variants, but it has "
+                             f"{len(present)} ({', '.join(present) or 'no variant field set'}); give a "
+                             "baseline and a candidate run, or --variants A B")
+        if len(chosen) < 2:
+            raise UsageError("--variants needs two variant names: baseline first")
+        sides = [Side(f"{run.label} variant {v}", [run], variant=v) for v in chosen]
+        return build_report(sides[0], sides[1:], settings, slo_ms)
+    sides = [Side(run.label, [run]) for run in runs]
+    return build_report(sides[0], sides[1:], settings, slo_ms)
+
+
+def write_report(report: Report, out_dir: str | os.PathLike[str], *, html: bool = True) -> dict[str, Path]:
+    """Write report.md, report.csv and (unless ``html`` is False) report.html; returns their paths."""
+    from fourfold.reports.csvout import write_csv
+    from fourfold.reports.markdown import render_markdown
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = {"markdown": out / "report.md", "csv": out / "report.csv"}
+    written["markdown"].write_text(render_markdown(report), encoding="utf-8")
+    write_csv(report, written["csv"])
+    if html:
+        from fourfold.reports.html import render_html
+
+        written["html"] = out / "report.html"
+        written["html"].write_text(render_html(report), encoding="utf-8")
+    return written

@@ -1,0 +1,10 @@
+"""``python -m targets.rag``: see :mod:`targets.rag.cli`."""
+
+from __future__ import annotations
+
+import sys
+
+from fourfold.targets.rag.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,215 @@
+"""The plan for one request (pure): which tokens, and when each is due.
+
+A plan is decided the moment a request has been fully received (offsets are milliseconds from
+that moment) and never changes afterwards; the server only executes it. It is published in the
+``x-fourfold-plan`` response header, so a client can compare what it measured with what the
+simulator intended.
+
+Determinism: every random draw comes from a per-request ``random.Random`` seeded with
+``(seed, prompt, n-th occurrence of that prompt)`` and the draws happen in a fixed order
+(perturbation, TTFT, orchestrator, cold start, pulse, inter-token gaps). The only input that
+depends on timing is ``running`` (load), which is 0 for sequential requests.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from itertools import accumulate
+from typing import Any
+
+from fourfold.targets.sim.answers import Answer
+from fourfold.targets.sim.perturb import QualityKnobs, perturb
+from fourfold.targets.sim.profile import Profile
+from fourfold.targets.sim.tokens import cycle_tokens, tokenize
+
+
+@dataclass(frozen=True)
+class RequestFacts:
+    """What the planner needs to know about one request (already parsed from its dialect)."""
+
+    prompt: str                  # last user message text
+    input_tokens: int            # token count of every message content (system included)
+    max_tokens: int | None = None
+    ignore_eos: bool = False
+    occurrence: int = 0          # how many times this prompt was seen before (0 = first)
+    request_index: int = 0       # how many requests the server admitted before this one
+    running: int = 0             # sequences already generating when this one was admitted
+
+
+@dataclass
+class Plan:
+    """Tokens and their due offsets (ms since the request was fully received)."""
+
+    seed: int
+    profile: str
+    tokens: list[str]
+    offsets_ms: list[float]
+    ttft_ms: float
+    itl_ms: float
+    orchestrator_ms: float
+    input_tokens: int
+    finish_reason: str           # "stop" or "length"
+    structured: bool = False
+    item_id: str = ""
+    load_factor: float = 1.0
+    pauses: list[tuple[int, float]] = field(default_factory=list)
+    queued_ms: float = 0.0       # set by the server when a concurrency limit queued the request
+    fault: str = ""               # the injected fault (targets.sim.faults), "" for none
+    messages: int = 0             # chat messages in the request (the history a client sent)
+    session: dict[str, Any] = field(default_factory=dict)   # session turn facts (targets.sim.sessions)
+
+    @property
+    def output_tokens(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.tokens)
+
+    @property
+    def duration_ms(self) -> float:
+        return self.offsets_ms[-1] if self.offsets_ms else 0.0
+
+    def summary(self, detail: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "seed": self.seed,
+            "profile": self.profile,
+            "ttft_ms": round(self.ttft_ms, 3),
+            "itl_ms": round(self.itl_ms, 3),
+            "orchestrator_ms": round(self.orchestrator_ms, 3),
+            "output_tokens": self.output_tokens,
+            "input_tokens": self.input_tokens,
+            "pauses": [[i, round(ms, 3)] for i, ms in self.pauses],
+            "finish_reason": self.finish_reason,
+            "structured": self.structured,
+            "item_id": self.item_id,
+            "load_factor": round(self.load_factor, 4),
+            "queued_ms": round(self.queued_ms, 3),
+        }
+        if self.fault:
+            out["fault"] = self.fault
+        if self.messages:
+            out["messages"] = self.messages
+        if self.session:
+            out["session"] = self.session
+        if detail:
+            out["offsets_ms"] = [round(offset_ms, 3) for offset_ms in self.offsets_ms]
+        return out
+
+    def header_value(self, detail: bool = False, extra: dict[str, Any] | None = None) -> str:
+        """Compact JSON for the ``x-fourfold-plan`` header (ASCII only, as headers must be)."""
+        data = self.summary(detail)
+        if extra:
+            data.update(extra)
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=True)
+
+
+def request_rng(seed: int, prompt: str, occurrence: int) -> random.Random:
+    """The per-request generator; str seeds are hashed with SHA-512, so stable across processes."""
+    return random.Random(f"{seed}\x1f{prompt}\x1f{occurrence}")
+
+
+def knobs_of(profile: Profile) -> QualityKnobs:
+    return QualityKnobs(profile.drop_sentence_rate, profile.filler_sentence_rate, profile.list_item_drop_rate)
+
+
+def choose_tokens(text: str, max_tokens: int | None, ignore_eos: bool) -> tuple[list[str], str]:
+    """Tokens to send and the finish reason, honouring max_tokens and ``ignore_eos``."""
+    tokens = tokenize(text)
+    if max_tokens is not None and ignore_eos:
+        return cycle_tokens(tokens, max_tokens), "length"
+    if max_tokens is not None and len(tokens) > max_tokens:
+        return tokens[:max_tokens], "length"
+    return tokens, "stop"
+
+
+def make_plan(profile: Profile, answer: Answer, facts: RequestFacts, seed: int) -> Plan:
+    """Decide tokens and timing for one request (see module docstring)."""
+    rng = request_rng(seed, facts.prompt, facts.occurrence)
+    text = perturb(answer.text, knobs_of(profile), rng, answer.requested_items)
+    tokens, finish_reason = choose_tokens(text, facts.max_tokens, facts.ignore_eos)
+    structured = profile.is_structured(facts.prompt)
+
+    ttft_ms = _gauss(rng, profile.ttft_ms, profile.ttft_jitter_ms)
+    orchestrator_ms = 0.0
+    input_tokens = facts.input_tokens
+    if structured and (profile.orchestrator_ms or profile.orchestrator_input_tokens):
+        orchestrator_ms = _gauss(rng, profile.orchestrator_ms, profile.orchestrator_jitter_ms)
+        input_tokens += profile.orchestrator_input_tokens
+    ttft_ms += orchestrator_ms
+    if facts.request_index < profile.cold_requests:
+        low, high = profile.cold_extra_ttft_ms
+        ttft_ms += rng.uniform(low, high)
+
+    load_factor = max(1.0, (facts.running + 1) / profile.max_batch)
+    itl_ms = profile.itl_ms * load_factor
+    pauses, burst = pulse_schedule(profile, rng, len(tokens))
+    offsets_ms = token_offsets(profile, rng, len(tokens), ttft_ms, itl_ms, load_factor, dict(pauses), burst)
+    return Plan(
+        seed=seed,
+        profile=profile.name,
+        tokens=tokens,
+        offsets_ms=offsets_ms,
+        ttft_ms=ttft_ms,
+        itl_ms=itl_ms,
+        orchestrator_ms=orchestrator_ms,
+        input_tokens=input_tokens,
+        finish_reason=finish_reason,
+        structured=structured,
+        item_id=answer.item_id,
+        load_factor=load_factor,
+        pauses=pauses,
+    )
+
+
+def pulse_schedule(profile: Profile, rng: random.Random, n_tokens: int) -> tuple[list[tuple[int, float]], set[int]]:
+    """Pauses ([(token index, extra ms)]) and the indexes of tokens sent at burst speed."""
+    pulse = profile.pulse
+    if pulse is None or n_tokens < pulse.min_output_tokens or rng.random() >= pulse.probability:
+        return [], set()
+    starts = [0]
+    pauses = []
+    index = pulse.burst_tokens
+    while 0 < index < n_tokens:
+        pauses.append((index, _gauss(rng, pulse.pause_ms, pulse.pause_jitter_ms)))
+        starts.append(index)
+        index += max(1, pulse.every_tokens)
+    burst = {i for s in starts for i in range(s + 1, min(s + pulse.burst_tokens, n_tokens))}
+    return pauses, burst
+
+
+def token_offsets(
+    profile: Profile,
+    rng: random.Random,
+    n_tokens: int,
+    ttft_ms: float,
+    itl_ms: float,
+    load_factor: float,
+    pauses: dict[int, float],
+    burst: set[int],
+) -> list[float]:
+    """Due offset (ms) of every token: the first at ttft, then one gap per token."""
+    if n_tokens == 0:
+        return []
+    jitter_ms = profile.itl_jitter_ms * load_factor
+    floor_ms = profile.itl_floor_ms
+    if jitter_ms:
+        gauss = rng.gauss
+        gaps = [max(floor_ms, gauss(itl_ms, jitter_ms)) for _ in range(n_tokens - 1)]
+    else:
+        gaps = [itl_ms] * (n_tokens - 1)
+    if burst:
+        burst_itl_ms = profile.pulse.burst_itl_ms if profile.pulse else itl_ms
+        for i in burst:
+            gaps[i - 1] = burst_itl_ms
+    for i, pause_ms in pauses.items():
+        gaps[i - 1] += pause_ms
+    return list(accumulate(gaps, initial=ttft_ms))
+
+
+def _gauss(rng: random.Random, mean: float, sd: float) -> float:
+    if not sd:
+        return max(0.0, mean)
+    return max(0.0, rng.gauss(mean, sd))

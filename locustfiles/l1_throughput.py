@@ -1,5 +1,0 @@
-"""L1 single-model throughput. `locust -f locustfiles/l1_throughput.py` (no --host: embedded simulator)."""
-
-from levels.l1_throughput import ThroughputUser
-
-__all__ = ["ThroughputUser"]
