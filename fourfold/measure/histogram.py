@@ -25,16 +25,26 @@ every value in the bucket. With the default ``alpha = 0.005`` a quantile is off 
 The wire form (``to_wire``/``from_wire``) is a small dict of ints and floats with int bucket
 keys: msgpack-friendly (Locust loads with ``strict_map_key=False``); string keys from a JSON
 round trip are accepted too.
+
+**The same buckets over arrays.** :func:`bucket_keys` and :func:`bucket_values` are the
+vectorised forms of a bucket's key and representative (the zero bucket is ``ZERO_KEY``), and
+:func:`bucket_quantiles` the rank rule over sorted bucket counts: ``LogHistogram.quantiles``
+and the report's pooled ITL (:class:`fourfold.reports.compare.ItlSample`) both call it.
+:func:`exact_quantile` is the same rank rule over the sorted values themselves (the report's
+TTFT, E2E and TPOT percentiles): a histogram's quantile is within ``alpha`` of it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
+
+import numpy as np
 
 DEFAULT_ALPHA = 0.005
 ZERO_CUTOFF = 1e-3
+ZERO_KEY = -(1 << 30)          # the zero bucket's key in array form (below every log bucket's key)
 WIRE_VERSION = 1
 
 _log = math.log
@@ -53,6 +63,70 @@ def nearest_rank(q: float, n: int) -> int:
     return min(n, max(1, _ceil(round(q * n, 9))))
 
 
+def nearest_ranks(q: float, n: np.ndarray) -> np.ndarray:
+    """:func:`nearest_rank` for many sample sizes at once (float ranks, 1 when n is 0)."""
+    return np.maximum(1.0, np.minimum(np.asarray(n, dtype=np.float64), np.ceil(np.round(q * n, 9))))
+
+
+def exact_quantile(sorted_values: Sequence[float] | np.ndarray, q: float) -> float:
+    """The nearest-rank q-quantile of ascending ``sorted_values`` (numpy's ``inverted_cdf``)."""
+    return float(sorted_values[nearest_rank(q, len(sorted_values)) - 1])
+
+
+def _gamma(alpha: float) -> float:
+    return (1.0 + alpha) / (1.0 - alpha)
+
+
+def bucket_keys(values: np.ndarray, alpha: float = DEFAULT_ALPHA) -> np.ndarray:
+    """The bucket key of each non-negative value, as ``LogHistogram.add`` files it
+    (``ZERO_KEY`` below ZERO_CUTOFF)."""
+    values = np.asarray(values, dtype=np.float64)
+    inv_log_gamma = 1.0 / _log(_gamma(alpha))
+    big = values >= ZERO_CUTOFF
+    if big.all():
+        return np.ceil(np.log(values) * inv_log_gamma).astype(np.int64)
+    keys = np.full(values.shape, ZERO_KEY, dtype=np.int64)
+    keys[big] = np.ceil(np.log(values[big]) * inv_log_gamma).astype(np.int64)
+    return keys
+
+
+def bucket_values(keys: np.ndarray, alpha: float = DEFAULT_ALPHA) -> np.ndarray:
+    """The representative value of each bucket key (``LogHistogram.representative``; 0 for the
+    zero bucket)."""
+    keys = np.asarray(keys, dtype=np.int64)
+    gamma = _gamma(alpha)
+    out = 2.0 * np.power(gamma, keys.astype(np.float64)) / (gamma + 1.0)
+    out[keys == ZERO_KEY] = 0.0
+    return out
+
+
+def bucket_quantiles(keys: np.ndarray, counts: np.ndarray, qs: Iterable[float], lo: float, hi: float,
+                     alpha: float = DEFAULT_ALPHA) -> list[float | None]:
+    """Nearest-rank quantiles of samples held as counts per bucket (``keys`` ascending): the
+    representative of the bucket holding the rank, clamped to ``[lo, hi]`` (the exact min and
+    max), and exactly ``lo`` / ``hi`` for ranks 1 and n. None for every q when empty."""
+    qs = list(qs)
+    counts = np.asarray(counts, dtype=np.int64)
+    n = int(counts.sum())
+    if not n:
+        for q in qs:
+            nearest_rank(q, 1)  # validate q even when empty
+        return [None] * len(qs)
+    cumulative = np.cumsum(counts)
+    values = bucket_values(keys, alpha)
+    out: list[float | None] = []
+    for q in qs:
+        rank = nearest_rank(q, n)
+        if rank == 1:
+            out.append(lo)
+        elif rank == n:
+            out.append(hi)
+        else:
+            value = float(values[int(np.searchsorted(cumulative, rank))])
+            out.append(min(max(value, lo), hi))
+    return out
+
+
 class LogHistogram:
     """Counts of values in log-spaced buckets; see the module docstring for the definitions."""
 
@@ -63,7 +137,7 @@ class LogHistogram:
         if not 0.0 < alpha < 1.0:
             raise ValueError(f"alpha must be within (0, 1), got {alpha!r}")
         self.alpha = alpha
-        self.gamma = (1.0 + alpha) / (1.0 - alpha)
+        self.gamma = _gamma(alpha)
         self._inv_log_gamma = 1.0 / _log(self.gamma)
         self.buckets: dict[int, int] = {}
         self.zero_count = 0
@@ -165,31 +239,14 @@ class LogHistogram:
         return self.quantiles((q,))[0]
 
     def quantiles(self, qs: Iterable[float]) -> list[float | None]:
-        """Several quantiles with one sort of the buckets."""
-        qs = list(qs)
-        if not self.count:
-            for q in qs:
-                nearest_rank(q, 1)  # validate q even when empty
-            return [None] * len(qs)
-        ranks = [nearest_rank(q, self.count) for q in qs]
-        order = sorted(range(len(ranks)), key=ranks.__getitem__)
-        out: list[float | None] = [None] * len(ranks)
-        cumulative = self.zero_count
-        items = iter(sorted(self.buckets.items()))
-        value = 0.0  # zero bucket's representative
-        for idx in order:
-            rank = ranks[idx]
-            while cumulative < rank:
-                key, n = next(items)
-                cumulative += n
-                value = self.representative(key)
-            if rank == 1:  # the smallest and largest samples are known exactly
-                out[idx] = self._min
-            elif rank == self.count:
-                out[idx] = self._max
-            else:
-                out[idx] = min(max(value, self._min), self._max)
-        return out
+        """Several quantiles with one sort of the buckets (:func:`bucket_quantiles`)."""
+        keys = sorted(self.buckets)
+        counts = [self.buckets[k] for k in keys]
+        if self.zero_count:
+            keys.insert(0, ZERO_KEY)
+            counts.insert(0, self.zero_count)
+        return bucket_quantiles(np.array(keys, dtype=np.int64), np.array(counts, dtype=np.int64), qs,
+                                self._min, self._max, self.alpha)
 
     # ---- wire ----
     def to_wire(self) -> dict[str, Any]:

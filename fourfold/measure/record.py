@@ -13,10 +13,11 @@ carried at least one text delta), so ITL, stalls and the stream waveform can be 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from fourfold.measure.rhythm import gaps_ms
 
 SCHEMA_VERSION = 1
 TEXT_CAP_CHARS = 16_384
@@ -90,16 +91,9 @@ class RequestRecord:
 
     @property
     def itl_ms(self) -> list[float]:
-        """Gaps between consecutive content chunks (vLLM's ITL, AIPerf's inter-chunk latency)."""
-        offs = self.chunk_offsets_ms
-        return [b - a for a, b in itertools.pairwise(offs)]
-
-    @property
-    def tpot_ms(self) -> float | None:
-        """(e2e - ttft) / (output_tokens - 1): vLLM's TPOT, AIPerf's ITL."""
-        if self.ttft_ms is None or self.e2e_ms is None or self.output_tokens < 2:
-            return None
-        return (self.e2e_ms - self.ttft_ms) / (self.output_tokens - 1)
+        """Gaps between consecutive content chunks (vLLM's ITL, AIPerf's inter-chunk latency).
+        Every other derived number (TPOT, interrupted, goodput, ...) is in :mod:`measure.metrics`."""
+        return gaps_ms(self.chunk_offsets_ms)
 
     def set_text(self, text: str, cap: int = TEXT_CAP_CHARS) -> None:
         if len(text) > cap:

@@ -1,27 +1,37 @@
-"""Stream rhythm: stalls, jitter, pulse frequency and the waveform of one stream (pure).
+"""Stream rhythm: the timing of one stream's content chunks (pure).
 
 The article's candidate version "pulses": the first ~10 tokens arrive fast, then the stream
 pauses for ~200 ms, again and again; the old version streamed smoothly (jitter < 5 ms). These
 functions read the arrival times of a stream's content chunks (``RequestRecord.chunk_offsets_ms``,
-milliseconds since the request was sent) and say how it flowed:
+milliseconds since the request was sent) and say how it flowed. They are the one definition of
+each chunk-timing quantity: ``RequestRecord.itl_ms`` is :func:`gaps_ms`, :mod:`measure.stats`
+and the report's reader count stalls with :func:`is_stall`, tokens per second spread a record's
+tokens with :func:`chunk_tokens` (:func:`chunk_tokens_array` over many records), and the HTML
+report draws :func:`waveform`.
 
+- :func:`gaps_ms`: the gaps between consecutive chunks (pooled, they are ``itl_ms``);
 - :func:`stalls`: the gaps above a threshold (150 ms by default: where a UI would show a
   "thinking..." placeholder), with where they happened;
+- :func:`chunk_tokens`: how a record's output tokens are spread over its chunks when the server
+  reports ``usage`` (chunk ``j`` of ``n`` carries ``(j+1)*T//n - j*T//n`` of ``T``: integers
+  that add up to ``T``);
+- :func:`waveform`: tokens received per interval since the request was sent;
 - :func:`jitter_ms`: the standard deviation of the gaps between chunks (population, ms);
 - :func:`pulse_frequency_hz`: the dominant frequency of token arrivals, from the spectrum of the
   token-rate series (bins of ``bin_ms``) — a stream that bursts every 250 ms pulses at 4 Hz;
-  ``None`` when the stream is too short or has no periodic component worth the name;
-- :func:`waveform`: tokens received per interval over time, what the report draws.
+  ``None`` when the stream is too short or has no periodic component worth the name.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
 import numpy as np
 
 DEFAULT_STALL_MS = 150.0
+WAVEFORM_INTERVAL_MS = 50.0
 
 
 @dataclass(frozen=True)
@@ -40,16 +50,22 @@ class Rhythm:
     pulse_hz: float | None
 
 
-def gaps_ms(offsets_ms: list[float]) -> list[float]:
+def gaps_ms(offsets_ms: Sequence[float]) -> list[float]:
+    """Gaps between consecutive content chunks."""
     return [b - a for a, b in pairwise(offsets_ms)]
 
 
-def stalls(offsets_ms: list[float], threshold_ms: float = DEFAULT_STALL_MS) -> list[Stall]:
+def is_stall(gap_ms: float | np.ndarray, threshold_ms: float) -> bool | np.ndarray:
+    """A gap strictly above the stall threshold (a float, or elementwise over an array)."""
+    return gap_ms > threshold_ms
+
+
+def stalls(offsets_ms: Sequence[float], threshold_ms: float = DEFAULT_STALL_MS) -> list[Stall]:
     """Every gap strictly above ``threshold_ms``."""
-    return [Stall(i, offsets_ms[i], gap) for i, gap in enumerate(gaps_ms(offsets_ms)) if gap > threshold_ms]
+    return [Stall(i, offsets_ms[i], gap) for i, gap in enumerate(gaps_ms(offsets_ms)) if is_stall(gap, threshold_ms)]
 
 
-def jitter_ms(offsets_ms: list[float]) -> float:
+def jitter_ms(offsets_ms: Sequence[float]) -> float:
     """Population standard deviation of the inter-chunk gaps (0 with fewer than two gaps)."""
     gaps = gaps_ms(offsets_ms)
     if len(gaps) < 2:
@@ -57,21 +73,45 @@ def jitter_ms(offsets_ms: list[float]) -> float:
     return float(np.std(gaps))
 
 
-def waveform(offsets_ms: list[float], interval_ms: float = 50.0, start_ms: float | None = None
-             ) -> tuple[list[float], list[int]]:
-    """(interval start times, chunks received in each interval), from ``start_ms`` (default: the
-    first chunk) to the last chunk; empty intervals are kept (a pause is a run of zeros)."""
-    if not offsets_ms:
-        return [], []
-    origin = offsets_ms[0] if start_ms is None else start_ms
-    span = max(offsets_ms[-1] - origin, 0.0)
-    bins = int(span // interval_ms) + 1
-    counts = np.zeros(bins, dtype=int)
-    for offset in offsets_ms:
-        index = int((offset - origin) // interval_ms)
-        if 0 <= index < bins:
-            counts[index] += 1
-    return [round(origin + i * interval_ms, 3) for i in range(bins)], counts.tolist()
+def chunk_tokens(tokens: int, chunks: int) -> list[int]:
+    """``tokens`` spread over ``chunks`` content chunks in integers (see module docstring)."""
+    return [(j + 1) * tokens // chunks - j * tokens // chunks for j in range(chunks)]
+
+
+def chunk_tokens_array(tokens: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """:func:`chunk_tokens` for many records at once: record ``i`` has ``tokens[i]`` tokens over
+    ``lens[i]`` chunks; the shares come record after record (``lens.sum()`` of them)."""
+    tokens = np.asarray(tokens, dtype=np.int64)
+    lens = np.asarray(lens, dtype=np.int64)
+    streamed = lens > 0
+    if np.array_equal(tokens[streamed], lens[streamed]):     # one token per chunk, the common case
+        return np.ones(int(lens.sum()), dtype=np.int64)
+    first = np.zeros(len(lens) + 1, dtype=np.int64)
+    np.cumsum(lens, out=first[1:])
+    j = np.arange(int(first[-1]), dtype=np.int64) - np.repeat(first[:-1], lens)
+    total, n = np.repeat(tokens, lens), np.repeat(lens, lens)
+    return (j + 1) * total // n - j * total // n
+
+
+def waveform(offsets_ms: Sequence[float], output_tokens: int | None = None,
+             interval_ms: float = WAVEFORM_INTERVAL_MS, start_ms: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Tokens received per ``interval_ms`` from ``start_ms`` (default: the send) to the last chunk:
+    ``(counts, edges)``, ``len(edges) == len(counts) + 1``; empty intervals are kept (a pause is a
+    run of zeros). ``output_tokens`` (the record's, usage or counted) are spread over the chunks
+    with :func:`chunk_tokens`; without it (or with fewer tokens than chunks) each chunk counts one.
+    A stream without chunks is one empty interval."""
+    offsets = np.asarray(offsets_ms, dtype=np.float64)
+    n = offsets.size
+    if not n:
+        return np.zeros(1), np.array([start_ms, start_ms + interval_ms])
+    tokens = output_tokens if output_tokens is not None and output_tokens >= n else n
+    bins = int(max(offsets.max() - start_ms, 0.0) // interval_ms) + 1
+    edges = start_ms + interval_ms * np.arange(bins + 1, dtype=np.float64)
+    index = ((offsets - start_ms) // interval_ms).astype(np.int64)
+    inside = (index >= 0) & (index < bins)
+    counts = np.bincount(index[inside], weights=np.array(chunk_tokens(tokens, n), dtype=np.float64)[inside],
+                         minlength=bins)
+    return counts, edges
 
 
 def pulse_frequency_hz(offsets_ms: list[float], bin_ms: float = 10.0, min_hz: float = 0.5,
@@ -87,8 +127,7 @@ def pulse_frequency_hz(offsets_ms: list[float], bin_ms: float = 10.0, min_hz: fl
     """
     if len(offsets_ms) < 8:
         return None
-    _, counts = waveform(offsets_ms, bin_ms)
-    series = np.asarray(counts, dtype=float)
+    series, _ = waveform(offsets_ms, interval_ms=bin_ms, start_ms=offsets_ms[0])
     n = len(series)
     duration_s = n * bin_ms / 1000.0
     if duration_s < 2.0 / min_hz:

@@ -1,6 +1,8 @@
 """LLMStats: per (level, scenario) aggregates of RequestRecords, mergeable across Locust workers.
 
-Definitions (the ARCHITECTURE.md metric table; every value is over non-warm-up records):
+Every per-request value and every rate comes from :mod:`measure.metrics` (the formulas the
+report uses too); the names, units and definitions are :mod:`measure.metric_names`
+(docs/metrics.md). In brief, over non-warm-up, non-cancelled records:
 
 - ``ttfb_ms``, ``ttft_ms``, ``e2e_ms``, ``tpot_ms``, ``output_tokens``: one sample per *ok*
   request (``record.ok``), like vLLM bench; failures are counted, never blended into latency.
@@ -25,9 +27,13 @@ Definitions (the ARCHITECTURE.md metric table; every value is over non-warm-up r
 - wall time = ``last_end - first_start``: first send to last end (``started_at`` + e2e, or
   the last known offset) over the key's records.
 - Per-second series (Unix seconds): output tokens by the second their chunk arrived (usage
-  tokens spread evenly over the chunks), requests finished and failed by their end second,
+  tokens spread over the chunks in integers), requests finished and failed by their end second,
   stalls by the second the stalling gap ended,
   TTFT count/sum/max by the second the first token arrived (ok requests).
+
+Percentiles are nearest-rank over log-bucket histograms (:mod:`measure.histogram`): within
+``alpha`` (0.5 %, ``histogram_alpha`` in the summary) of the exact value; the report computes
+them exactly from records.jsonl.
 
 Distributed: workers ``take_wire()`` (to_wire + reset) in ``report_to_master``, the master
 ``merge_wire``s; counts and histogram buckets merge exactly. The wire holds only
@@ -36,17 +42,33 @@ dicts/lists/str/int/float; (level, scenario) keys travel as ``[level, scenario, 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from fourfold.measure.histogram import DEFAULT_ALPHA, LogHistogram
-from fourfold.measure.record import FAILURE_CLASSES, RequestRecord
+from fourfold.measure.metrics import (
+    SLO_METRICS,
+    check_slo,
+    end_s,
+    is_interrupted,
+    is_stall,
+    meets_slo,
+    ratio,
+    request_tps,
+    tokens_by_second,
+    tpot_ms,
+    wall_s,
+)
+from fourfold.measure.record import RequestRecord
+
+__all__ = ["COUNTERS", "HISTOGRAMS", "QUANTILES", "SLO_METRICS", "GroupStats", "LLMStats", "check_slo", "end_s",
+           "is_interrupted", "meets_slo", "tokens_by_second"]
 
 HISTOGRAMS = ("ttfb_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "output_tokens", "queue_ms",
               "request_tps")
 COUNTERS = ("requests", "ok", "failures", "interrupted", "stalls", "requests_with_stall", "good",
             "output_tokens_total", "output_tokens_estimated", "conn_reused", "conn_new", "conn_reconnects")
-SLO_METRICS = ("ttfb_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "queue_ms")
 QUANTILES = (("p50", 0.50), ("p90", 0.90), ("p95", 0.95), ("p99", 0.99))
 DEFAULT_STALL_THRESHOLD_MS = 150.0
 TOTAL_LEVEL, TOTAL_SCENARIO = "Aggregated", ""
@@ -55,66 +77,6 @@ WIRE_VERSION = 1
 _TOKENS, _FINISHED, _FAILURES, _TTFT_N, _TTFT_SUM, _TTFT_MAX, _STALLS = range(7)
 _EMPTY_SLOT = (0, 0, 0, 0, 0.0, 0.0, 0)
 K = TypeVar("K")
-
-
-# ---- pure helpers over one record ----
-def end_s(record: RequestRecord) -> float:
-    """Unix seconds when the request ended: start + e2e, else the last known offset."""
-    offset_ms = record.e2e_ms
-    if offset_ms is None:
-        known = [o for o in (record.ttft_ms, record.ttfb_ms, *record.chunk_offsets_ms[-1:]) if o is not None]
-        offset_ms = max(known, default=0.0)
-    return record.started_at + offset_ms / 1000
-
-
-def is_interrupted(record: RequestRecord) -> bool:
-    if record.error_class == "interrupted":
-        return True
-    started = record.ttfb_ms is not None and 200 <= record.status < 300
-    return started and (not record.terminal or record.error_class in FAILURE_CLASSES)
-
-
-def meets_slo(record: RequestRecord, slo_ms: dict[str, float]) -> bool:
-    """True when the record is ok and every metric in ``slo_ms`` is <= its threshold."""
-    if not record.ok:
-        return False
-    for metric, limit in slo_ms.items():
-        if metric == "itl_ms":
-            value: float | None = max(record.itl_ms, default=None)
-        else:
-            value = getattr(record, metric)
-        if value is None:
-            if metric in ("itl_ms", "tpot_ms"):
-                continue
-            return False
-        if value > limit:
-            return False
-    return True
-
-
-def tokens_by_second(record: RequestRecord) -> dict[int, int]:
-    """Output tokens per Unix second of arrival, spread evenly (in integers) over the chunks."""
-    tokens, offsets = record.output_tokens, record.chunk_offsets_ms
-    if tokens <= 0:
-        return {}
-    if not offsets:
-        return {int(end_s(record)): tokens}
-    out: dict[int, int] = {}
-    n = len(offsets)
-    for j, offset_ms in enumerate(offsets):
-        share = (j + 1) * tokens // n - j * tokens // n
-        if share:
-            sec = int(record.started_at + offset_ms / 1000)
-            out[sec] = out.get(sec, 0) + share
-    return out
-
-
-def check_slo(slo_ms: dict[str, float] | None) -> dict[str, float]:
-    slo = dict(slo_ms or {})
-    unknown = sorted(set(slo) - set(SLO_METRICS))
-    if unknown:
-        raise ValueError(f"unknown SLO metric(s) {unknown}; valid: {', '.join(SLO_METRICS)}")
-    return {k: float(v) for k, v in slo.items()}
 
 
 @dataclass
@@ -149,14 +111,14 @@ class GroupStats:
         self.errors[record.error_class] = self.errors.get(record.error_class, 0) + 1
         self.statuses[record.status] = self.statuses.get(record.status, 0) + 1
         c["interrupted"] += is_interrupted(record)
-        stalls = sum(1 for gap in gaps if gap > stall_threshold_ms)
+        stalls = sum(1 for gap in gaps if is_stall(gap, stall_threshold_ms))
         c["stalls"] += stalls
         c["requests_with_stall"] += stalls > 0
         if stalls:
             offsets = record.chunk_offsets_ms
             for j, gap in enumerate(gaps):
-                if gap > stall_threshold_ms:
-                    self._slot(int(record.started_at + offsets[j + 1] / 1000))[_STALLS] += 1
+                if is_stall(gap, stall_threshold_ms):
+                    self._slot(math.floor(record.started_at + offsets[j + 1] / 1000))[_STALLS] += 1
         c["output_tokens_total"] += record.output_tokens
         c["output_tokens_estimated"] += record.output_tokens > 0 and record.output_tokens_source != "usage"
         if record.conn_reused is not None:
@@ -165,12 +127,16 @@ class GroupStats:
         c["good"] += meets_slo(record, slo_ms)
         h["queue_ms"].add(record.queue_ms)
         if ok:
-            for name in ("ttfb_ms", "ttft_ms", "e2e_ms", "tpot_ms"):
-                value = getattr(record, name)
+            for name, value in (("ttfb_ms", record.ttfb_ms), ("ttft_ms", record.ttft_ms),
+                                ("e2e_ms", record.e2e_ms)):
                 if value is not None:
                     h[name].add(value)
-                    if name == "tpot_ms" and value > 0:
-                        h["request_tps"].add(1000.0 / value)
+            tpot = tpot_ms(record)
+            if tpot is not None:
+                h["tpot_ms"].add(tpot)
+                speed = request_tps(tpot)
+                if speed is not None:
+                    h["request_tps"].add(speed)
             h["output_tokens"].add(record.output_tokens)
             h["itl_ms"].add_all(gaps)
         ended = end_s(record)
@@ -179,11 +145,11 @@ class GroupStats:
         self.last_end = ended if self.last_end is None else max(self.last_end, ended)
         for sec, n in tokens_by_second(record).items():
             self._slot(sec)[_TOKENS] += n
-        slot = self._slot(int(ended))
+        slot = self._slot(math.floor(ended))
         slot[_FINISHED] += 1
         slot[_FAILURES] += not ok
         if ok and record.ttft_ms is not None:
-            slot = self._slot(int(record.started_at + record.ttft_ms / 1000))
+            slot = self._slot(math.floor(record.started_at + record.ttft_ms / 1000))
             slot[_TTFT_N] += 1
             slot[_TTFT_SUM] += record.ttft_ms
             slot[_TTFT_MAX] = max(slot[_TTFT_MAX], record.ttft_ms)
@@ -224,9 +190,7 @@ class GroupStats:
 
     @property
     def wall_s(self) -> float | None:
-        if self.first_start is None or self.last_end is None or self.last_end <= self.first_start:
-            return None
-        return self.last_end - self.first_start
+        return wall_s(self.first_start, self.last_end)
 
     def series(self) -> dict[str, list[Any]]:
         """Columnar per-second series from the first to the last second seen (gaps filled with 0)."""
@@ -257,14 +221,14 @@ class GroupStats:
                                "statuses": {str(k): v for k, v in sorted(self.statuses.items())},
                                "first_start_s": self.first_start, "last_end_s": self.last_end,
                                "wall_s": wall_s,
-                               "request_rps": _ratio(c["requests"], wall_s),
-                               "output_tps": _ratio(c["output_tokens_total"], wall_s),
-                               "goodput_rps": _ratio(c["good"], wall_s),
-                               "goodput_ratio": _ratio(c["good"], c["requests"]),
-                               "error_rate": _ratio(c["failures"], c["requests"]),
-                               "interruption_rate": _ratio(c["interrupted"], c["requests"]),
-                               "stall_rate": _ratio(c["requests_with_stall"], c["requests"]),
-                               "conn_reuse": _ratio(c["conn_reused"], known_conn)}
+                               "request_rps": ratio(c["requests"], wall_s),
+                               "output_tps": ratio(c["output_tokens_total"], wall_s),
+                               "goodput_rps": ratio(c["good"], wall_s),
+                               "goodput_ratio": ratio(c["good"], c["requests"]),
+                               "error_rate": ratio(c["failures"], c["requests"]),
+                               "interruption_rate": ratio(c["interrupted"], c["requests"]),
+                               "stall_rate": ratio(c["requests_with_stall"], c["requests"]),
+                               "conn_reuse": ratio(c["conn_reused"], known_conn)}
         for name in HISTOGRAMS:
             hist = self.hists[name]
             quantiles = hist.quantiles(q for _, q in QUANTILES)
@@ -276,27 +240,6 @@ class GroupStats:
 def _add_counts(target: dict[K, int], source: dict[K, int]) -> None:
     for key, n in source.items():
         target[key] = target.get(key, 0) + n
-
-
-def _ratio(numerator: float, denominator: float | None) -> float | None:
-    return numerator / denominator if denominator else None
-
-
-def _round(value: float | None, digits: int) -> float | None:
-    return None if value is None else round(value, digits)
-
-
-def summary_row(summary: dict[str, Any]) -> dict[str, Any]:
-    """The headline columns of one ``GroupStats.summary`` as a flat dict (rounded for tables)."""
-    row: dict[str, Any] = {k: summary[k] for k in ("level", "scenario", "requests", "failures")}
-    for name, short in (("ttft_ms", "ttft"), ("itl_ms", "itl"), ("tpot_ms", "tpot"), ("e2e_ms", "e2e")):
-        for label in ("p50", "p90", "p99"):
-            row[f"{short}_{label}_ms"] = _round(summary[name][label], 2)
-    for key in ("request_rps", "output_tps", "goodput_rps"):
-        row[key] = _round(summary[key], 2)
-    for key in ("error_rate", "interruption_rate", "stall_rate", "conn_reuse"):
-        row[key] = _round(summary[key], 4)
-    return row
 
 
 class LLMStats:
@@ -359,16 +302,13 @@ class LLMStats:
 
     # ---- reading ----
     def summary(self) -> dict[str, Any]:
-        """``{"stall_threshold_ms", "slo_ms", "groups": [per-key summary...], "total": summary}``."""
+        """``{"stall_threshold_ms", "slo_ms", "histogram_alpha", "groups": [per-key summary...],
+        "total": summary}``."""
         return {"stall_threshold_ms": self.stall_threshold_ms, "slo_ms": dict(self.slo_ms),
+                "histogram_alpha": self.alpha,
                 "groups": [group.summary(level, scenario)
                            for (level, scenario), group in sorted(self.groups.items())],
                 "total": self.total().summary(TOTAL_LEVEL, TOTAL_SCENARIO)}
-
-    def rows(self) -> list[dict[str, Any]]:
-        """One flat row per key plus an "Aggregated" row last (for the web UI table and CSV)."""
-        summary = self.summary()
-        return [summary_row(s) for s in summary["groups"]] + [summary_row(summary["total"])]
 
     def series(self, level: str | None = None, scenario: str | None = None) -> dict[str, list[Any]]:
         """Per-second series for one key, or across all keys when ``level`` is None."""

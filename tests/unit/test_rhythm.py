@@ -4,9 +4,21 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
-from fourfold.measure.rhythm import jitter_ms, pulse_frequency_hz, rhythm, stalls, waveform
+from fourfold.measure.record import RequestRecord
+from fourfold.measure.rhythm import (
+    chunk_tokens,
+    chunk_tokens_array,
+    gaps_ms,
+    is_stall,
+    jitter_ms,
+    pulse_frequency_hz,
+    rhythm,
+    stalls,
+    waveform,
+)
 
 
 def smooth(n: int, itl_ms: float = 20.0, jitter: float = 0.0, seed: int = 0) -> list[float]:
@@ -56,11 +68,48 @@ def test_stalls_are_found_where_they_are():
 
 def test_waveform_counts_tokens_per_interval_and_keeps_pauses():
     offsets = [0.0, 10.0, 20.0, 30.0, 40.0, 260.0, 270.0]
-    times, counts = waveform(offsets, 50.0)
-    assert times == [0.0, 50.0, 100.0, 150.0, 200.0, 250.0]
-    assert counts == [5, 0, 0, 0, 0, 2]
-    assert sum(counts) == len(offsets)
-    assert waveform([]) == ([], [])
+    counts, edges = waveform(offsets, interval_ms=50.0)
+    assert edges.tolist() == [0.0, 50.0, 100.0, 150.0, 200.0, 250.0, 300.0]
+    assert counts.tolist() == [5, 0, 0, 0, 0, 2]
+    counts, edges = waveform([])
+    assert counts.tolist() == [0.0] and edges.tolist() == [0.0, 50.0]
+
+
+@pytest.mark.parametrize(("offsets", "tokens", "start", "expected"), [
+    ([60.0, 70.0, 120.0], 6, 0.0, [0, 4, 2]),          # usage tokens spread in integers: 2, 2, 2
+    ([60.0, 70.0, 120.0], 7, 0.0, [0, 4, 3]),          # 2, 2, 3
+    ([60.0, 70.0, 120.0], 2, 0.0, [0, 2, 1]),          # fewer tokens than chunks: one per chunk
+    ([60.0, 70.0, 120.0], None, 60.0, [2, 1]),         # from the first chunk, chunks counted
+    ([49.999, 50.0, 99.999, 100.0], 4, 0.0, [1, 2, 1]),
+])
+def test_waveform_spreads_the_record_tokens_over_its_chunks(offsets, tokens, start, expected):
+    counts, edges = waveform(offsets, tokens, 50.0, start)
+    assert counts.tolist() == expected
+    assert len(edges) == len(counts) + 1 and edges[0] == start
+    assert counts.sum() == max(tokens or 0, len(offsets))
+
+
+@pytest.mark.parametrize(("tokens", "chunks"), [(8, 4), (7, 3), (5, 2), (1, 4), (0, 3), (100, 7), (3, 3)])
+def test_chunk_tokens_are_integers_that_add_up(tokens, chunks):
+    shares = chunk_tokens(tokens, chunks)
+    assert len(shares) == chunks and sum(shares) == tokens
+    assert max(shares) - min(shares) <= 1
+
+
+def test_chunk_tokens_array_is_chunk_tokens_record_after_record():
+    rng = random.Random(3)
+    tokens = [rng.randint(0, 60) for _ in range(200)]
+    lens = [rng.randint(0, 20) for _ in range(200)]
+    expected = [share for t, n in zip(tokens, lens) for share in chunk_tokens(t, n)]
+    assert chunk_tokens_array(np.array(tokens), np.array(lens)).tolist() == expected
+    assert chunk_tokens_array(np.array(lens), np.array(lens)).tolist() == [1] * sum(lens)   # the fast path
+
+
+def test_gaps_and_stalls_are_the_record_s():
+    offsets = [100.0, 120.0, 270.0, 420.5]
+    assert gaps_ms(offsets) == [20.0, 150.0, 150.5] == RequestRecord(chunk_offsets_ms=offsets).itl_ms
+    assert [is_stall(g, 150.0) for g in gaps_ms(offsets)] == [False, False, True]
+    assert is_stall(np.array(gaps_ms(offsets)), 150.0).tolist() == [False, False, True]
 
 
 def test_short_or_empty_streams():

@@ -114,9 +114,7 @@ def test_rates_and_summary_shape() -> None:
     assert (total["level"], total["requests"], total["output_tokens_total"]) == ("Aggregated", 4, 60)
     assert total["wall_s"] == pytest.approx(4.0) and total["output_tps"] == pytest.approx(15.0)
     json.dumps(summary, allow_nan=False)  # JSON-friendly
-    rows = stats.rows()
-    assert [r["scenario"] for r in rows] == ["chat", "other", ""] and rows[-1]["level"] == "Aggregated"
-    assert rows[0]["ttft_p50_ms"] == 100.0 and rows[0]["conn_reuse"] == 0.5
+    assert summary["histogram_alpha"] == 0.005
 
 
 def test_empty_stats_summary() -> None:
@@ -216,7 +214,17 @@ def test_two_worker_wire_merge_equals_single_aggregation(codec: str) -> None:
         assert worker.groups == {}
     _assert_same(master, single)
     assert master.summary()["total"]["ttft_ms"]["p99"] == single.summary()["total"]["ttft_ms"]["p99"]
-    assert master.rows() == single.rows()
+    assert _rounded(master.summary()) == _rounded(single.summary())   # means: float addition order
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return float(f"{value:.9g}")
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value
 
 
 def test_merge_wire_rejects_mismatched_settings() -> None:

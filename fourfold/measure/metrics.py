@@ -1,0 +1,211 @@
+"""One definition per metric: each formula once, for one record and for columns of many (pure).
+
+Every number fourfold reports is computed by a function here. Per request, the scalar form
+takes one :class:`~fourfold.measure.record.RequestRecord`; it is what :mod:`measure.stats`
+aggregates during the run (summary.json, the console table, the web UI, the SLO gate). Beside
+it, the vectorised form takes numpy columns of many records; it is what :mod:`fourfold.reports`
+computes after the run from ``records.jsonl``. Both forms use the same arithmetic in the same
+order, so on the same records they give the same numbers, bit for bit
+(``tests/unit/test_metrics.py`` checks each pair on random records;
+``tests/integration/test_summary_vs_report.py`` checks a real run end to end).
+
+Per run, the rates and ratios (:func:`wall_s`, :func:`ratio`) are the same small functions on
+both paths. Percentiles are the nearest-rank rule of :mod:`measure.histogram`: bucketed there
+(within ``alpha``) for summary.json, exact over the sorted values in the report.
+
+What each metric means, its unit and where it is shown: :mod:`measure.metric_names`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from fourfold.measure.record import FAILURE_CLASSES
+from fourfold.measure.rhythm import chunk_tokens, chunk_tokens_array, is_stall
+
+if TYPE_CHECKING:
+    from fourfold.measure.record import RequestRecord
+
+__all__ = ["SLO_METRICS", "VACUOUS_SLO_METRICS", "check_slo", "end_offset_ms", "end_offset_ms_array", "end_s",
+           "interrupted_array", "is_interrupted", "is_stall", "max_gap_ms", "meets_slo", "meets_slo_array",
+           "ok_array", "ratio", "request_tps", "token_seconds_array", "tokens_by_second", "tpot_ms",
+           "tpot_ms_array", "wall_s"]
+
+# per-request limits a goodput SLO may put (``{"ttft_ms": 450, ...}``); ``itl_ms`` limits the
+# request's largest chunk gap. A request with no value for one of VACUOUS_SLO_METRICS (one token,
+# no gap) meets that limit; missing any other value fails it.
+SLO_METRICS = ("ttfb_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "queue_ms")
+VACUOUS_SLO_METRICS = ("itl_ms", "tpot_ms")
+
+
+# ---- ok ----
+def ok_array(error_class: np.ndarray) -> np.ndarray:
+    """``RequestRecord.ok`` over a column of error classes: not one of FAILURE_CLASSES."""
+    return ~np.isin(np.asarray(error_class, dtype=object), list(FAILURE_CLASSES))
+
+
+# ---- TPOT and decode speed ----
+def tpot_ms(record: RequestRecord) -> float | None:
+    """``(e2e - ttft) / (output_tokens - 1)``: vLLM's TPOT, AIPerf's ITL; None below 2 tokens."""
+    if record.ttft_ms is None or record.e2e_ms is None or record.output_tokens < 2:
+        return None
+    return (record.e2e_ms - record.ttft_ms) / (record.output_tokens - 1)
+
+
+def tpot_ms_array(ttft_ms: np.ndarray, e2e_ms: np.ndarray, output_tokens: np.ndarray) -> np.ndarray:
+    """:func:`tpot_ms` over columns (NaN where it is None: a missing time or fewer than 2 tokens)."""
+    tokens = np.asarray(output_tokens, dtype=np.float64)
+    ttft, e2e = np.asarray(ttft_ms, dtype=np.float64), np.asarray(e2e_ms, dtype=np.float64)
+    return np.where(tokens >= 2, (e2e - ttft) / np.maximum(tokens - 1, 1), np.nan)
+
+
+def request_tps(tpot: float | None) -> float | None:
+    """One request's decode speed, ``1000 / tpot_ms`` (tokens/s after the first token)."""
+    return 1000.0 / tpot if tpot is not None and tpot > 0 else None
+
+
+# ---- interrupted ----
+def is_interrupted(record: RequestRecord) -> bool:
+    """Error class ``interrupted``, or the response started (2xx headers) and then either no
+    terminal event came or a failure was recorded."""
+    if record.error_class == "interrupted":
+        return True
+    started = record.ttfb_ms is not None and 200 <= record.status < 300
+    return started and (not record.terminal or record.error_class in FAILURE_CLASSES)
+
+
+def interrupted_array(error_class: np.ndarray, status: np.ndarray, ttfb_ms: np.ndarray,
+                      terminal: np.ndarray) -> np.ndarray:
+    """:func:`is_interrupted` over columns (``ttfb_ms`` NaN where it is None)."""
+    classes = np.asarray(error_class, dtype=object)
+    status = np.asarray(status)
+    started = np.isfinite(np.asarray(ttfb_ms, dtype=np.float64)) & (status >= 200) & (status < 300)
+    failed = ~ok_array(classes)
+    return (classes == "interrupted") | (started & (~np.asarray(terminal, dtype=bool) | failed))
+
+
+# ---- when a request ended ----
+def end_offset_ms(record: RequestRecord) -> float:
+    """Milliseconds from send to the end: e2e, else the last known offset (ttft, ttfb, last
+    chunk), else 0."""
+    if record.e2e_ms is not None:
+        return record.e2e_ms
+    known = [o for o in (record.ttft_ms, record.ttfb_ms, *record.chunk_offsets_ms[-1:]) if o is not None]
+    return max(known, default=0.0)
+
+
+def end_offset_ms_array(e2e_ms: np.ndarray, ttft_ms: np.ndarray, ttfb_ms: np.ndarray,
+                        last_chunk_ms: np.ndarray) -> np.ndarray:
+    """:func:`end_offset_ms` over columns (NaN for None)."""
+    known = np.fmax(np.fmax(np.asarray(ttft_ms, dtype=np.float64), np.asarray(ttfb_ms, dtype=np.float64)),
+                    np.asarray(last_chunk_ms, dtype=np.float64))
+    e2e = np.asarray(e2e_ms, dtype=np.float64)
+    return np.where(np.isfinite(e2e), e2e, np.nan_to_num(known, nan=0.0))
+
+
+def end_s(record: RequestRecord) -> float:
+    """Unix seconds when the request ended: ``started_at + end_offset_ms / 1000``; over columns,
+    ``started_at + end_offset_ms_array(...) / 1000`` is the same arithmetic."""
+    return record.started_at + end_offset_ms(record) / 1000
+
+
+# ---- chunk gaps (the gaps themselves, stalls and the token spread: measure.rhythm) ----
+def max_gap_ms(record: RequestRecord) -> float | None:
+    """The request's largest gap between content chunks (None with fewer than 2 chunks)."""
+    return max(record.itl_ms, default=None)
+
+
+# ---- goodput: a request that meets every per-request SLO ----
+def check_slo(slo_ms: Mapping[str, float] | None) -> dict[str, float]:
+    """``{"ttft_ms": 450, ...}`` with float limits; ValueError naming any unknown metric."""
+    slo = dict(slo_ms or {})
+    unknown = sorted(set(slo) - set(SLO_METRICS))
+    if unknown:
+        raise ValueError(f"unknown goodput SLO metric(s) {unknown}; valid: {', '.join(SLO_METRICS)}")
+    return {k: float(v) for k, v in slo.items()}
+
+
+def meets_slo(record: RequestRecord, slo_ms: Mapping[str, float]) -> bool:
+    """The record is ok and every metric in ``slo_ms`` is at or under its limit (see SLO_METRICS)."""
+    if not record.ok:
+        return False
+    for metric, limit in slo_ms.items():
+        if metric == "itl_ms":
+            value = max_gap_ms(record)
+        elif metric == "tpot_ms":
+            value = tpot_ms(record)
+        else:
+            value = getattr(record, metric)
+        if value is None:
+            if metric in VACUOUS_SLO_METRICS:
+                continue
+            return False
+        if value > limit:
+            return False
+    return True
+
+
+def meets_slo_array(ok: np.ndarray, columns: Mapping[str, np.ndarray], slo_ms: Mapping[str, float]) -> np.ndarray:
+    """:func:`meets_slo` over columns: ``columns[metric]`` per SLO metric named in ``slo_ms``
+    (``itl_ms``: the largest gap, ``tpot_ms``: :func:`tpot_ms_array`; NaN for None)."""
+    good = np.asarray(ok, dtype=bool).copy()
+    for metric, limit in check_slo(slo_ms).items():
+        values = np.asarray(columns[metric], dtype=np.float64)
+        missing = ~np.isfinite(values)
+        good &= np.where(missing, metric in VACUOUS_SLO_METRICS, values <= limit)
+    return good
+
+
+# ---- output tokens over time ----
+def tokens_by_second(record: RequestRecord) -> dict[int, int]:
+    """Output tokens per Unix second of arrival, spread over the content chunks in integers
+    (:func:`measure.rhythm.chunk_tokens`); all at the end second when the record has no chunk
+    offsets."""
+    tokens, offsets = record.output_tokens, record.chunk_offsets_ms
+    if tokens <= 0:
+        return {}
+    if not offsets:
+        return {math.floor(end_s(record)): tokens}
+    out: dict[int, int] = {}
+    for offset_ms, share in zip(offsets, chunk_tokens(tokens, len(offsets)), strict=True):
+        if share:
+            sec = math.floor(record.started_at + offset_ms / 1000)
+            out[sec] = out.get(sec, 0) + share
+    return out
+
+
+def token_seconds_array(started_s: np.ndarray, end_s: np.ndarray, tokens: np.ndarray, lens: np.ndarray,
+                        offsets_ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`tokens_by_second` over many records, as ``(seconds, tokens)`` pairs to be summed by
+    second. ``lens[i]`` is record i's number of chunk offsets, ``offsets_ms`` all of them, record
+    after record; ``end_s`` (:func:`end_s` of each record) places a record with tokens and no
+    offsets."""
+    tokens = np.nan_to_num(np.asarray(tokens, dtype=np.float64)).astype(np.int64)
+    tokens = np.maximum(tokens, 0)
+    lens = np.asarray(lens, dtype=np.int64)
+    shares = chunk_tokens_array(tokens, lens)
+    seconds = np.floor(np.repeat(np.asarray(started_s, dtype=np.float64), lens)
+                       + np.asarray(offsets_ms, dtype=np.float64) / 1000)
+    carried = shares > 0
+    whole = (lens == 0) & (tokens > 0)
+    return (np.concatenate([seconds[carried].astype(np.int64),
+                            np.floor(np.asarray(end_s, dtype=np.float64)[whole]).astype(np.int64)]),
+            np.concatenate([shares[carried], tokens[whole]]))
+
+
+# ---- per run ----
+def wall_s(first_start_s: float | None, last_end_s: float | None) -> float | None:
+    """First send to last end (seconds); None when unknown or not positive."""
+    if first_start_s is None or last_end_s is None or last_end_s <= first_start_s:
+        return None
+    return last_end_s - first_start_s
+
+
+def ratio(numerator: float, denominator: float | None) -> float | None:
+    """``numerator / denominator``, None when the denominator is 0 or unknown (every rate:
+    ``output_tps = output_tokens_total / wall_s``, ``error_rate = failures / requests``, ...)."""
+    return numerator / denominator if denominator else None
