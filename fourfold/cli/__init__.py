@@ -8,7 +8,10 @@
     fourfold compare runs/<baseline> runs/<candidate> --out reports-out   # comparison report
     fourfold demo [--quick]                          # baseline vs candidate on the simulator, end to end
 
-Every subcommand returns an exit code; errors that carry their own code print themselves.
+Every subcommand returns an exit code: 0 done, 1 an error, 2 a usage error (bad arguments, a
+missing or damaged run directory, a malformed SLO spec), 3 a gate missed (an SLO, a quality floor,
+a probe's threshold), 130 interrupted. Every :class:`~fourfold.errors.FourfoldError` carries its
+own code and prints itself as one ``fourfold: error: ...`` line; the tree is re-exported here.
 """
 
 from __future__ import annotations
@@ -23,7 +26,25 @@ from pathlib import Path
 from fourfold.cli import mirror as mirror_cmd
 from fourfold.cli import probe as probe_cmd
 from fourfold.cli import report as report_cmd
-from fourfold.errors import FourfoldError, UsageError
+from fourfold.errors import (
+    FaultError,
+    FourfoldError,
+    GateFailed,
+    ModelUnavailable,
+    ProfileError,
+    RagServiceStartError,
+    RecordsFormatError,
+    RunDirError,
+    SchemaError,
+    ScriptError,
+    SimulatorStartError,
+    SLOSpecError,
+    SplitError,
+    TargetStartError,
+    UnknownDialect,
+    UpstreamError,
+    UsageError,
+)
 from fourfold.locustfiles import LOCUSTFILES, locustfile
 
 
@@ -169,11 +190,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
         return handler(args, rest)
-    except FourfoldError as exc:
+    except FourfoldError as exc:        # every error fourfold raises on purpose: one line, its exit code
         exc.show()
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+
+
+__all__ = [
+    "COMMANDS",
+    "FaultError",
+    "FourfoldError",
+    "GateFailed",
+    "ModelUnavailable",
+    "ProfileError",
+    "RagServiceStartError",
+    "RecordsFormatError",
+    "RunDirError",
+    "SLOSpecError",
+    "SchemaError",
+    "ScriptError",
+    "SimulatorStartError",
+    "SplitError",
+    "TargetStartError",
+    "UnknownDialect",
+    "UpstreamError",
+    "UsageError",
+    "build_parser",
+    "main",
+]
 
 
 if __name__ == "__main__":

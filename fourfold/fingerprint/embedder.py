@@ -33,7 +33,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from fourfold.errors import FourfoldError
+from fourfold.errors import ModelUnavailable
 
 __all__ = [
     "CachedEmbedder",
@@ -52,10 +52,6 @@ MINILM_DIM = 384
 DEFAULT_BATCH_SIZE = 32
 CACHE_DIR_ENV = "FOURFOLD_CACHE_DIR"
 THREADS_ENV = "FOURFOLD_EMBED_THREADS"
-
-
-class ModelUnavailable(FourfoldError):
-    """The embedding model (or the library that runs it) is not installed."""
 
 
 @runtime_checkable

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from fourfold.errors import UsageError
+from fourfold.errors import RunDirError, UsageError
 from fourfold.fingerprint.embedder import (
     DEFAULT_BATCH_SIZE,
     CachedEmbedder,
@@ -62,7 +62,7 @@ from fourfold.fingerprint.structure import (
 from fourfold.measure.items import DATA_DIR, Item, load_items
 from fourfold.measure.record import RequestRecord
 from fourfold.measure.runlog import RECORDS_FILE, SUMMARY_FILE, write_json_atomic
-from fourfold.measure.runread import SchemaError, read_meta, read_records, read_summary
+from fourfold.measure.runread import read_meta, read_records, read_summary
 
 __all__ = ["SCORES_FILE", "RunScore", "format_quality", "make_embedder", "resolve_dataset", "score_records",
            "score_run", "text_groundedness"]
@@ -243,8 +243,8 @@ def score_run(run_dir: str | os.PathLike[str], embedder: Embedder, *, dataset: s
     started = time.perf_counter()
     path = Path(run_dir)
     if not (path / RECORDS_FILE).is_file():
-        raise UsageError(f"{str(path)!r} is not a run directory (no {RECORDS_FILE}); "
-                         "pass a directory under runs/")
+        raise RunDirError(f"{str(path)!r} is not a run directory (no {RECORDS_FILE}); "
+                          "pass a directory under runs/")
     summary = read_summary(path)
     if summary is None and time.time() - (path / RECORDS_FILE).stat().st_mtime < 5.0:
         warnings.warn(f"{path} has no {SUMMARY_FILE} and its records changed seconds ago: is the run still "
@@ -255,10 +255,7 @@ def score_run(run_dir: str | os.PathLike[str], embedder: Embedder, *, dataset: s
         items = {item.id: item for item in load_items(dataset_path)}
     except ValueError as exc:
         raise UsageError(f"cannot read the run's dataset: {exc}") from None
-    try:
-        records, skipped = select_records(read_records(path), items)
-    except SchemaError as exc:
-        raise UsageError(str(exc)) from None
+    records, skipped = select_records(read_records(path), items)     # RecordsFormatError, SchemaError
     rows = score_records(records, items, embedder, chunk_size=chunk_size, progress=progress)
     quality = {
         **quality_block(rows),

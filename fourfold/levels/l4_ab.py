@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import hashlib
 
+from fourfold.errors import SplitError
+
 VARIANTS = ("A", "B")
-
-
-class SplitError(ValueError):
-    """An A/B split that cannot be read (the message shows the accepted forms)."""
 
 
 def parse_split(text: str | float) -> float:

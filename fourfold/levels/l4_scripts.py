@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fourfold.errors import ScriptError
 from fourfold.measure.items import jsonl_lines
 
 OUTCOMES = ("completed", "max_turns", "abandoned")
@@ -62,10 +63,6 @@ DEFAULT_TEMPLATES = {
     },
 }
 JOINERS = {"en": (", ", " and "), "zh": ("、", "和")}
-
-
-class ScriptError(ValueError):
-    """A session script that cannot be used (the message names the script and the field)."""
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fourfold.errors import RunDirError, SLOSpecError
 from fourfold.measure.runlog import RECORDS_FILE, SUMMARY_FILE
 from fourfold.measure.runread import read_summary
-from fourfold.measure.slo import SLO, SLOSpecError, Verdict, evaluate, exit_code, parse_spec, parse_table
+from fourfold.measure.slo import SLO, Verdict, evaluate, exit_code, parse_spec, parse_table
 from fourfold.measure.slo_report import format_verdicts, junit_xml
 
 
@@ -87,22 +88,31 @@ class CheckResult:
 def check_run(run_dir: str | os.PathLike[str], spec: str | None = None, junit: str | None = None) -> CheckResult:
     """Gate a finished run directory (``fourfold check``): its summary.json against ``spec`` (an
     inline spec or SLO file; default: the spec the run was gated with), quality clauses against
-    the ``quality`` block that ``fourfold score`` added (missing: a failure)."""
+    the ``quality`` block that ``fourfold score`` added (missing: a failure). A directory that is
+    missing or has no readable summary.json raises :class:`RunDirError`, a bad spec
+    :class:`SLOSpecError` (both exit code 2)."""
     path = Path(run_dir)
+    if not path.exists():
+        raise RunDirError(f"{path}: no such directory")
     if not path.is_dir():
-        raise SLOSpecError(f"{str(path)!r} is not a directory; pass a run directory under runs/")
+        raise RunDirError(f"{path}: not a directory (give a run directory, runs/<UTC time>-<label>)")
     summary: dict[str, Any] | None = read_summary(path)
     if summary is None:
         hint = ("the run did not finish (no summary.json next to records.jsonl)" if (path / RECORDS_FILE).exists()
                 else "it is not a run directory")
-        raise SLOSpecError(f"{str(path)!r} has no {SUMMARY_FILE}: {hint}")
+        raise RunDirError(f"{str(path)!r} has no {SUMMARY_FILE}: {hint}")
     if not spec:
-        spec = (summary.get("slo") or {}).get("spec")
-        if not spec:
+        gated = summary.get("slo")
+        spec = gated.get("spec") if isinstance(gated, dict) else None
+        if not spec or not isinstance(spec, str):
             raise SLOSpecError("no --slo given and the run was not gated with one; "
                                "pass --slo 'ttft_p95<=450ms,...' or --slo ci/slo.toml")
     slos = load_slo(spec)
-    verdicts = evaluate(slos, summary, quality="require")
+    try:
+        verdicts = evaluate(slos, summary, quality="require")
+    except (AttributeError, TypeError, ValueError) as exc:     # a summary.json of the wrong shape
+        raise RunDirError(f"{path / SUMMARY_FILE}: not a fourfold summary ({exc}); the run directory "
+                          "is damaged") from None
     text = format_verdicts(verdicts, title=f"fourfold check {path.name}")
     if junit:
         write_junit(junit, verdicts, run_dir=str(path), spec=spec)

@@ -1,12 +1,14 @@
 """Reading run directories back (the other half of ``measure.runlog``).
 
 - ``read_records(run_dir)`` yields ``RequestRecord``s from ``records.jsonl``. A line that is not
-  a complete JSON object (a torn last line from a killed run, or a damaged line in the middle)
-  is skipped with a ``RunLogWarning`` naming the file and line number; a line whose ``schema``
-  is newer than this fourfold's ``SCHEMA_VERSION`` raises ``SchemaError`` (upgrade, don't guess).
-  A run without records yields nothing.
-- ``read_meta`` / ``read_summary`` return the parsed JSON, or ``None`` when the file is missing
-  (a killed run has no summary).
+  JSON (a torn last line from a killed run, or a damaged line in the middle) is skipped with a
+  ``RunLogWarning`` naming the file and line number; a line that is JSON but not a fourfold
+  record (not an object, or without one of ``RECORD_KEYS``) raises ``RecordsFormatError``, and
+  one whose ``schema`` is newer than this fourfold's ``SCHEMA_VERSION`` raises ``SchemaError``
+  (upgrade, don't guess), as ``fourfold compare``'s reader (``reports.records``) does. A run
+  without records yields nothing.
+- ``read_meta`` / ``read_summary`` return the parsed JSON object, or ``None`` when the file is
+  missing (a killed run has no summary); a file that is not a JSON object raises ``RunDirError``.
 - ``find_runs(base)`` lists run directories (``<YYYYmmddTHHMMSSZ>-<label>`` holding meta.json or
   records.jsonl), oldest first; ``latest_run(base, label)`` picks the newest, optionally only
   those whose meta.json label (else the name's label part) equals the sanitised ``label``.
@@ -21,18 +23,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from fourfold.errors import RecordsFormatError, RunDirError, SchemaError
 from fourfold.measure.record import SCHEMA_VERSION, RequestRecord
 from fourfold.measure.runlog import META_FILE, RECORDS_FILE, RUN_NAME_RE, SUMMARY_FILE, sanitize_label
 
 PathLike = str | os.PathLike[str]
+# what makes a JSON object a fourfold record (every reader refuses a line without them)
+RECORD_KEYS = ("level", "scenario", "error_class", "started_at")
 
 
 class RunLogWarning(UserWarning):
     """A line of records.jsonl was skipped."""
-
-
-class SchemaError(ValueError):
-    """A record was written by a newer fourfold than the one reading it."""
 
 
 def read_records(run_dir: PathLike, *, include_warmup: bool = True) -> Iterator[RequestRecord]:
@@ -52,33 +53,52 @@ def _parse_line(path: Path, lineno: int, raw: bytes) -> RequestRecord | None:
         return None
     try:
         data = json.loads(raw.decode("utf-8"))
-        if not isinstance(data, dict):
-            raise ValueError(f"expected a JSON object, got {type(data).__name__}")
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         where = "unreadable line" if raw.endswith(b"\n") else "torn last line"
         warnings.warn(f"{path}:{lineno}: skipped {where} ({len(raw)} bytes): {exc}",
                       RunLogWarning, stacklevel=3)
         return None
-    schema = data.get("schema", 1)
-    if not isinstance(schema, int) or schema > SCHEMA_VERSION:
-        raise SchemaError(f"{path}:{lineno}: record schema {schema!r} is newer than the {SCHEMA_VERSION} "
-                          f"this fourfold reads; upgrade fourfold to read this run")
+    check_record(data, path, lineno)
     return RequestRecord.from_dict(data)
 
 
-def _read_json(path: Path) -> Any:
+def check_record(data: Any, path: PathLike, lineno: int) -> None:
+    """A decoded line of records.jsonl must be a JSON object with every one of ``RECORD_KEYS`` and a
+    ``schema`` this fourfold reads: else :class:`RecordsFormatError` / :class:`SchemaError`."""
+    if not isinstance(data, dict):
+        raise RecordsFormatError(f"{path}:{lineno}: expected a JSON object (a fourfold record), "
+                                 f"got {type(data).__name__}")
+    missing = [key for key in RECORD_KEYS if key not in data]
+    if missing:
+        raise RecordsFormatError(f"{path}:{lineno}: not a fourfold record (missing {', '.join(missing)}); "
+                                 "is this a run directory written by fourfold?")
+    schema = data.get("schema", 1)
+    if not isinstance(schema, int) or isinstance(schema, bool) or schema > SCHEMA_VERSION:
+        raise SchemaError(f"{path}:{lineno}: record schema {schema!r} is newer than the {SCHEMA_VERSION} "
+                          "this fourfold reads; upgrade fourfold to read this run")
+
+
+def read_json_object(path: Path) -> dict[str, Any] | None:
+    """A run directory's JSON file (meta.json, summary.json) as a dict; None when it is missing,
+    :class:`RunDirError` naming the file when it is not a readable JSON object."""
     if not path.exists():
         return None
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as exc:
+        raise RunDirError(f"{path}: not readable JSON ({exc}); the run directory is damaged") from None
+    if not isinstance(data, dict):
+        raise RunDirError(f"{path}: expected a JSON object, found {type(data).__name__}; "
+                          "is this a fourfold run directory?")
+    return data
 
 
 def read_meta(run_dir: PathLike) -> dict[str, Any] | None:
-    return _read_json(Path(run_dir) / META_FILE)
+    return read_json_object(Path(run_dir) / META_FILE)
 
 
 def read_summary(run_dir: PathLike) -> dict[str, Any] | None:
-    return _read_json(Path(run_dir) / SUMMARY_FILE)
+    return read_json_object(Path(run_dir) / SUMMARY_FILE)
 
 
 def is_run_dir(path: Path) -> bool:
@@ -99,7 +119,7 @@ def run_label(run_dir: PathLike) -> str:
     path = Path(run_dir)
     try:
         meta = read_meta(path)
-    except (OSError, ValueError):
+    except RunDirError:
         meta = None
     if isinstance(meta, dict) and isinstance(meta.get("label"), str):
         return meta["label"]
@@ -114,3 +134,8 @@ def latest_run(base: PathLike = "runs", label: str | None = None) -> Path | None
         if wanted is None or sanitize_label(run_label(path)) == wanted:
             return path
     return None
+
+
+__all__ = ["RECORD_KEYS", "RecordsFormatError", "RunDirError", "RunLogWarning", "SchemaError", "check_record",
+           "find_runs", "is_run_dir", "latest_run", "read_json_object", "read_meta", "read_records", "read_summary",
+           "run_label"]

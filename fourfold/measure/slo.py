@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from fourfold.errors import UsageError
+from fourfold.errors import SLOSpecError
 
 LATENCY_BASES = ("ttft", "ttfb", "itl", "tpot", "e2e", "queue")
 LATENCY_STATS = ("p50", "p90", "p95", "p99", "mean", "min", "max")
@@ -57,10 +57,6 @@ _CLAUSE_RE = re.compile(
 _SPLIT_RE = re.compile(r"[,;\n]")
 # the per-request thresholds of goodput come from these statistics' upper bounds
 _GOODPUT_STATS = ("p50", "p90", "p95", "p99", "max")
-
-
-class SLOSpecError(UsageError, ValueError):
-    """A malformed SLO spec or SLO file (a usage error: exit code 2)."""
 
 
 def metric_kind(metric: str) -> Kind | None:

@@ -30,7 +30,6 @@ group. Session facts come from the record that ends a session: ``extra["session_
 from __future__ import annotations
 
 import functools
-import json
 import math
 import os
 import warnings
@@ -42,16 +41,16 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from fourfold.errors import UsageError
+from fourfold.errors import RunDirError, SchemaError, UsageError
 from fourfold.measure.items import DATA_DIR, load_items
 from fourfold.measure.record import SCHEMA_VERSION
 from fourfold.measure.runlog import META_FILE, RECORDS_FILE, SUMMARY_FILE
+from fourfold.measure.runread import read_json_object as _read_json_object
 from fourfold.reports.cache import CachedScores, RunCache, stamp
 from fourfold.reports.compare import GroupSample, ItlSample
 from fourfold.reports.records import (
     GAP_SAMPLE_RECORDS,
     GapHistogram,
-    RecordsFormatError,
     RecordTable,
     loads_or_none,
     read_record_table,
@@ -66,10 +65,6 @@ PACKAGE_DIR = DATA_DIR.parent  # a stored name such as data/rag/corpus.jsonl res
 SCORE_BLOCK_BYTES = 8 << 20
 PARALLEL_BYTES = 256 << 20
 SCORE_COLUMNS = ("level", "scenario", "variant", "item_id", "similarity", "compliant", "groundedness")
-
-
-class RunDirError(UsageError):
-    """A run directory that cannot be compared; the message names the file and what is wrong."""
 
 
 @dataclass
@@ -95,19 +90,6 @@ class RunData:
         return {str(k): float(v) for k, v in slo.items()} if isinstance(slo, dict) else {}
 
 
-def _read_json_object(path: Path) -> dict[str, Any] | None:
-    if not path.exists():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, OSError) as exc:
-        raise RunDirError(f"{path}: not readable JSON ({exc}); the run directory is damaged") from None
-    if not isinstance(data, dict):
-        raise RunDirError(f"{path}: expected a JSON object, found {type(data).__name__}; "
-                          "is this a fourfold run directory?")
-    return data
-
-
 def _threshold(settings: dict[str, Any], summary: dict[str, Any] | None, stall_ms: float | None) -> float:
     return float(stall_ms if stall_ms is not None else
                  settings.get("stall_ms") or (summary or {}).get("stall_threshold_ms") or 150.0)
@@ -128,7 +110,7 @@ def load_run(path: str | os.PathLike[str], *, stall_ms: float | None = None, cac
     meta = _read_json_object(run_dir / META_FILE) or {}
     schema = meta.get("record_schema", 1)
     if not isinstance(schema, int) or schema > SCHEMA_VERSION:
-        raise RunDirError(f"{run_dir / META_FILE}: record_schema {schema!r} is newer than the {SCHEMA_VERSION} "
+        raise SchemaError(f"{run_dir / META_FILE}: record_schema {schema!r} is newer than the {SCHEMA_VERSION} "
                           "this fourfold reads; upgrade fourfold to compare this run")
     summary = _read_json_object(run_dir / SUMMARY_FILE)
     settings = meta.get("settings")
@@ -166,9 +148,7 @@ def load_run(path: str | os.PathLike[str], *, stall_ms: float | None = None, cac
 
 def _read_table(records_path: Path, threshold: float) -> RecordTable:
     try:
-        return read_record_table(records_path, stall_ms=threshold)
-    except RecordsFormatError as exc:
-        raise RunDirError(str(exc)) from None
+        return read_record_table(records_path, stall_ms=threshold)     # RecordsFormatError, SchemaError
     except OSError as exc:
         raise RunDirError(f"{records_path}: cannot read ({exc})") from None
 

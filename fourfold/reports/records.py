@@ -44,6 +44,7 @@ import orjson
 import pandas as pd
 from pandas.api.types import union_categoricals
 
+from fourfold.errors import RecordsFormatError, SchemaError
 from fourfold.measure.histogram import DEFAULT_ALPHA, ZERO_CUTOFF
 from fourfold.measure.record import FAILURE_CLASSES, SCHEMA_VERSION
 
@@ -81,10 +82,6 @@ _GET_SCALARS = operator.itemgetter(*SCALARS)
 _GAMMA = (1.0 + DEFAULT_ALPHA) / (1.0 - DEFAULT_ALPHA)
 _INV_LOG_GAMMA = 1.0 / math.log(_GAMMA)
 ZERO_KEY = -(1 << 30)          # the bucket key of gaps below ZERO_CUTOFF
-
-
-class RecordsFormatError(ValueError):
-    """records.jsonl holds something that is not a fourfold record (message: file, line, problem)."""
 
 
 def bucket_keys(values: np.ndarray) -> np.ndarray:
@@ -421,8 +418,8 @@ def _plain_number(value: Any) -> float | None:
 
 def _check_schema(schema: Any, path: Path, lineno: int) -> None:
     if not isinstance(schema, int) or isinstance(schema, bool) or schema > SCHEMA_VERSION:
-        raise RecordsFormatError(f"{path}:{lineno}: record schema {schema!r} is newer than the {SCHEMA_VERSION} "
-                                 "this fourfold reads; upgrade fourfold to read this run")
+        raise SchemaError(f"{path}:{lineno}: record schema {schema!r} is newer than the {SCHEMA_VERSION} "
+                          "this fourfold reads; upgrade fourfold to read this run")
 
 
 def read_record_table(path: str | Path, *, stall_ms: float = 150.0, sample_cap: int = GAP_SAMPLE_RECORDS,
@@ -432,8 +429,8 @@ def read_record_table(path: str | Path, *, stall_ms: float = 150.0, sample_cap: 
     ``native``: cut the lines with the compiled scanner (True), with Python (False), or with the
     scanner when it was built (None). Both give the same table.
 
-    Raises :class:`RecordsFormatError` for a record of a newer schema or a line that is JSON but
-    not a fourfold record; skips (and counts) lines that are not JSON.
+    Raises :class:`SchemaError` for a record of a newer schema, :class:`RecordsFormatError` for a
+    line that is JSON but not a fourfold record; skips (and counts) lines that are not JSON.
     """
     path = Path(path)
     if native is None:

@@ -19,14 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
 
+from fourfold.errors import SimulatorStartError
 from fourfold.targets import IMPORT_ROOT
 
 LISTENING_PREFIX = "fourfold-sim listening on "   # the line targets.sim.cli prints
 START_TIMEOUT_S = 20.0
-
-
-class SimulatorStartError(RuntimeError):
-    """The simulator did not print its listening line in time (the message includes its stderr)."""
 
 
 @dataclass

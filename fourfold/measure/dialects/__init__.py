@@ -2,11 +2,13 @@
 
 ``get_dialect("openai")`` returns a :class:`~measure.dialects.base.Dialect`: ``build(item,
 options)`` makes the :class:`HttpRequest`, ``parser(streaming)`` a fresh parser per response.
-An unknown name raises :class:`UnknownDialect` (a ``ValueError``) that lists the valid names.
+An unknown name raises :class:`~fourfold.errors.UnknownDialect` (a ``UsageError`` and a ``ValueError``)
+that lists the valid names.
 """
 
 from __future__ import annotations
 
+from fourfold.errors import UnknownDialect
 from fourfold.measure.dialects.anthropic_messages import AnthropicMessages
 from fourfold.measure.dialects.base import Completion, Dialect, HttpRequest, RequestOptions, StreamParser
 from fourfold.measure.dialects.openai_chat import OpenAIChat
@@ -37,10 +39,6 @@ DIALECTS: dict[str, Dialect] = {
     "kserve": _TRITON,
     "rag": RagDialect(),
 }
-
-
-class UnknownDialect(ValueError):
-    """A dialect name that is not registered; the message lists the valid ones."""
 
 
 def dialect_names() -> list[str]:

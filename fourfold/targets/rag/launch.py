@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fourfold.errors import RagServiceStartError
 from fourfold.targets.launch import ChildProcess, spawn_listening
 from fourfold.targets.rag.cli import LISTENING_PREFIX
 
@@ -23,10 +24,6 @@ __all__ = ["RagProcess", "RagServiceStartError", "rag_command", "start_rag_servi
 
 START_TIMEOUT_S = 20.0
 DENSE_START_TIMEOUT_S = 180.0     # torch import + model load + corpus embedding on a cold cache
-
-
-class RagServiceStartError(RuntimeError):
-    """The service did not print its listening line in time (the message includes its stderr)."""
 
 
 @dataclass

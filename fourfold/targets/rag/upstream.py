@@ -21,13 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from fourfold.errors import UpstreamError
+
 __all__ = ["Delta", "Upstream", "UpstreamError", "Usage"]
-
-
-class UpstreamError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass(frozen=True)

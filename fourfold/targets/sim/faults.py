@@ -43,6 +43,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
+from fourfold.errors import FaultError
 from fourfold.targets.sim.httpio import chunk
 
 if TYPE_CHECKING:   # profile.py imports this module, and plan.py / wire.py import profile.py
@@ -60,10 +61,6 @@ MALFORMED_EVENT = b'data: {"fault": "malformed_json", "choices": [{"delta": {"co
 HTML_PAGE = (b"<!DOCTYPE html>\n<html><head><title>502 Bad Gateway</title></head>\n"
              b"<body><h1>Bad Gateway</h1><p>The upstream server sent an invalid response.</p></body></html>\n")
 _MAX_BUFFERED_BYTES = 4 * 1024 * 1024    # an endless stream waits while the client reads this far behind
-
-
-class FaultError(ValueError):
-    """A fault name, rate or parameter that cannot be used (the message lists the valid ones)."""
 
 
 @dataclass(frozen=True)

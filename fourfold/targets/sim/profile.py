@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fourfold.targets.sim.faults import FaultError, FaultSpec
+from fourfold.errors import FaultError, ProfileError
+from fourfold.targets.sim.faults import FaultSpec
 
 PROFILES_DIR = Path(__file__).resolve().parents[1] / "profiles"
 
@@ -31,10 +32,6 @@ DEFAULT_STRUCTURED_PATTERNS = (
     r"表格",
     r"按步骤|分步",
 )
-
-
-class ProfileError(ValueError):
-    """A profile name, file or override that cannot be used (the message says why)."""
 
 
 @dataclass(frozen=True)

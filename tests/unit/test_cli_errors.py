@@ -1,0 +1,226 @@
+"""A missing or damaged run directory, through `fourfold check`, `compare` and `score`: one line on
+stderr that names the file and the problem, the exit code its error class carries, and the same
+class (and message) from every reader of the same file (fourfold/errors.py)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from fourfold import cli
+from fourfold.errors import (
+    FourfoldError,
+    RecordsFormatError,
+    RunDirError,
+    SchemaError,
+    SLOSpecError,
+    UsageError,
+)
+from fourfold.fingerprint.runscore import score_run
+from fourfold.measure.gate import check_run
+from fourfold.measure.record import RequestRecord
+from fourfold.measure.runlog import RunWriter
+from fourfold.measure.runread import read_records
+from fourfold.reports.load import load_run
+
+ITEM_IDS = ("qa-brief", "qa-three-points", "http3-three-advantages")   # in the bundled prompts
+SUMMARY = {"total": {"requests": 6, "ok": 6, "ttft_ms": {"p95": 120.0}}, "groups": [],
+           "slo": {"spec": "ttft_p95<=450ms"}}
+
+
+class NoModel:
+    """An embedder for runs that fail before anything is scored: encoding is a test failure."""
+
+    model_id = "none"
+
+    def encode(self, texts):
+        raise AssertionError(f"a damaged run reached the model with {len(texts)} texts")
+
+
+def write_run(base: Path, label: str = "base") -> Path:
+    with RunWriter(label, base, now_s=1_767_225_600.0) as writer:
+        writer.write_meta({"label": label, "level": "l1", "settings": {"dataset": "", "stall_ms": 150.0}})
+        for i in range(6):
+            offsets = [100.0 + i, 120.0 + i, 140.0 + i]
+            writer.append(RequestRecord(level="l1", scenario="saturation", item_id=ITEM_IDS[i % 3],
+                                        request_id=f"{label}-{i}", started_at=1_767_225_600.0 + i, status=200,
+                                        ttfb_ms=5.0, ttft_ms=offsets[0], e2e_ms=offsets[-1],
+                                        chunk_offsets_ms=offsets, output_tokens=3, content_chunks=3,
+                                        terminal=True, text="an answer"))
+        writer.write_summary(SUMMARY)
+    return writer.run_dir
+
+
+def replace_line(path: Path, lineno: int, text: str) -> None:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    lines[lineno - 1] = text
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def newer_schema(run: Path) -> None:
+    path = run / "records.jsonl"
+    record = json.loads(path.read_text(encoding="utf-8").splitlines()[2])
+    replace_line(path, 3, json.dumps({**record, "schema": 2}))
+
+
+# damage, the class every reader raises, the message (after the run directory), the commands that read that file
+DAMAGES: list[tuple[str, Callable[[Path], None], type[FourfoldError], str, tuple[str, ...]]] = [
+    ("record not an object", lambda run: replace_line(run / "records.jsonl", 2, "[1, 2, 3]"),
+     RecordsFormatError, "records.jsonl:2: expected a JSON object (a fourfold record), got list",
+     ("compare", "score")),
+    ("record of another program", lambda run: replace_line(run / "records.jsonl", 2, '{"name": "x", "value": 1}'),
+     RecordsFormatError, "records.jsonl:2: not a fourfold record (missing level, scenario, error_class, "
+                         "started_at); is this a run directory written by fourfold?", ("compare", "score")),
+    ("record of a newer schema", newer_schema, SchemaError,
+     "records.jsonl:3: record schema 2 is newer than the 1 this fourfold reads; upgrade fourfold to read this run",
+     ("compare", "score")),
+    ("summary not JSON", lambda run: (run / "summary.json").write_text("{", encoding="utf-8"), RunDirError,
+     "summary.json: not readable JSON (Expecting property name enclosed in double quotes: line 1 column 2 "
+     "(char 1)); the run directory is damaged", ("check", "compare", "score")),
+    ("summary not an object", lambda run: (run / "summary.json").write_text("[1]", encoding="utf-8"), RunDirError,
+     "summary.json: expected a JSON object, found list; is this a fourfold run directory?",
+     ("check", "compare", "score")),
+    ("meta not JSON", lambda run: (run / "meta.json").write_text("", encoding="utf-8"), RunDirError,
+     "meta.json: not readable JSON (Expecting value: line 1 column 1 (char 0)); the run directory is damaged",
+     ("compare", "score")),
+]
+
+COMMAND_ARGS = {
+    "check": lambda run, out: ["check", str(run)],
+    "compare": lambda run, out: ["compare", str(run), str(run), "--out", str(out), "--no-html", "--resamples", "100"],
+    "score": lambda run, out: ["score", str(run), "--no-cache", "--no-compare-cache"],
+}
+
+
+def library_call(command: str, run: Path) -> None:
+    """What the command calls, without the CLI."""
+    if command == "check":
+        check_run(run)
+    elif command == "compare":
+        load_run(run, cache=False)
+    else:
+        score_run(run, NoModel(), progress=False, write=False)
+
+
+def test_an_intact_run_passes_every_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = write_run(tmp_path / "runs")
+    assert cli.main(COMMAND_ARGS["check"](run, None)) == 0
+    assert capsys.readouterr().err == ""
+    assert cli.main(COMMAND_ARGS["compare"](run, tmp_path / "out")) == 0
+    assert (tmp_path / "out").is_dir()
+    assert [r.request_id for r in read_records(run)] == [f"base-{i}" for i in range(6)]
+
+
+@pytest.mark.parametrize(("damage", "expected", "message", "commands"),
+                         [pytest.param(*d[1:], id=d[0]) for d in DAMAGES])
+def test_a_damaged_file_is_one_line_and_exit_2_on_every_command(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        damage: Callable[[Path], None], expected: type[FourfoldError], message: str, commands: tuple[str, ...]) -> None:
+    import fourfold.fingerprint.runscore as runscore
+
+    monkeypatch.setattr(runscore, "make_embedder", lambda **kwargs: NoModel())
+    run = write_run(tmp_path / "runs")
+    damage(run)
+    line = f"fourfold: error: {run}/{message}\n"
+    for command in commands:
+        assert cli.main(COMMAND_ARGS[command](run, tmp_path / "out")) == 2, command
+        captured = capsys.readouterr()
+        assert (captured.err, captured.out) == (line, ""), command
+        with pytest.raises(FourfoldError) as info:
+            library_call(command, run)
+        assert (type(info.value), str(info.value)) == (expected, f"{run}/{message}"), command
+    if message.startswith("records.jsonl"):         # the run-log reader agrees with compare's reader
+        with pytest.raises(expected, match=message.split(" (")[0].replace(".", r"\.")):
+            list(read_records(run))
+    assert not (tmp_path / "out").exists()          # nothing was written for a damaged run
+
+
+@pytest.mark.parametrize("command", ["check", "compare", "score"])
+def test_a_missing_run_directory_is_a_run_dir_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                    command: str) -> None:
+    missing = tmp_path / "runs" / "20260101T000000Z-nope"
+    assert cli.main(COMMAND_ARGS[command](missing, tmp_path / "out")) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"fourfold: error: {missing}") or err.startswith(f"fourfold: error: '{missing}'")
+    assert err.count("\n") == 1 and ("no such directory" in err or "not a run directory" in err), err
+    with pytest.raises(RunDirError):
+        library_call(command, missing)
+
+
+def test_check_on_a_summary_of_the_wrong_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = write_run(tmp_path / "runs")
+    (run / "summary.json").write_text(json.dumps({"groups": [1, 2], "slo": {"spec": "ttft_p95@l1:x<=450ms"}}))
+    assert cli.main(["check", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"fourfold: error: {run}/summary.json: not a fourfold summary (") and err.count("\n") == 1
+    (run / "summary.json").write_text(json.dumps({"total": {}, "slo": "ttft_p95<=450ms"}))
+    assert cli.main(["check", str(run)]) == 2
+    assert "no --slo given and the run was not gated with one" in capsys.readouterr().err
+
+
+def test_a_bad_slo_file_is_an_slo_spec_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = write_run(tmp_path / "runs")
+    slo = tmp_path / "slo.toml"
+    slo.write_text("[slo\nttft_p95 = '<= 450 ms'\n", encoding="utf-8")
+    assert cli.main(["check", str(run), "--slo", str(slo)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"fourfold: error: SLO file '{slo}' is not valid TOML: ") and err.count("\n") == 1
+    with pytest.raises(SLOSpecError):
+        check_run(run, str(slo))
+
+
+def test_the_cli_re_exports_the_tree_and_each_class_its_exit_code() -> None:
+    import fourfold.errors as errors
+
+    assert set(errors.__all__) <= set(cli.__all__)
+    assert all(getattr(cli, name) is getattr(errors, name) for name in errors.__all__)
+    codes = {name: getattr(errors, name).exit_code for name in errors.__all__}
+    assert codes == {"FourfoldError": 1, "UsageError": 2, "GateFailed": 3, "SLOSpecError": 2, "UnknownDialect": 2,
+                     "RunDirError": 2, "RecordsFormatError": 2, "SchemaError": 2, "ProfileError": 2,
+                     "FaultError": 2, "ScriptError": 2, "SplitError": 2, "ModelUnavailable": 1,
+                     "TargetStartError": 1, "SimulatorStartError": 1, "RagServiceStartError": 1, "UpstreamError": 1}
+    assert all(issubclass(getattr(errors, name), FourfoldError) for name in errors.__all__)
+    # callers that caught ValueError / RuntimeError before the tree still catch them
+    for name in ("SLOSpecError", "UnknownDialect", "RecordsFormatError", "SchemaError", "ProfileError",
+                 "FaultError", "ScriptError", "SplitError"):
+        assert issubclass(getattr(errors, name), ValueError), name
+    assert issubclass(errors.SimulatorStartError, RuntimeError)
+    assert issubclass(errors.RecordsFormatError, RunDirError) and issubclass(RunDirError, UsageError)
+
+
+def test_the_old_homes_re_export_the_classes() -> None:
+    import fourfold.errors as errors
+    from fourfold.fingerprint.embedder import ModelUnavailable
+    from fourfold.levels.l4_ab import SplitError
+    from fourfold.levels.l4_scripts import ScriptError
+    from fourfold.measure.dialects import UnknownDialect
+    from fourfold.measure.runread import SchemaError as RunreadSchemaError
+    from fourfold.measure.slo import SLOSpecError as SloSLOSpecError
+    from fourfold.reports.load import RunDirError as LoadRunDirError
+    from fourfold.reports.records import RecordsFormatError as RecordsRecordsFormatError
+    from fourfold.targets.launch import SimulatorStartError
+    from fourfold.targets.rag.launch import RagServiceStartError
+    from fourfold.targets.rag.upstream import UpstreamError
+    from fourfold.targets.sim.faults import FaultError
+    from fourfold.targets.sim.profile import ProfileError
+
+    assert [ModelUnavailable, SplitError, ScriptError, UnknownDialect, RunreadSchemaError, SloSLOSpecError,
+            LoadRunDirError, RecordsRecordsFormatError, SimulatorStartError, RagServiceStartError, UpstreamError,
+            FaultError, ProfileError] == [
+        errors.ModelUnavailable, errors.SplitError, errors.ScriptError, errors.UnknownDialect, errors.SchemaError,
+        errors.SLOSpecError, errors.RunDirError, errors.RecordsFormatError, errors.SimulatorStartError,
+        errors.RagServiceStartError, errors.UpstreamError, errors.FaultError, errors.ProfileError]
+
+
+def test_an_error_prints_itself_on_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    import pickle
+
+    from fourfold.errors import UpstreamError
+
+    UsageError("--alpha must be within (0, 0.5)").show()
+    assert capsys.readouterr().err == "fourfold: error: --alpha must be within (0, 0.5)\n"
+    copy = pickle.loads(pickle.dumps(UpstreamError(503, "upstream answered 503: busy")))   # crosses processes
+    assert (type(copy), copy.status, str(copy)) == (UpstreamError, 503, "upstream answered 503: busy")
