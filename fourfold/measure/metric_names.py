@@ -90,7 +90,8 @@ METRICS: tuple[MetricDef, ...] = (
     _n("interrupted", "count", "requests", "the stream broke (error class interrupted), or after 2xx headers it ended "
        "without its terminal event ([DONE], message_stop) or with a failure", report=True),
     _n("stalls", "count", "gaps", "content-chunk gaps above the stall threshold (--stall-ms, 150 ms), in any request"),
-    _n("requests_with_stall", "count", "requests", "requests with at least one stall", report=True),
+    _n("requests_with_stall", "count", "requests", "requests with at least one stall (a content-chunk gap above "
+       "--stall-ms)", report=True),
     _n("good", "count", "requests", "ok requests meeting every per-request SLO (the goodput limits)", report=True),
     _n("output_tokens_total", "count", "tokens", "output tokens of every request, failed streams too (they used "
        "the server)", report=True),

@@ -30,7 +30,7 @@ import zlib
 
 import numpy as np
 
-from fourfold.measure.histogram import nearest_rank
+from fourfold.measure.histogram import exact_quantile, nearest_rank, nearest_ranks
 
 __all__ = ["EXACT_MEAN_N", "bootstrap_p", "clustered_quantile_replicates", "fisher_exact_p", "mean_replicates",
            "percentile_ci", "proportion_replicates", "quantile", "quantile_replicates", "row_rng", "signflip_p",
@@ -46,9 +46,7 @@ def row_rng(seed: int, *names: str) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32("\x1f".join(names).encode("utf-8"))])
 
 
-def quantile(sorted_values: np.ndarray, q: float) -> float:
-    """Nearest-rank q-quantile of ascending ``sorted_values`` (numpy's ``inverted_cdf``)."""
-    return float(sorted_values[nearest_rank(q, len(sorted_values)) - 1])
+quantile = exact_quantile      # the nearest-rank quantile of ascending values (measure.histogram)
 
 
 def quantile_replicates(sorted_values: np.ndarray, q: float, resamples: int, rng: np.random.Generator) -> np.ndarray:
@@ -107,7 +105,7 @@ def _bucket_quantiles(counts: np.ndarray, values: np.ndarray, qs: tuple[float, .
     total = cumulative[:, -1]
     out = np.empty((counts.shape[0], len(qs)))
     for j, q in enumerate(qs):
-        rank = np.maximum(1.0, np.ceil(np.round(q * total, 9)))
+        rank = nearest_ranks(q, total)
         index = (cumulative < rank[:, None] - 0.5).sum(axis=1)
         out[:, j] = values[np.minimum(index, len(values) - 1)]
     return out

@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fourfold.measure.histogram import nearest_rank
+from fourfold.measure.histogram import bucket_keys, bucket_quantiles, bucket_values
+from fourfold.measure.metrics import ratio
 from fourfold.reports import bootstrap as bs
-from fourfold.reports.records import bucket_keys, bucket_values
 
 __all__ = ["BETTER", "DEFAULT_SETTINGS", "METRICS", "GroupSample", "ItlSample", "Metric", "Row", "Settings", "compare_groups",
            "pairs"]
@@ -53,7 +53,7 @@ BETTER, WORSE, SAME, NA = "better", "worse", "no significant change", "n/a"
 class ItlSample:
     """Pooled ITL gaps of a group's ok requests: full log-bucket counts and a sample of requests."""
 
-    keys: np.ndarray            # sorted bucket keys (reports.records.bucket_keys)
+    keys: np.ndarray            # sorted bucket keys (measure.histogram.bucket_keys)
     counts: np.ndarray
     min: float
     max: float
@@ -65,32 +65,21 @@ class ItlSample:
     def count(self) -> int:
         return int(self.counts.sum())
 
-    def quantiles(self, qs: tuple[float, ...]) -> list[float]:
-        """Nearest-rank quantiles, like LogHistogram: exact min and max, the rest clamped to them."""
-        cumulative = np.cumsum(self.counts)
-        values = bucket_values(self.keys)
-        out = []
-        for q in qs:
-            rank = nearest_rank(q, self.count)
-            if rank == 1:
-                out.append(self.min)
-            elif rank == self.count:
-                out.append(self.max)
-            else:
-                value = float(values[int(np.searchsorted(cumulative, rank))])
-                out.append(min(max(value, self.min), self.max))
-        return out
+    def quantiles(self, qs: tuple[float, ...]) -> list[float | None]:
+        """Nearest-rank quantiles, as LogHistogram gives them (:func:`measure.histogram.bucket_quantiles`)."""
+        return bucket_quantiles(self.keys, self.counts, qs, self.min, self.max)
 
 
 @dataclass
 class GroupSample:
-    """One side of one group: plain arrays and counts (see reports.load.group_samples)."""
+    """One side of one group: plain arrays and counts (see reports.load.group_samples). A count or
+    rate has the name summary.json gives the same metric (:mod:`fourfold.measure.metric_names`)."""
 
     requests: int = 0
     ok: int = 0
     failures: int = 0
     interrupted: int = 0
-    stalled: int = 0
+    requests_with_stall: int = 0
     conn_known: int = 0
     conn_reused: int = 0
     ttft_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))     # ok requests, ascending
@@ -99,7 +88,7 @@ class GroupSample:
     ttft_plain_ms: np.ndarray | None = None       # ok requests by prompt kind (None: kind unknown)
     ttft_structured_ms: np.ndarray | None = None
     itl: ItlSample | None = None
-    output_tokens: float = 0.0
+    output_tokens_total: float = 0.0
     wall_s: float | None = None
     tokens_per_s: np.ndarray = field(default_factory=lambda: np.zeros(0))   # per 1-s interval
     good: int | None = None                       # None: no SLO known
@@ -263,11 +252,11 @@ def _rate(count: str, total: str, scale: float = 100.0) -> Measure:
 
 
 def _goodput_total(g: GroupSample) -> float | None:
-    return g.good / g.wall_s if g.good is not None and g.wall_s else None
+    return ratio(g.good, g.wall_s) if g.good is not None else None
 
 
 def _tokens_total(g: GroupSample) -> float | None:
-    return g.output_tokens / g.wall_s if g.wall_s else None
+    return ratio(g.output_tokens_total, g.wall_s)
 
 
 def _penalty(b: GroupSample, c: GroupSample, rng: np.random.Generator, s: Settings) -> Estimate | None:
@@ -366,7 +355,7 @@ METRICS: tuple[Metric, ...] = (
            _per_second(_goodput_total, lambda g: g.good_per_s, "bootstrap of 1-s intervals")),
     Metric("error_rate", "error rate", "%", "lower", _rate("failures", "requests")),
     Metric("interruption_rate", "interruption rate", "%", "lower", _rate("interrupted", "requests")),
-    Metric("stall_rate", "stall rate", "%", "lower", _rate("stalled", "requests")),
+    Metric("stall_rate", "stall rate", "%", "lower", _rate("requests_with_stall", "requests")),
     Metric("conn_reuse", "connection reuse", "%", "higher", _rate("conn_reused", "conn_known")),
     Metric("ttft_structured_penalty", "TTFT structured - plain", "ms", "lower", _penalty),
     Metric("session_completion", "session completion", "%", "higher", _rate("sessions_completed", "sessions")),

@@ -1,9 +1,12 @@
-"""What the report's words mean: verdict symbols, number formats, and the metric definitions
-(condensed from docs/metrics.md) that every renderer puts in its footnote."""
+"""What the report's words mean: verdict symbols, number formats, and the definitions of the
+metrics the report shows (from :mod:`fourfold.measure.metric_names`, the registry docs/metrics.md
+is generated from) that every renderer puts in its footnote."""
 
 from __future__ import annotations
 
+from fourfold.measure.metric_names import METRICS, MetricDef, resolve
 from fourfold.reports.compare import BETTER, NA, SAME, WORSE, Row
+from fourfold.reports.compare import METRICS as ROWS
 
 __all__ = ["DEFINITIONS", "METRICS_DOC", "SYMBOLS", "fmt_ci", "fmt_delta", "fmt_p", "fmt_pct", "fmt_value",
            "legend_lines", "verdict_text"]
@@ -11,30 +14,20 @@ __all__ = ["DEFINITIONS", "METRICS_DOC", "SYMBOLS", "fmt_ci", "fmt_delta", "fmt_
 METRICS_DOC = "docs/metrics.md"
 SYMBOLS = {BETTER: "✅", WORSE: "❌", SAME: "➖", NA: ""}
 
-# (fourfold name, definition, vLLM bench serve, AIPerf)
-DEFINITIONS: tuple[tuple[str, str, str, str], ...] = (
-    ("ttft_ms", "request sent -> first chunk carrying output text (a role-only chunk does not count)",
-     "TTFT", "TTFT"),
-    ("itl_ms", "gap between consecutive content chunks, pooled over all requests", "ITL", "inter-chunk latency"),
-    ("tpot_ms", "(e2e - ttft) / (output_tokens - 1), per request", "TPOT", "ITL"),
-    ("e2e_ms", "request sent -> last chunk (the terminal event)", "E2EL", "request latency"),
-    ("output_tps", "all output tokens (server usage, else chunks) / wall time (first send -> last end)",
-     "output throughput", "output token throughput"),
-    ("goodput_rps", "ok requests meeting every per-request SLO / wall time", "goodput", "goodput"),
-    ("stall_rate", "requests with a chunk gap above the stall threshold (150 ms) / requests", "-", "-"),
-    ("interruption_rate", "streams that broke or ended without their terminal event / requests", "-", "-"),
-    ("error_rate", "failed requests (connect, timeout, 4xx/5xx, 429, malformed, interrupted) / requests",
-     "failed", "error requests"),
-    ("conn_reuse", "requests sent on an already-open connection / requests where known", "-", "-"),
-    ("ttft structured - plain", "mean TTFT of structured prompts (\"in three points\") - of plain ones", "-", "-"),
-    ("session completion, rounds", "L4: sessions that reached their goal / ended sessions; turns per session",
-     "-", "-"),
-    ("recall@k, context precision@k", "L3: gold documents among the top k retrieved / gold ones; retrieved ones "
-     "that are gold / k (mean per request)", "-", "-"),
-    ("similarity", "cosine(MiniLM(answer), MiniLM(reference)); p5 = 5th percentile", "-", "-"),
-    ("structure compliance", "answers delivering the requested number of items / answers asked for a number",
-     "-", "-"),
-)
+
+def _definition(metric: MetricDef) -> str:
+    """The registry's definition; for a rate or ratio ``a / b``, with what ``a`` is."""
+    text = metric.definition
+    numerator = text.split(" / ")[0] if metric.kind in ("rate", "ratio") and " / " in text else ""
+    found = resolve(numerator) if numerator.isidentifier() else None
+    return f"{text}, where {numerator} = {found[0].definition}" if found and found[1] is None else text
+
+
+_ROW_KEYS = {row.key for row in ROWS}
+
+# (fourfold name, definition, vLLM bench serve, AIPerf) of every metric shown as a row
+DEFINITIONS: tuple[tuple[str, str, str, str], ...] = tuple(
+    (m.name, _definition(m), m.vllm, m.aiperf) for m in METRICS if _ROW_KEYS & set(m.report))
 
 _DECIMALS = {"ms": 1, "tok/s": 1, "req/s": 2, "%": 2, "cos": 3, "rounds": 2}
 

@@ -41,8 +41,17 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from fourfold.data import DATA_DIR
 from fourfold.errors import RunDirError, SchemaError, UsageError
-from fourfold.measure.items import DATA_DIR, load_items
+from fourfold.measure.items import load_items
+from fourfold.measure.metrics import (
+    check_slo,
+    end_offset_ms_array,
+    interrupted_array,
+    meets_slo_array,
+    tpot_ms_array,
+    wall_s,
+)
 from fourfold.measure.record import SCHEMA_VERSION
 from fourfold.measure.runlog import META_FILE, RECORDS_FILE, SUMMARY_FILE
 from fourfold.measure.runread import read_json_object as _read_json_object
@@ -51,6 +60,7 @@ from fourfold.reports.compare import GroupSample, ItlSample
 from fourfold.reports.records import (
     GAP_SAMPLE_RECORDS,
     GapHistogram,
+    GroupKey,
     RecordTable,
     loads_or_none,
     read_record_table,
@@ -88,6 +98,9 @@ class RunData:
     def slo_ms(self) -> dict[str, float]:
         slo = (self.summary or {}).get("slo_ms") or {}
         return {str(k): float(v) for k, v in slo.items()} if isinstance(slo, dict) else {}
+
+
+Entry = tuple[RunData, pd.DataFrame, list[GroupKey]]    # a run, its rows of one group, the group's keys
 
 
 def _threshold(settings: dict[str, Any], summary: dict[str, Any] | None, stall_ms: float | None) -> float:
@@ -307,7 +320,7 @@ def group_names(frame: pd.DataFrame) -> pd.Series:
 def group_samples(runs: list[RunData], *, variant: str | None = None,
                   slo_ms: dict[str, float] | None = None) -> dict[str, GroupSample]:
     """``level:scenario`` -> GroupSample over ``runs`` (one side; only ``variant`` when given)."""
-    parts: dict[str, list[tuple[RunData, pd.DataFrame, list[tuple[str, str, str]]]]] = {}
+    parts: dict[str, list[Entry]] = {}
     for run in runs:
         frame = run.records
         if variant is not None:
@@ -325,43 +338,44 @@ def group_samples(runs: list[RunData], *, variant: str | None = None,
     return {name: _sample(entries, variant, slo_ms) for name, entries in sorted(parts.items())}
 
 
-def _sample(entries: list[tuple[RunData, pd.DataFrame, list[tuple[str, str, str]]]], variant: str | None,
-            slo_ms: dict[str, float] | None) -> GroupSample:
+def _sample(entries: list[Entry], variant: str | None, slo_ms: dict[str, float] | None) -> GroupSample:
+    """One side of one group; every per-request value is a :mod:`measure.metrics` vectorised form."""
     frame = (pd.concat([e[1] for e in entries], ignore_index=True) if len(entries) > 1
              else entries[0][1].reset_index(drop=True))
+    col = {name: frame[name].to_numpy(dtype=float) for name in ("output_tokens", "ttfb_ms", "ttft_ms", "e2e_ms",
+                                                                "queue_ms", "max_gap_ms", "last_chunk_ms")}
     ok = frame["ok"].to_numpy(dtype=bool)
-    tokens = frame["output_tokens"].to_numpy(dtype=float)
-    ttft, e2e = frame["ttft_ms"].to_numpy(dtype=float), frame["e2e_ms"].to_numpy(dtype=float)
-    tpot = np.where(tokens >= 2, (e2e - ttft) / np.maximum(tokens - 1, 1), np.nan)
+    error_class = frame["error_class"].to_numpy(dtype=object)
+    tpot = tpot_ms_array(col["ttft_ms"], col["e2e_ms"], col["output_tokens"])
     conn = frame["conn_reused"].to_numpy(dtype=float)
-    status = frame["status"].to_numpy()
-    started = frame["ttfb_ms"].notna().to_numpy() & (status >= 200) & (status < 300)
-    failure = ~ok
-    interrupted = (frame["error_class"].astype(str) == "interrupted").to_numpy() | (
-        started & (~frame["terminal"].to_numpy(dtype=bool) | failure))
+    interrupted = interrupted_array(error_class, frame["status"].to_numpy(), col["ttfb_ms"], frame["terminal"].to_numpy())
     sample = GroupSample(
-        requests=len(frame), ok=int(ok.sum()), failures=int(failure.sum()), interrupted=int(interrupted.sum()),
-        stalled=int((frame["stalls"].to_numpy() > 0).sum()),
+        requests=len(frame), ok=int(ok.sum()), failures=int((~ok).sum()), interrupted=int(interrupted.sum()),
+        requests_with_stall=int((frame["stalls"].to_numpy() > 0).sum()),
         conn_known=int(np.isfinite(conn).sum()), conn_reused=int((conn == 1).sum()),
-        ttft_ms=_sorted(ttft[ok]), e2e_ms=_sorted(e2e[ok]), tpot_ms=_sorted(tpot[ok]),
-        output_tokens=float(tokens.sum()),
+        ttft_ms=_sorted(col["ttft_ms"][ok]), e2e_ms=_sorted(col["e2e_ms"][ok]), tpot_ms=_sorted(tpot[ok]),
+        output_tokens_total=float(col["output_tokens"].sum()),
     )
     kinds: dict[str, str] = {}
     for run, _, _ in entries:
         kinds.update(run.kinds)
     if kinds:
         kind = frame["item_id"].astype(str).map(kinds).to_numpy(dtype=object)
-        sample.ttft_plain_ms = _sorted(ttft[ok & (kind == "plain")])
-        sample.ttft_structured_ms = _sorted(ttft[ok & (kind == "structured")])
+        sample.ttft_plain_ms = _sorted(col["ttft_ms"][ok & (kind == "plain")])
+        sample.ttft_structured_ms = _sorted(col["ttft_ms"][ok & (kind == "structured")])
     sample.itl = _itl(entries)
     first = frame["started_at"].to_numpy(dtype=float)
-    end = first + _end_offset_ms(frame) / 1000.0
+    end = first + end_offset_ms_array(col["e2e_ms"], col["ttft_ms"], col["ttfb_ms"], col["last_chunk_ms"]) / 1000
     t0, t1 = float(first.min()), float(end.max())
-    sample.wall_s = t1 - t0 if t1 > t0 else None
+    sample.wall_s = wall_s(t0, t1)
     sample.tokens_per_s = _token_series(entries, t0, t1)
-    slo = slo_ms if slo_ms is not None else entries[0][0].slo_ms
+    try:
+        slo = check_slo(slo_ms if slo_ms is not None else entries[0][0].slo_ms)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     if slo:
-        good = _meets_slo(frame, ok, tpot, slo)
+        good = meets_slo_array(ok, {"ttfb_ms": col["ttfb_ms"], "ttft_ms": col["ttft_ms"], "e2e_ms": col["e2e_ms"],
+                                    "queue_ms": col["queue_ms"], "itl_ms": col["max_gap_ms"], "tpot_ms": tpot}, slo)
         sample.good = int(good.sum())
         sample.good_per_s = _count_series(end[good], t0, t1)
     ended = frame["session_completed"].to_numpy(dtype=float)
@@ -383,38 +397,13 @@ def _sorted(values: np.ndarray) -> np.ndarray:
     return np.sort(values[np.isfinite(values)])
 
 
-def _end_offset_ms(frame: pd.DataFrame) -> np.ndarray:
-    """e2e, else the last known offset (ttft, ttfb, last chunk), else 0 (like measure.stats.end_s)."""
-    known = frame[["ttfb_ms", "ttft_ms", "last_chunk_ms"]].max(axis=1, skipna=True)
-    return frame["e2e_ms"].fillna(known).fillna(0.0).to_numpy(dtype=float)
-
-
-def _meets_slo(frame: pd.DataFrame, ok: np.ndarray, tpot: np.ndarray, slo: dict[str, float]) -> np.ndarray:
-    """fourfold.measure.stats.meets_slo over the frame: ok and every metric at or under its limit (a
-    request with no tpot or no gaps meets those limits vacuously; any other missing value fails)."""
-    good = ok.copy()
-    for metric, limit in slo.items():
-        if metric == "itl_ms":
-            values, vacuous = frame["max_gap_ms"].to_numpy(dtype=float), True
-        elif metric == "tpot_ms":
-            values, vacuous = tpot, True
-        elif metric in frame.columns:
-            values, vacuous = frame[metric].to_numpy(dtype=float), False
-        else:
-            raise UsageError(f"unknown goodput SLO metric {metric!r}; valid: ttfb_ms, ttft_ms, itl_ms, tpot_ms, "
-                             "e2e_ms, queue_ms")
-        missing = ~np.isfinite(values)
-        good &= np.where(missing, vacuous, values <= limit)
-    return good
-
-
 def _count_series(times_s: np.ndarray, t0: float, t1: float) -> np.ndarray:
     bins = max(1, math.ceil(t1 - t0))
     index = np.clip(np.floor(times_s - t0).astype(np.int64), 0, bins - 1)
     return np.bincount(index, minlength=bins).astype(float)
 
 
-def _token_series(entries: list[tuple[RunData, pd.DataFrame, list[tuple[str, str, str]]]], t0: float,
+def _token_series(entries: list[Entry], t0: float,
                   t1: float) -> np.ndarray:
     bins = max(1, math.ceil(t1 - t0))
     out = np.zeros(bins)
@@ -430,7 +419,7 @@ def _token_series(entries: list[tuple[RunData, pd.DataFrame, list[tuple[str, str
     return out
 
 
-def _itl(entries: list[tuple[RunData, pd.DataFrame, list[tuple[str, str, str]]]]) -> ItlSample | None:
+def _itl(entries: list[Entry]) -> ItlSample | None:
     merged = GapHistogram()
     sample: list[np.ndarray] = []
     records = 0
@@ -446,7 +435,7 @@ def _itl(entries: list[tuple[RunData, pd.DataFrame, list[tuple[str, str, str]]]]
     return ItlSample(keys_array, counts, merged.min, merged.max, records, sample)
 
 
-def _add_scores(sample: GroupSample, entries: list[tuple[RunData, pd.DataFrame, list[tuple[str, str, str]]]],
+def _add_scores(sample: GroupSample, entries: list[Entry],
                 variant: str | None) -> None:
     frames = []
     for run, sub, _ in entries:

@@ -128,6 +128,6 @@ def render_markdown(report: Report) -> str:
               "for the same quantity (they disagree: vLLM's ITL is AIPerf's inter-chunk latency, AIPerf's ITL "
               "is vLLM's TPOT):", "",
               *_table(("fourfold", "definition", "vLLM bench serve", "AIPerf"), ("---", "---", "---", "---"),
-                      [[f"`{name}`", text, vllm, aiperf] for name, text, vllm, aiperf in DEFINITIONS]),
+                      [[f"`{name}`", cell(text), vllm, aiperf] for name, text, vllm, aiperf in DEFINITIONS]),
               "", "</details>", ""]
     return "\n".join(lines)

@@ -15,14 +15,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fourfold.measure.histogram import bucket_values
+from fourfold.measure.rhythm import WAVEFORM_INTERVAL_MS, waveform
 from fourfold.reports.compare import GroupSample
-from fourfold.reports.records import bucket_values
 
 __all__ = ["CDF_POINTS", "Series", "Waveform", "cdf_plot", "itl_plot", "similarity_plot", "tokens_plot",
-           "waveform_plot", "waveform_bins"]
+           "waveform_plot"]
 
 CDF_POINTS = 2000
-WAVEFORM_BIN_MS = 50.0
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
 
 
@@ -146,31 +146,18 @@ def similarity_plot(title: str, series: list[Series]) -> str | None:
     return _data_uri(fig)
 
 
-def waveform_bins(offsets_ms: Sequence[float], output_tokens: int,
-                  bin_ms: float = WAVEFORM_BIN_MS) -> tuple[np.ndarray, np.ndarray]:
-    """Tokens received per ``bin_ms`` interval (usage tokens spread evenly over the chunks)."""
-    offsets = np.asarray(offsets_ms, dtype=float)
-    if not offsets.size:
-        return np.zeros(1), np.zeros(2)
-    per_chunk = np.full(offsets.size, max(output_tokens, offsets.size) / offsets.size)
-    edges = np.arange(0.0, offsets.max() + bin_ms, bin_ms)
-    if edges.size < 2:
-        edges = np.array([0.0, bin_ms])
-    counts, _ = np.histogram(offsets, bins=edges, weights=per_chunk)
-    return counts, edges
-
-
 def waveform_plot(title: str, waves: list[Waveform]) -> str | None:
-    """One panel per stream: tokens per 50 ms interval against time since the request was sent."""
+    """One panel per stream: tokens per 50 ms interval against time since the request was sent
+    (:func:`fourfold.measure.rhythm.waveform`)."""
     if not waves:
         return None
     plt = _pyplot()
     fig, axes = plt.subplots(len(waves), 1, figsize=(6.4, 1.5 * len(waves) + 0.6), squeeze=False)
     for i, (ax, wave) in enumerate(zip(axes[:, 0], waves)):
-        counts, edges = waveform_bins(wave.offsets_ms, wave.output_tokens)
+        counts, edges = waveform(wave.offsets_ms, wave.output_tokens)
         ax.stairs(counts, edges, fill=True, color=COLORS[i % len(COLORS)], alpha=0.8)
         ax.set_title(text(wave.title), fontsize=8)
-        ax.set_ylabel(f"tok/{WAVEFORM_BIN_MS:.0f} ms", fontsize=7)
+        ax.set_ylabel(f"tok/{WAVEFORM_INTERVAL_MS:.0f} ms", fontsize=7)
         ax.tick_params(labelsize=7)
         ax.grid(True, alpha=0.3)
     axes[-1, 0].set_xlabel("ms since the request was sent", fontsize=8)

@@ -9,7 +9,7 @@ import pytest
 
 from fourfold.reports import bootstrap as bs
 from fourfold.reports.compare import NA, GroupSample, ItlSample, Settings, compare_groups, pairs
-from fourfold.reports.records import bucket_keys
+from fourfold.measure.histogram import bucket_keys, bucket_values
 
 
 def brute_force_quantiles(values: np.ndarray, q: float, resamples: int, seed: int) -> np.ndarray:
@@ -87,7 +87,6 @@ def test_clustered_quantiles_resample_whole_clusters():
     gaps = [rng.normal(10, 0.5, 20) if c % 2 else rng.normal(200, 5, 20) for c in range(50)]
     values = np.concatenate(gaps)
     uniques, codes = np.unique(bucket_keys(values), return_inverse=True)
-    from fourfold.reports.records import bucket_values
     cluster = np.repeat(np.arange(50), 20)
     point, reps = bs.clustered_quantile_replicates(codes, cluster, 50, bucket_values(uniques), (0.5,), 2000, rng)
     # whole clusters move together, so the median jumps between the two modes across replicates
