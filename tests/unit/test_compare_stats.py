@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
+from fourfold.measure.histogram import bucket_keys, bucket_values
 from fourfold.reports import bootstrap as bs
 from fourfold.reports.compare import NA, GroupSample, ItlSample, Settings, compare_groups, pairs
-from fourfold.measure.histogram import bucket_keys, bucket_values
 
 
 def brute_force_quantiles(values: np.ndarray, q: float, resamples: int, seed: int) -> np.ndarray:
