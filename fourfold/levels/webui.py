@@ -38,6 +38,7 @@ import gevent
 from fourfold.levels.options import SECRET_OPTIONS
 from fourfold.levels.slogate import get_gate, live_verdicts
 from fourfold.measure.histogram import LogHistogram
+from fourfold.measure.metric_names import summary_value
 from fourfold.measure.slo import Verdict
 from fourfold.measure.stats import TOTAL_LEVEL
 
@@ -82,11 +83,7 @@ def group_row(group: dict[str, Any]) -> dict[str, Any]:
     name = f"{group['level']}:{group['scenario']}" if group.get("scenario") else str(group["level"])
     row: dict[str, Any] = {"name": name}
     for key, _, _ in COLUMNS[1:]:
-        percentile = _PERCENTILE_KEY.match(key)
-        if percentile:
-            row[key] = (group.get(f"{percentile[1]}_ms") or {}).get(percentile[2])
-        else:
-            row[key] = group.get(key)
+        row[key] = summary_value(group, _PERCENTILE_KEY.sub(r"\1_\2", key))   # ttft_p50_ms -> ttft_p50
     return row
 
 

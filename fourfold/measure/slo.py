@@ -34,12 +34,17 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from fourfold.errors import SLOSpecError
+from fourfold.measure.metric_names import names_where, summary_value
+from fourfold.measure.metrics import SLO_METRICS
 
-LATENCY_BASES = ("ttft", "ttfb", "itl", "tpot", "e2e", "queue")
+# the names a clause may use, from the metric registry (measure.metric_names): the latencies,
+# shares and per-second rates of summary.json's groups, and the quality block's scores
+LATENCY_BASES = tuple(m.short for m in names_where("summary", "distribution", "ms"))
 LATENCY_STATS = ("p50", "p90", "p95", "p99", "mean", "min", "max")
-RATE_METRICS = ("error_rate", "interruption_rate", "stall_rate", "conn_reuse", "goodput_ratio")
-THROUGHPUT_METRICS = {"output_tps": "tok/s", "request_rps": "req/s", "goodput_rps": "req/s"}
-QUALITY_METRICS = ("similarity_mean", "similarity_p5", "similarity_p50", "structure_compliance")
+RATE_METRICS = tuple(m.name for m in names_where("summary", "ratio"))
+THROUGHPUT_METRICS = {m.name: m.unit for m in names_where("summary", "rate")}
+QUALITY_METRICS = tuple(f"{m.short}_{stat}" if m.kind == "distribution" else m.name
+                        for m in names_where("quality") for stat in (m.stats or ("",)))
 AGGREGATED = "Aggregated"
 PASS_EXIT_CODE, MISS_EXIT_CODE = 0, 3
 
@@ -278,8 +283,8 @@ def goodput_thresholds(slos: Iterable[SLO]) -> dict[str, float]:
         if slo.kind != "latency" or slo.op not in ("<", "<="):
             continue
         base, _, stat = slo.metric.rpartition("_")
-        if stat in _GOODPUT_STATS:
-            name = f"{base}_ms"
+        name = f"{base}_ms"
+        if stat in _GOODPUT_STATS and name in SLO_METRICS:
             limits[name] = min(limits.get(name, math.inf), slo.threshold)
     return limits
 
@@ -312,7 +317,7 @@ def _measure(slo: SLO, summary: dict[str, Any], quality: str) -> Verdict:
         scores = block.get("total") if not slo.scope else (block.get("by_scenario") or {}).get(slo.scope)
         if not isinstance(scores, dict):
             return Verdict(slo, "no_data", reason=f"no scored answers for {slo.scope}")
-        value = scores.get(slo.metric)
+        value = summary_value(scores, slo.metric)
         if value is None:
             why = ("no scored answer had a reference answer" if slo.metric.startswith("similarity") else
                    "no scored answer was judged for structure (answers that ask for no item count, and "
@@ -323,11 +328,7 @@ def _measure(slo: SLO, summary: dict[str, Any], quality: str) -> Verdict:
     if group is None:
         return Verdict(slo, "no_data", reason=f"no requests for {slo.scope} in this run "
                        f"(level:scenario seen: {_scopes(summary)})")
-    if slo.kind == "latency":
-        base, _, stat = slo.metric.rpartition("_")
-        value = (group.get(f"{base}_ms") or {}).get(stat)
-    else:
-        value = group.get(slo.metric)
+    value = summary_value(group, slo.metric)
     if value is None:
         return Verdict(slo, "no_data", reason=f"no value for {slo.metric} "
                        f"({group.get('requests', 0)} requests, {group.get('ok', 0)} ok)")
