@@ -31,8 +31,8 @@ the tree.
 Not in the tree, on purpose: exceptions that never leave the code that raises them. A server's
 bad request becomes its HTTP error answer (``targets.sim.httpio.HttpParseError``,
 ``targets.sim.wire.WireError``, ``targets.rag.server.BadRequest``); the rest are private
-control flow (``measure.transport`` retries a ``_StaleConnection`` on a fresh connection,
-``levels.runtime._RequestFailed``, ``reports.cache._Uncacheable``). Bad input from a server
+control flow (``measure.transport`` retries a ``measure.h1wire.StaleConnection`` on a fresh
+connection; ``levels.runtime._RequestFailed``, ``reports.cache._Uncacheable``). Bad input from a server
 under test is never an exception here at all: it is a record's ``error_class``.
 """
 

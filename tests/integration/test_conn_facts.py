@@ -64,16 +64,16 @@ def test_a_bad_content_length_leaves_no_watchdog_behind():
 def test_the_body_is_read_by_the_transport_in_one_loop(monkeypatch):
     """send() must reach RawH1Transport's read_into through httpx's wrapper around the stream
     (BoundSyncStream); through iter_raw every token also went through httpx's generators."""
-    from fourfold.measure import transport
+    from fourfold.measure.h1body import RawStream
 
     calls = []
-    original = transport._RawStream.read_into
+    original = RawStream.read_into
 
     def spy(self, *args):  # type: ignore[no-untyped-def]
         calls.append(self._reader is not None)
         return original(self, *args)
 
-    monkeypatch.setattr(transport._RawStream, "read_into", spy)
+    monkeypatch.setattr(RawStream, "read_into", spy)
     dialect = get_dialect("openai")
     request = dialect.build(ITEM, RequestOptions(max_tokens=20, ignore_eos=True))
     with start_simulator("flat") as sim:
