@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from fourfold.measure.dialects.base import HttpRequest, RequestOptions
-from fourfold.measure.dialects.openai_chat import JsonEventParser, classify_error_message, error_message
+from fourfold.measure.dialects.jsonevents import JsonEventParser, classify_error_message, error_message
 from fourfold.measure.items import Item
 from fourfold.measure.sse import DEFAULT_MAX_EVENT_BYTES, SSEEvent
 

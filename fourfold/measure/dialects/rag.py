@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fourfold.measure.dialects.base import HttpRequest, RequestOptions
-from fourfold.measure.dialects.openai_chat import JsonEventParser, loads_event
+from fourfold.measure.dialects.jsonevents import JsonEventParser, loads_event
 from fourfold.measure.items import Item
 from fourfold.measure.sse import DEFAULT_MAX_EVENT_BYTES, SSEEvent
 

@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import quote
 
 from fourfold.measure.dialects.base import HttpRequest, RequestOptions
-from fourfold.measure.dialects.openai_chat import JsonEventParser
+from fourfold.measure.dialects.jsonevents import JsonEventParser
 from fourfold.measure.items import Item
 from fourfold.measure.sse import DEFAULT_MAX_EVENT_BYTES, SSEEvent
 
