@@ -105,7 +105,8 @@ class SplitError(UsageError, ValueError):
 # ---- the environment: models and embedded targets ----
 
 class ModelUnavailable(FourfoldError):
-    """The embedding model (or the library that runs it) is not installed; the message says what to install."""
+    """The embedding model (or the library that runs it) is not installed; the message says what to
+    install."""
 
 
 class TargetStartError(FourfoldError, RuntimeError):

@@ -91,7 +91,7 @@ def _leave_compare_cache(run_dir: str) -> None:
     scored run is then as fast as a repeated one. A run that cannot be read or written that way
     only loses the cache; scoring has succeeded either way."""
     from fourfold.reports.cache import CACHE_FILE
-    from fourfold.reports.load import RunDirError, load_run
+    from fourfold.reports.load import load_run
 
     try:
         load_run(run_dir)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from fourfold.errors import UsageError
+from fourfold.errors import RunDirError, UsageError
 
 
 def add_arguments(cmd: argparse.ArgumentParser) -> None:
@@ -21,7 +21,7 @@ def run(args: argparse.Namespace, rest: list[str]) -> int:
 
     run_dir = Path(args.run_dir)
     if not (run_dir / "records.jsonl").exists():
-        raise UsageError(f"{run_dir}: no records.jsonl (not a run directory)")
+        raise RunDirError(f"{run_dir}: no records.jsonl (not a run directory)")
     records = list(read_records(run_dir))
     embed = None
     if not args.no_similarity:

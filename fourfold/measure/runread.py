@@ -137,5 +137,5 @@ def latest_run(base: PathLike = "runs", label: str | None = None) -> Path | None
 
 
 __all__ = ["RECORD_KEYS", "RecordsFormatError", "RunDirError", "RunLogWarning", "SchemaError", "check_record",
-           "find_runs", "is_run_dir", "latest_run", "read_json_object", "read_meta", "read_records", "read_summary",
-           "run_label"]
+           "find_runs", "is_run_dir", "latest_run", "read_json_object", "read_meta", "read_records",
+           "read_summary", "run_label"]
