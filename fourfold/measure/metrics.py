@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fourfold.measure.record import FAILURE_CLASSES
-from fourfold.measure.rhythm import chunk_tokens, chunk_tokens_array, is_stall
+from fourfold.measure.rhythm import chunk_tokens, is_stall, tokens_through
 
 if TYPE_CHECKING:
     from fourfold.measure.record import RequestRecord
@@ -183,18 +183,32 @@ def token_seconds_array(started_s: np.ndarray, end_s: np.ndarray, tokens: np.nda
     """:func:`tokens_by_second` over many records, as ``(seconds, tokens)`` pairs to be summed by
     second. ``lens[i]`` is record i's number of chunk offsets, ``offsets_ms`` all of them, record
     after record; ``end_s`` (:func:`end_s` of each record) places a record with tokens and no
-    offsets."""
-    tokens = np.nan_to_num(np.asarray(tokens, dtype=np.float64)).astype(np.int64)
-    tokens = np.maximum(tokens, 0)
+    offsets. The chunks of one record that arrived in one second carry
+    ``tokens_through(j1) - tokens_through(j0)`` (j0..j1: their positions), so only the runs of
+    chunks per second are computed, not every chunk's share."""
+    tokens = np.maximum(np.nan_to_num(np.asarray(tokens, dtype=np.float64)), 0).astype(np.int64)
     lens = np.asarray(lens, dtype=np.int64)
-    shares = chunk_tokens_array(tokens, lens)
-    seconds = np.floor(np.repeat(np.asarray(started_s, dtype=np.float64), lens)
-                       + np.asarray(offsets_ms, dtype=np.float64) / 1000)
-    carried = shares > 0
+    first = np.zeros(len(lens) + 1, dtype=np.int64)
+    np.cumsum(lens, out=first[1:])
     whole = (lens == 0) & (tokens > 0)
-    return (np.concatenate([seconds[carried].astype(np.int64),
-                            np.floor(np.asarray(end_s, dtype=np.float64)[whole]).astype(np.int64)]),
-            np.concatenate([shares[carried], tokens[whole]]))
+    whole_seconds = np.floor(np.asarray(end_s, dtype=np.float64)[whole]).astype(np.int64)
+    total = int(first[-1])
+    if not total:
+        return whole_seconds, tokens[whole]
+    seconds = np.floor(np.repeat(np.asarray(started_s, dtype=np.float64), lens)
+                       + np.asarray(offsets_ms, dtype=np.float64) / 1000).astype(np.int64)
+    run_start = np.empty(total, dtype=bool)              # a chunk that starts a run: new record or new second
+    run_start[0] = True
+    np.not_equal(seconds[1:], seconds[:-1], out=run_start[1:])
+    run_start[first[:-1][lens > 0]] = True
+    begin = np.flatnonzero(run_start)
+    end = np.append(begin[1:], total)
+    record = np.searchsorted(first, begin, side="right") - 1
+    t, n = tokens[record], lens[record]
+    carried = tokens_through(end - first[record], t, n) - tokens_through(begin - first[record], t, n)
+    keep = carried > 0
+    return (np.concatenate([seconds[begin[keep]], whole_seconds]),
+            np.concatenate([carried[keep], tokens[whole]]))
 
 
 # ---- per run ----

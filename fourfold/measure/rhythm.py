@@ -6,15 +6,16 @@ functions read the arrival times of a stream's content chunks (``RequestRecord.c
 milliseconds since the request was sent) and say how it flowed. They are the one definition of
 each chunk-timing quantity: ``RequestRecord.itl_ms`` is :func:`gaps_ms`, :mod:`measure.stats`
 and the report's reader count stalls with :func:`is_stall`, tokens per second spread a record's
-tokens with :func:`chunk_tokens` (:func:`chunk_tokens_array` over many records), and the HTML
+tokens with :func:`chunk_tokens` (:func:`tokens_through` over many records), and the HTML
 report draws :func:`waveform`.
 
 - :func:`gaps_ms`: the gaps between consecutive chunks (pooled, they are ``itl_ms``);
 - :func:`stalls`: the gaps above a threshold (150 ms by default: where a UI would show a
   "thinking..." placeholder), with where they happened;
 - :func:`chunk_tokens`: how a record's output tokens are spread over its chunks when the server
-  reports ``usage`` (chunk ``j`` of ``n`` carries ``(j+1)*T//n - j*T//n`` of ``T``: integers
-  that add up to ``T``);
+  reports ``usage``: the first ``k`` of ``n`` chunks carry ``k*T//n`` of ``T``
+  (:func:`tokens_through`), so chunk ``j`` carries ``(j+1)*T//n - j*T//n``, integers that add
+  up to ``T``;
 - :func:`waveform`: tokens received per interval since the request was sent;
 - :func:`jitter_ms`: the standard deviation of the gaps between chunks (population, ms);
 - :func:`pulse_frequency_hz`: the dominant frequency of token arrivals, from the spectrum of the
@@ -73,24 +74,16 @@ def jitter_ms(offsets_ms: Sequence[float]) -> float:
     return float(np.std(gaps))
 
 
+def tokens_through(k: int | np.ndarray, tokens: int | np.ndarray, chunks: int | np.ndarray) -> int | np.ndarray:
+    """How many of ``tokens`` spread over ``chunks`` chunks the first ``k`` chunks carry:
+    ``k * tokens // chunks`` (ints, or elementwise over integer arrays)."""
+    return k * tokens // chunks
+
+
 def chunk_tokens(tokens: int, chunks: int) -> list[int]:
     """``tokens`` spread over ``chunks`` content chunks in integers (see module docstring)."""
-    return [(j + 1) * tokens // chunks - j * tokens // chunks for j in range(chunks)]
-
-
-def chunk_tokens_array(tokens: np.ndarray, lens: np.ndarray) -> np.ndarray:
-    """:func:`chunk_tokens` for many records at once: record ``i`` has ``tokens[i]`` tokens over
-    ``lens[i]`` chunks; the shares come record after record (``lens.sum()`` of them)."""
-    tokens = np.asarray(tokens, dtype=np.int64)
-    lens = np.asarray(lens, dtype=np.int64)
-    streamed = lens > 0
-    if np.array_equal(tokens[streamed], lens[streamed]):     # one token per chunk, the common case
-        return np.ones(int(lens.sum()), dtype=np.int64)
-    first = np.zeros(len(lens) + 1, dtype=np.int64)
-    np.cumsum(lens, out=first[1:])
-    j = np.arange(int(first[-1]), dtype=np.int64) - np.repeat(first[:-1], lens)
-    total, n = np.repeat(tokens, lens), np.repeat(lens, lens)
-    return (j + 1) * total // n - j * total // n
+    return [tokens_through(j + 1, tokens, chunks) - tokens_through(j, tokens, chunks)  # type: ignore[misc]
+            for j in range(chunks)]
 
 
 def waveform(offsets_ms: Sequence[float], output_tokens: int | None = None,

@@ -40,7 +40,7 @@ from fourfold.reports.records import GapHistogram, GroupKey, RecordTable
 __all__ = ["CACHE_FILE", "CACHE_VERSION", "CachedScores", "RunCache", "Stamp", "stamp"]
 
 CACHE_FILE = "compare-cache.npz"
-CACHE_VERSION = 2
+CACHE_VERSION = 3
 EDGE_BYTES = 64 << 10
 _SEP = "\x1f"
 _DAMAGED = (OSError, ValueError, KeyError, IndexError, TypeError, EOFError, zipfile.BadZipFile)

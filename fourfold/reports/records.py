@@ -45,8 +45,9 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 
 from fourfold.errors import RecordsFormatError, SchemaError
-from fourfold.measure.histogram import DEFAULT_ALPHA, ZERO_CUTOFF
-from fourfold.measure.record import FAILURE_CLASSES, SCHEMA_VERSION
+from fourfold.measure.histogram import ZERO_KEY, bucket_keys
+from fourfold.measure.metrics import end_offset_ms_array, is_stall, ok_array, token_seconds_array
+from fourfold.measure.record import SCHEMA_VERSION
 
 try:
     from fourfold.reports import (
@@ -79,28 +80,6 @@ _EXTRA_MARKS = (b'"session_completed"', b'"recall_at_k"')
 _SCHEMA_TAIL = b',"schema":%d}' % SCHEMA_VERSION
 _SCHEMA_KEY = b',"schema":'
 _GET_SCALARS = operator.itemgetter(*SCALARS)
-_GAMMA = (1.0 + DEFAULT_ALPHA) / (1.0 - DEFAULT_ALPHA)
-_INV_LOG_GAMMA = 1.0 / math.log(_GAMMA)
-ZERO_KEY = -(1 << 30)          # the bucket key of gaps below ZERO_CUTOFF
-
-
-def bucket_keys(values: np.ndarray) -> np.ndarray:
-    """LogHistogram bucket keys of non-negative values (``ZERO_KEY`` below ZERO_CUTOFF)."""
-    values = np.asarray(values, dtype=np.float64)
-    big = values >= ZERO_CUTOFF
-    if big.all():
-        return np.ceil(np.log(values) * _INV_LOG_GAMMA).astype(np.int64)
-    keys = np.full(values.shape, ZERO_KEY, dtype=np.int64)
-    keys[big] = np.ceil(np.log(values[big]) * _INV_LOG_GAMMA).astype(np.int64)
-    return keys
-
-
-def bucket_values(keys: np.ndarray) -> np.ndarray:
-    """The representative value of each bucket key (0 for the zero bucket)."""
-    keys = np.asarray(keys, dtype=np.int64)
-    out = 2.0 * np.power(_GAMMA, keys.astype(np.float64)) / (_GAMMA + 1.0)
-    out[keys == ZERO_KEY] = 0.0
-    return out
 
 
 @dataclass
@@ -236,7 +215,7 @@ class _Accumulator:
             "started_at": col["started_at"].copy(),
             "status": np.nan_to_num(col["status"], nan=0.0).astype(np.int32),
             "ttfb_ms": col["ttfb_ms"].copy(), "ttft_ms": col["ttft_ms"].copy(), "e2e_ms": col["e2e_ms"].copy(),
-            "queue_ms": col["queue_ms"].astype(np.float32),
+            "queue_ms": col["queue_ms"].copy(),
             "output_tokens": col["output_tokens"].copy(),
             "terminal": col["terminal"] != 0,
             "conn_reused": col["conn_reused"].astype(np.float32),
@@ -244,7 +223,7 @@ class _Accumulator:
             "line_offset": np.array(line_offsets, dtype=np.int64), "n_chunks": lens.astype(np.int32),
         })
         frame["output_tokens"] = frame["output_tokens"].fillna(0.0)
-        ok = ~np.isin(error_class, list(FAILURE_CLASSES))
+        ok = ok_array(error_class)
         frame["ok"] = ok
 
         # gaps between consecutive chunks of the same record
@@ -269,8 +248,8 @@ class _Accumulator:
         first, last = np.full(n, np.nan), np.full(n, np.nan)
         first[non_empty] = flat[starts[:-1][non_empty]]
         last[non_empty] = flat[starts[1:][non_empty] - 1]
-        frame["stalls"] = np.bincount(gap_rec[gaps > self.stall_ms], minlength=n).astype(np.int32)
-        frame["max_gap_ms"] = max_gap.astype(np.float32)
+        frame["stalls"] = np.bincount(gap_rec[is_stall(gaps, self.stall_ms)], minlength=n).astype(np.int32)
+        frame["max_gap_ms"] = max_gap            # float64, like queue_ms: goodput compares them with limits
         frame["first_chunk_ms"], frame["last_chunk_ms"] = first.astype(np.float32), last
 
         frame = frame[keep].reset_index(drop=True)
@@ -287,7 +266,7 @@ class _Accumulator:
         codes, uniques = pd.factorize(pd.Series(names, dtype=object))
         started = col["started_at"]
         tokens = np.nan_to_num(col["output_tokens"])
-        e2e = col["e2e_ms"]
+        end = started + end_offset_ms_array(col["e2e_ms"], col["ttft_ms"], col["ttfb_ms"], last) / 1000
         for code, name in enumerate(uniques):
             level, scenario, variant = str(name).split("\x1f")
             key = (level, scenario, variant)
@@ -300,33 +279,22 @@ class _Accumulator:
             self.ok_with_gaps[key] = self.ok_with_gaps.get(key, 0) + int(with_gaps.size)
             sampler = self.samplers.setdefault(key, _GapSampler(self.sample_cap))
             sampler.offer(gaps, gap_starts[with_gaps], gap_starts[with_gaps + 1])
-            self._add_tokens(key, member, lens, flat, chunk_rec, started, tokens, e2e)
+            self._add_tokens(key, member, lens, flat, chunk_rec, started, tokens, end)
         self.frames.append(frame)
 
     def _add_tokens(self, key: GroupKey, member: np.ndarray, lens: np.ndarray, flat: np.ndarray,
-                    chunk_rec: np.ndarray, started: np.ndarray, tokens: np.ndarray, e2e: np.ndarray) -> None:
-        """Output tokens by Unix second of arrival, spread evenly over each record's chunks
-        (``chunk_rec``: the record of each offset in ``flat``)."""
-        seconds: list[np.ndarray] = []
-        weights: list[np.ndarray] = []
-        streamed = member & (lens > 0) & (tokens > 0)
-        if streamed.any():
-            if streamed[lens > 0].all():          # every chunk of the block counts: no selection
-                rec, offsets = chunk_rec, flat
-            else:
-                on = streamed[chunk_rec]
-                rec, offsets = chunk_rec[on], flat[on]
-            seconds.append(np.floor(started[rec] + offsets / 1000.0).astype(np.int64))
-            per_chunk = np.zeros(len(lens))
-            per_chunk[streamed] = tokens[streamed] / lens[streamed]
-            weights.append(per_chunk[rec])
-        whole = member & (lens == 0) & (tokens > 0)
-        if whole.any():
-            seconds.append(np.floor(started[whole] + np.nan_to_num(e2e[whole]) / 1000.0).astype(np.int64))
-            weights.append(tokens[whole])
-        if not seconds:
+                    chunk_rec: np.ndarray, started: np.ndarray, tokens: np.ndarray, end: np.ndarray) -> None:
+        """Output tokens by Unix second of arrival (:func:`measure.metrics.token_seconds_array`;
+        ``chunk_rec``: the record of each offset in ``flat``)."""
+        if not (member & (tokens > 0)).any():
             return
-        sec, w = np.concatenate(seconds), np.concatenate(weights)
+        if member.all():          # every record of the block is in the group: no selection
+            sec, w = token_seconds_array(started, end, tokens, lens, flat)
+        else:
+            sec, w = token_seconds_array(started[member], end[member], tokens[member], lens[member],
+                                         flat[member[chunk_rec]])
+        if not sec.size:
+            return
         base = int(sec.min())
         sums = np.bincount(sec - base, weights=w)
         target = self.tokens.setdefault(key, {})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import numpy as np
@@ -10,13 +11,13 @@ import pytest
 from fourfold.measure.record import RequestRecord
 from fourfold.measure.rhythm import (
     chunk_tokens,
-    chunk_tokens_array,
     gaps_ms,
     is_stall,
     jitter_ms,
     pulse_frequency_hz,
     rhythm,
     stalls,
+    tokens_through,
     waveform,
 )
 
@@ -96,13 +97,14 @@ def test_chunk_tokens_are_integers_that_add_up(tokens, chunks):
     assert max(shares) - min(shares) <= 1
 
 
-def test_chunk_tokens_array_is_chunk_tokens_record_after_record():
+def test_tokens_through_is_the_running_sum_of_chunk_tokens_over_arrays_too():
     rng = random.Random(3)
-    tokens = [rng.randint(0, 60) for _ in range(200)]
-    lens = [rng.randint(0, 20) for _ in range(200)]
-    expected = [share for t, n in zip(tokens, lens) for share in chunk_tokens(t, n)]
-    assert chunk_tokens_array(np.array(tokens), np.array(lens)).tolist() == expected
-    assert chunk_tokens_array(np.array(lens), np.array(lens)).tolist() == [1] * sum(lens)   # the fast path
+    for _ in range(200):
+        tokens, chunks = rng.randint(0, 60), rng.randint(1, 20)
+        shares = chunk_tokens(tokens, chunks)
+        assert [tokens_through(k, tokens, chunks) for k in range(chunks + 1)] == [0, *itertools.accumulate(shares)]
+    k, t, n = np.array([0, 1, 2, 3]), np.array([7, 7, 7, 7]), np.array([3, 3, 3, 3])
+    assert tokens_through(k, t, n).tolist() == [0, 2, 4, 7]
 
 
 def test_gaps_and_stalls_are_the_record_s():
