@@ -40,8 +40,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from fourfold.data import DATA_DIR  # noqa: E402
 from fourfold.fingerprint.embedder import CachedEmbedder, EmbeddingCache, MiniLMEmbedder, text_key  # noqa: E402
-from fourfold.measure.items import DATA_DIR, load_items  # noqa: E402
+from fourfold.measure.items import load_items  # noqa: E402
 
 _SENTENCE_RE = re.compile(r"[^.!?\n]+[.!?]")
 

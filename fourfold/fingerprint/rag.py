@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from fourfold.data import DATA_DIR
 from fourfold.fingerprint.embedder import Embedder
 from fourfold.fingerprint.score import ScoreRow, distribution, groundedness
-from fourfold.measure.items import DATA_DIR
 from fourfold.measure.rag import CorpusDoc, load_corpus
 from fourfold.measure.record import RequestRecord
 

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from fourfold.data import DATA_DIR
 from fourfold.errors import RunDirError, UsageError
 from fourfold.fingerprint.embedder import (
     DEFAULT_BATCH_SIZE,
@@ -59,7 +60,7 @@ from fourfold.fingerprint.structure import (
     punctuation_counts,
     requested_items,
 )
-from fourfold.measure.items import DATA_DIR, Item, load_items
+from fourfold.measure.items import Item, load_items
 from fourfold.measure.record import RequestRecord
 from fourfold.measure.runlog import RECORDS_FILE, SUMMARY_FILE, write_json_atomic
 from fourfold.measure.runread import read_meta, read_records, read_summary

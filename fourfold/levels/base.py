@@ -20,12 +20,13 @@ from typing import Any, ClassVar
 import httpx
 from locust import User, constant
 
+from fourfold.data import DATA_DIR
 from fourfold.levels import hooks
 from fourfold.levels.options import Settings
 from fourfold.levels.runtime import Runtime, get_runtime
 from fourfold.measure.client import make_http_client
 from fourfold.measure.dialects import RequestOptions, get_dialect
-from fourfold.measure.items import DATA_DIR, Item, load_items
+from fourfold.measure.items import Item, load_items
 from fourfold.measure.record import RequestRecord
 from fourfold.measure.stream import UNSENT, StreamLimits, send
 
@@ -35,8 +36,6 @@ logging.getLogger("httpcore").setLevel(logging.WARNING)
 _USER_IDS = itertools.count()
 _ITEMS: dict[str, list[Item]] = {}
 DEFAULT_DATASET = DATA_DIR / "prompts" / "prompts.jsonl"
-
-hooks.install()
 
 
 def dataset(path: str) -> list[Item]:
@@ -90,6 +89,16 @@ class LLMUser(User):
         self.client = make_client(self.settings, self.host or "")
         self._warmups_left = self.settings.warmup_requests
         self.mirror = Mirror(self.settings) if self.settings.mirror_host else None
+
+    @classmethod
+    def add_arguments(cls, parser: Any, **_kw: Any) -> None:
+        """``events.init_command_line_parser`` listener: fourfold's options (and this level's)."""
+        hooks.add_arguments(parser)
+
+    @classmethod
+    def register(cls, environment: Any, **_kw: Any) -> None:
+        """``events.init`` listener: attaches fourfold's listeners (and this level's) to ``environment``."""
+        hooks.register(environment)
 
     @classmethod
     def start_embedded(cls, settings: Settings) -> tuple[str, list[Any]]:

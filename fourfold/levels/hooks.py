@@ -1,4 +1,12 @@
-"""Locust event listeners for every fourfold level, installed once by :func:`install`.
+"""Locust event listeners for every fourfold level, attached explicitly (never on import).
+
+A locustfile attaches them with Locust's own events, as Locust's contrib modules do::
+
+    events.init_command_line_parser.add_listener(RagUser.add_arguments)   # fourfold's options
+    events.init.add_listener(RagUser.register)                            # everything below
+
+:func:`add_arguments` and :func:`register` are the shared halves that every level's pair calls
+first; both are idempotent per parser and per environment.
 
 - ``init_command_line_parser``: fourfold's options (:mod:`levels.options`).
 - ``init``: the environment's Runtime; with no ``--host`` (local runner or master), the level's
@@ -16,8 +24,6 @@ import atexit
 import logging
 import sys
 from typing import Any
-
-from locust import events
 
 from fourfold.levels import options as _options
 from fourfold.levels import slogate
@@ -184,22 +190,41 @@ def stop_embedded() -> None:
             log.exception("fourfold: stopping an embedded target failed")
 
 
-_INSTALLED: set[str] = set()
+def first_time(target: Any, key: str) -> bool:
+    """True the first time ``key`` is registered on ``target`` (a parser or an environment)."""
+    seen: set[str] = target.__dict__.setdefault("_fourfold_registered", set())
+    if key in seen:
+        return False
+    seen.add(key)
+    return True
 
 
-def install_listeners(key: str, **listeners: Any) -> None:
-    """Attach ``event_name=listener`` pairs to Locust's global events, once per process per ``key``.
+def add_arguments(parser: Any, **_kw: Any) -> None:
+    """``init_command_line_parser`` listener: fourfold's shared options, once per parser."""
+    if first_time(parser, "fourfold"):
+        _on_parser(parser)
 
-    Levels register their own listeners this way on import; the order of the pairs is the order
-    of registration (``quitting`` listeners then run in reverse order)."""
-    if key in _INSTALLED:
+
+def register(environment: Any, **_kw: Any) -> None:
+    """``init`` listener: the environment's runtime and embedded targets now, then the shared
+    ``test_start``/``test_stop``/``quitting`` listeners on ``environment.events`` (once)."""
+    if not first_time(environment, "fourfold"):
         return
-    _INSTALLED.add(key)
+    _on_init(environment)
+    ev = environment.events
+    ev.test_start.add_listener(_on_test_start)
+    ev.test_stop.add_listener(_on_test_stop)
+    ev.quitting.add_listener(_on_quitting)
+
+
+def register_level(environment: Any, key: str, init: Any = None, **listeners: Any) -> None:
+    """A level's ``init`` listener: the shared registration first, then the level's ``init`` work and
+    its ``event_name=listener`` pairs, once per environment. Order matters: a level's listeners come
+    after the shared ones, so its ``quitting`` listener (fired in reverse) runs before the summary."""
+    register(environment)
+    if not first_time(environment, key):
+        return
+    if init is not None:
+        init(environment)
     for event_name, listener in listeners.items():
-        getattr(events, event_name).add_listener(listener)
-
-
-def install() -> None:
-    """Attach the shared listeners to Locust's global events (once per process)."""
-    install_listeners("fourfold", init_command_line_parser=_on_parser, init=_on_init,
-                      test_start=_on_test_start, test_stop=_on_test_stop, quitting=_on_quitting)
+        getattr(environment.events, event_name).add_listener(listener)

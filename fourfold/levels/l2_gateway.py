@@ -96,6 +96,14 @@ class GatewayBase(LLMUser):
     level = "l2"
     force_http2: ClassVar[bool | None] = None      # None: --http2 decides
 
+    @classmethod
+    def add_arguments(cls, parser: Any, **_kw: Any) -> None:
+        add_arguments(parser)
+
+    @classmethod
+    def register(cls, environment: Any, **_kw: Any) -> None:
+        register(environment)
+
     def __init__(self, environment: Any) -> None:
         super().__init__(environment)
         self.l2 = get_state(environment)
@@ -359,11 +367,15 @@ def l2_report(summary: dict[str, Any], state: L2State, options: Any) -> tuple[di
     return report, notes
 
 
-def install() -> None:
-    """Attach L2's listeners (once per process; after the shared hooks, so L2's quitting listener runs first)."""
-    hooks.install_listeners("l2", init_command_line_parser=_on_parser, init=_on_init, test_start=_on_test_start, quitting=_on_quitting)
+def add_arguments(parser: Any, **_kw: Any) -> None:
+    """``init_command_line_parser`` listener: the shared options, then L2's (once per parser)."""
+    hooks.add_arguments(parser)
+    if hooks.first_time(parser, "l2"):
+        _on_parser(parser)
 
 
-install()
+def register(environment: Any, **_kw: Any) -> None:
+    """``init`` listener: the shared listeners, then L2's (so L2's quitting listener runs first)."""
+    hooks.register_level(environment, "l2", _on_init, test_start=_on_test_start, quitting=_on_quitting)
 
 __all__ = ["GatewayUser", "H1User", "H2User", "OpenLoopUser", "l2_report"]

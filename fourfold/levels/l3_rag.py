@@ -15,8 +15,8 @@ With no ``--host`` the simulator (answering the RAG questions from the dataset) 
 reference RAG service (``targets.rag``; ``--rag-retriever``, ``--rag-rerank``, ``--rag-top-k``)
 start on loopback and stop at the end.
 
-The options are registered on Locust's parser when this module is imported (so they appear only
-for L3), and :func:`install` attaches the listeners that keep the ``rag`` block: fed by the users
+The locustfile attaches :func:`add_arguments` (L3's options, so they appear only for L3) and
+:func:`register` (``RagUser.add_arguments`` / ``RagUser.register``), which attaches the listeners that keep the ``rag`` block: fed by the users
 on a local runner, and on a master from the records the workers ship.
 """
 
@@ -32,16 +32,16 @@ from typing import Any
 
 from locust import task
 
+from fourfold.data import DATA_DIR
 from fourfold.levels import hooks
 from fourfold.levels.base import LLMUser, dataset
 from fourfold.levels.options import Settings
 from fourfold.levels.runtime import get_runtime
 from fourfold.measure.dialects.rag import DEFAULT_TEMPLATE, RagDialect, RagWire
-from fourfold.measure.items import DATA_DIR
 from fourfold.measure.rag import CorpusDoc, RagStats, annotate, format_rag, load_corpus
 from fourfold.measure.record import RequestRecord
 
-__all__ = ["DEFAULT_CORPUS", "DEFAULT_QUESTIONS", "RagSettings", "RagUser", "install", "register_options"]
+__all__ = ["DEFAULT_CORPUS", "DEFAULT_QUESTIONS", "RagSettings", "RagUser", "add_arguments", "register", "register_options"]
 
 log = logging.getLogger("fourfold")
 DEFAULT_QUESTIONS = DATA_DIR / "rag" / "questions.jsonl"
@@ -127,6 +127,14 @@ class RagUser(LLMUser):
 
     level = "l3"
     scenario = "rag"
+
+    @classmethod
+    def add_arguments(cls, parser: Any, **_kw: Any) -> None:
+        add_arguments(parser)
+
+    @classmethod
+    def register(cls, environment: Any, **_kw: Any) -> None:
+        register(environment)
 
     def __init__(self, environment: Any) -> None:
         super().__init__(environment)
@@ -270,9 +278,13 @@ def _on_quitting(environment: Any, **_kw: Any) -> None:
     print(format_rag(block), file=sys.stdout if environment.parsed_options is not None else sys.stderr)
 
 
-def install() -> None:
-    """Attach L3's listeners (once per process; after the shared hooks)."""
-    hooks.install_listeners("l3", init_command_line_parser=_on_parser, init=_on_init, test_start=_on_test_start, quitting=_on_quitting)
+def add_arguments(parser: Any, **_kw: Any) -> None:
+    """``init_command_line_parser`` listener: the shared options, then L3's (once per parser)."""
+    hooks.add_arguments(parser)
+    if hooks.first_time(parser, "l3"):
+        _on_parser(parser)
 
 
-install()
+def register(environment: Any, **_kw: Any) -> None:
+    """``init`` listener: the shared listeners, then L3's."""
+    hooks.register_level(environment, "l3", _on_init, test_start=_on_test_start, quitting=_on_quitting)

@@ -38,6 +38,7 @@ from locust import task
 from locust.exception import StopUser
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, LocalRunner, WorkerRunner
 
+from fourfold.data import DATA_DIR
 from fourfold.levels import hooks
 from fourfold.levels.base import LLMUser, make_client, simulator_gateway_args
 from fourfold.levels.l4_ab import SplitError, assign_variant
@@ -46,7 +47,7 @@ from fourfold.levels.l4_scripts import Conversation, SessionScript, script_from_
 from fourfold.levels.l4_stats import SessionStats, format_sessions
 from fourfold.levels.options import Settings
 from fourfold.levels.runtime import get_runtime
-from fourfold.measure.items import DATA_DIR, Item, load_items
+from fourfold.measure.items import Item, load_items
 from fourfold.measure.record import RequestRecord
 from fourfold.measure.stats import end_s
 
@@ -139,6 +140,10 @@ class SessionUser(LLMUser):
 
     level = "l4"
     scenario = "session"
+
+    @classmethod
+    def register(cls, environment: Any, **_kw: Any) -> None:
+        register(environment)
 
     def __init__(self, environment: Any) -> None:
         super().__init__(environment)
@@ -233,7 +238,7 @@ class SessionUser(LLMUser):
             raise StopUser()
 
 
-# ---- Locust listeners (installed once per process by install(), on import of this module) ----
+# ---- Locust listeners (attached by SessionUser.register from the locustfile's init listener) ----
 def _is_l4(environment: Any) -> bool:
     return any(isinstance(cls, type) and issubclass(cls, SessionUser) for cls in environment.user_classes)
 
@@ -318,11 +323,8 @@ def _on_quitting(environment: Any, **_kw: Any) -> None:
     run.stop_targets()
 
 
-def install() -> None:
-    """Attach L4's listeners (once per process; after the shared hooks)."""
-    hooks.install_listeners("l4", init=_on_init, test_start=_on_test_start, quitting=_on_quitting)
+def register(environment: Any, **_kw: Any) -> None:
+    """``init`` listener: the shared listeners, then L4's (its options are among the shared ones)."""
+    hooks.register_level(environment, "l4", _on_init, test_start=_on_test_start, quitting=_on_quitting)
 
-
-install()
-
-__all__ = ["DEFAULT_SESSIONS", "SessionUser", "get_session_run", "install", "session_scripts"]
+__all__ = ["DEFAULT_SESSIONS", "SessionUser", "get_session_run", "register", "session_scripts"]

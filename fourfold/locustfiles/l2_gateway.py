@@ -5,7 +5,11 @@ with --ladder off, -u/-r/-t drive a plain closed loop. LadderShape is a Locust L
 in this namespace makes Locust use it (in the web UI, --class-picker offers "Default" instead).
 """
 
-from fourfold.levels.l2_gateway import GatewayUser
-from fourfold.levels.ladder import LadderShape
+from locust import events
+
+from fourfold.levels import GatewayUser, LadderShape
+
+events.init_command_line_parser.add_listener(GatewayUser.add_arguments)
+events.init.add_listener(GatewayUser.register)
 
 __all__ = ["GatewayUser", "LadderShape"]

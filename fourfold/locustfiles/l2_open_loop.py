@@ -5,6 +5,11 @@ One dispatcher (OpenLoopUser, fixed_count 1: -u adds nothing) draws --arrival-pr
 Distributed: run with -u >= the number of workers; each worker gets one dispatcher and its share.
 """
 
-from fourfold.levels.l2_gateway import OpenLoopUser
+from locust import events
+
+from fourfold.levels import OpenLoopUser
+
+events.init_command_line_parser.add_listener(OpenLoopUser.add_arguments)
+events.init.add_listener(OpenLoopUser.register)
 
 __all__ = ["OpenLoopUser"]

@@ -6,6 +6,11 @@ https, h2c prior knowledge over http) share -u by weight (1:1); run one alone by
 HTTP/1.1 only: give --host an HTTP/2 server.
 """
 
-from fourfold.levels.l2_gateway import H1User, H2User
+from locust import events
+
+from fourfold.levels import H1User, H2User
+
+events.init_command_line_parser.add_listener(H1User.add_arguments)
+events.init.add_listener(H1User.register)
 
 __all__ = ["H1User", "H2User"]

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from fourfold.cli import main as cli_main
+from fourfold.data import DATA_DIR
 from fourfold.errors import UsageError
 from fourfold.fingerprint.embedder import (
     CachedEmbedder,
@@ -20,7 +21,7 @@ from fourfold.fingerprint.embedder import (
     default_cache_path,
 )
 from fourfold.fingerprint.runscore import SCORES_FILE, score_run, text_groundedness
-from fourfold.measure.items import DATA_DIR, Item, load_items
+from fourfold.measure.items import Item, load_items
 from fourfold.measure.record import RequestRecord
 from fourfold.measure.runlog import RunWriter
 from fourfold.measure.runread import read_records, read_summary

@@ -9,9 +9,9 @@ from collections import defaultdict
 
 import pytest
 
+from fourfold.data import DATA_DIR
 from fourfold.levels.l4_ab import assign_variant
 from fourfold.levels.l4_scripts import load_scripts
-from fourfold.measure.items import DATA_DIR
 from tests.conftest import LOCUST, free_port, locust_env, only_run_dir, read_jsonl, run_locust
 
 pytestmark = pytest.mark.integration

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from fourfold.data import DATA_DIR
 from fourfold.fingerprint.runscore import select_records
-from fourfold.measure.items import DATA_DIR, load_items
+from fourfold.measure.items import load_items
 from fourfold.measure.record import RequestRecord
 
 

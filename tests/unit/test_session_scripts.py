@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from fourfold.data import DATA_DIR
 from fourfold.levels.l4_scripts import (
     Conversation,
     ScriptError,
@@ -15,7 +16,7 @@ from fourfold.levels.l4_scripts import (
     script_from_dict,
     word_count,
 )
-from fourfold.measure.items import DATA_DIR, load_items
+from fourfold.measure.items import load_items
 from fourfold.targets.sim.perturb import EN_FILLERS, ZH_FILLERS
 from fourfold.targets.sim.sessions import ALL_FIXED_SENTENCES, SessionBook
 

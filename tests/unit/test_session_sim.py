@@ -7,8 +7,8 @@ import random
 
 import pytest
 
+from fourfold.data import DATA_DIR
 from fourfold.levels.l4_scripts import Conversation, load_scripts
-from fourfold.measure.items import DATA_DIR
 from fourfold.targets.sim import wire_openai
 from fourfold.targets.sim.app import SimApp, SimConfig
 from fourfold.targets.sim.profile import load_profile

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from fourfold.data import DATA_DIR
 from fourfold.fingerprint.structure import (
     asks_for_table,
     compliant,
@@ -15,7 +16,7 @@ from fourfold.fingerprint.structure import (
     punctuation_counts,
     requested_items,
 )
-from fourfold.measure.items import DATA_DIR, load_items
+from fourfold.measure.items import load_items
 
 REQUESTED = [
     # English
