@@ -7,8 +7,9 @@
 - ``records.jsonl`` through :func:`reports.records.read_record_table` (fast, bounded memory; a
   torn or damaged line is skipped with a warning, a record of a newer schema or a line that is
   not a fourfold record is refused);
-- ``scores.jsonl`` when ``fourfold score`` has run (``similarity``, ``compliant``, ``groundedness``
-  per scored answer, with its level, scenario, variant and item);
+- ``scores.jsonl`` when ``fourfold score`` has run, through :func:`reports.scores.read_scores`
+  (``similarity``, ``compliant``, ``groundedness`` per scored answer, with its level, scenario,
+  variant and item);
 - the run's dataset (``meta.json`` ``settings.dataset``, else the bundled prompts) to tell
   *structured* prompts (tag ``structured``, or a ``requested_items`` count: "in three points",
   "compare X and Y in a table") from plain ones, for the article's first-token probe.
@@ -24,7 +25,9 @@ Anything wrong raises :class:`RunDirError` (exit code 2) naming the file and the
 ``session@A`` / ``session@B``; the ``@variant`` suffix is dropped so both variants meet in one
 group. Session facts come from the record that ends a session: ``extra["session_completed"]``
 (bool) and ``extra["rounds"]`` (int) (see :mod:`levels.l4_session`); L3 retrieval quality from
-``extra["recall_at_k"]`` and ``extra["precision_at_k"]`` (see :mod:`measure.rag`).
+``extra["recall_at_k"]`` and ``extra["precision_at_k"]`` (see :mod:`measure.rag`). Every
+per-request value (TPOT, interrupted, end time, goodput) is a vectorised form from
+:mod:`measure.metrics`, the same formula summary.json's statistics use per record.
 """
 
 from __future__ import annotations
@@ -38,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 import pandas as pd
 
 from fourfold.data import DATA_DIR
@@ -55,26 +57,24 @@ from fourfold.measure.metrics import (
 from fourfold.measure.record import SCHEMA_VERSION
 from fourfold.measure.runlog import META_FILE, RECORDS_FILE, SUMMARY_FILE
 from fourfold.measure.runread import read_json_object as _read_json_object
-from fourfold.reports.cache import CachedScores, RunCache, stamp
+from fourfold.reports.cache import RunCache, stamp
 from fourfold.reports.compare import GroupSample, ItlSample
 from fourfold.reports.records import (
     GAP_SAMPLE_RECORDS,
     GapHistogram,
     GroupKey,
     RecordTable,
-    loads_or_none,
     read_record_table,
 )
+from fourfold.reports.scores import SCORES_FILE
+from fourfold.reports.scores import read_scores as _read_scores  # (a module global: tests replace it)
 
 __all__ = ["SCORES_FILE", "RunData", "RunDirError", "base_scenario", "group_names", "group_samples", "load_run", "load_runs",
            "prompt_kinds", "run_variants"]
 
-SCORES_FILE = "scores.jsonl"
 DEFAULT_DATASET = DATA_DIR / "prompts" / "prompts.jsonl"
 PACKAGE_DIR = DATA_DIR.parent  # a stored name such as data/rag/corpus.jsonl resolves here
-SCORE_BLOCK_BYTES = 8 << 20
 PARALLEL_BYTES = 256 << 20
-SCORE_COLUMNS = ("level", "scenario", "variant", "item_id", "similarity", "compliant", "groundedness")
 
 
 @dataclass
@@ -198,72 +198,6 @@ def load_runs(paths: list[str | os.PathLike[str]], *, stall_ms: float | None = N
 
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         return list(pool.map(load, paths))
-
-
-def _read_scores(path: Path) -> CachedScores:
-    """scores.jsonl as a frame of SCORE_COLUMNS (one orjson.loads per block of lines; line by line
-    with json.loads when a block does not decode; a missing column is None)."""
-    if not path.is_file():
-        return CachedScores(None)
-    columns: dict[str, list[Any]] = {name: [] for name in SCORE_COLUMNS}
-    bad = 0
-    lineno = 0
-    with open(path, "rb") as fh:
-        while True:
-            lines = fh.readlines(SCORE_BLOCK_BYTES)
-            if not lines:
-                break
-            lines = [line for line in lines if line.strip()]
-            try:
-                rows = orjson.loads(b"[" + b",".join(lines) + b"]")
-            except orjson.JSONDecodeError:
-                rows = [loads_or_none(line) for line in lines]
-            wrong = next((i for i, row in enumerate(rows)
-                          if row is not None and (type(row) is not dict or "item_id" not in row)), None)
-            if wrong is not None:
-                raise RunDirError(f"{path}:{lineno + wrong + 1}: not a fourfold score row (no item_id); "
-                                  "re-run `fourfold score` on the run")
-            lineno += len(rows)
-            if None in rows:
-                rows = [row for row in rows if row is not None]
-                bad += len(lines) - len(rows)
-            for name, values in columns.items():
-                values.extend([row.get(name) for row in rows])
-    frame = pd.DataFrame({name: _text_categories(columns[name]) for name in ("level", "scenario", "variant", "item_id")})
-    for name in ("similarity", "compliant", "groundedness"):
-        frame[name] = _numbers(np.array(columns[name], dtype=object))
-    return CachedScores(frame[list(SCORE_COLUMNS)], bad)
-
-
-def _text_categories(values: list[Any]) -> pd.Categorical:
-    """``Series(values).fillna("").astype(str).astype("category")``, through one dict when every
-    value is text or None (a few distinct names in a million rows)."""
-    index: dict[Any, int] = {}
-    add = index.setdefault
-    codes = np.fromiter((add(v, len(index)) for v in values), dtype=np.int64, count=len(values))
-    if not all(type(v) is str or v is None for v in index):
-        return pd.Categorical(pd.Series(values, dtype=object).fillna("").astype(str).astype("category"))
-    texts = ["" if v is None else v for v in index]
-    categories = sorted(set(texts))
-    position = {text: i for i, text in enumerate(categories)}
-    remap = np.array([position[text] for text in texts], dtype=np.int64)
-    return pd.Categorical.from_codes(remap[codes] if codes.size else codes,
-                                     categories=pd.Index(categories, dtype="str"))
-
-
-def _numbers(values: np.ndarray) -> np.ndarray:
-    """JSON numbers, bools and nulls -> floats (NaN for null or anything else)."""
-    try:
-        return np.array(values, dtype=float)
-    except (TypeError, ValueError):
-        return np.array([_number(v) for v in values], dtype=float)
-
-
-def _number(value: Any) -> float:
-    """JSON number or bool -> float; anything else (None, text) -> NaN."""
-    if isinstance(value, bool):
-        return 1.0 if value else 0.0
-    return float(value) if isinstance(value, (int, float)) else math.nan
 
 
 def _dataset_path(run_dir: Path, settings: dict[str, Any]) -> Path | None:
