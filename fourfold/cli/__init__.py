@@ -87,7 +87,7 @@ def _cmd_score(args: argparse.Namespace, rest: list[str]) -> int:
 
 def _leave_compare_cache(run_dir: str) -> None:
     """Read the scored run once more as ``fourfold compare`` does, which leaves its columnar copy
-    (``compare-cache.npz``, see :mod:`reports.cache`) next to the records: the first compare of a
+    (``compare-cache.npz``, see :mod:`fourfold.reports.cache`) next to the records: the first compare of a
     scored run is then as fast as a repeated one. A run that cannot be read or written that way
     only loses the cache; scoring has succeeded either way."""
     from fourfold.reports.cache import CACHE_FILE

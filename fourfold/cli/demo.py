@@ -8,7 +8,7 @@ For each simulator profile, ``baseline`` then ``candidate``, every level whose l
 - L3 and L4 start their own embedded targets with ``--sim-profile`` (L3 needs its RAG service, L4
   its session scripts), L4 with a short think time.
 
-Then the fingerprint scores every run (``fingerprint.runscore.score_run``, one MiniLM embedder for
+Then the fingerprint scores every run (``fourfold.fingerprint.runscore.score_run``, one MiniLM embedder for
 all runs; skipped with a note when the model cannot load), the comparison report is written
 (``report.md``, ``report.html``, ``report.csv``) and the table is printed with an *article
 check*: the article's direction of effects next to what this demo measured.

@@ -1,4 +1,4 @@
-"""``fourfold compare`` and ``fourfold demo``: argument parsing and printing for :mod:`reports`.
+"""``fourfold compare`` and ``fourfold demo``: argument parsing and printing for :mod:`fourfold.reports`.
 
     fourfold compare runs/<baseline> runs/<candidate> [runs/<more> ...] --out reports-out
     fourfold compare runs/<ab run> [--variants A B]      # two variants of one run (L4 sticky A/B)

@@ -2,7 +2,7 @@
 
 For every scored L3 record with ``extra["retrieved_ids"]``, the chunk texts are looked up in the
 run's corpus (``meta.json`` ``rag.corpus``, else the bundled ``data/rag/corpus.jsonl``): records
-keep ids, not texts. ``groundedness`` = :func:`fingerprint.score.groundedness` of the answer's
+keep ids, not texts. ``groundedness`` = :func:`fourfold.fingerprint.score.groundedness` of the answer's
 embedding to the chunks' (max cosine by default): a low value means the answer says something
 its context does not, the hallucination signal. The ``rag`` block of ``quality``:
 

@@ -8,7 +8,7 @@ Skipped records are counted by reason in ``quality.skipped``. L4 session turns o
 session's last (``extra["final"]`` false) are skipped as ``session_turn``: the final answer is
 scored against the session script's reference (the goal's final answer).
 
-For each scored record (a :class:`~fingerprint.score.ScoreRow`, one line of ``scores.jsonl``):
+For each scored record (a :class:`fourfold.fingerprint.score.ScoreRow`, one line of ``scores.jsonl``):
 
 - ``similarity``: the best cosine of the answer's embedding to the item's reference answers;
 - ``requested_items`` (the item's ``requested_items`` field, else read from its prompt),
@@ -97,7 +97,7 @@ def make_embedder(batch_size: int = DEFAULT_BATCH_SIZE, threads: int | None = No
 
 def text_groundedness(embedder: Embedder, answer: str, chunks: Sequence[str], how: str = "max") -> float | None:
     """Groundedness of an L3 answer in its retrieved chunks (texts): the max (default) or mean
-    cosine of the answer to the chunks; see :func:`fingerprint.score.groundedness`."""
+    cosine of the answer to the chunks; see :func:`fourfold.fingerprint.score.groundedness`."""
     if not chunks:
         return None
     vectors = embedder.encode([answer, *chunks])

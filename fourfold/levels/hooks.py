@@ -8,7 +8,7 @@ A locustfile attaches them with Locust's own events, as Locust's contrib modules
 :func:`add_arguments` and :func:`register` are the shared halves that every level's pair calls
 first; both are idempotent per parser and per environment.
 
-- ``init_command_line_parser``: fourfold's options (:mod:`levels.options`).
+- ``init_command_line_parser``: fourfold's options (:mod:`fourfold.levels.options`).
 - ``init``: the environment's Runtime; with no ``--host`` (local runner or master), the level's
   embedded targets (the LLM simulator, and for L3 the reference RAG service) start on loopback
   and ``environment.host`` points at them, so workers and the web UI form see the address.

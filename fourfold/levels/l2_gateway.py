@@ -3,13 +3,13 @@
 Users (concrete classes; the locustfiles import them):
 
 - :class:`GatewayUser`: closed loop (each user sends, waits ``--think-time-s``, sends again).
-  With :class:`~levels.ladder.LadderShape` in the locustfile it climbs the concurrency ladder and
+  With :class:`fourfold.levels.ladder.LadderShape` in the locustfile it climbs the concurrency ladder and
   tags every record with its step (scenario ``ladder@32``).
 - :class:`H1User` / :class:`H2User`: the same closed loop over HTTP/1.1 (fourfold's transport)
   and over HTTP/2 (httpx + h2; h2c prior knowledge on ``http://``), scenarios ``h1`` / ``h2``,
   so one run compares the protocols side by side.
 - :class:`OpenLoopUser`: one dispatcher (``fixed_count = 1``) that draws arrival gaps
-  (:mod:`levels.arrivals`) and spawns a greenlet per arrival into a pool capped at
+  (:mod:`fourfold.levels.arrivals`) and spawns a greenlet per arrival into a pool capped at
   ``--max-in-flight``; ``queue_ms`` is the time from each intended arrival to its send. In a
   distributed run the master gives every worker one dispatcher and each draws
   ``--arrival-rate / workers`` from its own seed.

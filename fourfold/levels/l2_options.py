@@ -1,6 +1,6 @@
 """L2 gateway options: registered on Locust's parser by the L2 locustfiles, read into GatewaySettings.
 
-Like :mod:`levels.options` (the options every level shares, including the embedded simulator's
+Like :mod:`fourfold.levels.options` (the options every level shares, including the embedded simulator's
 gateway knobs ``--sim-max-concurrency``, ``--sim-over-limit``, ``--sim-keepalive-timeout-s``)
 they work from the command line, ``LOCUST_*`` environment variables, ``locust.conf`` /
 ``[tool.locust]`` and the web UI's start form; they are registered only when an L2 locustfile

@@ -3,16 +3,16 @@
 :class:`RagUser` sends each question of the RAG dataset (``data/rag/questions.jsonl`` unless
 ``--dataset`` names another) to ``--rag-path`` with the ``--rag-request-template``, and reads the
 answer, the retrieved document ids and the stage timings through the ``rag`` dialect's path specs
-(:mod:`measure.dialects.rag`; ``--rag-answer-path``, ``--rag-ids-path``, ``--rag-timings-path``).
+(:mod:`fourfold.measure.dialects.rag`; ``--rag-answer-path``, ``--rag-ids-path``, ``--rag-timings-path``).
 Stage timings also come from a standard ``Server-Timing`` header; a service that exposes none is
-measured end to end only. Per request (:func:`measure.rag.annotate`): recall@k and context
+measured end to end only. Per request (:func:`fourfold.measure.rag.annotate`): recall@k and context
 precision against the question's ``gold_ids``, the conflict flag (two retrieved documents of one
 conflict group that disagree, from the corpus's ``claims``), the effective token rate and the time
 no stage accounts for. The run's ``rag`` block (``summary.json`` and the console) aggregates
 them; groundedness (answer vs the retrieved chunks) is scored after the run by ``fourfold score``.
 
 With no ``--host`` the simulator (answering the RAG questions from the dataset) and the
-reference RAG service (``targets.rag``; ``--rag-retriever``, ``--rag-rerank``, ``--rag-top-k``)
+reference RAG service (``fourfold.targets.rag``; ``--rag-retriever``, ``--rag-rerank``, ``--rag-top-k``)
 start on loopback and stop at the end.
 
 The locustfile attaches :func:`add_arguments` (L3's options, so they appear only for L3) and
@@ -94,7 +94,7 @@ def corpus(path: Path) -> dict[str, CorpusDoc]:
 
 @dataclass(frozen=True)
 class RagSettings:
-    """L3's settings, read from Locust's options next to :class:`levels.options.Settings`."""
+    """L3's settings, read from Locust's options next to :class:`fourfold.levels.options.Settings`."""
 
     wire: RagWire
     recall_k: int = 3

@@ -1,7 +1,7 @@
-"""L4's options (session flow and sticky A/B), registered by :func:`levels.options.register`.
+"""L4's options (session flow and sticky A/B), registered by :func:`fourfold.levels.options.register`.
 
 They read into a frozen :class:`SessionSettings` (what a session user needs beyond the common
-:class:`levels.options.Settings`). This module imports nothing of Locust or the levels, so the
+:class:`fourfold.levels.options.Settings`). This module imports nothing of Locust or the levels, so the
 common option registration can call it without import cycles.
 """
 

@@ -3,7 +3,7 @@
 Each :class:`SessionUser` plays one persona through session scripts (``--dataset``, default
 ``data/sessions/sessions.jsonl``): it sends the opening question, keeps the chat history and
 sends all of it every turn (1, 3, 5, ... messages), waits the persona's think time between turns
-(× ``--think-scale``), and writes each follow-up with the pure rules of :mod:`levels.l4_scripts`
+(× ``--think-scale``), and writes each follow-up with the pure rules of :mod:`fourfold.levels.l4_scripts`
 (string checks of which goal facts the answers contain: nothing that could block the gevent
 hub). A session ends ``completed``, at ``max_turns``, or ``abandoned`` when a response failed
 or was slower than the persona's patience.
@@ -14,11 +14,11 @@ latency histograms and Locust's rows split by variant) with ``record.variant`` a
 ``facts_new``, ``facts_covered`` and ``final``. The last turn of an ended session has
 ``final: true`` and ``outcome``, ``session_completed``, ``abandoned``, ``abandon_reason``,
 ``rounds``, ``session_duration_ms``; ``fourfold score`` scores those final answers against the
-script's reference. Session aggregates per variant (:mod:`levels.l4_stats`) go to
+script's reference. Session aggregates per variant (:mod:`fourfold.levels.l4_stats`) go to
 ``summary.json`` → ``sessions`` and are printed at the end.
 
 Sticky A/B (``--ab-split``): a user's variant is a hash of its key and ``--ab-seed``
-(:mod:`levels.l4_ab`), fixed for its life; A sends to ``--host``, B to ``--ab-host``. With no
+(:mod:`fourfold.levels.l4_ab`), fixed for its life; A sends to ``--host``, B to ``--ab-host``. With no
 ``--host``, two simulators start: A with ``--sim-profile`` (baseline), B with ``--ab-profile``
 (candidate).
 """
@@ -263,7 +263,7 @@ def _on_init(environment: Any, **_kw: Any) -> None:
     try:
         session_scripts(path)
     except (ValueError, OSError) as exc:      # ScriptError is a ValueError
-        _fail(f"--dataset {path}: {exc} (L4 needs session scripts: see data/sessions/README.md)")
+        _fail(f"--dataset {path}: {exc} (L4 needs session scripts: see fourfold/data/sessions/README.md)")
         return
     ev = environment.events
     ev.report_to_master.add_listener(run.on_report_to_master)

@@ -112,7 +112,7 @@ class Settings:
     mirror_share: float = 0.1
     sim_profile: str = "baseline"
     sim_seed: int = 0
-    sim_max_concurrency: int = 0            # embedded simulator gateway knobs (targets.sim.gateway)
+    sim_max_concurrency: int = 0            # embedded simulator gateway knobs (fourfold.targets.sim.gateway)
     sim_over_limit: str = "queue"
     sim_keepalive_timeout_s: float = 0.0
     rag_retriever: str = "bm25"             # embedded RAG service (levels.l3_rag registers the options)

@@ -3,7 +3,7 @@
 ``register(environment)`` attaches one :class:`Runtime` to a Locust environment (explicitly, from
 the ``init`` event; nothing happens on import). The runtime owns the three sinks of a record:
 
-1. :class:`measure.stats.LLMStats` (our own mergeable histograms; TTFT/ITL are *not* fake Locust
+1. :class:`fourfold.measure.stats.LLMStats` (our own mergeable histograms; TTFT/ITL are *not* fake Locust
    requests, so Locust's Aggregated row stays honest);
 2. one Locust request event per LLM request (``response_time`` = E2E), so Locust's own table,
    failure ratio and ``--exit-code-on-error`` stay meaningful;

@@ -1,4 +1,4 @@
-"""The SLO gate inside a Locust run (``--slo``, ``--junit``); the pure part is :mod:`measure.slo`.
+"""The SLO gate inside a Locust run (``--slo``, ``--junit``); the pure part is :mod:`fourfold.measure.slo`.
 
 - ``configure(environment, runtime)`` (``test_start``, every role): reads ``--slo`` into a
   :class:`Gate`; on the local runner or the master it rewrites ``parsed_options.slo`` to the

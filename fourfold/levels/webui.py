@@ -13,7 +13,7 @@ the local runner or the master) sets Locust's extension points (``web_ui.templat
 - ``extended_csv_files``: ``./fourfold/llm.csv`` (the same table, unrounded, rates as fractions)
   and a link to ``./fourfold/charts``.
 - routes on ``web_ui.app``: ``/fourfold/llm.csv``, ``/fourfold/llm.json`` (rows and verdicts),
-  ``/fourfold/charts`` (a self-contained page, :mod:`levels.webui_page`) and
+  ``/fourfold/charts`` (a self-contained page, :mod:`fourfold.levels.webui_page`) and
   ``/fourfold/charts.json``: the per-second series of ``LLMStats.series()`` (output tokens,
   finished and failed requests, stalls) and TTFT p50/p95/p99 over a sliding window, computed
   every ``SAMPLE_INTERVAL_S`` from the difference of the cumulative histograms.

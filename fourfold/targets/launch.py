@@ -3,7 +3,7 @@
     with start_simulator("candidate", seed=1) as sim:
         httpx.post(sim.url + "/v1/chat/completions", json=...)
 
-The child is ``python -m targets.sim --port 0 ...``; its one "listening" line on stdout gives the
+The child is ``python -m fourfold.targets.sim --port 0 ...``; its one "listening" line on stdout gives the
 URL. ``stop()`` sends SIGTERM, waits, and kills the child if it does not exit in time.
 """
 

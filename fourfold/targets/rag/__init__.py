@@ -1,4 +1,4 @@
-"""fourfold's reference RAG service ("python -m targets.rag").
+"""fourfold's reference RAG service ("python -m fourfold.targets.rag").
 
 A real retrieval pipeline over the bundled corpus (``data/rag/corpus.jsonl``): BM25 or MiniLM
 dense retrieval, an optional re-rank step (lexical best-sentence coverage, or dense), prompt

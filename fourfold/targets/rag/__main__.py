@@ -1,4 +1,4 @@
-"""``python -m targets.rag``: see :mod:`targets.rag.cli`."""
+"""``python -m fourfold.targets.rag``: see :mod:`fourfold.targets.rag.cli`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``python -m targets.rag``: the reference RAG service, until SIGTERM or SIGINT.
+"""``python -m fourfold.targets.rag``: the reference RAG service, until SIGTERM or SIGINT.
 
 Prints exactly one line on stdout once it accepts connections::
 
@@ -25,7 +25,7 @@ from fourfold.targets.rag.upstream import Upstream
 LISTENING_PREFIX = "fourfold-rag listening on "
 
 
-def build_parser(prog: str = "python -m targets.rag") -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m fourfold.targets.rag") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description="fourfold's reference RAG service: retrieval over a "
                                      "bundled corpus, then an OpenAI-compatible model upstream.")
     parser.add_argument("--upstream", default="http://127.0.0.1:8000",
@@ -48,7 +48,7 @@ def build_parser(prog: str = "python -m targets.rag") -> argparse.ArgumentParser
     return parser
 
 
-def main(argv: Sequence[str] | None = None, prog: str = "python -m targets.rag") -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "python -m fourfold.targets.rag") -> int:
     args = build_parser(prog).parse_args(argv)
     try:
         pipeline = Pipeline.build(load_corpus(args.corpus), args.retriever, args.rerank, args.top_k, args.candidates)

@@ -1,7 +1,7 @@
 """Dense retrieval and re-ranking with all-MiniLM-L6-v2 (optional: ``--retriever dense`` or
 ``--rerank dense``).
 
-The embedder is fingerprint's (:class:`fingerprint.embedder.MiniLMEmbedder` behind its disk
+The embedder is fingerprint's (:class:`fourfold.fingerprint.embedder.MiniLMEmbedder` behind its disk
 cache), imported only when a dense stage is asked for: loading torch takes seconds, and the
 BM25 service must start in well under one. The corpus is embedded once at start-up (cached on
 disk across runs) and the model is loaded then too; each question costs one forward pass (a few

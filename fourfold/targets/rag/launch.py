@@ -1,10 +1,10 @@
-"""Start the reference RAG service as a subprocess on a free port (like :mod:`targets.launch`).
+"""Start the reference RAG service as a subprocess on a free port (like :mod:`fourfold.targets.launch`).
 
     with start_simulator(extra_args=["--prompts", str(DEFAULT_QUESTIONS)]) as sim, \\
             start_rag_service(sim.url, rerank="lexical") as rag:
         httpx.post(rag.url + "/v1/rag", json={"question": "Who founded Velora Systems?"})
 
-The child is ``python -m targets.rag --port 0 ...``; its one listening line on stdout gives the
+The child is ``python -m fourfold.targets.rag --port 0 ...``; its one listening line on stdout gives the
 URL. ``stop()`` sends SIGTERM, waits, and kills the child if it does not exit in time.
 """
 

@@ -7,7 +7,7 @@
   question removes that length bias. The candidate's first-stage score, scaled to 0..1 over the
   candidates, breaks ties (weight ``tie_weight``).
 - :class:`DenseReranker` (``--rerank dense``): cosine of MiniLM embeddings of the question and
-  each candidate (see :mod:`targets.rag.dense`).
+  each candidate (see :mod:`fourfold.targets.rag.dense`).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 A raw-asyncio HTTP/1.1 server that speaks the OpenAI chat, Anthropic Messages and Triton/KServe
 v2 wire formats, answers from the bundled prompt dataset, and paces every token by a plan drawn
-from a profile (``targets/profiles/*.json``). Run it with ``python -m targets.sim --profile
-baseline --port 0`` or start it from Python with :func:`targets.launch.start_simulator`.
+from a profile (``targets/profiles/*.json``). Run it with ``python -m fourfold.targets.sim --profile
+baseline --port 0`` or start it from Python with :func:`fourfold.targets.launch.start_simulator`.
 
 Modules: ``tokens`` (tokenizer), ``answers`` (dataset lookup), ``profile`` (profiles),
 ``perturb`` (quality knobs), ``plan`` (per-request plan, pure), ``wire*`` (formats),

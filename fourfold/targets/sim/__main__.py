@@ -1,4 +1,4 @@
-"""``python -m targets.sim``: see :mod:`targets.sim.cli`."""
+"""``python -m fourfold.targets.sim``: see :mod:`fourfold.targets.sim.cli`."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 :class:`SimApp` owns everything shared by connections: the profile, the answer book, the seed
 and the per-prompt occurrence counts (determinism), the counters behind ``/metrics``, the
 gateway (admission control) and the one token scheduler. ``route()`` turns a parsed HTTP request
-into either an immediate :class:`Reply` or a :class:`~targets.sim.wire.ParsedRequest` that the
+into either an immediate :class:`Reply` or a :class:`fourfold.targets.sim.wire.ParsedRequest` that the
 connection hands to the engine (``plan()``).
 """
 
@@ -47,7 +47,7 @@ _V2_MODEL_RE = re.compile(r"^/v2/models/([^/]+)(?:/versions/[^/]+)?(?:/(generate
 
 @dataclass(frozen=True)
 class SimConfig:
-    """Everything ``python -m targets.sim`` was told (the profile already has its overrides)."""
+    """Everything ``python -m fourfold.targets.sim`` was told (the profile already has its overrides)."""
 
     profile: Profile
     seed: int = 0
@@ -205,7 +205,7 @@ class SimApp:
         session: dict[str, Any] = {}
         if goal is None:
             answer = self.answers.answer(parsed.prompt)
-        else:   # a session turn: answered from its goal and the history (targets.sim.sessions)
+        else:   # a session turn: answered from its goal and the history (fourfold.targets.sim.sessions)
             key = f"{goal.id}\x1f{len(parsed.messages)}\x1f{parsed.prompt}"
             nth = self._occurrences.get(key, 0)
             self._occurrences[key] = nth + 1

@@ -1,4 +1,4 @@
-"""``python -m targets.sim`` / ``fourfold sim``: run the simulator until SIGTERM or SIGINT.
+"""``python -m fourfold.targets.sim`` / ``fourfold sim``: run the simulator until SIGTERM or SIGINT.
 
 Prints exactly one line on stdout once it accepts connections::
 
@@ -31,7 +31,7 @@ from fourfold.targets.sim.sessions import DEFAULT_SESSIONS_DIR
 LISTENING_PREFIX = "fourfold-sim listening on "
 
 
-def build_parser(prog: str = "python -m targets.sim") -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m fourfold.targets.sim") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description="fourfold's embedded LLM simulator (OpenAI, Anthropic, Triton/KServe v2).")
     parser.add_argument("--profile", default="baseline", help=f"profile name ({', '.join(available_profiles())}) or a .json path")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
@@ -46,7 +46,7 @@ def build_parser(prog: str = "python -m targets.sim") -> argparse.ArgumentParser
                         help=f"extra prompt/reference files to answer from (after {DEFAULT_PROMPTS_PATH.name}); repeatable")
     parser.add_argument("--sessions", action="append", type=Path, default=[], metavar="JSONL",
                         help="extra session-script files (or directories of *.jsonl) for multi-turn answers, "
-                             "after data/sessions/; repeatable")
+                             "after the bundled fourfold/data/sessions/; repeatable")
     parser.add_argument("--fault", dest="faults", action="append", default=[], metavar="KIND=RATE",
                         help=f"inject a fault into this share of generation requests (repeatable; rates add up to "
                              f"at most 1), or set a fault parameter ({', '.join(PARAMS)}); kinds: {', '.join(FAULT_KINDS)}")
@@ -102,7 +102,7 @@ async def serve(config: SimConfig, stop: asyncio.Event | None = None, announce=p
         app.scheduler.close()
 
 
-def main(argv: Sequence[str] | None = None, prog: str = "python -m targets.sim") -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "python -m fourfold.targets.sim") -> int:
     """Run the simulator (``fourfold sim`` delegates here with its own ``prog``)."""
     parser = build_parser(prog)
     args = parser.parse_args(argv)

@@ -30,7 +30,7 @@ kind                       what the simulator does (streaming; non-streaming dif
                            [sends nothing at all]
 =========================  ==========================================================================
 
-Stream faults wrap the generation's :class:`~targets.sim.wire.Encoder` (:class:`FaultyEncoder`)
+Stream faults wrap the generation's :class:`fourfold.targets.sim.wire.Encoder` (:class:`FaultyEncoder`)
 or its scheduler job (:class:`DisconnectJob`, :class:`EndlessJob`); head faults are answered by
 the connection before the gateway sees the request (:func:`fault_reply`).
 """
@@ -248,7 +248,7 @@ class FaultyEncoder:
 
 
 class _Generation(Protocol):
-    """What the job wrappers use of ``targets.sim.server.Generation``."""
+    """What the job wrappers use of ``fourfold.targets.sim.server.Generation``."""
 
     conn: Any
     app: Any

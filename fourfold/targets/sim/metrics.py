@@ -160,7 +160,7 @@ def render_metrics(profile: Profile, counters: SimCounters) -> str:
     _metric(lines, "fourfold_sim_received_total", "counter",
             "Generation requests received (admitted, rejected or answered by a fault).",
             [(model, counters.received_total)])
-    _metric(lines, "fourfold_sim_faults_total", "counter", "Faults injected, by kind (targets.sim.faults).",
+    _metric(lines, "fourfold_sim_faults_total", "counter", "Faults injected, by kind (fourfold.targets.sim.faults).",
             [(f'{model},fault="{kind}"', n) for kind, n in sorted(counters.faults.items())])
     lag = counters.lag
     lines.append("# HELP fourfold_sim_send_lag_seconds How late each token was written versus its plan.")

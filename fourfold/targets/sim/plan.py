@@ -56,9 +56,9 @@ class Plan:
     load_factor: float = 1.0
     pauses: list[tuple[int, float]] = field(default_factory=list)
     queued_ms: float = 0.0       # set by the server when a concurrency limit queued the request
-    fault: str = ""               # the injected fault (targets.sim.faults), "" for none
+    fault: str = ""               # the injected fault (fourfold.targets.sim.faults), "" for none
     messages: int = 0             # chat messages in the request (the history a client sent)
-    session: dict[str, Any] = field(default_factory=dict)   # session turn facts (targets.sim.sessions)
+    session: dict[str, Any] = field(default_factory=dict)   # session turn facts (fourfold.targets.sim.sessions)
 
     @property
     def output_tokens(self) -> int:

@@ -71,7 +71,7 @@ class Profile:
     drop_sentence_rate: float = 0.0
     filler_sentence_rate: float = 0.0
     list_item_drop_rate: float = 0.0
-    # multi-turn sessions (targets.sim.sessions): how much of a goal each answer states
+    # multi-turn sessions (fourfold.targets.sim.sessions): how much of a goal each answer states
     session_first_share: float = 1.0
     session_facts_per_turn: int = 1
     session_miss_rate: float = 0.0
@@ -83,7 +83,7 @@ class Profile:
     mem_bw_max_pct: float = 42.0
     # API surface
     beta_features: tuple[str, ...] | None = None   # None: accept any anthropic-beta value
-    # misbehaviour (targets.sim.faults): rates per fault kind and their parameters
+    # misbehaviour (fourfold.targets.sim.faults): rates per fault kind and their parameters
     faults: FaultSpec | None = None
 
     def __post_init__(self) -> None:

@@ -2,11 +2,11 @@
 
 A connection serves one request at a time (pipelined requests wait in the parser's buffer).
 A generation request is admitted by the gateway, planned, and handed to the shared
-:class:`~targets.sim.scheduler.TokenScheduler` as a :class:`Generation` job. Streams send their
+:class:`fourfold.targets.sim.scheduler.TokenScheduler` as a :class:`Generation` job. Streams send their
 response head (with ``x-fourfold-plan``) at once and each token at its planned time in
 chunked encoding; non-streaming answers are sent whole when the last token is due.
 
-Faults (:mod:`targets.sim.faults`) hook in here: each generation request draws its fault; a head
+Faults (:mod:`fourfold.targets.sim.faults`) hook in here: each generation request draws its fault; a head
 fault (429/500/503, wrong content type) is answered at once, ``slow_headers`` delays admission,
 and stream faults shape the plan (stall) or wrap the :class:`Generation`'s encoder (malformed
 chunk, invalid UTF-8, missing terminal event, huge chunk) or its scheduler job (disconnect,

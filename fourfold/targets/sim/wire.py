@@ -2,7 +2,7 @@
 
 Each dialect module (``wire_openai``, ``wire_anthropic``, ``wire_triton``) turns a request body
 into a :class:`ParsedRequest` (or raises :class:`WireError` with the body a real server of that
-kind would send) and renders a :class:`~targets.sim.plan.Plan` as bytes through an
+kind would send) and renders a :class:`fourfold.targets.sim.plan.Plan` as bytes through an
 :class:`Encoder`:
 
 - ``prelude()``: events written right after the response headers (may be empty);
