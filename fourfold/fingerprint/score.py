@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from fourfold.measure.histogram import exact_quantile
+
 __all__ = [
     "Distribution",
     "ScoreRow",
@@ -77,14 +79,12 @@ def groundedness(answer: np.ndarray, chunks: np.ndarray, how: str = "max") -> fl
 
 
 def percentile(values: Sequence[float], pct: float) -> float | None:
-    """The ``pct`` percentile (0-100) with linear interpolation; None for no values."""
+    """The ``pct`` percentile (0-100) by the nearest-rank rule of every fourfold percentile
+    (:func:`fourfold.measure.histogram.exact_quantile`, as the report's ``similarity_p5``); None
+    for no values."""
     if not values:
         return None
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * pct / 100.0
-    low = math.floor(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+    return exact_quantile(sorted(values), pct / 100.0)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fourfold.measure.histogram import LogHistogram
+from fourfold.measure.metrics import ratio
 
 COUNTERS = ("started", "ended", "completed", "max_turns", "abandoned", "abandoned_ttft", "abandoned_e2e",
             "abandoned_error", "cut")
@@ -87,9 +88,9 @@ class VariantSessions:
             "abandoned": c["abandoned"],
             "abandoned_by": {reason: c[f"abandoned_{reason}"] for reason in ("ttft", "e2e", "error")},
             "cut": c["cut"],
-            "completion_rate": _ratio(c["completed"], ended),
-            "abandonment_rate": _ratio(c["abandoned"], ended),
-            "max_turns_rate": _ratio(c["max_turns"], ended),
+            "completion_rate": ratio(c["completed"], ended),
+            "abandonment_rate": ratio(c["abandoned"], ended),
+            "max_turns_rate": ratio(c["max_turns"], ended),
             "rounds_mean": mean_of_counts(self.rounds),
             "rounds_to_completion_mean": mean_of_counts(self.rounds_completed),
             "rounds": {str(k): v for k, v in sorted(self.rounds.items())},
@@ -102,10 +103,6 @@ def mean_of_counts(counts: dict[int, int]) -> float | None:
     """Mean of values given as {value: how many}; None when empty."""
     n = sum(counts.values())
     return sum(k * v for k, v in counts.items()) / n if n else None
-
-
-def _ratio(numerator: int, denominator: int) -> float | None:
-    return numerator / denominator if denominator else None
 
 
 class SessionStats:

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from fourfold.measure.histogram import exact_quantile
 from fourfold.measure.record import RequestRecord
 
 
@@ -136,7 +137,7 @@ def compare_mirror(records: Iterable[RequestRecord], embed: Any = None, seed: in
         vectors_b = np.asarray(embed([b for _, b in texts]))
         similarity = np.sum(vectors_a * vectors_b, axis=1)
         report.similarity_mean = round(float(similarity.mean()), 4)
-        report.similarity_p5 = round(float(np.percentile(similarity, 5)), 4)
+        report.similarity_p5 = round(exact_quantile(np.sort(similarity), 0.05), 4)
     return report
 
 
