@@ -6,7 +6,16 @@ import math
 import numpy as np
 import pytest
 
-from fourfold.measure.histogram import LogHistogram, nearest_rank
+from fourfold.measure.histogram import (
+    ZERO_KEY,
+    LogHistogram,
+    bucket_keys,
+    bucket_quantiles,
+    bucket_values,
+    exact_quantile,
+    nearest_rank,
+    nearest_ranks,
+)
 
 QS = (0.5, 0.9, 0.95, 0.99)
 
@@ -167,3 +176,26 @@ def test_copy_and_reset() -> None:
     assert hist.count == 0 and hist.buckets == {} and hist.quantile(0.5) is None
     hist.add(7.0)
     assert hist.min == hist.max == 7.0
+
+
+def test_the_array_forms_file_values_as_add_does() -> None:
+    values = np.array([0.0, 0.0004, 0.001, 1.0, 9.99, 10.0, 10.01, 250.0, 1e6])
+    hist = LogHistogram()
+    hist.add_all(values.tolist())
+    keys = bucket_keys(values)
+    assert keys[:2].tolist() == [ZERO_KEY, ZERO_KEY]
+    assert sorted(set(keys[2:].tolist())) == sorted(hist.buckets)
+    assert bucket_values(keys)[:2].tolist() == [0.0, 0.0]
+    assert bucket_values(keys[2:]).tolist() == pytest.approx([hist.representative(int(k)) for k in keys[2:]], rel=1e-12)
+    uniques, counts = np.unique(keys, return_counts=True)
+    qs = (0.0, 0.1, 0.5, 0.9, 1.0)
+    assert bucket_quantiles(uniques, counts, qs, 0.0, 1e6) == hist.quantiles(qs)
+    assert bucket_quantiles(np.zeros(0, np.int64), np.zeros(0, np.int64), qs, 0.0, 0.0) == [None] * len(qs)
+
+
+@pytest.mark.parametrize(("q", "n", "rank"), [(0.5, 10, 5), (0.99, 10, 10), (0.07, 100, 7), (0.0, 5, 1), (0.5, 0, 1)])
+def test_nearest_ranks_over_arrays(q: float, n: int, rank: int) -> None:
+    assert nearest_ranks(q, np.array([n]))[0] == rank
+    if n:
+        assert nearest_rank(q, n) == rank
+        assert exact_quantile(list(range(1, n + 1)), q) == rank
