@@ -205,7 +205,7 @@ def token_seconds_array(started_s: np.ndarray, end_s: np.ndarray, tokens: np.nda
     end = np.append(begin[1:], total)
     record = np.searchsorted(first, begin, side="right") - 1
     t, n = tokens[record], lens[record]
-    carried = tokens_through(end - first[record], t, n) - tokens_through(begin - first[record], t, n)
+    carried = np.asarray(tokens_through(end - first[record], t, n)) - tokens_through(begin - first[record], t, n)
     keep = carried > 0
     return (np.concatenate([seconds[begin[keep]], whole_seconds]),
             np.concatenate([carried[keep], tokens[whole]]))

@@ -82,8 +82,8 @@ def tokens_through(k: int | np.ndarray, tokens: int | np.ndarray, chunks: int | 
 
 def chunk_tokens(tokens: int, chunks: int) -> list[int]:
     """``tokens`` spread over ``chunks`` content chunks in integers (see module docstring)."""
-    return [tokens_through(j + 1, tokens, chunks) - tokens_through(j, tokens, chunks)  # type: ignore[misc]
-            for j in range(chunks)]
+    through = [int(tokens_through(k, tokens, chunks)) for k in range(chunks + 1)]
+    return [b - a for a, b in pairwise(through)]
 
 
 def waveform(offsets_ms: Sequence[float], output_tokens: int | None = None,
