@@ -33,7 +33,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from fourfold.errors import ModelUnavailable
+from fourfold.errors import ModelUnavailable, UsageError
 
 __all__ = [
     "CachedEmbedder",
@@ -68,7 +68,7 @@ def default_threads() -> int:
         try:
             return max(1, int(env))
         except ValueError:
-            raise ModelUnavailable(f"{THREADS_ENV}={env!r} is not a whole number of threads") from None
+            raise UsageError(f"{THREADS_ENV}={env!r} is not a whole number of threads") from None
     cores = os.cpu_count() or 1
     return 1 if cores <= 2 else min(4, cores // 2)
 

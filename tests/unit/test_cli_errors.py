@@ -229,3 +229,11 @@ def test_an_error_prints_itself_on_one_line(capsys: pytest.CaptureFixture[str]) 
     assert capsys.readouterr().err == "fourfold: error: --alpha must be within (0, 0.5)\n"
     copy = pickle.loads(pickle.dumps(UpstreamError(503, "upstream answered 503: busy")))   # crosses processes
     assert (type(copy), copy.status, str(copy)) == (UpstreamError, 503, "upstream answered 503: busy")
+
+
+def test_a_bad_thread_count_is_a_usage_error(monkeypatch, tmp_path, capsys):
+    from fourfold.fingerprint.embedder import THREADS_ENV, default_threads
+
+    monkeypatch.setenv(THREADS_ENV, "many")
+    with pytest.raises(UsageError, match="FOURFOLD_EMBED_THREADS='many' is not a whole number"):
+        default_threads()
