@@ -29,10 +29,10 @@ RunDirError for `check`, `score` and `compare` alike. The modules that raise a c
 the tree.
 
 Not in the tree, on purpose: exceptions that never leave the code that raises them. A server's
-bad request becomes its HTTP error answer (``targets.sim.httpio.HttpParseError``,
-``targets.sim.wire.WireError``, ``targets.rag.server.BadRequest``); the rest are private
-control flow (``measure.transport`` retries a ``measure.h1wire.StaleConnection`` on a fresh
-connection; ``levels.runtime._RequestFailed``, ``reports.cache._Uncacheable``). Bad input from a server
+bad request becomes its HTTP error answer (``fourfold.targets.sim.httpio.HttpParseError``,
+``fourfold.targets.sim.wire.WireError``, ``fourfold.targets.rag.server.BadRequest``); the rest are private
+control flow (``fourfold.measure.transport`` retries a ``fourfold.measure.h1wire.StaleConnection`` on a fresh
+connection; ``fourfold.levels.runtime._RequestFailed``, ``fourfold.reports.cache._Uncacheable``). Bad input from a server
 under test is never an exception here at all: it is a record's ``error_class``.
 """
 

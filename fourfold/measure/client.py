@@ -24,7 +24,7 @@ def make_http_client(base_url: str, *, headers: dict[str, str] | None = None, ht
                      insecure: bool = False, read_timeout_s: float = 60.0,
                      connect_timeout_s: float = 10.0, max_connections: int = 4) -> httpx.Client:
     """``http2``: httpx's transport (h2 by ALPN over https, prior-knowledge h2c over http; see
-    :mod:`measure.h2client`). ``max_connections``: idle keep-alive connections kept per origin
+    :mod:`fourfold.measure.h2client`). ``max_connections``: idle keep-alive connections kept per origin
     (raise it when one client carries many concurrent requests, e.g. the open-loop dispatcher)."""
     ctx = _SSL_INSECURE if insecure else _SSL_VERIFY
     timeout = httpx.Timeout(read_timeout_s, connect=connect_timeout_s)

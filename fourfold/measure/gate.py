@@ -1,4 +1,4 @@
-"""The shell around :mod:`measure.slo`: SLO files, JUnit files, gating a finished run directory.
+"""The shell around :mod:`fourfold.measure.slo`: SLO files, JUnit files, gating a finished run directory.
 
 ``--slo`` takes an inline spec or the path of an SLO file (TOML, read with the standard
 library's ``tomllib``)::
@@ -13,7 +13,7 @@ library's ``tomllib``)::
     e2e_p99 = "<= 6 s"
 
 A value is ``"OP NUMBER [UNIT]"`` or a bare number (the metric's natural direction, see
-:func:`measure.slo.parse_table`). A value that ends in ``.toml`` or names an existing file is
+:func:`fourfold.measure.slo.parse_table`). A value that ends in ``.toml`` or names an existing file is
 read as a file; anything else is an inline spec.
 """
 

@@ -1,7 +1,7 @@
 """Reading an HTTP/1.1 response body with each piece's receive time.
 
 :class:`RawStream` is the body :class:`~fourfold.measure.transport.RawH1Transport` hands to httpx:
-iterated by httpx (``iter_raw``), or taken whole by ``measure.stream.send`` through
+iterated by httpx (``iter_raw``), or taken whole by ``fourfold.measure.stream.send`` through
 :meth:`RawStream.read_into` (one loop, no generator step per token). Its reads come from the
 process's reactor (:mod:`fourfold.measure.reactor`: kernel receive stamps, gevent, plain HTTP) or
 from blocking ``recv`` calls (TLS, or no gevent); both are ``read() -> (perf_counter_ns, bytes)``

@@ -14,7 +14,7 @@ connection (``reused=False``; ``connect_ms`` spans TCP connect plus TLS), any ot
 When the pool held an idle connection to the same origin before the request and the request
 still had to connect, httpcore had found that connection closed by the server (an idle timeout
 or GOAWAY): that is a reconnect (``reconnected=True``), as in RawH1Transport. The facts go into
-``response.extensions["fourfold"]`` as :class:`~measure.transport.ConnFacts`.
+``response.extensions["fourfold"]`` as :class:`~fourfold.measure.transport.ConnFacts`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """One definition per metric: each formula once, for one record and for columns of many (pure).
 
 Every number fourfold reports is computed by a function here. Per request, the scalar form
-takes one :class:`~fourfold.measure.record.RequestRecord`; it is what :mod:`measure.stats`
+takes one :class:`~fourfold.measure.record.RequestRecord`; it is what :mod:`fourfold.measure.stats`
 aggregates during the run (summary.json, the console table, the web UI, the SLO gate). Beside
 it, the vectorised form takes numpy columns of many records; it is what :mod:`fourfold.reports`
 computes after the run from ``records.jsonl``. Both forms use the same arithmetic in the same
@@ -10,10 +10,10 @@ order, so on the same records they give the same numbers, bit for bit
 ``tests/integration/test_summary_vs_report.py`` checks a real run end to end).
 
 Per run, the rates and ratios (:func:`wall_s`, :func:`ratio`) are the same small functions on
-both paths. Percentiles are the nearest-rank rule of :mod:`measure.histogram`: bucketed there
+both paths. Percentiles are the nearest-rank rule of :mod:`fourfold.measure.histogram`: bucketed there
 (within ``alpha``) for summary.json, exact over the sorted values in the report.
 
-What each metric means, its unit and where it is shown: :mod:`measure.metric_names`.
+What each metric means, its unit and where it is shown: :mod:`fourfold.measure.metric_names`.
 """
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ def meets_slo_array(ok: np.ndarray, columns: Mapping[str, np.ndarray], slo_ms: M
 # ---- output tokens over time ----
 def tokens_by_second(record: RequestRecord) -> dict[int, int]:
     """Output tokens per Unix second of arrival, spread over the content chunks in integers
-    (:func:`measure.rhythm.chunk_tokens`); all at the end second when the record has no chunk
+    (:func:`fourfold.measure.rhythm.chunk_tokens`); all at the end second when the record has no chunk
     offsets."""
     tokens, offsets = record.output_tokens, record.chunk_offsets_ms
     if tokens <= 0:

@@ -12,7 +12,7 @@
   "Compare CNN and RNN in a table.").
 
 Statistics are pure functions (:func:`welch_interval`); the probes send real requests through
-:func:`measure.stream.send` and never raise for what a target does.
+:func:`fourfold.measure.stream.send` and never raise for what a target does.
 """
 
 from __future__ import annotations

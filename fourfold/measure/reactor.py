@@ -28,7 +28,7 @@ more than :data:`WAKE_BYTES` are queued, or when it has not run for :data:`WAKE_
 caller's size and duration limits are still checked while a stream runs). It then takes the
 queued pairs in one go.
 
-Used by :mod:`measure.transport` for response bodies of plain-HTTP connections when gevent has
+Used by :mod:`fourfold.measure.transport` for response bodies of plain-HTTP connections when gevent has
 patched ``socket``; TLS sockets (which buffer inside ``ssl``) and other platforms keep the plain
 blocking ``recv``.
 """

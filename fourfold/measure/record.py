@@ -92,7 +92,7 @@ class RequestRecord:
     @property
     def itl_ms(self) -> list[float]:
         """Gaps between consecutive content chunks (vLLM's ITL, AIPerf's inter-chunk latency).
-        Every other derived number (TPOT, interrupted, goodput, ...) is in :mod:`measure.metrics`."""
+        Every other derived number (TPOT, interrupted, goodput, ...) is in :mod:`fourfold.measure.metrics`."""
         return gaps_ms(self.chunk_offsets_ms)
 
     def set_text(self, text: str, cap: int = TEXT_CAP_CHARS) -> None:

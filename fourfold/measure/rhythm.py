@@ -4,7 +4,7 @@ The article's candidate version "pulses": the first ~10 tokens arrive fast, then
 pauses for ~200 ms, again and again; the old version streamed smoothly (jitter < 5 ms). These
 functions read the arrival times of a stream's content chunks (``RequestRecord.chunk_offsets_ms``,
 milliseconds since the request was sent) and say how it flowed. They are the one definition of
-each chunk-timing quantity: ``RequestRecord.itl_ms`` is :func:`gaps_ms`, :mod:`measure.stats`
+each chunk-timing quantity: ``RequestRecord.itl_ms`` is :func:`gaps_ms`, :mod:`fourfold.measure.stats`
 and the report's reader count stalls with :func:`is_stall`, tokens per second spread a record's
 tokens with :func:`chunk_tokens` (:func:`tokens_through` over many records), and the HTML
 report draws :func:`waveform`.

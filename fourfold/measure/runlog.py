@@ -7,7 +7,7 @@
   buffered; ``append`` flushes when more than ``FLUSH_INTERVAL_S`` passed since the last
   flush, so a steady run is on disk within about a second; callers with idle periods also
   call ``flush()`` from a timer (the Locust report tick). ``close()`` flushes and fsyncs.
-  A killed run keeps every complete line; ``measure.runread`` skips a torn last line;
+  A killed run keeps every complete line; ``fourfold.measure.runread`` skips a torn last line;
 - ``summary.json`` and other artefacts (``write_json``): written atomically (tmp + fsync +
   ``os.replace``), so a reader sees the old file or the new one, never half of one.
 

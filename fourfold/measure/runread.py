@@ -1,11 +1,11 @@
-"""Reading run directories back (the other half of ``measure.runlog``).
+"""Reading run directories back (the other half of ``fourfold.measure.runlog``).
 
 - ``read_records(run_dir)`` yields ``RequestRecord``s from ``records.jsonl``. A line that is not
   JSON (a torn last line from a killed run, or a damaged line in the middle) is skipped with a
   ``RunLogWarning`` naming the file and line number; a line that is JSON but not a fourfold
   record (not an object, or without one of ``RECORD_KEYS``) raises ``RecordsFormatError``, and
   one whose ``schema`` is newer than this fourfold's ``SCHEMA_VERSION`` raises ``SchemaError``
-  (upgrade, don't guess), as ``fourfold compare``'s reader (``reports.records``) does. A run
+  (upgrade, don't guess), as ``fourfold compare``'s reader (``fourfold.reports.records``) does. A run
   without records yields nothing.
 - ``read_meta`` / ``read_summary`` return the parsed JSON object, or ``None`` when the file is
   missing (a killed run has no summary); a file that is not a JSON object raises ``RunDirError``.

@@ -1,7 +1,7 @@
 """LLMStats: per (level, scenario) aggregates of RequestRecords, mergeable across Locust workers.
 
-Every per-request value and every rate comes from :mod:`measure.metrics` (the formulas the
-report uses too); the names, units and definitions are :mod:`measure.metric_names`
+Every per-request value and every rate comes from :mod:`fourfold.measure.metrics` (the formulas the
+report uses too); the names, units and definitions are :mod:`fourfold.measure.metric_names`
 (docs/metrics.md). In brief, over non-warm-up, non-cancelled records:
 
 - ``ttfb_ms``, ``ttft_ms``, ``e2e_ms``, ``tpot_ms``, ``output_tokens``: one sample per *ok*
@@ -31,7 +31,7 @@ report uses too); the names, units and definitions are :mod:`measure.metric_name
   stalls by the second the stalling gap ended,
   TTFT count/sum/max by the second the first token arrived (ok requests).
 
-Percentiles are nearest-rank over log-bucket histograms (:mod:`measure.histogram`): within
+Percentiles are nearest-rank over log-bucket histograms (:mod:`fourfold.measure.histogram`): within
 ``alpha`` (0.5 %, ``histogram_alpha`` in the summary) of the exact value; the report computes
 them exactly from records.jsonl.
 

@@ -7,7 +7,7 @@ is then fed to the dialect's parser in order, and the chunks that completed at l
 delta become the record's ``chunk_offsets_ms``.
 
 Every outcome is data: the function never raises for anything the server does. Exactly one error
-class ends up in ``record.error_class`` (see :mod:`measure.record`).
+class ends up in ``record.error_class`` (see :mod:`fourfold.measure.record`).
 """
 
 from __future__ import annotations

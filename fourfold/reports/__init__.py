@@ -1,12 +1,12 @@
 """Comparison reports: is the candidate faster, and are its answers as good?
 
-Load run directories (:mod:`reports.load`, with the fast records reader :mod:`reports.records`),
+Load run directories (:mod:`fourfold.reports.load`, with the fast records reader :mod:`fourfold.reports.records`),
 compare a baseline with candidates metric by metric with bootstrap intervals, p-values and
-direction-aware verdicts (:mod:`reports.compare`, :mod:`reports.bootstrap`: pure numpy), and
-render the result as Markdown, self-contained HTML with plots, and CSV (:mod:`reports.markdown`,
-:mod:`reports.html`, :mod:`reports.csvout`). :mod:`reports.demo` is ``fourfold demo``.
+direction-aware verdicts (:mod:`fourfold.reports.compare`, :mod:`fourfold.reports.bootstrap`: pure numpy), and
+render the result as Markdown, self-contained HTML with plots, and CSV (:mod:`fourfold.reports.markdown`,
+:mod:`fourfold.reports.html`, :mod:`fourfold.reports.csvout`). ``fourfold demo`` lives in :mod:`fourfold.cli.demo`.
 
-Reports read run directories only: nothing here imports Locust or :mod:`levels`. Importing the
+Reports read run directories only: nothing here imports Locust or :mod:`fourfold.levels`. Importing the
 package is cheap; matplotlib loads when the HTML report is rendered.
 """
 

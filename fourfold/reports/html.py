@@ -1,6 +1,6 @@
 """The comparison as one self-contained HTML page (``report.html``): tables, plots, waveforms.
 
-No JavaScript, no external file: CSS inline, plots as SVG data URIs (:mod:`reports.plots`).
+No JavaScript, no external file: CSS inline, plots as SVG data URIs (:mod:`fourfold.reports.plots`).
 Every string that comes from a run (labels, paths, group and item names, answer text, notes) goes
 through :func:`html.escape`, so an answer such as ``<script>alert(1)</script>`` shows as text.
 

@@ -122,7 +122,7 @@ def report_from_paths(paths: list[str | os.PathLike[str]], *, variants: list[str
                       stall_ms: float | None = None, cache: bool = True) -> Report:
     """``fourfold compare``: the first path is the baseline, the others candidates; with one path,
     its two variants (``variants`` names them, baseline first, or the run has exactly two).
-    ``cache``: read and write the runs' columnar cache (:mod:`reports.cache`)."""
+    ``cache``: read and write the runs' columnar cache (:mod:`fourfold.reports.cache`)."""
     if not paths:
         raise UsageError("give a baseline run directory and at least one candidate")
     runs = load_runs(paths, stall_ms=stall_ms, cache=cache)

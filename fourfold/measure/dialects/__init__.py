@@ -1,6 +1,6 @@
 """Wire formats as parsers without sockets, registered by name.
 
-``get_dialect("openai")`` returns a :class:`~measure.dialects.base.Dialect`: ``build(item,
+``get_dialect("openai")`` returns a :class:`~fourfold.measure.dialects.base.Dialect`: ``build(item,
 options)`` makes the :class:`HttpRequest`, ``parser(streaming)`` a fresh parser per response.
 An unknown name raises :class:`~fourfold.errors.UnknownDialect` (a ``UsageError`` and a ``ValueError``)
 that lists the valid names.

@@ -1,6 +1,6 @@
 """The dialect contract: a wire format as a parser object without sockets.
 
-A dialect turns an :class:`~measure.items.Item` into an :class:`HttpRequest` (``build``) and
+A dialect turns an :class:`~fourfold.measure.items.Item` into an :class:`HttpRequest` (``build``) and
 hands out a fresh :class:`StreamParser` per response. The parser is fed the raw bytes exactly as
 they came off the socket (``feed``), in any split, and returns how many *content deltas* (pieces
 of output text or reasoning) those bytes completed, so the caller can attribute token arrival to

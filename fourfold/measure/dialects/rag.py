@@ -2,7 +2,7 @@
 
 Unlike the model APIs, every RAG service has its own wire format, so this dialect is
 configured (:class:`RagWire`) rather than fixed. The default fits fourfold's reference service
-(``targets.rag``) and many hand-written ones.
+(``fourfold.targets.rag``) and many hand-written ones.
 
 Request: ``template`` is JSON in which string values are filled in: ``"{question}"`` (the
 item's prompt), ``"{stream}"`` (a boolean), ``"{model}"``, ``"{max_tokens}"`` (an integer,
