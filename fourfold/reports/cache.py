@@ -1,10 +1,11 @@
 """A columnar copy of what ``fourfold compare`` reads from a run directory: ``compare-cache.npz``.
 
-Reading a million-record ``records.jsonl`` costs about a minute of CPU; what the comparison keeps
-of it (:class:`reports.records.RecordTable`: the per-record columns, stall counts, max gaps, the
-pooled ITL bucket counts, the gap sample, tokens per second) loads from this file in well under
-a second. :func:`reports.load.load_run` writes it next to ``records.jsonl`` on the first read
-and uses it afterwards. It holds, as plain numpy arrays (``np.load(..., allow_pickle=False)``:
+Reading a million-record run costs about 15 s of CPU (``records.jsonl`` ~9 s with the compiled
+scanner, ``scores.jsonl`` the rest); what the comparison keeps of it
+(:class:`fourfold.reports.records.RecordTable`: the per-record columns, stall counts, max gaps,
+the pooled ITL bucket counts, the gap sample, tokens per second) loads from this file in well
+under a second. :func:`fourfold.reports.load.load_run` writes it next to ``records.jsonl`` on the
+first read and uses it afterwards. It holds, as plain numpy arrays (``np.load(..., allow_pickle=False)``:
 loading it runs no code):
 
 - ``records.*``: the record table, valid for one ``records.jsonl`` (its :class:`Stamp`), one
@@ -40,7 +41,7 @@ from fourfold.reports.records import GapHistogram, GroupKey, RecordTable
 __all__ = ["CACHE_FILE", "CACHE_VERSION", "CachedScores", "RunCache", "Stamp", "stamp"]
 
 CACHE_FILE = "compare-cache.npz"
-CACHE_VERSION = 3
+CACHE_VERSION = 4        # 4: one records reader (damaged lines read as json.loads reads them)
 EDGE_BYTES = 64 << 10
 _SEP = "\x1f"
 _DAMAGED = (OSError, ValueError, KeyError, IndexError, TypeError, EOFError, zipfile.BadZipFile)

@@ -36,9 +36,7 @@ LAYERS: dict[str, frozenset[str]] = {
 MAX_LINES = 450
 # module (relative to fourfold/) -> why it may be longer: the reason docs/architecture.md gives under
 # "Module size"
-LONG_MODULES: dict[str, str] = {
-    "reports/records.py": "temporary, being reduced to one fast path and one exact fallback",
-}
+LONG_MODULES: dict[str, str] = {}
 
 
 def module_name(path: Path, root: Path = PACKAGE_DIR) -> str:
