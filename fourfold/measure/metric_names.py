@@ -14,11 +14,18 @@ and AIPerf give the same quantity. What reads it:
 
 Names: a *distribution* (``ttft_ms``) is shown by statistic as ``<short>_<stat>`` where
 ``short`` drops a trailing ``_ms`` (``ttft_p95``, ``similarity_mean``); every other metric by
-its name. ``where`` says where each is shown: ``summary`` (each ``level:scenario`` group and
-the Aggregated total of summary.json, the web UI and the SLO gate), ``quality`` (summary.json's
-``quality`` block, after ``fourfold score``), ``report`` (``fourfold compare``: its rows, and
-the counts of each group). ``report`` names the report's rows or
-:class:`fourfold.reports.compare.GroupSample` fields that show the metric.
+its name. A metric has one name everywhere; ``key`` is its key in a summary.json block only where
+the block's own name already says it (the ``sessions`` block's ``ended`` is ``sessions_ended``).
+
+``where`` says where each is shown (:data:`WHERE`): ``summary`` (each ``level:scenario`` group
+and the Aggregated total of summary.json, the web UI and the SLO gate), ``sessions`` (L4:
+summary.json's ``sessions`` block, per A/B variant and in total), ``rag`` (L3: summary.json's
+``rag`` block), ``quality`` and ``quality.rag`` (summary.json's ``quality`` block per
+``level:scenario`` and in total, and its ``rag`` part, after ``fourfold score``), ``report``
+(``fourfold compare``: its rows, and the counts of each group). ``report`` names the report's
+rows or :class:`fourfold.reports.compare.GroupSample` fields that show the metric; a metric shown
+in a summary.json block and in the report is the same number in both
+(``tests/integration/test_summary_vs_report.py`` compares every one, from this table).
 """
 
 from __future__ import annotations
@@ -28,12 +35,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["BEGIN_MARK", "END_MARK", "METRICS", "SUMMARY_STATS", "MetricDef", "by_name", "markdown_table",
-           "names_where", "resolve", "summary_value", "with_table"]
+__all__ = ["BEGIN_MARK", "END_MARK", "METRICS", "NOT_METRICS", "SUMMARY_STATS", "WHERE", "MetricDef", "by_name", "in_block",
+           "markdown_table", "names_where", "resolve", "summary_value", "with_table"]
 
-Kind = Literal["distribution", "count", "ratio", "rate", "time"]
+Kind = Literal["distribution", "count", "ratio", "rate", "time", "mean"]
 SUMMARY_STATS = ("count", "mean", "min", "max", "p50", "p90", "p95", "p99")
-UNIT_TEXT = {"ratio": "fraction (report: %)"}
+RAG_STATS = ("count", "mean", "p50", "p95", "p99", "max")          # the rag block's distributions
+SESSION_STATS = ("count", "mean", "p50", "p95", "max")
+QUALITY_STATS = ("mean", "p5", "p50")
+# where a metric is shown: summary.json's blocks, then the comparison report
+WHERE = ("summary", "sessions", "rag", "quality", "quality.rag", "report")
 
 
 @dataclass(frozen=True)
@@ -46,31 +57,39 @@ class MetricDef:
     aiperf: str = "–"
     where: tuple[str, ...] = ("summary",)
     report: tuple[str, ...] = ()
-    stats: tuple[str, ...] = ()     # a distribution's statistics in summary.json
+    stats: tuple[str, ...] = ()     # a distribution's statistics in its first block of summary.json
+    key: str = ""                   # its key in a summary.json block, where not its name (module docstring)
+    decimals: int | None = None     # summary.json rounds it to this many decimals (None: not rounded)
 
     @property
     def short(self) -> str:
         return self.name.removesuffix("_ms")
 
+    @property
+    def summary_key(self) -> str:
+        return self.key or self.name
+
 
 def _d(name: str, unit: str, definition: str, vllm: str = "–", aiperf: str = "–", *,
        where: tuple[str, ...] = ("summary",), report: tuple[str, ...] = (),
-       stats: tuple[str, ...] = SUMMARY_STATS) -> MetricDef:
-    return MetricDef(name, unit, "distribution", definition, vllm, aiperf, where, report, stats)
+       stats: tuple[str, ...] = SUMMARY_STATS, key: str = "", decimals: int | None = None) -> MetricDef:
+    return MetricDef(name, unit, "distribution", definition, vllm, aiperf, where, report, stats, key, decimals)
 
 
 def _n(name: str, kind: Kind, unit: str, definition: str, vllm: str = "–", aiperf: str = "–", *,
-       where: tuple[str, ...] = ("summary",), report: bool = False) -> MetricDef:
+       where: tuple[str, ...] = ("summary",), report: bool = False, key: str = "",
+       decimals: int | None = None) -> MetricDef:
     return MetricDef(name, unit, kind, definition, vllm, aiperf, (*where, "report") if report else where,
-                     (name,) if report else ())
+                     (name,) if report else (), key=key, decimals=decimals)
 
 
 _REPORTED = ("summary", "report")
+_L3 = ("summary", "rag", "report")       # a group's metric the rag block also shows (its L3 requests)
 
 METRICS: tuple[MetricDef, ...] = (
     # per request, ok requests only (queue_ms: every request); summary.json: count, mean, min, max, p50..p99
     _d("ttft_ms", "ms", "request sent → first received chunk carrying output text or reasoning (a role-only "
-       "chunk does not count)", "TTFT", "TTFT", where=_REPORTED, report=("ttft_p50", "ttft_p95", "ttft_p99")),
+       "chunk does not count)", "TTFT", "TTFT", where=_L3, report=("ttft_p50", "ttft_p95", "ttft_p99")),
     _d("ttfb_ms", "ms", "request sent → response headers", "–", "HTTP waiting"),
     _d("itl_ms", "ms", "gap between consecutive content chunks (network reads that carried ≥ 1 text delta), "
        "pooled over the requests", "ITL", "inter-chunk latency", where=_REPORTED,
@@ -78,15 +97,17 @@ METRICS: tuple[MetricDef, ...] = (
     _d("tpot_ms", "ms", "(e2e − ttft) / (output_tokens − 1) per request (none below 2 tokens)", "TPOT", "ITL",
        where=_REPORTED, report=("tpot_p50",)),
     _d("e2e_ms", "ms", "request sent → last received chunk (the one carrying the terminal event)", "E2EL",
-       "request latency", where=_REPORTED, report=("e2e_p50", "e2e_p95", "e2e_p99")),
+       "request latency", where=_L3, report=("e2e_p50", "e2e_p95", "e2e_p99")),
     _d("queue_ms", "ms", "open loop: intended arrival → send (client queueing), every request",
        "client queue time"),
     _d("output_tokens", "tokens", "the server's usage when it reports one, else the number of content deltas "
        "(counted as estimated)", "output len", "OSL"),
     _d("request_tps", "tok/s", "1000 / tpot_ms: one request's decode speed", "–", "output token throughput per user"),
     # counts over measured requests (warm-up and cancelled ones are in no statistic)
-    _n("requests", "count", "requests", "measured requests (not warm-up, not cancelled)", report=True),
-    _n("ok", "count", "requests", "requests whose error class is not a failure (ok, truncated)", report=True),
+    _n("requests", "count", "requests", "measured requests (not warm-up, not cancelled)", where=("summary", "rag"),
+       report=True),
+    _n("ok", "count", "requests", "requests whose error class is not a failure (ok, truncated)", where=("summary", "rag"),
+       report=True),
     _n("failures", "count", "requests", "requests that failed: connect error, timeout, HTTP 4xx/5xx, 429, context "
        "length, malformed or interrupted stream, too large, client error", "failed", "error requests", report=True),
     _n("interrupted", "count", "requests", "the stream broke (error class interrupted), or after 2xx headers it ended "
@@ -117,24 +138,76 @@ METRICS: tuple[MetricDef, ...] = (
     _n("stall_rate", "ratio", "fraction", "requests_with_stall / requests", report=True),
     _n("conn_reuse", "ratio", "fraction", "conn_reused / conn_known", report=True),
     _n("goodput_ratio", "ratio", "fraction", "good / requests"),
-    # after the run: fourfold score (summary.json "quality" block) and the comparison's own
+    # after the run: fourfold score (summary.json "quality" block, rounded to 4 decimals) and the comparison's own
     _d("similarity", "cos", "cosine(MiniLM(answer), MiniLM(reference)) per scored answer", where=("quality", "report"),
-       report=("similarity_mean", "similarity_p5"), stats=("mean", "p5", "p50")),
+       report=("similarity_mean", "similarity_p5"), stats=QUALITY_STATS, decimals=4),
     _n("structure_compliance", "ratio", "fraction", "answers delivering the requested number of items / answers "
-       "asked for a number", where=("quality",), report=True),
+       "asked for a number", where=("quality",), report=True, decimals=4),
     _d("groundedness", "cos", "L3: max cosine(MiniLM(answer), MiniLM(retrieved chunk)) per scored answer",
-       where=("report",), report=("groundedness_mean",), stats=()),
+       where=("quality.rag", "report"), report=("groundedness_mean",), stats=QUALITY_STATS, decimals=4),
+    _n("groundedness_n", "count", "answers", "L3: scored answers whose retrieved chunks are in the corpus (the "
+       "answers groundedness is over)", where=("quality.rag",), key="n"),
+    _n("low_groundedness_rate", "ratio", "fraction", "L3: answers with a groundedness below 0.6 / groundedness_n: "
+       "the hallucination signal", where=("quality.rag",), decimals=4),
+    _n("groundedness_retrieval_hit", "mean", "cos", "L3: groundedness of the answers whose retrieval found a gold "
+       "document (recall_at_k > 0), mean", where=("quality.rag",), decimals=4),
+    _n("groundedness_retrieval_miss", "mean", "cos", "L3: groundedness of the answers whose retrieval found no gold "
+       "document (recall_at_k = 0), mean", where=("quality.rag",), decimals=4),
+    _n("groundedness_conflict", "mean", "cos", "L3: groundedness of the answers whose retrieved documents "
+       "conflict, mean", where=("quality.rag",), decimals=4),
+    _n("groundedness_no_conflict", "mean", "cos", "L3: groundedness of the answers whose retrieved documents do "
+       "not conflict, mean", where=("quality.rag",), decimals=4),
+    _n("unknown_ids", "count", "ids", "L3: retrieved ids missing from the corpus (a corpus that does not match the "
+       "service)", where=("quality.rag",)),
     _n("ttft_structured_penalty", "time", "ms", "mean TTFT of structured prompts (\"in three points\") − mean TTFT "
        "of plain ones", where=(), report=True),
-    _n("sessions", "count", "sessions", "L4: ended sessions (the record that ends one says so)", where=(), report=True),
-    _n("sessions_completed", "count", "sessions", "L4: sessions whose answers covered every goal fact", where=(),
+    # L4: sessions (summary.json "sessions" block, per A/B variant and in total; the report: each side's group)
+    _n("sessions_started", "count", "sessions", "L4: sessions begun", where=("sessions",), key="started"),
+    _n("sessions_ended", "count", "sessions", "L4: sessions that ended (completed, max_turns or abandoned; the "
+       "record of the last turn says so): the sessions every rate and mean below is over", where=("sessions",),
+       report=True, key="ended"),
+    _n("sessions_completed", "count", "sessions", "L4: ended sessions whose answers covered every goal fact",
+       where=("sessions",), report=True, key="completed"),
+    _n("sessions_max_turns", "count", "sessions", "L4: ended sessions that ran out of turns before the goal was "
+       "covered", where=("sessions",), key="max_turns"),
+    _n("sessions_abandoned", "count", "sessions", "L4: ended sessions the user left because a response failed, or "
+       "its TTFT or E2E exceeded the persona's patience (abandoned_by: ttft, e2e, error)", where=("sessions",),
+       key="abandoned"),
+    _n("sessions_cut", "count", "sessions", "L4: sessions still going when the run stopped: in no rate or mean",
+       where=("sessions",), key="cut"),
+    _n("completion_rate", "ratio", "fraction", "L4: sessions_completed / sessions_ended", where=("sessions",),
        report=True),
-    _n("session_completion", "ratio", "fraction", "L4: sessions_completed / sessions", where=(), report=True),
-    _n("session_rounds", "count", "rounds", "L4: user turns per ended session (mean)", where=(), report=True),
-    _n("recall_at_k", "ratio", "fraction", "L3: |first k retrieved ∩ gold| / |gold| per request (mean)", where=(),
+    _n("abandonment_rate", "ratio", "fraction", "L4: sessions_abandoned / sessions_ended", where=("sessions",)),
+    _n("max_turns_rate", "ratio", "fraction", "L4: sessions_max_turns / sessions_ended", where=("sessions",)),
+    _n("rounds_mean", "mean", "rounds", "L4: user turns (requests) per ended session, mean", where=("sessions",),
        report=True),
-    _n("precision_at_k", "ratio", "fraction", "L3: |first k retrieved ∩ gold| / k per request (mean)", where=(),
-       report=True),
+    _n("rounds_to_completion_mean", "mean", "rounds", "L4: user turns per completed session, mean (the article's "
+       "\"mean interaction rounds\")", where=("sessions",)),
+    _d("session_duration_ms", "ms", "L4: an ended session's first request sent → its last response ended, think "
+       "times included", where=("sessions",), stats=SESSION_STATS, key="duration_ms"),
+    # L3: retrieval (summary.json "rag" block, over the run's ok L3 requests; the report: the L3 group)
+    _n("recall_at_k", "ratio", "fraction", "L3: |first k retrieved ∩ gold| / |gold| per ok request with gold ids, "
+       "mean", where=("rag",), report=True),
+    _n("recall_at_k_by_question", "ratio", "fraction", "L3: recall_at_k per distinct question, mean over the "
+       "questions (what an offline evaluation of the retriever on the same questions gives)", where=("rag",)),
+    _n("questions", "count", "questions", "L3: distinct questions with a recall_at_k", where=("rag",)),
+    _n("precision_at_k", "ratio", "fraction", "L3: |first k retrieved ∩ gold| / |first k retrieved| (context "
+       "precision) per ok request with gold ids and retrieved ids, mean", where=("rag",), report=True),
+    _n("with_retrieved_ids", "count", "requests", "L3: ok requests whose service reported the ids it retrieved",
+       where=("rag",)),
+    _n("conflicts", "count", "requests", "L3: ok requests whose retrieved documents include two of one conflict "
+       "group (the corpus's claims) with different values", where=("rag",)),
+    _n("conflict_rate", "ratio", "fraction", "L3: conflicts / with_retrieved_ids", where=("rag",)),
+    _n("effective_tps", "rate", "tok/s", "L3: Σ output tokens / Σ end-to-end seconds over the ok requests: the "
+       "rate a user sees, retrieval included", where=("rag",)),
+    _d("effective_tps_per_request", "tok/s", "L3: one ok request's output tokens / its end-to-end seconds",
+       where=("rag",), stats=RAG_STATS),
+    _n("with_stage_timings", "count", "requests", "L3: ok requests whose service reported stage timings "
+       "(Server-Timing or the body's timings)", where=("rag",)),
+    _d("other_ms", "ms", "L3: e2e_ms − the sum of the service's stage timings: network, HTTP and service overhead "
+       "that no stage accounts for", where=("rag",), stats=RAG_STATS),
+    _d("server_total_ms", "ms", "L3: the service's own total time (its `total` timing)", where=("rag",),
+       stats=RAG_STATS),
 )
 
 _BY_NAME = {m.name: m for m in METRICS}
@@ -167,17 +240,42 @@ def resolve(key: str) -> tuple[MetricDef, str | None] | None:
 
 
 def summary_value(block: dict[str, Any], key: str) -> Any:
-    """The value of ``key`` in one summary.json block (a group, the total, a quality block): the
-    block's own key when it has one (``similarity_mean`` in the quality block), else a
-    distribution's statistic (``ttft_p95`` -> ``block["ttft_ms"]["p95"]``); None when absent."""
+    """The value of ``key`` in one summary.json block (a group, the total, a quality, sessions or
+    rag block): the block's own key when it has one (``similarity_mean`` in the quality block),
+    else the metric's ``key`` (``sessions_ended`` -> ``block["ended"]``), else a distribution's
+    statistic (``ttft_p95`` -> ``block["ttft_ms"]["p95"]``); None when absent."""
     if key in block:
         return block[key]
     found = resolve(key)
-    if found is None or found[1] is None:
+    if found is None:
         return None
     metric, stat = found
-    values = block.get(metric.name)
+    if stat is None:
+        return block.get(metric.key) if metric.key else None
+    values = block.get(metric.summary_key)
     return values.get(stat) if isinstance(values, dict) else None
+
+
+# numbers in a summary.json block that are no metric: settings of the run, and the times wall_s spans
+NOT_METRICS = {"summary": ("first_start_s", "last_end_s"), "rag": ("k",),
+               "quality.rag": ("low_groundedness_threshold",)}
+
+
+def in_block(block: dict[str, Any], where: str) -> tuple[dict[str, MetricDef], list[str]]:
+    """The metrics a summary.json block shown in ``where`` holds, by their key in it, and the keys
+    that hold a number or a distribution (a dict with a ``count``) but are no metric of ``where``
+    (a new number must be registered here before it is shown)."""
+    known = {m.summary_key: m for m in METRICS if where in m.where}
+    found: dict[str, MetricDef] = {}
+    unknown = []
+    for key, value in block.items():
+        hit = known.get(key) or (resolve(key) or (None,))[0]     # a distribution's statistic: its own key
+        if hit is not None and where in hit.where:
+            found[key] = hit
+        elif key not in NOT_METRICS.get(where, ()) and (
+                value is None or isinstance(value, (int, float)) or (isinstance(value, dict) and "count" in value)):
+            unknown.append(key)
+    return found, unknown
 
 
 def _cell(text: str) -> str:
@@ -189,15 +287,26 @@ def markdown_table() -> str:
     lines = ["| fourfold | unit | definition | vLLM `bench serve` | AIPerf | shown in |",
              "|---|---|---|---|---|---|"]
     for m in METRICS:
-        shown = ", ".join(m.where)
-        if m.stats:
-            shown = shown.replace("summary", f"summary ({', '.join(m.stats)})", 1).replace(
-                "quality", f"quality ({', '.join(m.stats)})", 1)
-        if m.report and m.report != (m.name,):
-            shown += f" ({', '.join(f'`{r}`' for r in m.report)})"
-        lines.append(f"| `{m.name}` | {UNIT_TEXT.get(m.kind, m.unit)} | {_cell(m.definition)} | {m.vllm} | "
-                     f"{m.aiperf} | {shown} |")
+        unit = f"{m.unit} (report: %)" if m.kind == "ratio" and "report" in m.where else m.unit
+        lines.append(f"| `{m.name}` | {unit} | {_cell(m.definition)} | {m.vllm} | "
+                     f"{m.aiperf} | {_shown(m)} |")
     return "\n".join(lines) + "\n"
+
+
+def _shown(m: MetricDef) -> str:
+    """``summary (count, ...)``, ``sessions as `ended` ``, ``quality (mean, p5, p50; 4 decimals)``,
+    ``report (`ttft_p50`, ...)``: where the metric is shown, and how."""
+    parts = []
+    for i, where in enumerate(m.where):
+        if where == "report":
+            named = m.report and m.report != (m.name,)
+            parts.append("report" + (f" ({', '.join(f'`{r}`' for r in m.report)})" if named else ""))
+            continue
+        how = ", ".join(m.stats) if i == 0 else ""
+        if m.decimals is not None:
+            how += f"{'; ' if how else ''}{m.decimals} decimals"
+        parts.append(where + (f" ({how})" if how else "") + (f" as `{m.key}`" if m.key else ""))
+    return ", ".join(parts)
 
 
 BEGIN_MARK = "<!-- metrics table: generated by python -m fourfold.measure.metric_names --write docs/metrics.md -->"

@@ -15,7 +15,9 @@ Per request (``record.extra`` of an L3 record, filled by :func:`annotate`):
 
 :class:`RagStats` aggregates ok, measured records (warm-up and cancelled ones are skipped) into
 the ``rag`` block of ``summary.json``; it is fed on the process that writes the run directory
-(the local runner, or the master from the records the workers ship).
+(the local runner, or the master from the records the workers ship). Each number of the block is
+a metric of :mod:`fourfold.measure.metric_names` (``where`` ``rag``), under the same name as
+everywhere else (``recall_at_k`` and ``precision_at_k`` are also the records' and the report's).
 """
 
 from __future__ import annotations
@@ -215,13 +217,12 @@ class RagStats:
             "with_retrieved_ids": self.with_ids,
             "with_stage_timings": self.with_stages,
             "timing_source": "stages" if self.with_stages else "end_to_end_only",
-            f"recall_at_{k}": recall,
             "recall_at_k": recall,
             "recall_at_k_by_question": by_question,
             "questions": len(self.by_question),
             "inconsistent_questions": sorted(self.inconsistent_questions),
             "recall_by_question": dict(sorted(self.by_question.items())),
-            "context_precision": self.precision_sum / self.precision_n if self.precision_n else None,
+            "precision_at_k": self.precision_sum / self.precision_n if self.precision_n else None,
             "conflict_rate": self.conflicts / self.conflict_n if self.conflict_n else None,
             "conflicts": self.conflicts,
             "effective_tps": self.tokens / self.e2e_s if self.e2e_s else None,
@@ -245,7 +246,7 @@ def format_rag(rag: dict[str, Any]) -> str:
              f"{rag['with_retrieved_ids']} with retrieved ids, {rag['with_stage_timings']} with stage timings)"]
     lines.append(f"recall@{k} {_fmt(rag['recall_at_k'], '{:.3f}')} "
                  f"(over {rag['questions']} questions: {_fmt(rag['recall_at_k_by_question'], '{:.3f}')})  "
-                 f"context precision@{k} {_fmt(rag['context_precision'], '{:.3f}')}  "
+                 f"context precision@{k} {_fmt(rag['precision_at_k'], '{:.3f}')}  "
                  f"conflict rate {_fmt(rag['conflict_rate'], '{:.1%}')}  "
                  f"effective tok/s {_fmt(rag['effective_tps'])}")
     rows = [("stage (ms)", "mean", "p50", "p95")]

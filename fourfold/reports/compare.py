@@ -93,7 +93,7 @@ class GroupSample:
     tokens_per_s: np.ndarray = field(default_factory=lambda: np.zeros(0))   # per 1-s interval
     good: int | None = None                       # None: no SLO known
     good_per_s: np.ndarray | None = None
-    sessions: int = 0
+    sessions_ended: int = 0
     sessions_completed: int = 0
     rounds: np.ndarray = field(default_factory=lambda: np.zeros(0))
     recall: np.ndarray = field(default_factory=lambda: np.zeros(0))          # L3 recall@k per request
@@ -358,8 +358,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("stall_rate", "stall rate", "%", "lower", _rate("requests_with_stall", "requests")),
     Metric("conn_reuse", "connection reuse", "%", "higher", _rate("conn_reused", "conn_known")),
     Metric("ttft_structured_penalty", "TTFT structured - plain", "ms", "lower", _penalty),
-    Metric("session_completion", "session completion", "%", "higher", _rate("sessions_completed", "sessions")),
-    Metric("session_rounds", "rounds per session", "rounds", "lower", _mean_of("rounds")),
+    Metric("completion_rate", "session completion", "%", "higher", _rate("sessions_completed", "sessions_ended")),
+    Metric("rounds_mean", "rounds per session", "rounds", "lower", _mean_of("rounds")),
     Metric("recall_at_k", "retrieval recall@k", "%", "higher",
            _per_item("recall", "recall_items", _mean_of("recall", 100.0), scale=100.0)),
     Metric("precision_at_k", "context precision@k", "%", "higher",

@@ -314,7 +314,7 @@ def _sample(entries: list[Entry], variant: str | None, slo_ms: dict[str, float] 
         sample.good_per_s = _count_series(end[good], t0, t1)
     ended = frame["session_completed"].to_numpy(dtype=float)
     has_session = np.isfinite(ended)
-    sample.sessions, sample.sessions_completed = int(has_session.sum()), int((ended == 1).sum())
+    sample.sessions_ended, sample.sessions_completed = int(has_session.sum()), int((ended == 1).sum())
     rounds = frame["rounds"].to_numpy(dtype=float)
     sample.rounds = rounds[has_session & np.isfinite(rounds)]
     items = frame["item_id"].to_numpy(dtype=object)

@@ -63,7 +63,7 @@ def test_headless_run_prints_the_rag_summary_and_writes_a_run(bm25_run):
     assert rag["requests"] == summary["total"]["requests"] >= 100 and rag["ok"] == len(ok)
     assert rag["with_retrieved_ids"] == rag["with_stage_timings"] == len(ok)
     assert set(rag["stages_ms"]) == {"retrieve", "llm_ttft", "generate"}
-    assert rag["effective_tps"] > 0 and rag["context_precision"] is not None
+    assert rag["effective_tps"] > 0 and rag["precision_at_k"] is not None
     for r in ok:
         assert r["extra"]["effective_tps"] == pytest.approx(r["output_tokens"] / (r["e2e_ms"] / 1000), rel=1e-3)
 
@@ -168,4 +168,4 @@ def test_web_ui_run_with_autostart_and_autoquit(tmp_path, locustfile):
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     run = only_run_dir(tmp_path)
     rag = json.loads((run / "summary.json").read_text())["rag"]
-    assert rag["ok"] > 0 and rag["recall_at_3"] is not None
+    assert rag["ok"] > 0 and rag["recall_at_k"] is not None

@@ -79,9 +79,9 @@ def test_rag_stats_summary_and_console_block():
     ])
     s = stats.summary()
     assert (s["requests"], s["ok"], s["with_retrieved_ids"], s["with_stage_timings"]) == (4, 3, 3, 3)
-    assert s["recall_at_2"] == s["recall_at_k"] == pytest.approx(2 / 3)
+    assert s["recall_at_k"] == pytest.approx(2 / 3)
     assert s["recall_at_k_by_question"] == pytest.approx(0.5) and s["recall_by_question"] == {"q1": 1.0, "q2": 0.0}
-    assert s["context_precision"] == pytest.approx(1 / 3) and s["conflict_rate"] == pytest.approx(2 / 3)
+    assert s["precision_at_k"] == pytest.approx(1 / 3) and s["conflict_rate"] == pytest.approx(2 / 3)
     assert s["effective_tps"] == pytest.approx(30 / 0.4)
     assert list(s["stages_ms"]) == ["retrieve", "rerank", "llm_ttft", "generate"]
     assert s["other_ms"]["count"] == 3 and s["server_total_ms"]["count"] == 3

@@ -83,7 +83,7 @@ def test_session_and_retrieval_records_survive_the_cache(tmp_path):
     assert all((run / CACHE_FILE).exists() for run in runs)
     cached = report_from_paths(runs, settings=SETTINGS)
     assert _csv(plain, tmp_path) == _csv(cached, tmp_path)
-    assert {"session_completion", "session_rounds", "recall_at_k"} <= {r.metric for r in cached.comparisons[0].rows}
+    assert {"completion_rate", "rounds_mean", "recall_at_k"} <= {r.metric for r in cached.comparisons[0].rows}
 
 
 def test_a_changed_records_file_is_read_again(runs):

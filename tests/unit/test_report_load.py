@@ -121,9 +121,9 @@ def test_session_and_retrieval_facts_come_from_extra(tmp_path):
     base = _session_run(tmp_path / "a", "base", completed_every=2, rounds=4, recall=0.6)
     cand = _session_run(tmp_path / "b", "cand", completed_every=10, rounds=3, recall=0.8)
     rows = {r.metric: r for r in report_from_paths([base, cand], settings=Settings(resamples=300)).comparisons[0].rows}
-    assert rows["session_completion"].baseline == pytest.approx(50.0)      # 10 of 20 sessions
-    assert rows["session_completion"].candidate == pytest.approx(90.0)
-    assert rows["session_rounds"].baseline == pytest.approx(4.5) and rows["session_rounds"].candidate == 3.5
+    assert rows["completion_rate"].baseline == pytest.approx(50.0)      # 10 of 20 sessions
+    assert rows["completion_rate"].candidate == pytest.approx(90.0)
+    assert rows["rounds_mean"].baseline == pytest.approx(4.5) and rows["rounds_mean"].candidate == 3.5
     assert rows["recall_at_k"].paired and rows["recall_at_k"].delta == pytest.approx(20.0)
     assert rows["precision_at_k"].candidate == pytest.approx(40.0)
 
