@@ -657,31 +657,8 @@ done:
     return result;
 }
 
-/* parse_numbers(text): the JSON list "[" + text + "]" of numbers, read as the offsets are. */
-static PyObject *parse_numbers(PyObject *self, PyObject *args) {
-    Py_buffer text;
-    if (!PyArg_ParseTuple(args, "y*:parse_numbers", &text))
-        return NULL;
-    Buf list = {0}, flat = {0};
-    Row row = {0};
-    PyObject *result = NULL;
-    if (buf_put(&list, "[", 1) == 0 && buf_put(&list, text.buf, text.len) == 0 && buf_put(&list, "]", 1) == 0) {
-        Py_ssize_t stop = read_offsets((const uchar *)list.data, 0, list.len, &flat, &row);
-        if (stop == list.len)
-            result = buf_bytes(&flat);
-        else if (stop != FAILED)
-            PyErr_SetString(PyExc_ValueError, "not a comma-separated list of JSON numbers");
-    }
-    PyBuffer_Release(&text);
-    PyMem_Free(list.data);
-    PyMem_Free(flat.data);
-    return result;
-}
-
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS, "Read the lines of a records.jsonl block into columns (see the source)."},
-    {"parse_numbers", parse_numbers, METH_VARARGS,
-     "Comma-separated JSON numbers -> float64 bytes, each as float() parses it (ValueError otherwise)."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_records_scan",

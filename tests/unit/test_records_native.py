@@ -254,6 +254,15 @@ def test_a_newer_schema_is_refused_alike(tmp_path):
             read_record_table(path, native=native)
 
 
+def scanned_offsets(text: str) -> np.ndarray:
+    """The chunk offsets ``[text]`` as the scanner reads them in a record (ValueError: handed back)."""
+    line = GOOD.replace('"chunk_offsets_ms":[5.0,7.5,9.0]', f'"chunk_offsets_ms":[{text}]').encode()
+    result = scanner.scan(line, 0, recordlines._SCAN_COLUMNS, recordlines._SCAN_EXTRA, 1)
+    if result[4]:
+        raise ValueError(f"handed back: {text!r}")
+    return np.frombuffer(result[7], dtype=np.float64)
+
+
 @needs_scanner
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.one_of(st.floats(allow_nan=False, allow_infinity=False),
@@ -261,8 +270,7 @@ def test_a_newer_schema_is_refused_alike(tmp_path):
                           st.decimals(allow_nan=False, allow_infinity=False, places=3).map(float)),
                 max_size=40))
 def test_numbers_parse_as_json_does(values):
-    text = ",".join(json.dumps(v) for v in values)
-    parsed = np.frombuffer(scanner.parse_numbers(text.encode()), dtype=np.float64)
+    parsed = scanned_offsets(",".join(json.dumps(v) for v in values))
     expected = np.array([float(json.loads(json.dumps(v))) for v in values], dtype=np.float64)
     assert parsed.tobytes() == expected.tobytes()              # bit for bit, -0.0 included
 
@@ -272,16 +280,15 @@ def test_numbers_parse_as_json_does(values):
                                   "9007199254740993", "0.1000000000000000055511151231257827", "2.2250738585072011e-308"])
 def test_every_spelling_reads_as_json_does(text):
     """Bit for bit as ``float(json.loads(text))``: json reads an integer -0 as 0 (no sign)."""
-    parsed = np.frombuffer(scanner.parse_numbers(text.encode()), dtype=np.float64)
-    assert parsed.tobytes() == np.array([float(json.loads(text))]).tobytes()
+    assert scanned_offsets(text).tobytes() == np.array([float(json.loads(text))]).tobytes()
 
 
 @needs_scanner
 @pytest.mark.parametrize("text", ["1.", "abc", "1e", "--1", "NaN", "Infinity", "1,", ",1", "1,,2", "0x10", "1e999",
                                   "007", "-", "1.5e", "+1", ".5", "true", "null", '"1"'])
-def test_what_is_not_a_json_number_is_refused(text):
-    with pytest.raises(ValueError):
-        scanner.parse_numbers(text.encode())
+def test_what_is_not_a_json_number_is_handed_back(text):
+    with pytest.raises(ValueError, match="handed back"):
+        scanned_offsets(text)
 
 
 @needs_scanner
