@@ -1,6 +1,8 @@
 """Session aggregates per A/B variant (pure, mergeable across Locust workers).
 
-Definitions (one per name; ``summary.json`` → ``sessions``):
+Definitions (one per name; ``summary.json`` → ``sessions``; each number is a metric of
+:mod:`fourfold.measure.metric_names` shown in ``sessions``, and the report's L4 rows use the same
+names, ``completion_rate`` and ``rounds_mean``):
 
 - a session *ends* ``completed`` (every goal fact covered), ``max_turns`` or ``abandoned``
   (by ``ttft``, ``e2e`` or ``error``); a session still going when the run stopped is ``cut``
