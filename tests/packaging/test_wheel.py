@@ -87,7 +87,7 @@ def test_the_wheel_holds_one_package_with_its_data_and_extension(installed):
 
 def test_installed_fourfold_is_the_wheel_not_the_checkout(installed, tmp_path):
     bin_dir, site, _ = installed
-    code = ("import fourfold, fourfold.reports.records as r, fourfold.levels; "
+    code = ("import fourfold, fourfold.reports.recordlines as r, fourfold.levels; "
             "print(fourfold.__file__); print(r._records_scan is not None)")
     out = _run([str(bin_dir / "python"), "-c", code], tmp_path, _env(bin_dir), 120).stdout.split()
     assert Path(out[0]).is_relative_to(site) and out[1] == "True"
