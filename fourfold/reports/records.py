@@ -37,6 +37,10 @@ from fourfold.reports.recordlines import (
     read_blocks,
 )
 
+# L3 retrieval fractions stay float64, so their means equal summary.json's; rounds and session flags
+# are exact in float32
+EXACT_EXTRAS = ("recall_at_k", "precision_at_k")
+
 __all__ = ["GAP_SAMPLE_RECORDS", "GapHistogram", "RecordTable", "RecordsFormatError", "SchemaError",
            "loads_or_none", "read_record_table"]
 
@@ -174,7 +178,8 @@ class _Accumulator:
             "output_tokens": col["output_tokens"].copy(),
             "terminal": col["terminal"] != 0,
             "conn_reused": col["conn_reused"].astype(np.float32),
-            **{name: block.extras[:, i].astype(np.float32) for i, name in enumerate(EXTRA_KEYS)},
+            **{name: block.extras[:, i].astype(np.float64 if name in EXACT_EXTRAS else np.float32)
+               for i, name in enumerate(EXTRA_KEYS)},
             "line_offset": block.starts.copy(), "n_chunks": lens.astype(np.int32),
         })
         frame["output_tokens"] = frame["output_tokens"].fillna(0.0)

@@ -44,11 +44,6 @@ pytestmark = pytest.mark.integration
 # the candidate profile pulses (about half of the answers pause ~200 ms every 20 tokens: stalls);
 # the goodput SLO splits the requests (TTFT ~70 ms)
 SLO = "ttft_p50<=72ms,e2e_p99<=30s"
-# reports/records.py keeps the records' extra numbers as float32 columns: recall_at_k and
-# precision_at_k (6 decimals in records.jsonl) come back within 2**-24 of themselves, and so
-# does their mean (rounds and session flags are exact in float32). Exact once the reader keeps
-# them as float64.
-FLOAT32_EXTRAS = {"recall_at_k", "precision_at_k"}
 SCORES_DECIMALS = 6                 # scores.jsonl keeps each score to 6 decimals
 # without a per-request SLO summary.json counts every ok request as good; the report shows no goodput
 GOODPUT = {"good", "goodput_rps"}
@@ -161,8 +156,7 @@ def _agree(metric: MetricDef, shown: str, summary: float, report: float, alpha: 
     if metric.kind == "distribution":
         return abs(summary - report) <= alpha * abs(report) + 1e-9
     if metric.kind == "ratio":
-        rel = 2 ** -24 + 1e-12 if shown in FLOAT32_EXTRAS else 1e-12
-        return report == pytest.approx(scale * summary, rel=rel, abs=1e-12)
+        return report == pytest.approx(scale * summary, rel=1e-12, abs=1e-12)
     return summary == report                              # counts, rates, times and means: exactly
 
 
