@@ -61,6 +61,12 @@ def is_stall(gap_ms: float | np.ndarray, threshold_ms: float) -> bool | np.ndarr
     return gap_ms > threshold_ms
 
 
+def stall_count(gaps: Sequence[float], threshold_ms: float) -> int:
+    """How many of ``gaps`` are stalls (:func:`is_stall`, counted in one pass: the load generator
+    calls this once per record)."""
+    return sum(1 for gap in gaps if gap > threshold_ms)
+
+
 def stalls(offsets_ms: Sequence[float], threshold_ms: float = DEFAULT_STALL_MS) -> list[Stall]:
     """Every gap strictly above ``threshold_ms``."""
     return [Stall(i, offsets_ms[i], gap) for i, gap in enumerate(gaps_ms(offsets_ms)) if is_stall(gap, threshold_ms)]
@@ -82,6 +88,8 @@ def tokens_through(k: int | np.ndarray, tokens: int | np.ndarray, chunks: int | 
 
 def chunk_tokens(tokens: int, chunks: int) -> list[int]:
     """``tokens`` spread over ``chunks`` content chunks in integers (see module docstring)."""
+    if chunks > 0 and tokens % chunks == 0:       # every chunk the same share: k * tokens // chunks steps evenly
+        return [tokens // chunks] * chunks
     through = [int(tokens_through(k, tokens, chunks)) for k in range(chunks + 1)]
     return [b - a for a, b in pairwise(through)]
 

@@ -61,6 +61,7 @@ from fourfold.measure.metrics import (
     wall_s,
 )
 from fourfold.measure.record import RequestRecord
+from fourfold.measure.rhythm import stall_count
 
 __all__ = ["COUNTERS", "HISTOGRAMS", "QUANTILES", "SLO_METRICS", "GroupStats", "LLMStats", "check_slo", "end_s",
            "is_interrupted", "meets_slo", "tokens_by_second"]
@@ -111,7 +112,7 @@ class GroupStats:
         self.errors[record.error_class] = self.errors.get(record.error_class, 0) + 1
         self.statuses[record.status] = self.statuses.get(record.status, 0) + 1
         c["interrupted"] += is_interrupted(record)
-        stalls = sum(1 for gap in gaps if is_stall(gap, stall_threshold_ms))
+        stalls = stall_count(gaps, stall_threshold_ms)
         c["stalls"] += stalls
         c["requests_with_stall"] += stalls > 0
         if stalls:

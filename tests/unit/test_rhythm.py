@@ -16,6 +16,7 @@ from fourfold.measure.rhythm import (
     jitter_ms,
     pulse_frequency_hz,
     rhythm,
+    stall_count,
     stalls,
     tokens_through,
     waveform,
@@ -111,6 +112,7 @@ def test_gaps_and_stalls_are_the_record_s():
     offsets = [100.0, 120.0, 270.0, 420.5]
     assert gaps_ms(offsets) == [20.0, 150.0, 150.5] == RequestRecord(chunk_offsets_ms=offsets).itl_ms
     assert [is_stall(g, 150.0) for g in gaps_ms(offsets)] == [False, False, True]
+    assert stall_count(gaps_ms(offsets), 150.0) == 1 and stall_count(gaps_ms(offsets), 20.0) == 2
     assert is_stall(np.array(gaps_ms(offsets)), 150.0).tolist() == [False, False, True]
 
 
