@@ -73,6 +73,10 @@ class LLMUser(User):
     # Facts about the level that the runtime and the embedded-target launcher read.
     samples_server_metrics: ClassVar[bool] = False
     ignore_eos_on_simulator: ClassVar[bool] = False
+    # the level's (add_arguments, register) pair, which the class methods below call: the shared
+    # listeners here; a level with options or listeners of its own names its module's pair
+    level_listeners: ClassVar[tuple[Callable[..., None], Callable[..., None]]] = (hooks.add_arguments,
+                                                                                    hooks.register)
 
     def __init__(self, environment: Any) -> None:
         super().__init__(environment)
@@ -93,12 +97,12 @@ class LLMUser(User):
     @classmethod
     def add_arguments(cls, parser: Any, **_kw: Any) -> None:
         """``events.init_command_line_parser`` listener: fourfold's options (and this level's)."""
-        hooks.add_arguments(parser)
+        cls.level_listeners[0](parser)
 
     @classmethod
     def register(cls, environment: Any, **_kw: Any) -> None:
         """``events.init`` listener: attaches fourfold's listeners (and this level's) to ``environment``."""
-        hooks.register(environment)
+        cls.level_listeners[1](environment)
 
     @classmethod
     def start_embedded(cls, settings: Settings) -> tuple[str, list[Any]]:

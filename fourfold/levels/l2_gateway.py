@@ -88,6 +88,18 @@ def _settings_or_exit(options: Any) -> GatewaySettings:
         raise SystemExit(2) from None
 
 
+def add_arguments(parser: Any, **_kw: Any) -> None:
+    """``init_command_line_parser`` listener: the shared options, then L2's (once per parser)."""
+    hooks.add_arguments(parser)
+    if hooks.first_time(parser, "l2"):
+        _on_parser(parser)
+
+
+def register(environment: Any, **_kw: Any) -> None:
+    """``init`` listener: the shared listeners, then L2's (so L2's quitting listener runs first)."""
+    hooks.register_level(environment, "l2", _on_init, test_start=_on_test_start, quitting=_on_quitting)
+
+
 # ---- users ----
 class GatewayBase(LLMUser):
     """Abstract: L2 settings, client choice (HTTP/1.1 or HTTP/2), Retry-After, think time."""
@@ -95,14 +107,7 @@ class GatewayBase(LLMUser):
     abstract = True
     level = "l2"
     force_http2: ClassVar[bool | None] = None      # None: --http2 decides
-
-    @classmethod
-    def add_arguments(cls, parser: Any, **_kw: Any) -> None:
-        add_arguments(parser)
-
-    @classmethod
-    def register(cls, environment: Any, **_kw: Any) -> None:
-        register(environment)
+    level_listeners = (add_arguments, register)
 
     def __init__(self, environment: Any) -> None:
         super().__init__(environment)
@@ -366,16 +371,5 @@ def l2_report(summary: dict[str, Any], state: L2State, options: Any) -> tuple[di
         notes.extend(format_open_loop(open_loop))
     return report, notes
 
-
-def add_arguments(parser: Any, **_kw: Any) -> None:
-    """``init_command_line_parser`` listener: the shared options, then L2's (once per parser)."""
-    hooks.add_arguments(parser)
-    if hooks.first_time(parser, "l2"):
-        _on_parser(parser)
-
-
-def register(environment: Any, **_kw: Any) -> None:
-    """``init`` listener: the shared listeners, then L2's (so L2's quitting listener runs first)."""
-    hooks.register_level(environment, "l2", _on_init, test_start=_on_test_start, quitting=_on_quitting)
 
 __all__ = ["GatewayUser", "H1User", "H2User", "OpenLoopUser", "l2_report"]

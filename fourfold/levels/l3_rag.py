@@ -122,19 +122,24 @@ class RagSettings:
                    str(resolve_path(settings.rag_corpus, DEFAULT_CORPUS)))
 
 
+def add_arguments(parser: Any, **_kw: Any) -> None:
+    """``init_command_line_parser`` listener: the shared options, then L3's (once per parser)."""
+    hooks.add_arguments(parser)
+    if hooks.first_time(parser, "l3"):
+        _on_parser(parser)
+
+
+def register(environment: Any, **_kw: Any) -> None:
+    """``init`` listener: the shared listeners, then L3's."""
+    hooks.register_level(environment, "l3", _on_init, test_start=_on_test_start, quitting=_on_quitting)
+
+
 class RagUser(LLMUser):
     """Asks the RAG endpoint one question after another (closed loop, no think time)."""
 
     level = "l3"
     scenario = "rag"
-
-    @classmethod
-    def add_arguments(cls, parser: Any, **_kw: Any) -> None:
-        add_arguments(parser)
-
-    @classmethod
-    def register(cls, environment: Any, **_kw: Any) -> None:
-        register(environment)
+    level_listeners = (add_arguments, register)
 
     def __init__(self, environment: Any) -> None:
         super().__init__(environment)
@@ -278,13 +283,3 @@ def _on_quitting(environment: Any, **_kw: Any) -> None:
     print(format_rag(block), file=sys.stdout if environment.parsed_options is not None else sys.stderr)
 
 
-def add_arguments(parser: Any, **_kw: Any) -> None:
-    """``init_command_line_parser`` listener: the shared options, then L3's (once per parser)."""
-    hooks.add_arguments(parser)
-    if hooks.first_time(parser, "l3"):
-        _on_parser(parser)
-
-
-def register(environment: Any, **_kw: Any) -> None:
-    """``init`` listener: the shared listeners, then L3's."""
-    hooks.register_level(environment, "l3", _on_init, test_start=_on_test_start, quitting=_on_quitting)

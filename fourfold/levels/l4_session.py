@@ -135,15 +135,17 @@ def _simulator_args(settings: Settings) -> list[str]:
     return args
 
 
+def register(environment: Any, **_kw: Any) -> None:
+    """``init`` listener: the shared listeners, then L4's (its options are among the shared ones)."""
+    hooks.register_level(environment, "l4", _on_init, test_start=_on_test_start, quitting=_on_quitting)
+
+
 class SessionUser(LLMUser):
     """One persona at a time through multi-turn sessions (see the module docstring)."""
 
     level = "l4"
     scenario = "session"
-
-    @classmethod
-    def register(cls, environment: Any, **_kw: Any) -> None:
-        register(environment)
+    level_listeners = (hooks.add_arguments, register)
 
     def __init__(self, environment: Any) -> None:
         super().__init__(environment)
@@ -322,9 +324,5 @@ def _on_quitting(environment: Any, **_kw: Any) -> None:
             print(format_sessions(summary), file=sys.stderr if environment.parsed_options is None else sys.stdout)
     run.stop_targets()
 
-
-def register(environment: Any, **_kw: Any) -> None:
-    """``init`` listener: the shared listeners, then L4's (its options are among the shared ones)."""
-    hooks.register_level(environment, "l4", _on_init, test_start=_on_test_start, quitting=_on_quitting)
 
 __all__ = ["DEFAULT_SESSIONS", "SessionUser", "get_session_run", "register", "session_scripts"]
