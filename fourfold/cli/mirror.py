@@ -21,7 +21,8 @@ def run(args: argparse.Namespace, rest: list[str]) -> int:
 
     run_dir = Path(args.run_dir)
     if not (run_dir / "records.jsonl").exists():
-        raise RunDirError(f"{run_dir}: no records.jsonl (not a run directory)")
+        raise RunDirError(f"{run_dir}: no such directory" if not run_dir.exists()
+                          else f"{run_dir}: no records.jsonl (not a run directory)")
     records = list(read_records(run_dir))
     embed = None
     if not args.no_similarity:

@@ -243,6 +243,8 @@ def score_run(run_dir: str | os.PathLike[str], embedder: Embedder, *, dataset: s
     """Score ``run_dir`` (see module docstring); with ``write``, write scores.jsonl and summary.json."""
     started = time.perf_counter()
     path = Path(run_dir)
+    if not path.exists():
+        raise RunDirError(f"{path}: no such directory")
     if not (path / RECORDS_FILE).is_file():
         raise RunDirError(f"{str(path)!r} is not a run directory (no {RECORDS_FILE}); "
                           "pass a directory under runs/")

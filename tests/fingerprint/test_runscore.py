@@ -129,8 +129,11 @@ def test_run_without_summary_and_with_a_relative_dataset(tmp_path: Path, monkeyp
 
 
 def test_usage_errors(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match="not a run directory"):
+    with pytest.raises(UsageError, match="nope: no such directory"):
         score_run(tmp_path / "nope", WordHashEmbedder())
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UsageError, match="not a run directory"):
+        score_run(tmp_path / "empty", WordHashEmbedder())
     run_dir = _write_run(tmp_path, [_record(1, "a", "x")], summary={}, dataset="missing.jsonl")
     with pytest.raises(UsageError, match="--dataset"):
         score_run(run_dir, WordHashEmbedder())
@@ -168,7 +171,7 @@ def test_cli_score(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pyte
     assert cli_main(["score", str(run_dir), "--no-cache", "--no-compare-cache"]) == 0
     assert not (run_dir / CACHE_FILE).exists()
     assert cli_main(["score", str(tmp_path / "missing")]) == 2
-    assert "not a run directory" in capsys.readouterr().err
+    assert "missing: no such directory" in capsys.readouterr().err
     assert cli_main(["score", str(run_dir), "--batch-size", "0"]) == 2
 
 

@@ -147,8 +147,7 @@ def test_a_missing_run_directory_is_a_run_dir_error(tmp_path: Path, capsys: pyte
     missing = tmp_path / "runs" / "20260101T000000Z-nope"
     assert cli.main(COMMAND_ARGS[command](missing, tmp_path / "out")) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"fourfold: error: {missing}") or err.startswith(f"fourfold: error: '{missing}'")
-    assert err.count("\n") == 1 and ("no such directory" in err or "not a run directory" in err), err
+    assert err == f"fourfold: error: {missing}: no such directory\n"      # the same line from every command
     if command != "mirror":                  # read_records yields nothing for a missing directory
         with pytest.raises(RunDirError):
             library_call(command, missing)
