@@ -27,6 +27,7 @@ Errors are raised as httpx's own exception classes, so callers classify one exce
 from __future__ import annotations
 
 import functools
+import select
 import socket
 import ssl
 import time
@@ -71,17 +72,21 @@ class _Conn:
         self.last_used = time.monotonic()
 
     def is_dead(self) -> bool:
-        """A pooled connection the server has closed reads as EOF (or errors) without blocking."""
+        """An idle pooled connection may carry the next request only while nothing can be read from
+        it: readable means the server closed it (EOF, a reset) or sent bytes nobody asked for (an
+        unsolicited response, which must not become the next request's answer). A zero-timeout
+        ``select`` tells, for plain and TLS sockets alike (a TLS socket cannot be peeked:
+        ``recv(1, MSG_PEEK)`` raises ValueError there); for TLS, bytes OpenSSL has already
+        decrypted and buffered (``pending()``) count as readable too."""
+        sock = self.sock
         try:
-            self.sock.setblocking(False)
-            try:
-                return self.sock.recv(1, socket.MSG_PEEK) == b""
-            finally:
-                self.sock.setblocking(True)
-        except (BlockingIOError, InterruptedError):
-            return False
-        except OSError:
+            pending = getattr(sock, "pending", None)
+            if pending is not None and pending():
+                return True
+            readable, _, _ = select.select([sock], [], [], 0)
+        except (OSError, ValueError):
             return True
+        return bool(readable)
 
 
 class RawH1Transport(httpx.BaseTransport):
