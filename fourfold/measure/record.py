@@ -107,12 +107,25 @@ class RequestRecord:
         return {name: getattr(self, name) for name in _FIELD_NAMES}
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"), allow_nan=False,
+        """One JSON line, always encodable as UTF-8 (see :func:`mend_surrogates`)."""
+        line = json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"), allow_nan=False,
                           default=str)
+        return line if line.isascii() else mend_surrogates(line)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RequestRecord:
         return cls(**{k: v for k, v in data.items() if k in _FIELD_SET})
+
+
+def mend_surrogates(text: str) -> str:
+    """``text`` as UTF-8 can hold it. A server that JSON-escapes an emoji as ``"\\ud83d"`` in one
+    event and ``"\\ude00"`` in the next leaves two lone surrogates in the joined answer, which no
+    UTF-8 file accepts: a pair becomes its character again, a surrogate without its partner U+FFFD."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 _FIELD_NAMES = tuple(f.name for f in dataclasses.fields(RequestRecord))

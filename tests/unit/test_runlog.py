@@ -170,3 +170,21 @@ def test_find_and_latest_runs(tmp_path: Path) -> None:
     assert latest_run(tmp_path, label="base") == c.run_dir
     assert latest_run(tmp_path, label="nope") is None
     assert read_summary(a.run_dir) is None
+
+
+def test_a_surrogate_pair_split_across_two_events_is_one_character_on_disk(tmp_path: Path) -> None:
+    from fourfold.measure.dialects import get_dialect
+
+    parser = get_dialect("openai").parser(True)
+    for content in ("a \\ud83d", "\\ude00 b", " lone \\ud83d"):        # JSON escapes, one token per event
+        parser.feed(b'data: {"choices":[{"index":0,"delta":{"content":"' + content.encode() + b'"}}]}\n\n')
+    parser.feed(b"data: [DONE]\n\n")
+    text = parser.finish().text
+    assert text == "a \ud83d\ude00 b lone \ud83d"                    # lone surrogates in a Python str
+    writer = RunWriter("surrogates", base_dir=tmp_path)
+    for error_detail in ("", "bad \udc80 byte"):
+        writer.append(RequestRecord(text=text, error_detail=error_detail))
+    writer.close()
+    records = [json.loads(line) for line in (writer.run_dir / "records.jsonl").read_text("utf-8").splitlines()]
+    assert [r["text"] for r in records] == ["a 😀 b lone \ufffd"] * 2
+    assert [r["error_detail"] for r in records] == ["", "bad \ufffd byte"]
