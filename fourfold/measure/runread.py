@@ -53,7 +53,7 @@ def _parse_line(path: Path, lineno: int, raw: bytes) -> RequestRecord | None:
         return None
     try:
         data = json.loads(raw.decode("utf-8"))
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError; a 100,000-deep line
         where = "unreadable line" if raw.endswith(b"\n") else "torn last line"
         warnings.warn(f"{path}:{lineno}: skipped {where} ({len(raw)} bytes): {exc}",
                       RunLogWarning, stacklevel=3)

@@ -142,7 +142,7 @@ def _read_headers(headers: httpx.Headers, record: RequestRecord) -> None:
     if plan:
         try:
             record.plan = json.loads(plan)
-        except ValueError:
+        except (ValueError, RecursionError):       # RecursionError: nested deeper than Python's limit
             record.plan = {"unparsed": plan[:256]}
     timing = headers.get("server-timing")
     if timing:

@@ -499,3 +499,16 @@ def test_content_template_is_proven_not_assumed() -> None:
     assert content_template(plain.replace(b'{"content"', b'{"reasoning_content":"r","content"')) is None
     # a second "content" key wins in JSON: the first one is not the template's slot
     assert content_template(plain.replace(b'{"content":" tok"', b'{"content":" tok","content":"x"')) is None
+
+
+@pytest.mark.parametrize("dialect", ["openai", "anthropic", "triton"])
+@pytest.mark.parametrize("depth", [100_000])
+def test_a_deeply_nested_event_is_malformed_data_not_a_crash(dialect, depth):
+    """``[`` x 100,000 in a ``data:`` line raised RecursionError out of the parser (the request was
+    then labelled cancelled and reached no statistic); it is a malformed event like any other."""
+    parser = get_dialect(dialect).parser(True)
+    parser.feed(b"data: " + b"[" * depth + b"\n\n")
+    parser.feed(b"data: {" + b'"a":[' * depth + b"\n\n")
+    completion = parser.finish()
+    assert parser.malformed_events == 2
+    assert completion.error_class == "malformed_stream" and "[[[" in completion.error_detail

@@ -16,7 +16,7 @@ from typing import Any
 from fourfold.measure.dialects.base import Completion
 from fourfold.measure.sse import DEFAULT_MAX_EVENT_BYTES, SSEDecoder, SSEEvent
 
-__all__ = ["ERROR_RANK", "JsonEventParser", "classify_error_message", "error_message", "loads_event"]
+__all__ = ["ERROR_RANK", "JsonEventParser", "classify_error_message", "error_message", "loads_event", "loads_json"]
 
 _CONTEXT_LENGTH = re.compile(
     r"context[ _-]?(length|window)|maximum context|max_model_len|prompt is too long"
@@ -34,19 +34,32 @@ _PLAIN_STRING = re.compile(rb'"[^"\\\x00-\x1f]*"')
 _scan_json = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 
 
+def loads_json(data: str | bytes) -> Any:
+    """``json.loads`` whose only error is ``ValueError``: a value nested deeper than Python's
+    recursion limit (a server's ``[`` x 100,000) raises RecursionError in ``json``, which no
+    parser's error handling expects; here it is malformed JSON like any other."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+
+
 def loads_event(text: str) -> Any:
     """``json.loads`` for one event's data, about twice as fast on a short object.
 
     ``json.loads`` spends half its time on a small event in two whitespace regexes around the C
     scanner; this calls the scanner directly when the text starts with ``{`` and checks the tail
-    by hand. Same results and same ``ValueError`` (``JSONDecodeError``) on bad input.
+    by hand. Same results and the same ``ValueError`` (``JSONDecodeError``) on bad input, nesting
+    too deep included (:func:`loads_json`).
     """
     if not text.startswith("{"):
-        return json.loads(text)
+        return loads_json(text)
     try:
         obj, end = _scan_json(text, 0)
     except StopIteration as exc:   # what the scanner raises where json.loads says "Expecting value"
         raise json.JSONDecodeError("Expecting value", text, exc.value) from None
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
     if end != len(text) and text[end:].strip(" \t\n\r"):
         raise json.JSONDecodeError("Extra data", text, end)
     return obj
@@ -169,7 +182,7 @@ class JsonEventParser:
         objects: list[Any] = []
         if json_payloads:
             try:
-                objects = json.loads(b"[" + b",".join(json_payloads) + b"]")
+                objects = loads_json(b"[" + b",".join(json_payloads) + b"]")
             except ValueError:     # includes invalid UTF-8
                 return None
             if len(objects) != len(json_payloads) or not all(type(o) is dict for o in objects):
@@ -235,7 +248,7 @@ class JsonEventParser:
             except UnicodeDecodeError:
                 self._malformed_utf8(1)
             try:
-                obj = json.loads(raw.decode("utf-8-sig", "replace"))
+                obj = loads_json(raw.decode("utf-8-sig", "replace"))
                 if not isinstance(obj, dict):
                     raise TypeError("not a JSON object")
                 self._on_body(obj)

@@ -29,6 +29,7 @@ from fourfold.measure.dialects.jsonevents import (
     classify_error_message,
     error_message,
     loads_event,
+    loads_json,
 )
 from fourfold.measure.items import Item
 from fourfold.measure.sse import DEFAULT_MAX_EVENT_BYTES, SSEEvent
@@ -61,8 +62,8 @@ def content_template(payload: bytes) -> tuple[bytes, bytes] | None:
         return None
     prefix, suffix = payload[:start], payload[literal.end():]
     try:
-        original = json.loads(payload)
-        probe = json.loads(prefix + json.dumps(_PROBE).encode() + suffix)
+        original = loads_json(payload)
+        probe = loads_json(prefix + json.dumps(_PROBE).encode() + suffix)
         choices = probe["choices"]
         delta = choices[0]["delta"]
         if (type(probe) is not dict or type(choices) is not list or type(delta) is not dict

@@ -231,7 +231,7 @@ class RagParser(JsonEventParser):
                 self._malformed(data, "not JSON")
             return 0
         try:
-            obj = loads_event(data) if data.startswith("{") else json.loads(data)
+            obj = loads_event(data)
         except ValueError as exc:
             self._malformed(data, f"not JSON ({exc})")
             return 0
