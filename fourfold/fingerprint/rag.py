@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from fourfold.data import DATA_DIR
+from fourfold.data import DATA_DIR, find
 from fourfold.fingerprint.embedder import Embedder
 from fourfold.fingerprint.score import ScoreRow, distribution, groundedness
 from fourfold.measure.rag import CorpusDoc, load_corpus
@@ -38,11 +38,7 @@ DEFAULT_QUESTIONS = DATA_DIR / "rag" / "questions.jsonl"
 def _existing(value: Any, run_dir: Path | None = None) -> Path | None:
     if not value:
         return None
-    path = Path(value)
-    candidates = [path] if path.is_absolute() else [Path.cwd() / path, DATA_DIR.parent / path]
-    if run_dir is not None and not path.is_absolute():
-        candidates.insert(1, run_dir.resolve().parent.parent / path)
-    return next((c for c in candidates if c.is_file()), None)
+    return find(value, run_dir)
 
 
 def rag_dataset(meta: dict[str, Any] | None, run_dir: Path | None = None) -> Path | None:

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from fourfold.data import DATA_DIR
+from fourfold.data import DATA_DIR, candidates, find
 from fourfold.errors import RunDirError, UsageError
 from fourfold.fingerprint.embedder import (
     DEFAULT_BATCH_SIZE,
@@ -70,7 +70,6 @@ __all__ = ["SCORES_FILE", "RunScore", "format_quality", "make_embedder", "resolv
 
 SCORES_FILE = "scores.jsonl"
 DEFAULT_DATASET = DATA_DIR / "prompts" / "prompts.jsonl"
-PACKAGE_DIR = DATA_DIR.parent  # a stored name such as data/rag/corpus.jsonl resolves here
 
 
 @dataclass
@@ -115,13 +114,10 @@ def resolve_dataset(run_dir: Path, meta: dict[str, Any] | None, override: str | 
     name = settings.get("dataset") or ""
     if not name:
         return DEFAULT_DATASET
-    path = Path(name)
-    candidates = [path] if path.is_absolute() else [Path.cwd() / path, run_dir.resolve().parent.parent / path,
-                                                    PACKAGE_DIR / path]
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    tried = ", ".join(str(c) for c in candidates)
+    found = find(name, run_dir)
+    if found is not None:
+        return found
+    tried = ", ".join(str(c) for c in candidates(name, run_dir))
     raise UsageError(f"the run's dataset {name!r} was not found (tried {tried}); pass --dataset PATH")
 
 

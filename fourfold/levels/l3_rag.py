@@ -32,7 +32,7 @@ from typing import Any
 
 from locust import task
 
-from fourfold.data import DATA_DIR
+from fourfold.data import DATA_DIR, find
 from fourfold.levels import hooks
 from fourfold.levels.base import LLMUser, dataset
 from fourfold.levels.options import Settings
@@ -46,7 +46,6 @@ __all__ = ["DEFAULT_CORPUS", "DEFAULT_QUESTIONS", "RagSettings", "RagUser", "add
 log = logging.getLogger("fourfold")
 DEFAULT_QUESTIONS = DATA_DIR / "rag" / "questions.jsonl"
 DEFAULT_CORPUS = DATA_DIR / "rag" / "corpus.jsonl"
-PACKAGE_DIR = DATA_DIR.parent  # a stored name such as data/rag/corpus.jsonl resolves here
 RETRIEVERS, RERANKERS = ("bm25", "dense"), ("none", "lexical", "dense")
 _CORPORA: dict[str, dict[str, CorpusDoc]] = {}
 
@@ -74,14 +73,11 @@ def register_options(parser: Any) -> None:
 
 
 def resolve_path(path: str | Path, default: Path) -> Path:
-    """``path`` as given (relative: to the current directory, else the repository); ``default`` if empty."""
+    """``path`` as given (relative: to the current directory, else the package:
+    :func:`fourfold.data.find`); ``default`` if empty."""
     if not str(path):
         return default
-    candidate = Path(path)
-    if candidate.is_absolute() or candidate.exists():
-        return candidate
-    in_repo = PACKAGE_DIR / candidate
-    return in_repo if in_repo.exists() else candidate
+    return find(path) or Path(path)
 
 
 def corpus(path: Path) -> dict[str, CorpusDoc]:

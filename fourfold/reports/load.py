@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fourfold.data import DATA_DIR
+from fourfold.data import DATA_DIR, find
 from fourfold.errors import RunDirError, SchemaError, UsageError
 from fourfold.measure.items import load_items
 from fourfold.measure.metrics import (
@@ -73,7 +73,6 @@ __all__ = ["SCORES_FILE", "RunData", "RunDirError", "base_scenario", "group_name
            "prompt_kinds", "run_variants"]
 
 DEFAULT_DATASET = DATA_DIR / "prompts" / "prompts.jsonl"
-PACKAGE_DIR = DATA_DIR.parent  # a stored name such as data/rag/corpus.jsonl resolves here
 PARALLEL_BYTES = 256 << 20
 
 
@@ -204,11 +203,7 @@ def _dataset_path(run_dir: Path, settings: dict[str, Any]) -> Path | None:
     name = settings.get("dataset") or ""
     if not name:
         return DEFAULT_DATASET
-    candidate = Path(name)
-    tries = [candidate] if candidate.is_absolute() else [Path.cwd() / candidate,
-                                                          run_dir.resolve().parent.parent / candidate,
-                                                          PACKAGE_DIR / candidate]
-    return next((p for p in tries if p.is_file()), None)
+    return find(name, run_dir)
 
 
 def prompt_kinds(run_dir: Path, settings: dict[str, Any]) -> dict[str, str]:
