@@ -28,6 +28,7 @@ from fourfold.measure.client import make_http_client
 from fourfold.measure.dialects import RequestOptions, get_dialect
 from fourfold.measure.items import Item, load_items
 from fourfold.measure.record import RequestRecord
+from fourfold.measure.secrets import attach as attach_secrets
 from fourfold.measure.stream import UNSENT, StreamLimits, send
 
 logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -57,9 +58,12 @@ def simulator_gateway_args(settings: Settings) -> list[str]:
 
 
 def make_client(settings: Settings, base_url: str) -> httpx.Client:
-    return make_http_client(base_url, headers=settings.request_headers(), http2=settings.http2,
-                            insecure=settings.insecure, read_timeout_s=settings.read_timeout_s,
-                            connect_timeout_s=settings.connect_timeout_s)
+    """The httpx client of a user (or its mirror), carrying the run's credentials to scrub from every
+    record it makes (``measure.secrets``: the API key and each non-public ``--header`` value)."""
+    client = make_http_client(base_url, headers=settings.request_headers(), http2=settings.http2,
+                              insecure=settings.insecure, read_timeout_s=settings.read_timeout_s,
+                              connect_timeout_s=settings.connect_timeout_s)
+    return attach_secrets(client, settings.secrets())
 
 
 class LLMUser(User):

@@ -2,8 +2,9 @@
 
 Registered through ``events.init_command_line_parser`` they work from the command line, from
 ``LOCUST_*`` environment variables, from ``locust.conf`` / ``[tool.locust]``, and in the web UI's
-start form. Secrets (``--api-key``) are masked in the form and never copied into records, logs or
-``meta.json`` (see :func:`redacted`).
+start form. Secrets are masked in the form and never copied into records, logs or ``meta.json``:
+the ``--api-key`` and every ``--header`` value not marked public with ``--header-public``
+(:meth:`Settings.secrets`, :mod:`fourfold.measure.secrets`; :func:`redacted` for meta.json).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from fourfold.levels.l4_options import register as _register_l4
 from fourfold.measure.dialects import DIALECTS
 from fourfold.measure.gate import load_slo
+from fourfold.measure.secrets import REDACTED, Secrets
 from fourfold.measure.slo import SLOSpecError
 
 SECRET_OPTIONS = frozenset({"api_key"})
@@ -39,7 +41,11 @@ def register(parser: Any) -> None:
     add("--api-key-header", default="authorization", choices=["authorization", "x-api-key", "api-key"],
         help="How the API key is sent")
     add("--header", dest="headers", action="append", default=[], include_in_web_ui=False,
-        help="Extra request header 'Name: value' (repeatable), e.g. a version or beta flag")
+        help="Extra request header 'Name: value' (repeatable); its value is a credential: "
+             "replaced by *** in records, meta.json and logs (see --header-public)")
+    add("--header-public", dest="public_headers", action="append", default=[], include_in_web_ui=False,
+        help="Extra request header 'Name: value' (repeatable) that is no secret, e.g. a version, beta "
+             "flag or trace id: sent like --header, kept in clear in records and meta.json")
     add("--warmup-requests", type=int, default=1,
         help="Requests each user sends before measuring (excluded from every statistic)")
     add("--stall-ms", type=float, default=150.0, help="A gap between content chunks above this is a stall")
@@ -95,7 +101,8 @@ class Settings:
     stream: bool = True
     api_key: str = field(default="", repr=False)
     api_key_header: str = "authorization"
-    headers: tuple[tuple[str, str], ...] = ()
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)    # credentials unless public
+    public_headers: tuple[tuple[str, str], ...] = ()
     warmup_requests: int = 1
     stall_ms: float = 150.0
     read_timeout_s: float = 60.0
@@ -141,6 +148,7 @@ class Settings:
             api_key=get("api_key", "") or os.environ.get("FOURFOLD_API_KEY", ""),
             api_key_header=get("api_key_header", "authorization"),
             headers=parse_headers(get("headers", [])),
+            public_headers=parse_headers(get("public_headers", []), option="--header-public"),
             warmup_requests=int(get("warmup_requests", 1)),
             stall_ms=float(get("stall_ms", 150.0)),
             read_timeout_s=float(get("read_timeout", 60.0)),
@@ -169,8 +177,13 @@ class Settings:
         )
 
     def request_headers(self) -> dict[str, str]:
-        """Headers every request carries: the --header values and the API key."""
-        return {**dict(self.headers), **self.auth_headers()}
+        """Headers every request carries: the --header and --header-public values and the API key."""
+        return {**dict(self.public_headers), **dict(self.headers), **self.auth_headers()}
+
+    def secrets(self) -> Secrets:
+        """The credentials to keep out of every record, log and meta.json: the API key and every
+        ``--header`` value (``--header-public`` ones are not secrets)."""
+        return _configured(self.api_key, tuple(value for _, value in self.headers))
 
     def auth_headers(self) -> dict[str, str]:
         if not self.api_key:
@@ -180,7 +193,18 @@ class Settings:
         return {self.api_key_header: self.api_key}
 
 
-def parse_headers(values: list[str] | tuple[str, ...] | str) -> tuple[tuple[str, str], ...]:
+def _configured(api_key: str, header_values: tuple[str, ...]) -> Secrets:
+    key = (api_key, header_values)
+    if key not in _SECRETS:
+        _SECRETS[key] = Secrets.configured(api_key, header_values)
+    return _SECRETS[key]
+
+
+_SECRETS: dict[tuple[str, tuple[str, ...]], Secrets] = {}
+
+
+def parse_headers(values: list[str] | tuple[str, ...] | str,
+                  option: str = "--header") -> tuple[tuple[str, str], ...]:
     """``["X-Beta: on", ...]`` -> (("X-Beta", "on"), ...); a value without a colon is a usage error."""
     if isinstance(values, str):
         values = [values] if values else []
@@ -188,15 +212,18 @@ def parse_headers(values: list[str] | tuple[str, ...] | str) -> tuple[tuple[str,
     for value in values:
         name, sep, rest = value.partition(":")
         if not sep or not name.strip():
-            raise ValueError(f"--header {value!r}: expected 'Name: value'")
+            raise ValueError(f"{option} {value!r}: expected 'Name: value'")
         parsed.append((name.strip(), rest.strip()))
     return tuple(parsed)
 
 
 def redacted(settings: Settings) -> dict[str, Any]:
-    """Settings as a dict with every secret replaced by "***" (or "" when unset)."""
+    """Settings as a dict for meta.json: the API key and every ``--header`` value (whatever its
+    name) replaced by "***", ``--header-public`` kept, and any configured credential scrubbed from
+    every other string (a key pasted into --label or a URL)."""
     data = asdict(settings)
     for name in SECRET_OPTIONS:
         if data.get(name):
-            data[name] = "***"
-    return data
+            data[name] = REDACTED
+    data["headers"] = [[name, REDACTED if value else value] for name, value in settings.headers]
+    return settings.secrets().scrub_obj(data)

@@ -14,11 +14,13 @@
 Redaction (``redact``), recursive over dicts/lists: a value is replaced by ``"***"`` when its
 key, lower-cased with ``-`` read as ``_``, contains api_key, apikey, authorization, secret,
 password, passwd, cookie, credential, private_key or bearer, is ``auth``/``*_auth``, or
-*ends* with ``token`` (token, hf_token, x-auth-token, apiToken; but not max_tokens,
-output_tokens, tokenizer). Strings are also scrubbed: ``Authorization: ...``-style header
-lines, ``Bearer <x>``, key-shaped words (``sk-...``, ``hf_...``, ``ghp_...``),
-``user:password@`` in URLs, sensitive ``?key=value`` query parameters, and in argv-style
-lists the value after a sensitive ``--flag`` (or after ``--flag=``).
+*ends* with ``token`` or ``_key`` (token, hf_token, x-auth-token, apiToken, subscription-key; but
+not max_tokens, output_tokens, tokenizer). Strings are also scrubbed: every credential this
+process was configured with (``fourfold.measure.secrets.known``: the API key, every non-public
+``--header`` value), ``Authorization: ...``-style header lines, ``Bearer <x>``, key-shaped words
+(``sk-...``, ``hf_...``, ``ghp_...``), ``user:password@`` in URLs, sensitive ``?key=value``
+query parameters, and in argv-style lists the value after a sensitive ``--flag`` (or after
+``--flag=``).
 """
 
 from __future__ import annotations
@@ -33,14 +35,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from fourfold.measure.record import SCHEMA_VERSION, RequestRecord
+from fourfold.measure.secrets import REDACTED, is_secret_key, known
 
 FLUSH_INTERVAL_S = 1.0
-REDACTED = "***"
 META_FILE, RECORDS_FILE, SUMMARY_FILE = "meta.json", "records.jsonl", "summary.json"
 RUN_NAME_RE = re.compile(r"^(\d{8}T\d{6}Z)-(.+)$")
 
-_SECRET_PARTS = ("api_key", "apikey", "authorization", "secret", "password", "passwd", "cookie",
-                 "credential", "private_key", "bearer")
 _HEADER_LINE_RE = re.compile(r"^(\s*[\w-]+\s*:\s*)(.+)$", re.S)
 _BEARER_RE = re.compile(r"(?i)\b(bearer)\s+[^\s\"',;]+")
 _KEY_LIKE_RE = re.compile(r"\b(sk-[A-Za-z0-9_-]{6,}|hf_[A-Za-z0-9]{16,}|gh[pous]_[A-Za-z0-9]{16,})")
@@ -54,14 +54,10 @@ def sanitize_label(label: str) -> str:
     return cleaned or "run"
 
 
-def is_secret_key(name: str) -> bool:
-    key = str(name).lower().replace("-", "_")
-    return (key.endswith("token") or key == "auth" or key.endswith("_auth")
-            or any(part in key for part in _SECRET_PARTS))
-
-
 def redact_text(text: str) -> str:
-    """Scrub secrets from one string (header line, URL credentials/query, Bearer values)."""
+    """Scrub secrets from one string (configured credentials, header line, URL credentials/query,
+    Bearer values)."""
+    text = known().scrub(text)
     match = _HEADER_LINE_RE.match(text)
     if match and is_secret_key(match.group(1).strip().rstrip(":").strip()):
         return match.group(1) + REDACTED
@@ -95,8 +91,8 @@ def _redact_list(items: list[Any]) -> list[Any]:
 def redact(obj: Any) -> Any:
     """A copy of ``obj`` (dicts, lists, tuples, strings) with secrets replaced by ``"***"``."""
     if isinstance(obj, dict):
-        return {k: REDACTED if is_secret_key(k) and v not in (None, "") else redact(v)
-                for k, v in obj.items()}
+        return {redact_text(k) if isinstance(k, str) else k:
+                REDACTED if is_secret_key(k) and v not in (None, "") else redact(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return _redact_list(list(obj))
     if isinstance(obj, str):

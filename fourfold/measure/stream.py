@@ -21,7 +21,8 @@ import httpx
 from fourfold.measure.dialects.base import Dialect, HttpRequest
 from fourfold.measure.reactor import drain as drain_reactor
 from fourfold.measure.record import RequestRecord
-from fourfold.measure.runlog import REDACTED, is_secret_key
+from fourfold.measure.secrets import NO_SECRETS, Secrets
+from fourfold.measure.secrets import for_request as secrets_for_request
 from fourfold.measure.transport import read_pieces
 
 _ERROR_BODY_CAP = 4096
@@ -75,6 +76,7 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
     transport_error = ""
     transport_detail = ""
     drain_reactor()       # other streams' reads first: this greenlet may have run a while
+    secrets = secrets_for_request(client, request.headers)    # scrubbed before any cut (measure.secrets)
     record.started_at = time.time()
     if request.json and request.json.get("ignore_eos"):
         record.extra["ignore_eos"] = True     # a length finish was asked for: not a truncation
@@ -95,12 +97,12 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
             record.http_version = response.http_version
             record.status = response.status_code
             record.ttfb_ms = (t_head - t0) / 1e6
-            _read_headers(response.headers, record)
+            _read_headers(response.headers, record, secrets)
             if not 200 <= response.status_code < 300:
-                return _scrub(_http_failure(response, record), client, request)
+                return secrets.scrub_record(_http_failure(response, record, secrets))
             content_type = response.headers.get("content-type", "")
             if request.stream and content_type and "event-stream" not in content_type.lower():
-                record.extra["content_type"] = content_type[:100]   # e.g. an HTML error page with 200
+                record.extra["content_type"] = secrets.scrub(content_type)[:100]   # e.g. an HTML error page
             max_bytes = limits.max_response_bytes
             deadline = t0 + int(limits.max_duration_s * 1e9) if limits.max_duration_s else None
             # httpx wraps the transport's stream (BoundSyncStream._stream); RawH1Transport's has read_into
@@ -129,21 +131,22 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
     except BaseException:
         if progress.get("sent") is False:
             record.extra[UNSENT] = True   # stopped (GreenletExit) before the request left: the target never saw it
+        secrets.scrub_record(record)      # the caller keeps it as cancelled: headers may have been read
         raise
     recv_ns = facts.recv_ns if facts is not None else None
     if recv_ns is not None and len(recv_ns) >= len(times):
         times = recv_ns[:len(times)]      # the transport's receive times (also when the body broke off)
-    return _scrub(_finish(dialect, request, record, t0, times, chunks, transport_error, transport_detail),
-                  client, request)
+    return secrets.scrub_record(_finish(dialect, request, record, t0, times, chunks, transport_error,
+                                        transport_detail, secrets))
 
 
-def _read_headers(headers: httpx.Headers, record: RequestRecord) -> None:
+def _read_headers(headers: httpx.Headers, record: RequestRecord, secrets: Secrets = NO_SECRETS) -> None:
     plan = headers.get("x-fourfold-plan")
     if plan:
         try:
             record.plan = json.loads(plan)
         except (ValueError, RecursionError):       # RecursionError: nested deeper than Python's limit
-            record.plan = {"unparsed": plan[:256]}
+            record.plan = {"unparsed": secrets.scrub(plan)[:256]}
     timing = headers.get("server-timing")
     if timing:
         record.server_timing = parse_server_timing(timing)
@@ -155,32 +158,7 @@ def _read_headers(headers: httpx.Headers, record: RequestRecord) -> None:
             pass
 
 
-def _secret_values(*header_sets: httpx.Headers | dict[str, str]) -> list[str]:
-    """Values of the secret headers sent (``Authorization: Bearer X`` gives the value and X)."""
-    found: set[str] = set()
-    for headers in header_sets:
-        for name, value in headers.items():
-            if len(value) >= 8 and is_secret_key(name):
-                found.add(value)
-                scheme, _, token = value.partition(" ")
-                if len(token) >= 8 and scheme.lower() in ("bearer", "basic", "token"):
-                    found.add(token)
-    return sorted(found, key=len, reverse=True)
-
-
-def _scrub(record: RequestRecord, client: httpx.Client, request: HttpRequest) -> RequestRecord:
-    """A target that echoes a credential (an error body quoting the API key, a proxy reflecting the
-    request as its answer) must not put it into the run log: the request's own secret header values
-    are replaced by ``***`` in the text and error detail a record keeps."""
-    for secret in _secret_values(client.headers, request.headers):
-        if secret in record.error_detail:
-            record.error_detail = record.error_detail.replace(secret, REDACTED)
-        if secret in record.text:
-            record.text = record.text.replace(secret, REDACTED)
-    return record
-
-
-def _http_failure(response: httpx.Response, record: RequestRecord) -> RequestRecord:
+def _http_failure(response: httpx.Response, record: RequestRecord, secrets: Secrets = NO_SECRETS) -> RequestRecord:
     body = b""
     try:
         for data in response.iter_raw():
@@ -191,13 +169,15 @@ def _http_failure(response: httpx.Response, record: RequestRecord) -> RequestRec
         pass
     text = body[:_ERROR_BODY_CAP].decode("utf-8", errors="replace")
     record.error_class = classify_status(response.status_code, text)
-    record.error_detail = f"HTTP {response.status_code}: {text[:512]}"
+    # scrubbed before the cut: a key the body quotes across character 512 leaves nothing of itself
+    record.error_detail = f"HTTP {response.status_code}: {secrets.scrub(text)[:512]}"
     record.e2e_ms = record.ttfb_ms
     return record
 
 
 def _finish(dialect: Dialect, request: HttpRequest, record: RequestRecord, t0: int, times: list[int],
-            chunks: list[bytes], transport_error: str, transport_detail: str) -> RequestRecord:
+            chunks: list[bytes], transport_error: str, transport_detail: str,
+            secrets: Secrets = NO_SECRETS) -> RequestRecord:
     drain_reactor()       # read what other streams have received before this longer piece of work
     parser = dialect.parser(request.stream)
     offsets: list[float] = []
@@ -232,7 +212,7 @@ def _finish(dialect: Dialect, request: HttpRequest, record: RequestRecord, t0: i
     record.input_tokens = completion.input_tokens
     record.terminal = completion.terminal
     record.finish_reason = completion.finish_reason
-    record.set_text(completion.text)
+    record.set_text(secrets.scrub(completion.text))     # before the 16 KiB cap: no key cut in half
     if completion.server_timing:
         record.server_timing.update(completion.server_timing)
     if completion.extra:

@@ -147,7 +147,7 @@ def test_secret_headers_are_scrubbed_from_what_an_echoing_server_sends_back():
     finally:
         server.stop()
     rejected, reflected = records
-    assert rejected.error_class == "http_4xx" and "invalid credentials: *** " in rejected.error_detail
-    assert reflected.error_class == "ok" and reflected.text == "you sent *** "
+    assert rejected.error_class == "http_4xx" and "invalid credentials: Bearer *** " in rejected.error_detail
+    assert reflected.error_class == "ok" and reflected.text == "you sent Bearer *** "
     assert all(CLI_KEY not in r.to_json() for r in records)
 
