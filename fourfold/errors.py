@@ -11,6 +11,8 @@ itself (the click pattern). This module imports nothing of fourfold, so every la
       │    ├── ProfileError *             a simulator profile name, file or override
       │    ├── FaultError *               an injected fault's name, rate or parameter
       │    ├── ScriptError *              an L4 session script
+      │    ├── DatasetError *             a dataset file (prompts, questions, corpus, sessions): file:line and what
+      │    ├── OptionError *              an option value out of its range (negative, NaN, not 'Name: value')
       │    └── SplitError *               an L4 A/B split (--ab-split)
       ├── GateFailed (3)                  an SLO, quality floor or probe threshold was missed
       ├── ModelUnavailable (1)            the embedding model, or the library that runs it, is missing
@@ -98,6 +100,14 @@ class ScriptError(UsageError, ValueError):
     """A session script that cannot be used (the message names the script and the field)."""
 
 
+class DatasetError(UsageError, ValueError):
+    """A dataset file that cannot be used (the message names the file, the line and what is wrong)."""
+
+
+class OptionError(UsageError, ValueError):
+    """An option value that cannot be used (negative, NaN, out of range; the message names the option)."""
+
+
 class SplitError(UsageError, ValueError):
     """An A/B split that cannot be read (the message shows the accepted forms)."""
 
@@ -134,10 +144,12 @@ class UpstreamError(FourfoldError):
 
 
 __all__ = [
+    "DatasetError",
     "FaultError",
     "FourfoldError",
     "GateFailed",
     "ModelUnavailable",
+    "OptionError",
     "ProfileError",
     "RagServiceStartError",
     "RecordsFormatError",

@@ -109,6 +109,12 @@ class LLMUser(User):
         cls.level_listeners[1](environment)
 
     @classmethod
+    def check_inputs(cls, options: Any, settings: Settings) -> None:
+        """At ``init``, before anything starts (:mod:`fourfold.levels.inputs`): read every dataset this
+        level will send, so a bad file is one line and exit 2 (a UsageError), not a user failing later."""
+        dataset(settings.dataset)
+
+    @classmethod
     def start_embedded(cls, settings: Settings) -> tuple[str, list[Any]]:
         """Start this level's embedded targets; return the URL users send to and stop handles."""
         from fourfold.targets.launch import start_simulator

@@ -25,8 +25,8 @@ import logging
 import sys
 from typing import Any
 
+from fourfold.levels import inputs, slogate
 from fourfold.levels import options as _options
-from fourfold.levels import slogate
 
 log = logging.getLogger("fourfold")
 _embedded: list[Any] = []          # handles with .stop() of targets this process started
@@ -72,6 +72,7 @@ def _on_init(environment: Any, **_kw: Any) -> None:
     from fourfold.levels.runtime import register
 
     _deliver_sigint_to_main()
+    inputs.check_or_exit(environment)        # options and datasets: one line and exit 2 before anything starts
     runtime = register(environment)
     if getattr(environment, "web_ui", None) is not None:   # local runner or master with the web UI
         from fourfold.levels import webui

@@ -47,6 +47,7 @@ from fourfold.levels.l2_stats import (
     quarter_means,
 )
 from fourfold.levels.ladder import STEP_ATTR, format_ladder, ladder_report, step_scenario
+from fourfold.levels.options import Settings
 from fourfold.measure.client import make_http_client
 from fourfold.measure.record import RequestRecord
 
@@ -108,6 +109,12 @@ class GatewayBase(LLMUser):
     level = "l2"
     force_http2: ClassVar[bool | None] = None      # None: --http2 decides
     level_listeners = (add_arguments, register)
+
+    @classmethod
+    def check_inputs(cls, options: Any, settings: Settings) -> None:
+        """At ``init`` (:mod:`fourfold.levels.inputs`): the prompts and L2's options."""
+        super().check_inputs(options, settings)
+        GatewaySettings.from_options(options)
 
     def __init__(self, environment: Any) -> None:
         super().__init__(environment)

@@ -9,6 +9,7 @@ is loaded, so other levels' forms stay short.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,10 +59,13 @@ class GatewaySettings:
     max_in_flight_policy: str = "wait"
 
     def __post_init__(self) -> None:
-        if self.ladder_hold_s <= 0:
-            raise ValueError(f"--ladder-hold-s must be > 0, got {self.ladder_hold_s}")
-        if self.think_time_s < 0 or self.retry_after_cap_s < 0:
-            raise ValueError("--think-time-s and --retry-after-cap-s must be >= 0")
+        if not 0 < self.ladder_hold_s < math.inf:
+            raise ValueError(f"--ladder-hold-s must be a number > 0, got {self.ladder_hold_s}")
+        if not 0 < self.slo_ttft_p95_ms < math.inf:
+            raise ValueError(f"--slo-ttft-p95-ms must be a number > 0, got {self.slo_ttft_p95_ms}")
+        if not (0 <= self.think_time_s < math.inf and 0 <= self.retry_after_cap_s < math.inf):
+            raise ValueError(f"--think-time-s and --retry-after-cap-s must be numbers >= 0, got "
+                             f"{self.think_time_s} and {self.retry_after_cap_s}")
         if self.max_in_flight < 1:
             raise ValueError(f"--max-in-flight must be at least 1, got {self.max_in_flight}")
         if self.max_in_flight_policy not in IN_FLIGHT_POLICIES:

@@ -33,6 +33,7 @@ from typing import Any
 from locust import task
 
 from fourfold.data import DATA_DIR, find
+from fourfold.errors import DatasetError
 from fourfold.levels import hooks
 from fourfold.levels.base import LLMUser, dataset
 from fourfold.levels.options import Settings
@@ -148,6 +149,19 @@ class RagUser(LLMUser):
         docs = corpus(Path(self.rag.corpus)) if Path(self.rag.corpus).is_file() else {}
         self.claims = {doc_id: doc.claims for doc_id, doc in docs.items() if doc.claims}
         self.stats: RagStats | None = None if self.runtime.is_worker else _stats(environment, self.rag.recall_k)
+
+    @classmethod
+    def check_inputs(cls, options: Any, settings: Settings) -> None:
+        """At ``init`` (:mod:`fourfold.levels.inputs`): L3's options, the questions and the corpus."""
+        rag = RagSettings.from_options(options, settings)
+        dataset(rag.questions)
+        if settings.rag_corpus or Path(rag.corpus).is_file():
+            try:
+                corpus(Path(rag.corpus))
+            except DatasetError:
+                raise
+            except ValueError as exc:
+                raise DatasetError(str(exc)) from None
 
     @classmethod
     def start_embedded(cls, settings: Settings) -> tuple[str, list[Any]]:

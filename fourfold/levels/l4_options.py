@@ -7,6 +7,7 @@ common option registration can call it without import cycles.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,12 +57,15 @@ class SessionSettings:
 
         split = str(get("ab_split", "")).strip()
         think_scale, patience_scale = float(get("think_scale", 1.0)), float(get("patience_scale", 1.0))
-        if think_scale < 0 or patience_scale < 0:
-            raise ValueError(f"--think-scale {think_scale} / --patience-scale {patience_scale}: must be >= 0")
+        if not (0 <= think_scale < math.inf and 0 <= patience_scale < math.inf):
+            raise ValueError(f"--think-scale {think_scale} / --patience-scale {patience_scale}: must be numbers >= 0")
+        sessions_per_user = int(get("sessions_per_user", 0))
+        if sessions_per_user < 0:
+            raise ValueError(f"--sessions-per-user must be >= 0 (0: until the run ends), got {sessions_per_user}")
         return cls(
             think_scale=think_scale,
             patience_scale=patience_scale,
-            sessions_per_user=max(0, int(get("sessions_per_user", 0))),
+            sessions_per_user=sessions_per_user,
             ab_share_a=parse_split(split) if split else None,
             ab_host=str(get("ab_host", "")).rstrip("/"),
             ab_profile=str(get("ab_profile", "candidate")),

@@ -39,6 +39,7 @@ from locust.exception import StopUser
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, LocalRunner, WorkerRunner
 
 from fourfold.data import DATA_DIR
+from fourfold.errors import ScriptError
 from fourfold.levels import hooks
 from fourfold.levels.base import LLMUser, make_client, simulator_gateway_args
 from fourfold.levels.l4_ab import SplitError, assign_variant
@@ -47,7 +48,7 @@ from fourfold.levels.l4_scripts import Conversation, SessionScript, script_from_
 from fourfold.levels.l4_stats import SessionStats, format_sessions
 from fourfold.levels.options import Settings
 from fourfold.levels.runtime import get_runtime
-from fourfold.measure.items import Item, load_items
+from fourfold.measure.items import Item, jsonl_objects
 from fourfold.measure.record import RequestRecord
 from fourfold.measure.stats import end_s
 
@@ -58,13 +59,20 @@ _SCRIPTS: dict[str, dict[str, SessionScript]] = {}
 
 
 def session_scripts(path: str) -> dict[str, SessionScript]:
-    """Scripts of a session dataset by id, loaded once per process (ScriptError when unusable)."""
+    """Scripts of a session dataset by id, loaded once per process: a DatasetError or ScriptError
+    naming the file and line when unusable."""
     if path not in _SCRIPTS:
         scripts = {}
-        for item in load_items(path):
-            data = {**item.meta, "id": item.id, "prompt": item.prompt,
-                    "reference": item.references[0] if item.references else "", "max_tokens": item.max_tokens}
-            scripts[item.id] = script_from_dict(data)
+        for n, raw in jsonl_objects(path):
+            try:
+                item = Item.from_dict(raw)
+                data = {**item.meta, "id": item.id, "prompt": item.prompt,
+                        "reference": item.references[0] if item.references else "", "max_tokens": item.max_tokens}
+                scripts[item.id] = script_from_dict(data)
+            except ValueError as exc:        # ScriptError is one
+                raise ScriptError(f"{path}:{n}: {exc}") from None
+        if not scripts:
+            raise ScriptError(f"{path}: no session scripts (the file is empty, or holds only blank lines and # comments)")
         _SCRIPTS[path] = scripts
     return _SCRIPTS[path]
 
@@ -163,6 +171,12 @@ class SessionUser(LLMUser):
                 self.client = make_client(self.settings, ab.ab_host)
         self.think_rng = random.Random(f"{ab.ab_seed}:{self.user_key}")
         self.sessions_started = 0
+
+    @classmethod
+    def check_inputs(cls, options: Any, settings: Settings) -> None:
+        """At ``init`` (:mod:`fourfold.levels.inputs`): L4's options and the session scripts."""
+        SessionSettings.from_options(options)
+        session_scripts(settings.dataset or str(DEFAULT_SESSIONS))
 
     @classmethod
     def start_embedded(cls, settings: Settings) -> tuple[str, list[Any]]:

@@ -10,10 +10,13 @@ the ``--api-key`` and every ``--header`` value not marked public with ``--header
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from fourfold.errors import OptionError
 from fourfold.levels.l4_options import register as _register_l4
 from fourfold.measure.dialects import DIALECTS
 from fourfold.measure.gate import load_slo
@@ -129,6 +132,9 @@ class Settings:
     slo: str = ""
     junit: str = ""
 
+    def __post_init__(self) -> None:
+        check_values(self)
+
     @classmethod
     def from_options(cls, options: Any) -> Settings:
         """Build from Locust's parsed options (missing attributes take the defaults)."""
@@ -212,9 +218,50 @@ def parse_headers(values: list[str] | tuple[str, ...] | str,
     for value in values:
         name, sep, rest = value.partition(":")
         if not sep or not name.strip():
-            raise ValueError(f"{option} {value!r}: expected 'Name: value'")
+            raise OptionError(f"{option} {value!r}: expected 'Name: value'")
+        if not _TOKEN.fullmatch(name.strip()):
+            raise OptionError(f"{option} {value!r}: {name.strip()!r} is not a header name (letters, digits "
+                              "and !#$%&'*+-.^_`|~ only)")
+        if "\r" in rest or "\n" in rest:
+            raise OptionError(f"{option} {name.strip()!r}: the value holds a line break")
         parsed.append((name.strip(), rest.strip()))
     return tuple(parsed)
+
+
+# option -> (Settings field, rule): every number a run reads, checked once (check_values)
+_POSITIVE, _AT_LEAST_0, _AT_LEAST_1, _SHARE = "> 0", ">= 0", ">= 1", "within [0, 1]"
+VALUE_RULES: tuple[tuple[str, str, str], ...] = (
+    ("--max-tokens", "max_tokens", _AT_LEAST_1),
+    ("--warmup-requests", "warmup_requests", _AT_LEAST_0),
+    ("--stall-ms", "stall_ms", _POSITIVE),
+    ("--read-timeout", "read_timeout_s", _POSITIVE),
+    ("--connect-timeout", "connect_timeout_s", _POSITIVE),
+    ("--max-response-s", "max_response_s", _POSITIVE),
+    ("--sample-interval", "sample_interval_s", _POSITIVE),
+    ("--mirror-share", "mirror_share", _SHARE),
+    ("--sim-max-concurrency", "sim_max_concurrency", _AT_LEAST_0),
+    ("--sim-keepalive-timeout-s", "sim_keepalive_timeout_s", _AT_LEAST_0),
+    ("--rag-top-k", "rag_top_k", _AT_LEAST_1),
+)
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")    # an HTTP header name (RFC 9110 token)
+
+
+def check_number(option: str, value: Any, rule: str) -> None:
+    """:class:`OptionError` (a ValueError) unless ``value`` is a finite number that keeps ``rule``."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if ok:
+        ok = {_POSITIVE: value > 0, _AT_LEAST_0: value >= 0, _AT_LEAST_1: value >= 1,
+              _SHARE: 0 <= value <= 1}[rule]
+    if not ok:
+        raise OptionError(f"{option} must be a number {rule}, got {value!r}")
+
+
+def check_values(settings: Settings) -> None:
+    """Every number of ``settings`` within its range (VALUE_RULES); OptionError naming the option."""
+    for option, name, rule in VALUE_RULES:
+        value = getattr(settings, name)
+        if value is not None:
+            check_number(option, value, rule)
 
 
 def redacted(settings: Settings) -> dict[str, Any]:

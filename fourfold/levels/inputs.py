@@ -1,0 +1,105 @@
+"""Every input a run reads, checked before anything starts: option values and dataset files.
+
+Bad input to fourfold itself is one ``fourfold: error: ...`` line and exit code 2, never a traceback,
+and it comes before an embedded target starts, a run directory is made or a user runs (a run that
+idles until ``-t`` with every user failing to start is the thing this prevents).
+
+- ``check_or_exit(environment)`` (the ``init`` listener's first step, :mod:`fourfold.levels.hooks`):
+  the options into :class:`fourfold.levels.options.Settings` (every number in its range,
+  ``--header`` well formed), then each User class's ``check_inputs`` (its level's settings and
+  every dataset it will read: prompts, L3 questions and corpus, L4 session scripts). A
+  :class:`~fourfold.errors.UsageError` prints its line and exits 2.
+- The web UI's start form can change options after that: :func:`guard_web_ui` checks a ``/swarm``
+  request's values the same way before Locust applies them, and answers a bad one with the
+  line as the form's error message (no test starts, no traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from fourfold.errors import OptionError, UsageError
+from fourfold.levels.l4_options import SessionSettings
+from fourfold.levels.options import Settings
+
+# /swarm form fields Locust handles itself (not options of ours)
+_LOCUST_FIELDS = frozenset({"user_count", "spawn_rate", "host", "user_classes", "run_time", "profile",
+                            "shape_class"})
+
+
+def check_options(options: Any, user_classes: list[Any]) -> Settings:
+    """The run's Settings from ``options``, after every User class checked its inputs; raises
+    :class:`UsageError` (a level's documented ValueError becomes an :class:`OptionError`)."""
+    try:
+        settings = Settings.from_options(options)
+        SessionSettings.from_options(options)     # L4's options are registered for every level
+        seen: set[Any] = set()
+        for cls in user_classes:
+            check = getattr(cls, "check_inputs", None)
+            if check is not None and check.__func__ not in seen:
+                seen.add(check.__func__)
+                check(options, settings)
+    except UsageError:
+        raise
+    except ValueError as exc:        # GatewaySettings, SessionSettings, RagSettings: ValueError when invalid
+        raise OptionError(str(exc)) from None
+    except OSError as exc:           # e.g. an @file.json template that cannot be read
+        raise UsageError(f"{exc.filename}: cannot read ({exc.strerror or exc})") from None
+    return settings
+
+
+def check_or_exit(environment: Any) -> None:
+    """``init``: check the options and datasets; on bad input print one line and exit 2.
+    With a web UI, also guard its start form (:func:`guard_web_ui`)."""
+    try:
+        check_options(environment.parsed_options, list(environment.user_classes))
+    except UsageError as exc:
+        exc.show()
+        raise SystemExit(exc.exit_code) from None
+    web_ui = getattr(environment, "web_ui", None)
+    if web_ui is not None:
+        guard_web_ui(environment, web_ui)
+
+
+def form_options(options: Any, form: Any) -> argparse.Namespace:
+    """``options`` with a /swarm form's values applied as Locust applies them (a value keeps the
+    option's type); :class:`OptionError` for a value that does not convert."""
+    values = dict(vars(options)) if options is not None else {}
+    for key, value in form.items():
+        if key in _LOCUST_FIELDS or key not in values:
+            continue
+        current = values[key]
+        if isinstance(current, bool):
+            values[key] = value == "true"
+        elif current is None or isinstance(current, str):
+            values[key] = value
+        elif not isinstance(current, list):      # (list options, --header, are not in the form)
+            try:
+                values[key] = type(current)(value)
+            except (TypeError, ValueError):
+                kind = {int: "an integer", float: "a number"}.get(type(current), type(current).__name__)
+                raise OptionError(f"--{key.replace('_', '-')} {value!r}: expected {kind}") from None
+    return argparse.Namespace(**values)
+
+
+def guard_web_ui(environment: Any, web_ui: Any) -> None:
+    """Answer a /swarm request whose options are bad with ``{"success": false, "message": line}``
+    before Locust applies them (and, for a number that does not convert, before Locust's own
+    conversion raises inside the request)."""
+    from flask import jsonify, request
+
+    def check_swarm() -> Any:
+        if request.method != "POST" or not request.path.rstrip("/").endswith("/swarm"):
+            return None
+        try:
+            check_options(form_options(environment.parsed_options, request.form), list(environment.user_classes))
+        except UsageError as exc:
+            exc.show()
+            return jsonify({"success": False, "message": f"fourfold: error: {exc}", "host": environment.host})
+        return None
+
+    web_ui.app.before_request(check_swarm)
+
+
+__all__ = ["check_options", "check_or_exit", "form_options", "guard_web_ui"]

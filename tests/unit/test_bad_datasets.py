@@ -1,0 +1,195 @@
+"""Bad input to fourfold itself (a dataset file, an option value): one ``fourfold: error:`` line naming
+the file and line (or the option) and exit code 2, before anything starts: no run directory, no
+embedded target, no traceback, no run idling until ``-t``. The web UI's start form gets the same
+line as its error message and starts nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fourfold.errors import DatasetError, OptionError, ScriptError
+from fourfold.levels.options import Settings
+from fourfold.measure.items import load_items
+from tests.conftest import free_port, run_locust
+from tests.integration.webui_support import finish, http_get, http_post_form, start_locust, wait_for
+
+GOOD = b'{"id": "a", "prompt": "Say hello."}\n'
+# name, file bytes, the error after "<file>" (None: the file reads, BOM stripped)
+DATASETS: list[tuple[str, bytes, str | None]] = [
+    ("broken line", GOOD + b'{"id": "b", "prompt"\n', ":2: not JSON (Expecting ':' delimiter at column 21)"),
+    ("empty file", b"", ": no items (the file is empty, or holds only blank lines and # comments)"),
+    ("only comments", b"\n# nothing\n\n", ": no items (the file is empty, or holds only blank lines and # comments)"),
+    ("utf-8 bom", b"\xef\xbb\xbf" + GOOD, None),
+    ("not utf-8", GOOD + b'{"id": "b", "prompt": "caf\xe9"}\n',
+     ":2: not UTF-8 (byte 0xe9 at column 27); save the file as UTF-8"),
+    ("json array on one line", b"[" + GOOD.strip() + b"]\n",
+     ":1: expected a JSON object, got a list; a dataset is JSONL, one JSON object per line, not a JSON array"),
+    ("json array over lines", b"[\n" + GOOD + b"]\n",
+     ":1: not JSON (Expecting value at column 2); a dataset is JSONL, one JSON object per line, not a JSON array"),
+    ("a string line", b'"hello"\n', ':1: expected a JSON object, got "hello"'),
+    ("prompt a number", b'{"id": "a", "prompt": 42}\n', ":1: 'prompt' must be a non-empty text, got 42"),
+    ("max_tokens a word", b'{"id": "a", "prompt": "x", "max_tokens": "lots"}\n',
+     ":1: 'max_tokens' must be a positive integer, got \"lots\""),
+    ("max_tokens negative", b'{"id": "a", "prompt": "x", "max_tokens": -5}\n',
+     ":1: 'max_tokens' must be a positive integer, got -5"),
+    ("no id", b'{"prompt": "x"}\n', ":1: 'id' is missing"),
+    ("no prompt", b'{"id": "a"}\n', ":1: needs 'prompt' (a text) or 'messages' (a list of {role, content})"),
+    ("messages not a list", b'{"id": "a", "messages": "hi"}\n',
+     ":1: 'messages' must be a non-empty list of {role, content}, got \"hi\""),
+    ("message content a number", b'{"id": "a", "messages": [{"role": "user", "content": 7}]}\n',
+     ":1: 'messages'[0] must be an object with a text 'role' and a 'content' (a text, or a list of content "
+     "parts), got an object"),
+    ("references not texts", b'{"id": "a", "prompt": "x", "references": [1]}\n',
+     ":1: 'references' must be a list of texts, got a list"),
+    ("deeply nested", b"[" * 100_000 + b"]" * 100_000 + b"\n",
+     ":1: nested too deeply; expected one JSON object per line"),
+]
+
+
+@pytest.mark.parametrize(("content", "message"), [pytest.param(*d[1:], id=d[0]) for d in DATASETS])
+def test_a_bad_dataset_names_file_line_and_problem(tmp_path: Path, content: bytes, message: str | None) -> None:
+    path = tmp_path / "prompts.jsonl"
+    path.write_bytes(content)
+    if message is None:
+        assert [(i.id, i.prompt) for i in load_items(path)] == [("a", "Say hello.")]
+        return
+    with pytest.raises(DatasetError) as info:
+        load_items(path)
+    assert str(info.value) == f"{path}{message}"
+    assert isinstance(info.value, ValueError) and info.value.exit_code == 2
+
+
+def test_a_missing_dataset_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(DatasetError, match=r"nope\.jsonl: no such file$"):
+        load_items(tmp_path / "nope.jsonl")
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"max_tokens": -5}, "--max-tokens must be a number >= 1, got -5"),
+    ({"read_timeout_s": -1.0}, "--read-timeout must be a number > 0, got -1.0"),
+    ({"read_timeout_s": 0.0}, "--read-timeout must be a number > 0, got 0.0"),
+    ({"connect_timeout_s": float("inf")}, "--connect-timeout must be a number > 0, got inf"),
+    ({"max_response_s": float("nan")}, "--max-response-s must be a number > 0, got nan"),
+    ({"mirror_share": float("nan")}, "--mirror-share must be a number within [0, 1], got nan"),
+    ({"mirror_share": 1.5}, "--mirror-share must be a number within [0, 1], got 1.5"),
+    ({"stall_ms": -1.0}, "--stall-ms must be a number > 0, got -1.0"),
+    ({"warmup_requests": -1}, "--warmup-requests must be a number >= 0, got -1"),
+    ({"sample_interval_s": 0.0}, "--sample-interval must be a number > 0, got 0.0"),
+    ({"sim_max_concurrency": -2}, "--sim-max-concurrency must be a number >= 0, got -2"),
+    ({"sim_keepalive_timeout_s": float("-inf")}, "--sim-keepalive-timeout-s must be a number >= 0, got -inf"),
+    ({"rag_top_k": 0}, "--rag-top-k must be a number >= 1, got 0"),
+])
+def test_a_nonsense_option_value_is_an_option_error(settings: dict[str, object], message: str) -> None:
+    with pytest.raises(OptionError) as info:
+        Settings(**settings)
+    assert str(info.value) == message and info.value.exit_code == 2
+
+
+# ---- real locust runs: the line, exit 2, nothing started or written ----
+def bad_file(name: str, content: bytes):
+    def make(tmp: Path) -> str:
+        (tmp / name).write_bytes(content)
+        return str(tmp / name)
+    return make
+
+
+SESSION = {"id": "s1", "prompt": "Plan a trip.", "reference": "Go by train.", "max_turns": 3,
+           "facts": [{"key": "train", "ask": "How?"}]}
+# locustfile, its arguments (a callable makes a file in the run's directory, returns its path),
+# the error line after "fourfold: error: " ({path}: the file made)
+RUNS = [
+    ("l1_throughput.py", ["--dataset", bad_file("p.jsonl", GOOD + b"{oops\n")],
+     "{path}:2: not JSON (Expecting property name enclosed in double quotes at column 2)"),
+    ("l1_throughput.py", ["--dataset", bad_file("p.jsonl", b"")],
+     "{path}: no items (the file is empty, or holds only blank lines and # comments)"),
+    ("l1_throughput.py", ["--dataset", bad_file("p.jsonl", b'{"id": "a", "prompt": "\xff"}\n')],
+     "{path}:1: not UTF-8 (byte 0xff at column 24); save the file as UTF-8"),
+    ("l1_throughput.py", ["--dataset", bad_file("p.jsonl", b'[{"id": "a", "prompt": "x"}]\n')],
+     "{path}:1: expected a JSON object, got a list; a dataset is JSONL, one JSON object per line, not a JSON array"),
+    ("l1_throughput.py", ["--dataset", bad_file("p.jsonl", b'{"id": "a", "prompt": 42}\n')],
+     "{path}:1: 'prompt' must be a non-empty text, got 42"),
+    ("l1_throughput.py", ["--dataset", bad_file("p.jsonl", b'{"id": "a", "prompt": "x", "max_tokens": "lots"}\n')],
+     "{path}:1: 'max_tokens' must be a positive integer, got \"lots\""),
+    ("l1_throughput.py", ["--dataset", "missing.jsonl"], "missing.jsonl: no such file"),
+    ("l1_throughput.py", ["--max-tokens", "-5"], "--max-tokens must be a number >= 1, got -5"),
+    ("l1_throughput.py", ["--read-timeout", "-1"], "--read-timeout must be a number > 0, got -1.0"),
+    ("l1_throughput.py", ["--mirror-share", "nan"], "--mirror-share must be a number within [0, 1], got nan"),
+    ("l1_throughput.py", ["--header", "NoColon"], "--header 'NoColon': expected 'Name: value'"),
+    ("l1_throughput.py", ["--header", "X Trace: 1"],
+     "--header 'X Trace: 1': 'X Trace' is not a header name (letters, digits and !#$%&'*+-.^_`|~ only)"),
+    ("l1_throughput.py", ["--think-scale", "nan"], "--think-scale nan / --patience-scale 1.0: must be numbers >= 0"),
+    ("l1_throughput.py", ["--sessions-per-user", "-1"],
+     "--sessions-per-user must be >= 0 (0: until the run ends), got -1"),
+    ("l2_gateway.py", ["--ladder-hold-s", "nan"], "--ladder-hold-s must be a number > 0, got nan"),
+    ("l2_open_loop.py", ["--think-time-s", "-1"],
+     "--think-time-s and --retry-after-cap-s must be numbers >= 0, got -1.0 and 30.0"),
+    ("l2_open_loop.py", ["--dataset", bad_file("p.jsonl", b"{}\n")], "{path}:1: 'id' is missing"),
+    ("l3_rag.py", ["--dataset", bad_file("q.jsonl", b'{"id": "q1", "prompt": "x"}\n{"id": 1.5}\n')],
+     "{path}:2: 'id' must be a text or an integer, got 1.5"),
+    ("l3_rag.py", ["--rag-corpus", bad_file("c.jsonl", b'{"id": "d1", "title": "t", "text": "x"}\n[1]\n')],
+     "{path}:2: not a corpus document ('list' object has no attribute 'get'); expected id, title, text"),
+    ("l3_rag.py", ["--rag-corpus", bad_file("c.jsonl", b"\xfe\n")],
+     "{path}:1: not UTF-8 (byte 0xfe at column 1); save the file as UTF-8"),
+    ("l4_session.py", ["--dataset", bad_file("s.jsonl", (json.dumps(SESSION) + "\n{\n").encode())],
+     "{path}:2: not JSON (Expecting property name enclosed in double quotes at column 2)"),
+    ("l4_session.py", ["--dataset", bad_file("s.jsonl", json.dumps({**SESSION, "max_turns": "3"}).encode())],
+     "{path}:1: session script s1: 'max_turns' must be an integer >= 1, got '3'"),
+]
+
+
+def _ids() -> list[str]:
+    return [f"{lf.split('.')[0]}:{i}" for i, (lf, _, _) in enumerate(RUNS)]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("locustfile_name", "args", "line"), RUNS, ids=_ids())
+def test_a_run_with_bad_input_stops_before_it_starts(tmp_path: Path, locustfile, locustfile_name: str,
+                                                     args: list, line: str) -> None:
+    made = [a(tmp_path) if callable(a) else a for a in args]
+    path = next((m for a, m in zip(args, made) if callable(a)), "")
+    proc = run_locust(["-f", locustfile(locustfile_name), "--headless", "-u", "1", "-r", "1", "-t", "30s",
+                       "--metrics-url", "off", *made], tmp_path, timeout=60)
+    lines = [x for x in proc.stderr.splitlines() if "locust.main: Starting Locust" not in x]
+    assert (proc.returncode, lines, proc.stdout) == (2, [f"fourfold: error: {line.format(path=path)}"], "")
+    assert not (tmp_path / "runs").exists()          # no run directory, not even an empty one
+
+
+@pytest.mark.integration
+def test_the_web_ui_refuses_a_bad_start_form_with_the_line(tmp_path: Path, locustfile) -> None:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = start_locust(["-f", locustfile("l1_throughput.py"), "--web-host", "127.0.0.1", "--web-port", str(port),
+                         "--sim-profile", "flat", "--metrics-url", "off"], tmp_path)
+    form = {"user_count": "1", "spawn_rate": "1", "host": "", "run_time": "5s"}
+    try:
+        wait_for(lambda: http_get(base + "/")[0] == 200, 30, what="the web UI")
+        answers = [http_post_form(base + "/swarm", {**form, **bad}) for bad in (
+            {"max_tokens": "-5"}, {"max_tokens": "lots"}, {"read_timeout": "nan"}, {"mirror_share": "2"},
+            {"dataset": str(bad_file("p.jsonl", b"[]\n")(tmp_path))})]
+        state = json.loads(http_get(base + "/stats/requests")[2])["state"]
+    finally:
+        out = finish(proc, terminate=True)
+    assert [(a["success"], a["message"]) for a in answers] == [
+        (False, "fourfold: error: --max-tokens must be a number >= 1, got -5"),
+        (False, "fourfold: error: --max-tokens 'lots': expected an integer"),
+        (False, "fourfold: error: --read-timeout must be a number > 0, got nan"),
+        (False, "fourfold: error: --mirror-share must be a number within [0, 1], got 2.0"),
+        (False, f"fourfold: error: {tmp_path / 'p.jsonl'}:1: expected a JSON object, got a list; a dataset is "
+                "JSONL, one JSON object per line, not a JSON array")]
+    assert state == "ready"                          # no test started
+    assert "Traceback" not in out
+    # (quitting a web UI that never started a test still writes an empty run directory: not this test's)
+    assert all(p.stat().st_size == 0 for p in tmp_path.glob("runs/*/records.jsonl"))   # no request was sent
+
+
+def test_l4_session_scripts_name_file_and_line(tmp_path: Path) -> None:
+    from fourfold.levels.l4_session import session_scripts
+
+    path = tmp_path / "s.jsonl"
+    path.write_text(json.dumps(SESSION) + "\n" + json.dumps({**SESSION, "id": "s2", "facts": []}) + "\n")
+    with pytest.raises(ScriptError) as info:
+        session_scripts(str(path))
+    assert str(info.value) == f"{path}:2: session script s2: 'facts' must be a non-empty list of {{key, ask}}"
