@@ -80,12 +80,19 @@ def _escaped(value: str) -> list[str]:
 class Secrets:
     """A set of credential values and their removal from strings, records and JSON-like data."""
 
-    __slots__ = ("_probes", "values")
+    __slots__ = ("_heads", "_probes", "_repr_safe", "values")
 
     def __init__(self, values: Iterable[str] = ()) -> None:
         kept = {v for v in values if isinstance(v, str) and len(v) >= MIN_CHARS}
         self.values: tuple[str, ...] = tuple(sorted(kept, key=lambda v: (-len(v), v)))   # longest first
-        self._probes = tuple((v[:MIN_CHARS], v) for v in self.values)
+        grouped: dict[str, list[str]] = {}
+        for value in self.values:
+            grouped.setdefault(value[:MIN_CHARS], []).append(value)
+        # (first MIN_CHARS characters, every secret that starts with them)
+        self._probes = tuple((head, tuple(same)) for head, same in grouped.items())
+        self._heads = tuple(grouped)
+        # a probe that repr() writes as it is, in any string, can be looked for in repr(container) first
+        self._repr_safe = all(c.isprintable() and c not in "'\"\\" for head in self._heads for c in head)
 
     @classmethod
     def configured(cls, api_key: str = "", header_values: Iterable[str] = ()) -> Secrets:
@@ -125,29 +132,51 @@ class Secrets:
     def scrub(self, text: str) -> str:
         """``text`` with every secret, and every run of >= MIN_CHARS characters that starts one,
         replaced by ``***`` (the same object when there was nothing to replace)."""
-        for probe, secret in self._probes:
+        if not self._found_in(text):
+            return text
+        for secret in self.values:              # whole ones first, longest first
+            if secret in text:
+                text = text.replace(secret, REDACTED)
+        for probe, secrets in self._probes:     # then what is left of one (a cut)
             if probe in text:
-                if secret in text:
-                    text = text.replace(secret, REDACTED)
-                if probe in text:
-                    text = _redact_starts(text, probe, secret)
+                text = _redact_starts(text, probe, secrets)
         return text
 
     def scrub_record(self, record: RequestRecord) -> RequestRecord:
         """Every string of ``record``, nested ones and dict keys included, scrubbed in place."""
         if not self._probes:
             return record
-        for name in _STRING_FIELDS:
-            value = getattr(record, name)
-            if value:
-                clean = self.scrub(value) if isinstance(value, str) else self.scrub_obj(value)
-                if clean is not value:
-                    setattr(record, name, clean)
+        strings = [getattr(record, name) for name in _STRING_FIELDS]
+        try:
+            suspect = self._found_in("\0".join(strings))     # one search over all fields first
+        except TypeError:                                    # a str field holding something else
+            suspect = True
+        if suspect:
+            for name, value in zip(_STRING_FIELDS, strings):
+                if value:
+                    clean = self.scrub(value) if isinstance(value, str) else self.scrub_obj(value)
+                    if clean is not value:
+                        setattr(record, name, clean)
         for name in _NESTED_FIELDS:
             value = getattr(record, name)
-            if value:
+            if value and self._may_hold(value):
                 setattr(record, name, self.scrub_obj(value))
         return record
+
+    def _found_in(self, text: str) -> bool:
+        for head in self._heads:
+            if head in text:
+                return True
+        return False
+
+    def _may_hold(self, obj: Any) -> bool:
+        """False only when no string in ``obj`` can hold a secret (its repr shows every string)."""
+        if not self._repr_safe:
+            return True
+        try:
+            return self._found_in(repr(obj))
+        except (RecursionError, ValueError):
+            return True
 
     def scrub_obj(self, obj: Any) -> Any:
         """``obj`` (str, or dicts/lists/tuples of anything) with every string and dict key
@@ -195,15 +224,19 @@ class Secrets:
         return value
 
 
-def _redact_starts(text: str, probe: str, secret: str) -> str:
-    """Replace every run in ``text`` that begins with ``probe`` and goes on as ``secret`` does."""
+def _redact_starts(text: str, probe: str, secrets: tuple[str, ...]) -> str:
+    """Replace every run in ``text`` that begins with ``probe`` and goes on as one of ``secrets``
+    does (the longest such run)."""
     parts: list[str] = []
     start = 0
     i = text.find(probe)
     while i >= 0:
-        n, limit = len(probe), min(len(secret), len(text) - i)
-        while n < limit and text[i + n] == secret[n]:
-            n += 1
+        n = len(probe)
+        for secret in secrets:
+            m, limit = len(probe), min(len(secret), len(text) - i)
+            while m < limit and text[i + m] == secret[m]:
+                m += 1
+            n = max(n, m)
         parts += [text[start:i], REDACTED]
         start = i + n
         i = text.find(probe, start)

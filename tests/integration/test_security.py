@@ -6,6 +6,9 @@ and the RAG service listen on loopback only; TLS certificates are verified unles
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
+import json
 import shutil
 import socket
 import ssl
@@ -16,10 +19,13 @@ import psutil
 import pytest
 
 from fourfold.levels.base import make_client
-from fourfold.levels.options import Settings
+from fourfold.levels.options import Settings, redacted
+from fourfold.measure.client import make_http_client
 from fourfold.measure.dialects import RequestOptions, get_dialect
 from fourfold.measure.items import Item
 from fourfold.measure.record import RequestRecord
+from fourfold.measure.runlog import RunWriter
+from fourfold.measure.secrets import MIN_CHARS, Secrets, credential_forms
 from fourfold.measure.stream import send
 from fourfold.targets.launch import start_simulator
 from fourfold.targets.sim.cli import build_parser
@@ -151,3 +157,89 @@ def test_secret_headers_are_scrubbed_from_what_an_echoing_server_sends_back():
     assert reflected.error_class == "ok" and reflected.text == "you sent Bearer *** "
     assert all(CLI_KEY not in r.to_json() for r in records)
 
+
+
+# ---- the redaction rule (fourfold.measure.secrets) ------------------------------------------------------
+KEY = "sk-live-PLANTED-0a1b2c3d4e5f"
+SUB = "ocp-PLANTED-9z8y7x6w5v4u"
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    (f"key={KEY}", "key=***"),
+    (f"{KEY}{KEY} and {KEY}", "****** and ***"),
+    (f"quoted: '{KEY[:20]}'", "quoted: '***'"),              # a cut that kept 20 characters of it
+    (f"cut at the end: {KEY[:MIN_CHARS]}", "cut at the end: ***"),
+    (f"five characters: {KEY[:MIN_CHARS - 1]}", f"five characters: {KEY[:MIN_CHARS - 1]}"),   # too little to tell
+    ("nothing to see", "nothing to see"),
+    (f"{SUB[:10]}...{SUB}", "***...***"),
+])
+def test_scrub_replaces_every_secret_and_what_a_cut_left_of_one(text, expected):
+    assert Secrets([KEY, SUB]).scrub(text) == expected
+
+
+def test_credential_forms_keep_the_scheme_and_cover_encoded_and_decoded_values():
+    assert credential_forms(f"Bearer {KEY}") == [KEY] * 5
+    assert Secrets(credential_forms(f"Bearer {KEY}")).scrub(f"Authorization: Bearer {KEY}") == "Authorization: Bearer ***"
+    basic = Secrets(credential_forms("Basic dXNlcjpwYXNzd29yZDEyMw=="))        # user:password123
+    assert basic.scrub("dXNlcjpwYXNzd29yZDEyMw== user:password123 password123") == "*** *** ***"
+    url = Secrets(credential_forms("abc+def/ghi=jk"))
+    assert url.scrub("q=abc%2Bdef%2Fghi%3Djk&r=abc+def/ghi=jk") == "q=***&r=***"
+    assert Secrets(["on", "v2", "12345"]).values == ()          # short values would blank ordinary words
+    assert repr(Secrets([KEY])) == "Secrets(1 values)"          # a log line never shows one
+
+
+def test_scrub_record_walks_every_string_field_and_nested_key():
+    record = RequestRecord()
+    planted = f"<{KEY}>"
+    for name, value in record.to_dict().items():
+        if isinstance(value, str):
+            setattr(record, name, planted)
+    record.plan = {KEY: [planted, {"deep": (planted, 1)}], "n": 1}
+    record.server_timing = {KEY: 1.5}
+    deep: list = [planted]
+    for _ in range(5000):            # deeper than the recursion limit: the walk is iterative
+        deep = [deep]
+    record.extra = {"deep": deep, "content_type": planted}
+    Secrets([KEY]).scrub_record(record)
+    record.extra.pop("deep")
+    line = record.to_json()
+    assert KEY[:MIN_CHARS] not in line
+    assert record.text == record.error_detail == record.finish_reason == record.endpoint == "<***>"
+    assert record.plan == {"***": ["<***>", {"deep": ["<***>", 1]}], "n": 1} and record.server_timing == {"***": 1.5}
+
+
+def test_every_header_value_is_a_secret_unless_public_and_meta_json_shows_none(tmp_path, monkeypatch):
+    monkeypatch.setenv("FOURFOLD_API_KEY", KEY)
+    options = argparse.Namespace(api_key="", headers=[f"Ocp-Apim-Subscription-Key: {SUB}"],
+                                 public_headers=["X-Trace: trace-1234-public"], label=f"run-{SUB}")
+    settings = Settings.from_options(options)
+    assert settings.request_headers() == {"X-Trace": "trace-1234-public", "Ocp-Apim-Subscription-Key": SUB,
+                                          "Authorization": f"Bearer {KEY}"}
+    assert set(settings.secrets().values) == {KEY, SUB}
+    shown = repr(dataclasses.replace(settings, label=""))      # a Settings in a log line shows no credential
+    assert KEY not in shown and SUB not in shown
+    meta = redacted(settings)
+    assert meta["api_key"] == "***" and meta["headers"] == [["Ocp-Apim-Subscription-Key", "***"]]
+    assert meta["public_headers"] == [["X-Trace", "trace-1234-public"]] and meta["label"] == "run-***"
+    writer = RunWriter("meta", base_dir=tmp_path)
+    writer.write_meta({"settings": meta, "target": f"https://llm.example/{SUB}/v1", "argv": ["-H", SUB]})
+    writer.close()
+    text = (writer.run_dir / "meta.json").read_text()
+    assert KEY not in text and SUB not in text and "trace-1234-public" in text
+    assert json.loads(text)["target"] == "https://llm.example/***/v1"
+
+
+def test_a_client_built_without_make_client_still_scrubs_the_configured_credentials():
+    """L2's gateway users build their own httpx client: the process's configured secrets apply."""
+    from tests.hostile import harness as h
+
+    settings = Settings(headers=(("Ocp-Apim-Subscription-Key", SUB),), read_timeout_s=5, connect_timeout_s=5)
+    settings.secrets()
+    dialect = get_dialect("openai")
+    with h.HostileServer("tests.hostile.test_secrets:echo") as server:
+        client = make_http_client(server.url, headers=settings.request_headers())
+        request = dialect.build(ITEM, RequestOptions())
+        request.headers["X-Case"] = "error_512"
+        record = send(client, dialect, request, RequestRecord())
+        client.close()
+    assert record.status == 401 and SUB[:MIN_CHARS] not in record.to_json() and record.error_detail.endswith("*** and ***")
