@@ -189,7 +189,8 @@ class Settings:
     def secrets(self) -> Secrets:
         """The credentials to keep out of every record, log and meta.json: the API key and every
         ``--header`` value (``--header-public`` ones are not secrets)."""
-        return _configured(self.api_key, tuple(value for _, value in self.headers))
+        return _configured(self.api_key, tuple(value for _, value in self.headers),
+                           tuple(value for _, value in self.public_headers))
 
     def auth_headers(self) -> dict[str, str]:
         if not self.api_key:
@@ -199,14 +200,14 @@ class Settings:
         return {self.api_key_header: self.api_key}
 
 
-def _configured(api_key: str, header_values: tuple[str, ...]) -> Secrets:
-    key = (api_key, header_values)
+def _configured(api_key: str, header_values: tuple[str, ...], public_values: tuple[str, ...]) -> Secrets:
+    key = (api_key, header_values, public_values)
     if key not in _SECRETS:
-        _SECRETS[key] = Secrets.configured(api_key, header_values)
+        _SECRETS[key] = Secrets.configured(api_key, header_values, public_values)
     return _SECRETS[key]
 
 
-_SECRETS: dict[tuple[str, tuple[str, ...]], Secrets] = {}
+_SECRETS: dict[tuple[str, tuple[str, ...], tuple[str, ...]], Secrets] = {}
 
 
 def parse_headers(values: list[str] | tuple[str, ...] | str,

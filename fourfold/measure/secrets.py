@@ -95,9 +95,12 @@ class Secrets:
         self._repr_safe = all(c.isprintable() and c not in "'\"\\" for head in self._heads for c in head)
 
     @classmethod
-    def configured(cls, api_key: str = "", header_values: Iterable[str] = ()) -> Secrets:
+    def configured(cls, api_key: str = "", header_values: Iterable[str] = (),
+                   public_values: Iterable[str] = ()) -> Secrets:
         """A run's credentials (the API key, the non-public ``--header`` values); remembered by the
-        process (:func:`known`)."""
+        process (:func:`known`), like the ``--header-public`` values, which a client built without
+        ``make_client`` then does not take for secrets by their header's name."""
+        _PUBLIC.update(value.strip() for value in public_values)
         found: list[str] = []
         for raw in (api_key, *header_values):
             if raw:
@@ -111,7 +114,7 @@ class Secrets:
         """The values of headers whose *name* says credential (:func:`is_secret_key`)."""
         found: list[str] = []
         for name, value in headers.items():
-            if value and is_secret_key(name):
+            if value and is_secret_key(name) and value.strip() not in _PUBLIC:
                 found += credential_forms(value)
         return cls(found)
 
@@ -246,6 +249,7 @@ def _redact_starts(text: str, probe: str, secrets: tuple[str, ...]) -> str:
 
 NO_SECRETS = Secrets()
 _KNOWN: list[Secrets] = [NO_SECRETS]
+_PUBLIC: set[str] = set()
 _NAMED_CACHE: dict[tuple[tuple[str, str], ...], Secrets] = {}
 _NUMERIC = frozenset({"bool", "int", "float", "int | None", "float | None", "bool | None", "list[float]"})
 _STRING_FIELDS = tuple(f.name for f in dataclasses.fields(RequestRecord) if f.type == "str")

@@ -25,7 +25,7 @@ from fourfold.measure.dialects import RequestOptions, get_dialect
 from fourfold.measure.items import Item
 from fourfold.measure.record import RequestRecord
 from fourfold.measure.runlog import RunWriter
-from fourfold.measure.secrets import MIN_CHARS, Secrets, credential_forms
+from fourfold.measure.secrets import MIN_CHARS, Secrets, credential_forms, for_request
 from fourfold.measure.stream import send
 from fourfold.targets.launch import start_simulator
 from fourfold.targets.sim.cli import build_parser
@@ -233,11 +233,13 @@ def test_a_client_built_without_make_client_still_scrubs_the_configured_credenti
     """L2's gateway users build their own httpx client: the process's configured secrets apply."""
     from tests.hostile import harness as h
 
-    settings = Settings(headers=(("Ocp-Apim-Subscription-Key", SUB),), read_timeout_s=5, connect_timeout_s=5)
+    settings = Settings(headers=(("Ocp-Apim-Subscription-Key", SUB),), read_timeout_s=5, connect_timeout_s=5,
+                        public_headers=(("X-Debug-Token", "public-debug-value"),))   # a secret-looking name
     settings.secrets()
     dialect = get_dialect("openai")
     with h.HostileServer("tests.hostile.test_secrets:echo") as server:
         client = make_http_client(server.url, headers=settings.request_headers())
+        assert SUB in for_request(client).values and "public-debug-value" not in for_request(client).values
         request = dialect.build(ITEM, RequestOptions())
         request.headers["X-Case"] = "error_512"
         record = send(client, dialect, request, RequestRecord())
