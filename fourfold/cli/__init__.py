@@ -27,10 +27,12 @@ from fourfold.cli import mirror as mirror_cmd
 from fourfold.cli import probe as probe_cmd
 from fourfold.cli import report as report_cmd
 from fourfold.errors import (
+    DatasetError,
     FaultError,
     FourfoldError,
     GateFailed,
     ModelUnavailable,
+    OptionError,
     ProfileError,
     RagServiceStartError,
     RecordsFormatError,
@@ -199,10 +201,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 __all__ = [
     "COMMANDS",
+    "DatasetError",
     "FaultError",
     "FourfoldError",
     "GateFailed",
     "ModelUnavailable",
+    "OptionError",
     "ProfileError",
     "RagServiceStartError",
     "RecordsFormatError",

@@ -20,6 +20,10 @@ def run(args: argparse.Namespace, rest: list[str]) -> int:
     from fourfold.reports.mirror import compare_mirror, format_markdown
 
     run_dir = Path(args.run_dir)
+    out = Path(args.out) if args.out else run_dir / "mirror.md"
+    if args.out and (out.is_dir() or any(p.exists() and not p.is_dir() for p in out.parents)):
+        raise UsageError(f"--out {args.out}: give a file path for the Markdown (a directory is there, or a "
+                         "file where a directory should be)")
     if not (run_dir / "records.jsonl").exists():
         raise RunDirError(f"{run_dir}: no such directory" if not run_dir.exists()
                           else f"{run_dir}: no records.jsonl (not a run directory)")
@@ -34,7 +38,9 @@ def run(args: argparse.Namespace, rest: list[str]) -> int:
         raise UsageError(f"{run_dir}: no mirrored pairs (was the run made with --mirror-host?)")
     text = format_markdown(report)
     print(text)
-    out = Path(args.out) if args.out else run_dir / "mirror.md"
-    out.write_text(text, encoding="utf-8")
+    try:
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
     print(f"fourfold: mirrored-pair report in {out}")
     return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import sys
 from collections.abc import Iterator
 
@@ -50,15 +51,27 @@ def _targets(hosts: list[str]) -> Iterator[list[str]]:
         yield [baseline.url, candidate.url]
 
 
+def _check_numbers(args: argparse.Namespace) -> None:
+    """The inflection probe's numbers, before any simulator starts (UsageError naming the option)."""
+    if args.probe != "inflection":
+        return
+    for option, value, ok in (("-n", args.n, args.n >= 1), ("--warmup", args.warmup, args.warmup >= 0),
+                              ("--pause-ms", args.pause_ms, 0 <= args.pause_ms < math.inf),
+                              ("--threshold-ms", args.threshold_ms, 0 < args.threshold_ms < math.inf)):
+        if not ok:
+            rule = {"-n": ">= 1", "--warmup": ">= 0", "--pause-ms": ">= 0"}.get(option, "> 0")
+            raise UsageError(f"{option} must be a number {rule}, got {value}")
+
+
 def run(args: argparse.Namespace, rest: list[str]) -> int:
     from fourfold.measure import probe
 
+    _check_numbers(args)
+    if args.probe == "feature":
+        _header(args.header)
     with _targets(args.host) as urls:
         if args.probe == "feature":
-            name, sep, value = args.header.partition(":")
-            if not sep or not name.strip():
-                raise UsageError(f"--header {args.header!r}: expected 'Name: value'")
-            rows = probe.feature_probe(urls, (name.strip(), value.strip()), args.dialect, args.model)
+            rows = probe.feature_probe(urls, _header(args.header), args.dialect, args.model)
             _print(args, [r.__dict__ for r in rows], ("target", "status", "verdict", "detail"))
             return 0
         if args.probe == "inflection":
@@ -79,6 +92,13 @@ def run(args: argparse.Namespace, rest: list[str]) -> int:
         _print(args, [r.__dict__ for r in rows_t],
                ("target", "prompt", "input_tokens", "output_tokens", "input_delta", "output_delta", "error"))
         return 0
+
+
+def _header(text: str) -> tuple[str, str]:
+    """``'Name: value'`` -> (name, value), by the rules of a run's ``--header`` (OptionError)."""
+    from fourfold.levels.options import parse_headers
+
+    return parse_headers([text])[0]
 
 
 def _print(args: argparse.Namespace, rows: list[dict[str, object]], columns: tuple[str, ...]) -> None:

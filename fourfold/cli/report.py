@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import sys
 from pathlib import Path
 
@@ -69,22 +70,46 @@ def parse_slo(text: str | None) -> dict[str, float] | None:
     for part in text.replace(";", ",").split(","):
         name, sep, value = part.partition("=")
         try:
-            slo[name.strip()] = float(value.strip().removesuffix("ms"))
+            slo[name.strip()] = limit = float(value.strip().removesuffix("ms"))
         except ValueError:
             sep = ""
-        if not sep:
-            raise UsageError(f"--goodput-slo {text!r}: expected METRIC=MS pairs such as 'ttft_ms=450,e2e_ms=1400'")
+        if not sep or not 0 < limit < math.inf:
+            raise UsageError(f"--goodput-slo {text!r}: expected METRIC=MS pairs with MS > 0, such as "
+                             "'ttft_ms=450,e2e_ms=1400'")
     return slo
+
+
+def check_out_dir(out: str | Path, option: str = "--out") -> Path:
+    """``out`` as a directory to write into: a UsageError, before any run is read, when a file is
+    where it or one of its parents should be."""
+    path = Path(out)
+    for place in (path, *path.parents):
+        if place.exists():
+            if not place.is_dir():
+                what = "is a file" if place == path else f"is inside {place}, a file"
+                raise UsageError(f"{option} {out} {what}; give a directory (report.md, .html and .csv go into it)")
+            break
+    return path
+
+
+def _checked_stall_ms(value: float | None) -> float | None:
+    if value is not None and not 0 < value < math.inf:
+        raise UsageError(f"--stall-ms must be a number > 0, got {value}")
+    return value
 
 
 def run_compare(args: argparse.Namespace, rest: list[str]) -> int:
     from fourfold.reports.markdown import render_tables
     from fourfold.reports.report import report_from_paths, write_report
 
-    report = report_from_paths(args.runs, variants=args.variants, settings=_settings(args),
-                               slo_ms=parse_slo(args.goodput_slo), stall_ms=args.stall_ms,
-                               cache=not args.no_cache)
-    files = write_report(report, args.out, html=not args.no_html)
+    settings, slo_ms, stall_ms = _settings(args), parse_slo(args.goodput_slo), _checked_stall_ms(args.stall_ms)
+    check_out_dir(args.out)
+    report = report_from_paths(args.runs, variants=args.variants, settings=settings, slo_ms=slo_ms,
+                               stall_ms=stall_ms, cache=not args.no_cache)
+    try:
+        files = write_report(report, args.out, html=not args.no_html)
+    except OSError as exc:
+        raise UsageError(f"--out {args.out}: cannot write the report ({exc.strerror or exc})") from None
     print(render_tables(report))
     for note in report.notes:
         print(f"note: {note}")
@@ -102,6 +127,7 @@ def run_demo(args: argparse.Namespace, rest: list[str]) -> int:
     from fourfold.reports.markdown import render_tables
 
     settings = _settings(args)
+    check_out_dir(args.out)
     if args.quick:
         options = dataclasses.replace(DemoOptions.quick(Path(args.out), score=not args.no_score), seed=args.seed)
     else:

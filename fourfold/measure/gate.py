@@ -108,6 +108,11 @@ def check_run(run_dir: str | os.PathLike[str], spec: str | None = None, junit: s
             raise SLOSpecError("no --slo given and the run was not gated with one; "
                                "pass --slo 'ttft_p95<=450ms,...' or --slo ci/slo.toml")
     slos = load_slo(spec)
+    groups = summary.get("groups") or []
+    if not isinstance(summary.get("total") or {}, dict) or not isinstance(groups, list) \
+            or not all(isinstance(group, dict) for group in groups):
+        raise RunDirError(f"{path / SUMMARY_FILE}: not a fourfold summary (\"total\" must be an object and "
+                          "\"groups\" a list of objects); the run directory is damaged")
     try:
         verdicts = evaluate(slos, summary, quality="require")
     except (AttributeError, TypeError, ValueError) as exc:     # a summary.json of the wrong shape

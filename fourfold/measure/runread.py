@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import warnings
 from collections.abc import Iterator
@@ -78,13 +79,34 @@ def check_record(data: Any, path: PathLike, lineno: int) -> None:
                           "this fourfold reads; upgrade fourfold to read this run")
 
 
+def _no_constant(name: str) -> float:
+    """fourfold writes JSON without NaN/Infinity (allow_nan=False): one in its files is damage."""
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"the number {text[:40]} is beyond a double")
+    return value
+
+
+def _finite_int(text: str) -> int:
+    if len(text.lstrip("-")) > 308:          # beyond a double: float() of it would overflow later
+        raise ValueError(f"the number {text[:40]}... is beyond a double")
+    return int(text)
+
+
 def read_json_object(path: Path) -> dict[str, Any] | None:
     """A run directory's JSON file (meta.json, summary.json) as a dict; None when it is missing,
     :class:`RunDirError` naming the file when it is not a readable JSON object."""
     if not path.exists():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant, parse_float=_finite,
+                          parse_int=_finite_int)
+    except RecursionError:
+        raise RunDirError(f"{path}: not readable JSON (nested too deeply); the run directory is damaged") from None
     except (ValueError, OSError) as exc:
         raise RunDirError(f"{path}: not readable JSON ({exc}); the run directory is damaged") from None
     if not isinstance(data, dict):

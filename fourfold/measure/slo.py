@@ -27,6 +27,7 @@ check`` on an unscored run reports them ``not_scored``, which fails the gate.
 from __future__ import annotations
 
 import math
+import numbers
 import operator
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -323,7 +324,7 @@ def _measure(slo: SLO, summary: dict[str, Any], quality: str) -> Verdict:
                    "no scored answer was judged for structure (answers that ask for no item count, and "
                    "answers forced to max_tokens by ignore_eos, are left out)")
             return Verdict(slo, "no_data", reason=f"{slo.metric} is empty: {why}")
-        return _judge(slo, float(value))
+        return _judge(slo, value)
     group = _group(summary, slo.scope)
     if group is None:
         return Verdict(slo, "no_data", reason=f"no requests for {slo.scope} in this run "
@@ -332,11 +333,16 @@ def _measure(slo: SLO, summary: dict[str, Any], quality: str) -> Verdict:
     if value is None:
         return Verdict(slo, "no_data", reason=f"no value for {slo.metric} "
                        f"({group.get('requests', 0)} requests, {group.get('ok', 0)} ok)")
-    return _judge(slo, float(value))
+    return _judge(slo, value)
 
 
-def _judge(slo: SLO, value: float) -> Verdict:
-    return Verdict(slo, "pass" if slo.met_by(value) else "miss", value)
+def _judge(slo: SLO, value: Any) -> Verdict:
+    """A verdict on one summary value; ValueError when it is no number (a damaged summary.json)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{slo.metric} is {value!r}, not a number")
+    if not math.isfinite(value):      # (only live statistics: summary.json holds no NaN, its reader refuses one)
+        return Verdict(slo, "no_data", reason=f"{slo.metric} has no finite value yet")
+    return Verdict(slo, "pass" if slo.met_by(float(value)) else "miss", float(value))
 
 
 def evaluate(slos: Iterable[SLO], summary: dict[str, Any], *, quality: str = "require") -> list[Verdict]:

@@ -88,6 +88,21 @@ DAMAGES: list[tuple[str, Callable[[Path], None], type[FourfoldError], str, tuple
     ("summary not an object", write("summary.json", "[1]"), RunDirError,
      "summary.json: expected a JSON object, found list; is this a fourfold run directory?",
      ("check", "compare", "score")),
+    ("summary with NaN", write("summary.json", '{"total": {"requests": 6, "ttft_ms": {"p95": NaN}}}'), RunDirError,
+     "summary.json: not readable JSON (NaN is not a number JSON allows); the run directory is damaged",
+     ("check", "compare", "score")),
+    ("summary with a number beyond a double", write("summary.json", '{"total": {"requests": 1e999}}'), RunDirError,
+     "summary.json: not readable JSON (the number 1e999 is beyond a double); the run directory is damaged",
+     ("check", "compare", "score")),
+    ("summary with an integer beyond a double", write("summary.json", '{"total": {"requests": 1' + "0" * 400 + "}}"),
+     RunDirError, "summary.json: not readable JSON (the number 1" + "0" * 39 + "... is beyond a double); the run "
+                  "directory is damaged", ("check", "compare", "score")),
+    ("summary nested 100,000 deep", write("summary.json", "[" * 100_000 + "]" * 100_000), RunDirError,
+     "summary.json: not readable JSON (nested too deeply); the run directory is damaged",
+     ("check", "compare", "score")),
+    ("meta with Infinity", write("meta.json", '{"label": "base", "settings": {"stall_ms": Infinity}}'), RunDirError,
+     "meta.json: not readable JSON (Infinity is not a number JSON allows); the run directory is damaged",
+     ("compare", "score")),
     ("meta not JSON", write("meta.json", ""), RunDirError,
      "meta.json: not readable JSON (Expecting value: line 1 column 1 (char 0)); the run directory is damaged",
      ("compare", "score")),
@@ -165,6 +180,52 @@ def test_check_on_a_summary_of_the_wrong_shape(tmp_path: Path, capsys: pytest.Ca
     assert "no --slo given and the run was not gated with one" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("summary", "problem"), [
+    ({"total": 5, "groups": []}, '"total" must be an object and "groups" a list of objects'),
+    ({"total": {}, "groups": "l1:x"}, '"total" must be an object and "groups" a list of objects'),
+    ({"total": {}, "groups": [{"level": "l1"}, 7]}, '"total" must be an object and "groups" a list of objects'),
+    ({"total": {"requests": 6, "ttft_ms": {"p95": True}}}, "ttft_p95 is True, not a number"),
+    ({"total": {"requests": 6, "ttft_ms": {"p95": "120"}}}, "ttft_p95 is '120', not a number"),
+    ({"total": {"requests": 6, "ttft_ms": {"p95": [120]}}}, "ttft_p95 is [120], not a number"),
+])
+def test_check_on_a_garbage_summary_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                           summary: dict, problem: str) -> None:
+    run = write_run(tmp_path / "runs")
+    (run / "summary.json").write_text(json.dumps({**summary, "slo": {"spec": "ttft_p95<=450ms"}}))
+    assert cli.main(["check", str(run)]) == 2
+    assert capsys.readouterr() == ("", f"fourfold: error: {run}/summary.json: not a fourfold summary ({problem}); "
+                                       "the run directory is damaged\n")
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    (["compare", "{run}", "{run}", "--out", "{file}"],
+     "--out {file} is a file; give a directory (report.md, .html and .csv go into it)"),
+    (["compare", "{run}", "{run}", "--out", "{file}/report"],
+     "--out {file}/report is inside {file}, a file; give a directory (report.md, .html and .csv go into it)"),
+    (["compare", "{run}", "{run}", "--stall-ms", "nan"], "--stall-ms must be a number > 0, got nan"),
+    (["compare", "{run}", "{run}", "--goodput-slo", "ttft_ms=-1"],
+     "--goodput-slo 'ttft_ms=-1': expected METRIC=MS pairs with MS > 0, such as 'ttft_ms=450,e2e_ms=1400'"),
+    (["demo", "--quick", "--out", "{file}"],
+     "--out {file} is a file; give a directory (report.md, .html and .csv go into it)"),
+    (["mirror", "{run}", "--no-similarity", "--out", "{run}"],
+     "--out {run}: give a file path for the Markdown (a directory is there, or a file where a directory should be)"),
+    (["probe", "feature", "--host", "http://127.0.0.1:9", "--header", "NoColon"],
+     "--header 'NoColon': expected 'Name: value'"),
+    (["probe", "inflection", "--host", "http://127.0.0.1:9", "-n", "0"], "-n must be a number >= 1, got 0"),
+    (["probe", "inflection", "--host", "http://127.0.0.1:9", "--pause-ms", "nan"],
+     "--pause-ms must be a number >= 0, got nan"),
+])
+def test_a_bad_option_of_a_command_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          args: list[str], line: str) -> None:
+    run = write_run(tmp_path / "runs")
+    (tmp_path / "afile").write_text("not a directory")
+    names = {"run": str(run), "file": str(tmp_path / "afile")}
+    assert cli.main([a.format(**names) for a in args]) == 2
+    assert capsys.readouterr() == ("", f"fourfold: error: {line.format(**names)}\n")
+    assert (tmp_path / "afile").read_text() == "not a directory"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "runs"]        # nothing written
+
+
 def test_a_bad_slo_file_is_an_slo_spec_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = write_run(tmp_path / "runs")
     slo = tmp_path / "slo.toml"
@@ -184,13 +245,14 @@ def test_the_cli_re_exports_the_tree_and_each_class_its_exit_code() -> None:
     codes = {name: getattr(errors, name).exit_code for name in errors.__all__}
     assert codes == {"FourfoldError": 1, "UsageError": 2, "GateFailed": 3, "SLOSpecError": 2,
                      "UnknownDialect": 2, "RunDirError": 2, "RecordsFormatError": 2, "SchemaError": 2,
-                     "ProfileError": 2, "FaultError": 2, "ScriptError": 2, "SplitError": 2,
+                     "ProfileError": 2, "FaultError": 2, "ScriptError": 2, "SplitError": 2, "DatasetError": 2,
+                     "OptionError": 2,
                      "ModelUnavailable": 1, "TargetStartError": 1, "SimulatorStartError": 1,
                      "RagServiceStartError": 1, "UpstreamError": 1}
     assert all(issubclass(getattr(errors, name), FourfoldError) for name in errors.__all__)
     # callers that caught ValueError / RuntimeError before the tree still catch them
     for name in ("SLOSpecError", "UnknownDialect", "RecordsFormatError", "SchemaError", "ProfileError",
-                 "FaultError", "ScriptError", "SplitError"):
+                 "FaultError", "ScriptError", "SplitError", "DatasetError", "OptionError"):
         assert issubclass(getattr(errors, name), ValueError), name
     assert issubclass(errors.SimulatorStartError, RuntimeError)
     assert issubclass(errors.RecordsFormatError, RunDirError) and issubclass(RunDirError, UsageError)
