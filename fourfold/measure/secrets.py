@@ -12,8 +12,10 @@ also counts in its JSON-escaped and URL-encoded forms, and a Basic token in its 
   :data:`MIN_CHARS` characters that equals the *start* of one. The second rule is for text cut to
   a length somewhere fourfold cannot scrub first (a parser's 120-character excerpt of a bad
   event, a wire error's 32-character quote): the cut may end inside a key, and what is left of it
-  is still removed. fourfold's own cuts (error detail 512 chars, the 16 KiB text cap, the plan
-  header's 256, a content type's 100) come after the scrub, so they cannot leave anything.
+  is still removed; in a record's error_detail also 3 to 5 such characters that close a quoted
+  excerpt (``b'...sk-p'``), so at most two characters of a key survive such a cut. fourfold's own
+  cuts (error detail 512 chars, the 16 KiB text cap, the plan header's 256, a content type's 100)
+  come after the scrub, so they cannot leave anything.
 - :meth:`Secrets.scrub_record`: every string of a ``RequestRecord`` (text, error_detail,
   finish_reason, endpoint, ...) and every string and dict key nested in its dicts and lists
   (plan, server_timing names, extra), in place.
@@ -33,6 +35,7 @@ import base64
 import binascii
 import dataclasses
 import json
+import re
 import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -41,6 +44,7 @@ from fourfold.measure.record import RequestRecord
 
 REDACTED = "***"
 MIN_CHARS = 6
+_CUT_END_CHARS = 3        # fewer characters of a key closing a quoted excerpt are left as they are
 CLIENT_ATTR = "fourfold_secrets"     # make_client attaches a run's Secrets to its httpx client here
 _TOKEN_SCHEMES = frozenset({"bearer", "basic", "token", "apikey", "key"})
 _SECRET_PARTS = ("api_key", "apikey", "authorization", "secret", "password", "passwd", "cookie",
@@ -80,7 +84,7 @@ def _escaped(value: str) -> list[str]:
 class Secrets:
     """A set of credential values and their removal from strings, records and JSON-like data."""
 
-    __slots__ = ("_heads", "_probes", "_repr_safe", "values")
+    __slots__ = ("_cut_end", "_heads", "_probes", "_repr_safe", "values")
 
     def __init__(self, values: Iterable[str] = ()) -> None:
         kept = {v for v in values if isinstance(v, str) and len(v) >= MIN_CHARS}
@@ -93,6 +97,9 @@ class Secrets:
         self._heads = tuple(grouped)
         # a probe that repr() writes as it is, in any string, can be looked for in repr(container) first
         self._repr_safe = all(c.isprintable() and c not in "'\"\\" for head in self._heads for c in head)
+        # 3 to MIN_CHARS - 1 characters that begin a secret, closing a quoted excerpt (b'...KEY_S')
+        starts = sorted({v[:n] for v in self.values for n in range(_CUT_END_CHARS, MIN_CHARS)}, key=len, reverse=True)
+        self._cut_end = re.compile("(?:" + "|".join(map(re.escape, starts)) + r""")(?=['"](?:$|[\s),:;.]))""") if starts else None
 
     @classmethod
     def configured(cls, api_key: str = "", header_values: Iterable[str] = (),
@@ -160,6 +167,9 @@ class Secrets:
                     clean = self.scrub(value) if isinstance(value, str) else self.scrub_obj(value)
                     if clean is not value:
                         setattr(record, name, clean)
+        if record.error_detail and self._cut_end is not None and isinstance(record.error_detail, str):
+            # a parser's or the wire reader's excerpt, cut to a length before fourfold saw it
+            record.error_detail = self._cut_end.sub(REDACTED, record.error_detail)
         for name in _NESTED_FIELDS:
             value = getattr(record, name)
             if value and self._may_hold(value):

@@ -100,6 +100,13 @@ async def _bad_chunk(conn: h.Conn, secrets: list[str], public: str) -> None:
     conn.close()
 
 
+async def _bad_chunk_short(conn: h.Conn, secrets: list[str], public: str) -> None:
+    # the same, cut 4 characters into the key
+    await conn.send_head(200, {"Content-Type": "text/event-stream"}, chunked=True)
+    await conn.send_raw(b"z" * 28 + secrets[0].encode() + b"\r\nxx\r\n")
+    conn.close()
+
+
 async def _bad_status(conn: h.Conn, secrets: list[str], public: str) -> None:
     await conn.send_raw(b"HTTP/1.1 2x0 " + secrets[-1].encode() + b"\r\nContent-Length: 0\r\n\r\n")
     conn.close()
@@ -118,7 +125,7 @@ async def _anthropic(conn: h.Conn, secrets: list[str], public: str) -> None:
 
 CASES = {"stream": _stream, "plan_cut": _plan_cut, "content_type": _content_type, "error_512": _error_512,
          "error_4096": _error_4096, "rate_limited": _rate_limited, "bad_event": _bad_event,
-         "bad_chunk": _bad_chunk, "bad_status": _bad_status, "anthropic": _anthropic}
+         "bad_chunk": _bad_chunk, "bad_chunk_short": _bad_chunk_short, "bad_status": _bad_status, "anthropic": _anthropic}
 LOCUST_CASES = [name for name in CASES if name != "anthropic"]
 _turn = itertools.count()
 
@@ -181,6 +188,7 @@ def test_a_key_echoed_into_any_field_a_server_controls_is_redacted_before_any_cu
     assert records["bad_event"].error_class == "malformed_stream"
     assert records["bad_event"].error_detail.endswith("-" * 20 + "***'")
     assert records["bad_chunk"].error_detail.endswith("b'zz***'")
+    assert records["bad_chunk_short"].error_detail.endswith("b'" + "z" * 28 + "***'")
     assert records["bad_status"].error_detail.endswith("b'HTTP/1.1 2x0 ***'")
     assert records["anthropic"].text == "*** ***" and records["anthropic"].error_detail == "bad key ***"
 

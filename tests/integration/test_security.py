@@ -177,6 +177,17 @@ def test_scrub_replaces_every_secret_and_what_a_cut_left_of_one(text, expected):
     assert Secrets([KEY, SUB]).scrub(text) == expected
 
 
+@pytest.mark.parametrize(("detail", "expected"), [
+    (f"bad chunk size b'zz{KEY[:3]}'", "bad chunk size b'zz***'"),            # an excerpt cut 3-5 characters in
+    (f"not JSON: '{{\"x\": \"{KEY[:5]}' (+2 more malformed)", "not JSON: '{\"x\": \"***' (+2 more malformed)"),
+    (f"{KEY[:5]} in running text", f"{KEY[:5]} in running text"),              # not at a cut: too short to tell
+    (f"b'{KEY[:2]}'", f"b'{KEY[:2]}'"),
+])
+def test_what_a_quoted_excerpt_cut_left_of_a_key_is_removed_from_the_error_detail(detail, expected):
+    record = RequestRecord(error_detail=detail)
+    assert Secrets([KEY]).scrub_record(record).error_detail == expected
+
+
 def test_credential_forms_keep_the_scheme_and_cover_encoded_and_decoded_values():
     assert credential_forms(f"Bearer {KEY}") == [KEY] * 5
     assert Secrets(credential_forms(f"Bearer {KEY}")).scrub(f"Authorization: Bearer {KEY}") == "Authorization: Bearer ***"
