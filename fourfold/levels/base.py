@@ -35,6 +35,7 @@ logging.getLogger("httpx").setLevel(logging.WARNING)
 logging.getLogger("httpcore").setLevel(logging.WARNING)
 
 _USER_IDS = itertools.count()
+BACKOFF_FIRST_S, BACKOFF_MAX_S = 0.1, 5.0      # a user's wait after a connect error (docs/errors.md)
 _ITEMS: dict[str, list[Item]] = {}
 DEFAULT_DATASET = DATA_DIR / "prompts" / "prompts.jsonl"
 
@@ -64,6 +65,12 @@ def make_client(settings: Settings, base_url: str) -> httpx.Client:
                               insecure=settings.insecure, read_timeout_s=settings.read_timeout_s,
                               connect_timeout_s=settings.connect_timeout_s)
     return attach_secrets(client, settings.secrets())
+
+
+def next_backoff_s(previous_s: float) -> float:
+    """A user's wait before its next request after a connect error: 0.1 s after the first, doubling
+    with each further one up to 5 s; a request that connects resets it (``previous_s`` 0)."""
+    return BACKOFF_FIRST_S if previous_s <= 0 else min(previous_s * 2, BACKOFF_MAX_S)
 
 
 class LLMUser(User):
@@ -96,6 +103,8 @@ class LLMUser(User):
         self.limits = StreamLimits(max_duration_s=self.settings.max_response_s)
         self.client = make_client(self.settings, self.host or "")
         self._warmups_left = self.settings.warmup_requests
+        self._backoff_s = 0.0                # the last wait after a connect error (0: connected last time)
+        self._backoff_until = 0.0            # time.monotonic() before which this user sends nothing
         self.mirror = Mirror(self.settings) if self.settings.mirror_host else None
 
     @classmethod
@@ -147,7 +156,12 @@ class LLMUser(User):
 
         ``intended_ns`` (open loop): the ``perf_counter_ns()`` the request was due; the time from
         then to the send is the record's ``queue_ms`` (client queueing, docs/metrics.md).
+
+        After a connect error the user waits (``next_backoff_s``) before its next request, so a
+        refused target gets a few attempts a second per user instead of thousands; each attempt is
+        still one ``connect_error`` record, and the waits are counted (summary.json ``backoff``).
         """
+        self._wait_out_backoff()
         http_request = self.dialect.build(item, options or self.options)
         if headers:
             http_request.headers.update(headers)
@@ -163,19 +177,56 @@ class LLMUser(User):
             self.mirror.send(self, http_request, record)
         if intended_ns is not None:
             record.queue_ms = max(0.0, round((time.perf_counter_ns() - intended_ns) / 1e6, 3))
+        self.runtime.requests_started += 1
         try:
             send(self.client, self.dialect, http_request, record, self.limits)
         except BaseException:
             if record.extra.pop(UNSENT, False):
+                self.runtime.requests_started -= 1
                 raise   # stopped while connecting: the target never saw this request, so there is no record
             # The run is stopping (GreenletExit) mid-request: keep the record, out of every statistic.
             record.error_class, record.error_detail = "cancelled", "the load generator stopped first"
             self.runtime.observe(record)
             raise
+        self._after_attempt(record)
         if annotate is not None:
             annotate(record)
         self.runtime.observe(record)
         return record
+
+    def _after_attempt(self, record: RequestRecord) -> None:
+        if record.error_class == "connect_error":
+            self._backoff_s = next_backoff_s(self._backoff_s)
+            self._backoff_until = time.monotonic() + self._backoff_s
+            self.runtime.backoff.connect_error(self._backoff_s)
+        else:
+            self._backoff_s = 0.0
+
+    def _wait_out_backoff(self) -> None:
+        """Sleep until the backoff ends. On the user's own greenlet the sleep is a Locust wait (as in
+        ``TaskSet.wait``): a stopping run ends the user here at once, with nothing sent and no record,
+        instead of letting it try once more after the stop."""
+        wait_s = self._backoff_until - time.monotonic()
+        if wait_s <= 0:
+            return
+        import gevent
+        from locust.exception import StopUser
+        from locust.user.task import LOCUST_STATE_RUNNING, LOCUST_STATE_STOPPING, LOCUST_STATE_WAITING
+
+        own = gevent.getcurrent() is self._greenlet
+        if own:
+            if self._state == LOCUST_STATE_STOPPING:
+                raise StopUser()
+            self._state = LOCUST_STATE_WAITING
+        t0 = time.monotonic()
+        try:
+            gevent.sleep(wait_s)
+        finally:
+            self.runtime.backoff.waited(time.monotonic() - t0)
+        if own:
+            if self._state == LOCUST_STATE_STOPPING:
+                raise StopUser()
+            self._state = LOCUST_STATE_RUNNING
 
     def on_stop(self) -> None:
         self.client.close()
@@ -216,10 +267,12 @@ class Mirror:
         )
 
         def run() -> None:
+            user.runtime.requests_started += 1
             try:
                 send(self.client, user.dialect, copy, record, user.limits)
             except BaseException:
                 if record.extra.pop(UNSENT, False):
+                    user.runtime.requests_started -= 1
                     raise   # stopped before it reached the wire: the mirror never saw it, no record
                 record.error_class, record.error_detail = "cancelled", "the load generator stopped first"
                 user.runtime.observe(record)

@@ -68,12 +68,27 @@ def _deliver_sigint_to_main() -> None:
     gevent.signal_handler(signal.SIGINT, lambda: main.throw(KeyboardInterrupt))
 
 
+def _preload_quitting_path() -> None:
+    """Import now what the quitting path imports lazily: by then a run may have used up its file
+    descriptors (thousands of connections), and an import needs one to open its module."""
+    import fourfold.measure.console  # noqa: F401
+
+
 def _on_init(environment: Any, **_kw: Any) -> None:
+    from fourfold.errors import UsageError
     from fourfold.levels.runtime import register
+    from fourfold.measure.runlog import check_run_base
 
     _deliver_sigint_to_main()
     inputs.check_or_exit(environment)        # options and datasets: one line and exit 2 before anything starts
     runtime = register(environment)
+    if not runtime.is_worker:                # the run directory is written here: fail now, not at the first record
+        try:
+            check_run_base(runtime.settings.run_dir)
+        except UsageError as exc:            # one line and exit 2 (Locust's event hooks let SystemExit through)
+            exc.show()
+            raise SystemExit(exc.exit_code) from None
+        _preload_quitting_path()
     if getattr(environment, "web_ui", None) is not None:   # local runner or master with the web UI
         from fourfold.levels import webui
 
@@ -129,7 +144,11 @@ def _on_test_start(environment: Any, **_kw: Any) -> None:
         _EMBEDDED_FLAG["on"] = True
     if runtime.is_worker:
         return
-    runtime.open_run()
+    try:
+        runtime.open_run()
+    except OSError as exc:     # checked at init, so something changed since: go on, counting every record lost
+        log.error("fourfold: cannot create a run directory in %s (%s); records will be counted as lost",
+                  runtime.settings.run_dir, exc.strerror or exc)
     classes = _llm_user_classes(environment)
     if classes and any(cls.samples_server_metrics for cls in classes):
         from fourfold.levels.sampler import start_sampler
@@ -146,10 +165,14 @@ def _on_test_stop(environment: Any, **_kw: Any) -> None:
     if sampler is not None:
         runtime.sampler = None
         runtime.summary_extra["server_metrics"] = sampler.stop()
-        runtime.open_run().write_json("server_metrics.json", sampler.series())
+        try:
+            runtime.open_run().write_json("server_metrics.json", sampler.series())
+        except OSError as exc:
+            log.error("fourfold: server_metrics.json not written: %s", exc.strerror or exc)
 
 
 def _on_quitting(environment: Any, **_kw: Any) -> None:
+    from fourfold.levels.ledger import worker_lines
     from fourfold.levels.runtime import get_runtime
     from fourfold.measure.console import format_summary
 
@@ -157,8 +180,8 @@ def _on_quitting(environment: Any, **_kw: Any) -> None:
     if runtime is None:
         return
     if runtime.is_worker:
-        log.info("fourfold worker: %d records measured, %d shipped to the master",
-                 runtime.records_seen, runtime.records_shipped + len(runtime.pending))
+        log.info("fourfold worker: %d records measured, %d shipped to the master (worker %s)",
+                 runtime.records_seen, runtime.records_shipped + len(runtime.pending), environment.runner.client_id)
         return
     _stop_users_first(environment)
     _on_test_stop(environment)
@@ -166,6 +189,14 @@ def _on_quitting(environment: Any, **_kw: Any) -> None:
     if summary is not None:
         print(format_summary(summary), file=sys.stderr if environment.parsed_options is None else sys.stdout)
         assert runtime.writer is not None
+        if summary["records_lost"]:
+            print(f"fourfold: {summary['records_lost']} of {summary['records'] + summary['records_lost']} records "
+                  f"could not be written "
+                  f"({runtime.writer.loss_reason or 'see the log'}); summary.json counts them (records_lost)",
+                  flush=True)
+        for line in (runtime.backoff.console_line(), *worker_lines(summary.get("workers") or {})):
+            if line:
+                print(line, flush=True)
         print(f"fourfold: run directory {runtime.writer.run_dir}", flush=True)
     slogate.finish(environment, runtime, summary)
     stop_embedded()

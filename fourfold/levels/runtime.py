@@ -10,6 +10,10 @@ the ``init`` event; nothing happens on import). The runtime owns the three sinks
 3. the run directory (``records.jsonl`` + ``meta.json`` + ``summary.json``), written by the
    local runner or the master. Workers ship their records and stats deltas to the master in
    ``report_to_master`` (every 3 s and once at quit) and keep nothing.
+
+Beside them, the counts of :mod:`fourfold.levels.ledger`: connect-error backoff (``backoff``) and,
+on a master, which worker stopped reporting with how many of its requests unaccounted for
+(``workers``: each worker sends its count of requests started every second, and with each report).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from locust import events
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
+from fourfold.levels.ledger import PROGRESS_INTERVAL_S, PROGRESS_MESSAGE, Backoff, WorkerLedger
 from fourfold.levels.options import Settings, redacted
 from fourfold.measure.record import RequestRecord
 from fourfold.measure.runlog import RunWriter
@@ -40,9 +45,14 @@ class Runtime:
         self.settings = settings
         self.stats = LLMStats(stall_threshold_ms=settings.stall_ms)
         self.writer: RunWriter | None = None
+        self.lost_unopened = 0                         # records lost because the run directory could not be made
+        self.loss_reported = False
         self.pending: list[dict[str, Any]] = []       # worker: records not yet shipped
         self.records_seen = 0                          # this process's measured + warm-up records
         self.records_shipped = 0
+        self.requests_started = 0                      # sent or sending (a request stopped unsent is taken back)
+        self.backoff = Backoff()
+        self.ledger = WorkerLedger()                   # master: per worker, started vs. records received
         self.level = ""
         self.meta_extra: dict[str, Any] = {}
         self.summary_extra: dict[str, Any] = {}
@@ -103,20 +113,43 @@ class Runtime:
             raise stopped
 
     def _write(self, record: RequestRecord) -> None:
-        if self.writer is None:
-            self.open_run()
-        assert self.writer is not None
-        self.writer.append(record)
+        """Append to records.jsonl; never raises (it runs on a user's greenlet, also while the run
+        stops it): a record that cannot be written is a counted loss, reported once on the console."""
+        writer = self.writer
+        if writer is None:
+            try:
+                writer = self.open_run()
+            except OSError as exc:
+                self.lost_unopened += 1
+                self._report_loss(f"cannot create a run directory in {self.settings.run_dir}: {exc.strerror or exc}")
+                return
+        writer.append(record)
+        if writer.records_lost:
+            self._report_loss(writer.loss_reason)
+
+    def _report_loss(self, reason: str) -> None:
+        if not self.loss_reported:
+            self.loss_reported = True
+            log.error("fourfold: a record could not be written (%s); every lost record is counted "
+                      "(records_lost in summary.json)", reason)
+
+    @property
+    def records_lost(self) -> int:
+        return self.lost_unopened + (self.writer.records_lost if self.writer is not None else 0)
 
     # ---- run directory (local runner or master) ----
     def open_run(self) -> RunWriter:
+        """The run directory, made on first use: records.jsonl opened and a spare descriptor set
+        aside (``RunWriter.prepare``) before the users start. Raises OSError when it cannot be made."""
         if self.writer is None:
             label = self.settings.label or self.level or "run"
-            self.writer = RunWriter(label, self.settings.run_dir)
+            writer = RunWriter(label, self.settings.run_dir)
+            writer.prepare()
+            self.writer = writer
             self.started_at = time.time()
-            self.writer.write_meta(self.meta())
+            writer.write_meta(self.meta())
             self._flusher = gevent.spawn(self._flush_every_second)
-            log.info("fourfold: writing run directory %s", self.writer.run_dir)
+            log.info("fourfold: writing run directory %s", writer.run_dir)
         return self.writer
 
     def meta(self) -> dict[str, Any]:
@@ -144,6 +177,8 @@ class Runtime:
             gevent.sleep(1.0)
             if self.writer is not None:
                 self.writer.flush()
+                if self.writer.records_lost:
+                    self._report_loss(self.writer.loss_reason)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -152,9 +187,17 @@ class Runtime:
             "started_at": self.started_at,
             "finished_at": time.time(),
             "records": self.writer.records_written if self.writer else 0,
+            "records_lost": self.records_lost,
+            **({"records_lost_reason": self.writer.loss_reason} if self.writer and self.writer.loss_reason else {}),
             **self.stats.summary(),
+            "backoff": self.backoff.summary(),
+            **({"workers": self.ledger.summary(time.time(), self._missing_workers())} if self.is_master else {}),
             **self.summary_extra,
         }
+
+    def _missing_workers(self) -> frozenset[str]:
+        clients = getattr(self.environment.runner, "clients", None)
+        return frozenset(str(c.id) for c in getattr(clients, "missing", ())) if clients is not None else frozenset()
 
     def finish(self) -> dict[str, Any] | None:
         """Write summary.json and close the run directory (idempotent; not on workers)."""
@@ -163,7 +206,13 @@ class Runtime:
         self.finished = True
         if self._flusher is not None:
             self._flusher.kill(block=False)
-        writer = self.open_run()
+        try:
+            writer = self.open_run()
+        except OSError as exc:
+            log.error("fourfold: no run directory could be made in %s (%s): %d records lost, no summary.json",
+                      self.settings.run_dir, exc.strerror or exc, self.lost_unopened)
+            return None
+        writer.flush()                          # every record on disk (or counted lost) before the summary
         summary = self.summary()
         writer.write_summary(summary)
         writer.close()
@@ -173,15 +222,37 @@ class Runtime:
     def on_report_to_master(self, client_id: str, data: dict[str, Any]) -> None:
         records, self.pending = self.pending, []
         self.records_shipped += len(records)
-        data[WIRE_KEY] = {"stats": self.stats.take_wire(), "records": records}
+        data[WIRE_KEY] = {"stats": self.stats.take_wire(), "records": records, "started": self.requests_started,
+                          "backoff": self.backoff.take_wire()}
 
     def on_worker_report(self, client_id: str, data: dict[str, Any]) -> None:
         payload = data.get(WIRE_KEY)
         if not payload:
             return
         self.stats.merge_wire(payload.get("stats") or {})
-        for raw in payload.get("records") or ():
+        self.backoff.merge_wire(payload.get("backoff") or {})
+        records = payload.get("records") or ()
+        for raw in records:
             self._write(RequestRecord.from_dict(raw))
+        self.ledger.received(client_id, len(records))
+        self.ledger.heard(client_id, payload.get("started"))
+
+    def on_progress(self, environment: Any = None, msg: Any = None, **_kw: Any) -> None:
+        """Master: a worker's ``fourfold_progress`` message (its count of requests started)."""
+        data = getattr(msg, "data", None)
+        if isinstance(data, dict):
+            self.ledger.heard(str(msg.node_id), data.get("started"))
+
+    def _send_progress(self) -> None:
+        """Worker: tell the master every second how many requests this process started."""
+        while True:
+            gevent.sleep(PROGRESS_INTERVAL_S)
+            runner = self.environment.runner
+            try:
+                if runner is not None:
+                    runner.send_message(PROGRESS_MESSAGE, {"started": self.requests_started})
+            except Exception as exc:  # noqa: BLE001 - the master is gone or unreachable: Locust reports that itself
+                log.debug("fourfold: progress message not sent: %s", exc)
 
 
 class _RequestFailed(Exception):
@@ -220,6 +291,10 @@ def register(environment: Environment, settings: Settings | None = None) -> Runt
     ev = environment.events
     ev.report_to_master.add_listener(runtime.on_report_to_master)
     ev.worker_report.add_listener(runtime.on_worker_report)
+    if isinstance(environment.runner, MasterRunner):
+        environment.runner.register_message(PROGRESS_MESSAGE, runtime.on_progress)
+    elif runtime.is_worker:
+        gevent.spawn(runtime._send_progress)
     return runtime
 
 

@@ -3,11 +3,17 @@
 ``<base>/<UTC YYYYmmddTHHMMSSZ>-<label>/`` (a ``-2``, ``-3``... suffix when that name exists):
 
 - ``meta.json``: label, target, options, versions, times, with secrets redacted (``redact``);
-- ``records.jsonl``: one ``RequestRecord.to_json()`` per line, append-only. Writes are
-  buffered; ``append`` flushes when more than ``FLUSH_INTERVAL_S`` passed since the last
-  flush, so a steady run is on disk within about a second; callers with idle periods also
-  call ``flush()`` from a timer (the Locust report tick). ``close()`` flushes and fsyncs.
-  A killed run keeps every complete line; ``fourfold.measure.runread`` skips a torn last line;
+- ``records.jsonl``: one ``RequestRecord.to_json()`` per line, append-only. Lines are
+  queued; ``append`` flushes when more than ``FLUSH_INTERVAL_S`` passed since the last
+  flush (or ``FLUSH_BYTES`` are queued), so a steady run is on disk within about a second;
+  callers with idle periods also call ``flush()`` from a timer (the Locust report tick).
+  ``close()`` flushes and fsyncs. A killed run keeps every complete line;
+  ``fourfold.measure.runread`` skips a torn last line. Nothing is lost silently: a record
+  that cannot be serialised or written (disk full, an I/O error) is counted in
+  ``records_lost`` (the first reason in ``loss_reason``), a failed write is cut back to the
+  last whole line, and neither ``append`` nor ``flush`` raises. ``prepare()`` opens the file
+  and sets one spare descriptor aside before a run's users start, so a process that later
+  runs out of descriptors still writes its records and, with the spare, ``summary.json``;
 - ``summary.json`` and other artefacts (``write_json``): written atomically (tmp + fsync +
   ``os.replace``), so a reader sees the old file or the new one, never half of one.
 
@@ -26,18 +32,22 @@ query parameters, and in argv-style lists the value after a sensitive ``--flag``
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import math
 import os
 import re
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
+from fourfold.errors import OptionError
 from fourfold.measure.record import SCHEMA_VERSION, RequestRecord
 from fourfold.measure.secrets import REDACTED, is_secret_key, known
 
 FLUSH_INTERVAL_S = 1.0
+FLUSH_BYTES = 64 * 1024
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 META_FILE, RECORDS_FILE, SUMMARY_FILE = "meta.json", "records.jsonl", "summary.json"
 RUN_NAME_RE = re.compile(r"^(\d{8}T\d{6}Z)-(.+)$")
 
@@ -129,6 +139,28 @@ def write_json_atomic(path: Path, obj: Any) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def check_run_base(base_dir: str | os.PathLike[str]) -> None:
+    """Raise :class:`~fourfold.errors.OptionError` unless run directories can be created under
+    ``base_dir`` (``--run-dir``): its nearest existing folder must be a directory this process can
+    write in. Creates nothing that stays (a run checks this before its users start)."""
+    import tempfile
+
+    base = Path(base_dir or ".")
+    existing = base
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        where = "" if existing == base else f" ({existing} is in its path)"
+        raise OptionError(f"--run-dir {base}: {existing} is a file, not a directory{where}; "
+                          "give a directory to hold the run directories")
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        raise OptionError(f"--run-dir {base}: cannot write in {existing} ({exc.strerror or exc}); "
+                          "give a directory you can write to") from None
+
+
 class RunWriter:
     """Creates one run directory and writes its files (see module docstring)."""
 
@@ -148,9 +180,33 @@ class RunWriter:
             except FileExistsError:
                 n += 1
         self.flush_interval_s = flush_interval_s
-        self._records: TextIO | None = None
+        self._records_fd: int | None = None
+        self._size = 0                          # bytes of records.jsonl on disk: whole lines only
+        self._queued: list[bytes] = []          # lines appended since the last flush
+        self._queued_bytes = 0
+        self._spare_fd: int | None = None       # given up for summary.json when descriptors run out
         self._last_flush_s = time.monotonic()
-        self.records_written = 0
+        self.records_written = 0                # lines on disk
+        self.records_lost = 0                   # records that could not be serialised or written
+        self.loss_reason = ""                   # why the first of them was lost
+
+    def prepare(self) -> None:
+        """Open records.jsonl and set one spare file descriptor aside now, before a run's users
+        start (see module docstring); raises OSError when the run directory cannot be written."""
+        self._open_records()
+        if self._spare_fd is None:
+            self._spare_fd = os.open(os.devnull, os.O_RDONLY | _CLOEXEC)
+
+    def _open_records(self) -> int:
+        if self._records_fd is None:
+            fd = os.open(self.run_dir / RECORDS_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND | _CLOEXEC, 0o644)
+            self._size = os.fstat(fd).st_size
+            self._records_fd = fd
+        return self._records_fd
+
+    def _lose(self, n: int, reason: str) -> None:
+        self.records_lost += n
+        self.loss_reason = self.loss_reason or reason
 
     def write_meta(self, meta: dict[str, Any]) -> Path:
         """meta.json with secrets redacted; ``label``, ``run_id``, ``created_at`` and
@@ -160,26 +216,64 @@ class RunWriter:
         return self.write_json(META_FILE, redact(jsonable(data)))
 
     def append(self, record: RequestRecord) -> None:
-        """Add one record line; flush if more than ``flush_interval_s`` passed since the last flush."""
-        if self._records is None:
-            self._records = open(self.run_dir / RECORDS_FILE, "a", encoding="utf-8")
-        self._records.write(record.to_json() + "\n")
-        self.records_written += 1
-        if time.monotonic() - self._last_flush_s > self.flush_interval_s:
+        """Queue one record line; flush if more than ``flush_interval_s`` passed since the last flush
+        or ``FLUSH_BYTES`` are queued. Never raises: a record that cannot be serialised is counted
+        in ``records_lost``."""
+        try:
+            line = (record.to_json() + "\n").encode("utf-8")
+        except Exception as exc:  # noqa: BLE001 - whatever a record holds, it is a counted loss, not a crash
+            self._lose(1, f"a record could not be serialised ({type(exc).__name__}: {exc})"[:300])
+            return
+        if self._records_fd is None:
+            try:
+                self._open_records()
+            except OSError:
+                pass                            # flush tries again, and counts the loss
+        self._queued.append(line)
+        self._queued_bytes += len(line)
+        if self._queued_bytes >= FLUSH_BYTES or time.monotonic() - self._last_flush_s > self.flush_interval_s:
             self.flush()
 
     def flush(self) -> None:
-        if self._records is not None:
-            self._records.flush()
+        """Write the queued lines. Never raises: lines that cannot be written are counted in
+        ``records_lost`` and records.jsonl is cut back to its last whole line."""
         self._last_flush_s = time.monotonic()
+        if not self._queued:
+            return
+        lines, self._queued, self._queued_bytes = self._queued, [], 0
+        data = b"".join(lines)
+        done = 0
+        try:
+            fd = self._open_records()
+            while done < len(data):
+                done += os.write(fd, data[done:])
+        except OSError as exc:
+            whole = data.rfind(b"\n", 0, done) + 1           # bytes of the lines written completely
+            if done > whole and self._records_fd is not None:
+                try:
+                    os.ftruncate(self._records_fd, self._size + whole)   # no torn line in the middle
+                except OSError:
+                    pass
+            self._size += whole
+            written = data.count(b"\n", 0, whole)
+            self.records_written += written
+            self._lose(len(lines) - written, f"{self.run_dir / RECORDS_FILE}: {exc.strerror or exc}")
+            return
+        self._size += len(data)
+        self.records_written += len(lines)
 
     def close(self) -> None:
-        """Flush and fsync records.jsonl; safe to call twice."""
-        if self._records is not None:
-            self._records.flush()
-            os.fsync(self._records.fileno())
-            self._records.close()
-            self._records = None
+        """Flush, fsync and close records.jsonl (and the spare descriptor); safe to call twice."""
+        self.flush()
+        fd, self._records_fd = self._records_fd, None
+        if fd is not None:
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        spare, self._spare_fd = self._spare_fd, None
+        if spare is not None:
+            os.close(spare)
 
     def write_summary(self, summary: dict[str, Any]) -> Path:
         return self.write_json(SUMMARY_FILE, summary)
@@ -189,7 +283,18 @@ class RunWriter:
         if not name or Path(name).name != name or name.startswith("."):
             raise ValueError(f"artefact name must be a plain file name, got {name!r}")
         path = self.run_dir / name
-        write_json_atomic(path, obj)
+        try:
+            write_json_atomic(path, obj)
+        except OSError as exc:
+            if exc.errno not in (errno.EMFILE, errno.ENFILE) or self._spare_fd is None:
+                raise
+            os.close(self._spare_fd)           # out of descriptors: this file gets the spare one
+            self._spare_fd = None
+            write_json_atomic(path, obj)
+            try:
+                self._spare_fd = os.open(os.devnull, os.O_RDONLY | _CLOEXEC)
+            except OSError:
+                pass
         return path
 
     def __enter__(self) -> RunWriter:
