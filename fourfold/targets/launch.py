@@ -4,7 +4,8 @@
         httpx.post(sim.url + "/v1/chat/completions", json=...)
 
 The child is ``python -m fourfold.targets.sim --port 0 ...``; its one "listening" line on stdout gives the
-URL. ``stop()`` sends SIGTERM, waits, and kills the child if it does not exit in time.
+URL. ``stop()`` sends SIGTERM, waits, and kills the child if it does not exit in time. A child
+also ends by itself when this process dies, even by ``kill -9`` (:mod:`fourfold.targets.lifeline`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Self
 
 from fourfold.errors import SimulatorStartError
 from fourfold.targets import IMPORT_ROOT
+from fourfold.targets.lifeline import child_env
 
 LISTENING_PREFIX = "fourfold-sim listening on "   # the line targets.sim.cli prints
 START_TIMEOUT_S = 20.0
@@ -83,6 +85,7 @@ def spawn_listening(command: list[str], prefix: str, what: str, timeout_s: float
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(IMPORT_ROOT), env.get("PYTHONPATH", "")) if p)
     env.setdefault("PYTHONUNBUFFERED", "1")
+    env.update(child_env())               # the child ends when this process does (kill -9 included)
     process = subprocess.Popen(command, cwd=None if cwd is None else str(cwd), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, encoding="utf-8", errors="replace")
     stderr_lines: list[str] = []

@@ -147,7 +147,7 @@ def test_kill_9_of_a_worker_leaves_the_master_finishing_with_what_was_shipped(si
     common = ["-f", locustfile("l1_throughput.py"), "--max-tokens", "16", "--ignore-eos", "--metrics-url", "off"]
     master = subprocess.Popen(
         [*LOCUST, *common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-         "--headless", "-u", "4", "-r", "4", "-t", "9s", "--expect-workers", "2", "--host", sim.url],
+         "--headless", "-u", "4", "-r", "4", "-t", "10s", "--expect-workers", "2", "--host", sim.url],
         cwd=tmp_path, env=locust_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     workers = [subprocess.Popen([*LOCUST, *common, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
                                 cwd=tmp_path, env=locust_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -169,10 +169,85 @@ def test_kill_9_of_a_worker_leaves_the_master_finishing_with_what_was_shipped(si
     run = records_path.parent
     summary = json.loads((run / "summary.json").read_text())
     records = list(read_records(run))
-    survivor = int(re.search(r"fourfold worker: (\d+) records measured", survivor_out).group(1))
-    assert survivor > 0 and len(records) >= survivor      # every record of the survivor, plus what the dead one shipped
-    assert len(records) <= received(sim)                  # the killed worker's last unshipped records are lost
+    survivor, survivor_id = re.search(r"fourfold worker: (\d+) records measured.* \(worker (\S+)\)",
+                                      survivor_out).groups()
+    assert int(survivor) > 0 and len(records) >= int(survivor)   # every record of the survivor, plus what the dead one shipped
+    sent = received(sim)
+    assert len(records) <= sent                           # the killed worker's last unshipped records are lost
     assert summary["records"] == len(records)
+    # ... and the master says so: which worker, since when, how many of its requests have no record
+    workers = summary["workers"]
+    assert workers["count"] == 2
+    [lost] = workers["stopped_reporting"]
+    assert lost["worker"] != survivor_id and lost["silent_s"] >= 3
+    assert lost["records_received"] > 0                   # it shipped at least once before the kill
+    assert 0 < lost["unaccounted"] == lost["requests_started"] - lost["records_received"]
+    assert lost["unaccounted"] <= sent - len(records)     # a lower bound of the records really missing
+    assert workers["unaccounted"] == lost["unaccounted"]  # the survivor's every request has its record
+    assert f"fourfold: worker {lost['worker']} stopped reporting at {lost['last_heard_at']}" in master_out
+    assert f"{lost['unaccounted']} of its {lost['requests_started']} started requests are unaccounted for" in master_out
+
+
+def _gone(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE      # exited, not reaped yet
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _wait_gone(pid: int, timeout_s: float) -> float | None:
+    """Seconds until ``pid`` exited, or None if it still runs after ``timeout_s``."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        if _gone(pid):
+            return time.monotonic() - t0
+        time.sleep(0.05)
+    return None
+
+
+def test_kill_9_of_locust_leaves_no_embedded_simulator_running(tmp_path, locustfile):
+    import psutil
+
+    proc = start_locust(["-f", locustfile("l1_throughput.py"), "--headless", "-u", "2", "-r", "2", "-t", "60s",
+                         "--max-tokens", "8", "--metrics-url", "off"], tmp_path)
+    try:
+        wait_for_lines(run_dir_of(tmp_path) / "records.jsonl", 2, proc)   # the simulator answers
+        [child] = [c for c in psutil.Process(proc.pid).children() if "fourfold.targets.sim" in " ".join(c.cmdline())]
+        proc.kill()
+        proc.communicate(timeout=10)
+        waited = _wait_gone(child.pid, 5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    if waited is None:
+        child.kill()
+    assert waited is not None, "the simulator outlived the locust process that started it"
+
+
+def test_a_target_child_ends_with_its_parent_without_pdeathsig_too(tmp_path):
+    """The portable half of fourfold.targets.lifeline: with PR_SET_PDEATHSIG off (a launcher on a
+    thread other than its main one, or not Linux) the child still sees its parent go (getppid)."""
+    import os
+    import sys
+
+    child_code = ("from fourfold.targets.lifeline import watch_parent; import time; "
+                  "assert watch_parent(poll_s=0.1); print('watching', flush=True); time.sleep(60)")
+    parent_code = ("import os, subprocess, sys, time; "
+                   f"env = dict(os.environ, FOURFOLD_PARENT_PID=str(os.getpid()), FOURFOLD_PDEATHSIG='0'); "
+                   f"child = subprocess.Popen([sys.executable, '-c', {child_code!r}], env=env); "
+                   "print(child.pid, flush=True); time.sleep(60)")
+    parent = subprocess.Popen([sys.executable, "-c", parent_code], stdout=subprocess.PIPE, text=True)
+    child_pid = int(parent.stdout.readline())
+    time.sleep(1.0)                      # the child is up and watching
+    assert not _gone(child_pid)
+    parent.kill()
+    parent.communicate(timeout=10)
+    waited = _wait_gone(child_pid, 5)
+    if waited is None:
+        os.kill(child_pid, signal.SIGKILL)
+    assert waited is not None and waited < 2, waited
 
 
 def test_a_request_stopped_before_it_left_is_marked_unsent_and_one_that_left_is_not(monkeypatch):

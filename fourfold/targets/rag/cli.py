@@ -17,6 +17,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
+from fourfold.targets.lifeline import watch_parent
 from fourfold.targets.rag.corpus import DEFAULT_CORPUS, load_corpus
 from fourfold.targets.rag.retriever import RERANKERS, RETRIEVERS, Pipeline
 from fourfold.targets.rag.server import RagServer, RagService
@@ -49,6 +50,7 @@ def build_parser(prog: str = "python -m fourfold.targets.rag") -> argparse.Argum
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "python -m fourfold.targets.rag") -> int:
+    watch_parent()          # started by a launcher: end with it, even when it is killed (-9)
     args = build_parser(prog).parse_args(argv)
     try:
         pipeline = Pipeline.build(load_corpus(args.corpus), args.retriever, args.rerank, args.top_k, args.candidates)

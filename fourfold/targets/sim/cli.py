@@ -19,6 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from fourfold.targets.lifeline import watch_parent
 from fourfold.targets.sim import precise
 from fourfold.targets.sim.answers import DEFAULT_PROMPTS_PATH, AnswerBook
 from fourfold.targets.sim.app import SimApp, SimConfig
@@ -104,6 +105,7 @@ async def serve(config: SimConfig, stop: asyncio.Event | None = None, announce=p
 
 def main(argv: Sequence[str] | None = None, prog: str = "python -m fourfold.targets.sim") -> int:
     """Run the simulator (``fourfold sim`` delegates here with its own ``prog``)."""
+    watch_parent()          # started by a launcher: end with it, even when it is killed (-9)
     parser = build_parser(prog)
     args = parser.parse_args(argv)
     if args.list_profiles:
