@@ -112,11 +112,18 @@ class WorkerLedger:
 
 
 def worker_lines(workers: dict[str, Any]) -> list[str]:
-    """Console lines for summary.json's ``workers`` block: one per worker that stopped reporting."""
-    return [f"fourfold: worker {w['worker']} stopped reporting "
-            + (f"at {w['last_heard_at']} ({w['silent_s']:g} s before the end)" if w["last_heard_at"] else "(never heard from)")
-            + f": {w['unaccounted']} of its {w['requests_started']} started requests are unaccounted for "
-            f"(records received: {w['records_received']})" for w in workers.get("stopped_reporting", ())]
+    """Console lines for summary.json's ``workers`` block: one per worker that stopped reporting, and
+    one for requests without a record on workers that did not (a final report that came too late)."""
+    lost = list(workers.get("stopped_reporting", ()))
+    lines = [f"fourfold: worker {w['worker']} stopped reporting "
+             + (f"at {w['last_heard_at']} ({w['silent_s']:g} s before the end)" if w["last_heard_at"] else "(never heard from)")
+             + f": {w['unaccounted']} of its {w['requests_started']} started requests are unaccounted for "
+             f"(records received: {w['records_received']})" for w in lost]
+    rest = int(workers.get("unaccounted") or 0) - sum(w["unaccounted"] for w in lost)
+    if rest > 0:
+        lines.append(f"fourfold: {rest} requests started on workers that kept reporting have no record "
+                     "(their final report did not reach the master in time)")
+    return lines
 
 
 def _iso(seconds: float) -> str:
