@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from fourfold.errors import RecordsFormatError, RunDirError, SchemaError
+from fourfold.measure import plausible
 from fourfold.measure.record import SCHEMA_VERSION, RequestRecord
 from fourfold.measure.runlog import META_FILE, RECORDS_FILE, RUN_NAME_RE, SUMMARY_FILE, sanitize_label
 
@@ -38,18 +39,21 @@ class RunLogWarning(UserWarning):
 
 
 def read_records(run_dir: PathLike, *, include_warmup: bool = True) -> Iterator[RequestRecord]:
-    """Every complete record in ``run_dir/records.jsonl``, in file order."""
+    """Every complete record in ``run_dir/records.jsonl``, in file order. A line that is not JSON,
+    and a record with a value of the wrong kind or an impossible one
+    (:mod:`fourfold.measure.plausible`), is skipped with a :class:`RunLogWarning`."""
     path = Path(run_dir) / RECORDS_FILE
     if not path.exists():
         return
+    start_anchor = plausible.anchor(path)
     with open(path, "rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
-            record = _parse_line(path, lineno, raw)
+            record = _parse_line(path, lineno, raw, start_anchor)
             if record is not None and (include_warmup or not record.warmup):
                 yield record
 
 
-def _parse_line(path: Path, lineno: int, raw: bytes) -> RequestRecord | None:
+def _parse_line(path: Path, lineno: int, raw: bytes, start_anchor: float | None = None) -> RequestRecord | None:
     if not raw.strip():
         return None
     try:
@@ -60,6 +64,10 @@ def _parse_line(path: Path, lineno: int, raw: bytes) -> RequestRecord | None:
                       RunLogWarning, stacklevel=3)
         return None
     check_record(data, path, lineno)
+    why = plausible.wrong_kind(data) or plausible.impossible(data, data.get(plausible.OFFSETS) or [], start_anchor)
+    if why:
+        warnings.warn(f"{path}:{lineno}: skipped {why}", RunLogWarning, stacklevel=3)
+        return None
     return RequestRecord.from_dict(data)
 
 

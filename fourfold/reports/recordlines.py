@@ -11,9 +11,15 @@ offsets (most of a line's bytes, with its answer text); never a Python object pe
 - **Exact fallback**: each handed-back line, and every line where the scanner was not built, is
   decoded whole (orjson; the :mod:`json` module where orjson refuses, so a line reads as
   ``json.loads`` reads it) and checked: a line that is not JSON (a torn last line of a killed run)
-  is skipped and counted; a line that is JSON but not a record raises
-  :class:`~fourfold.errors.RecordsFormatError` (:class:`~fourfold.errors.SchemaError` for a newer
-  schema), naming the file and line.
+  or a record with a value of the wrong kind (a text where a number goes, offsets that are no
+  list of numbers, NaN) is skipped and counted; a line that is JSON but no record at all (not an
+  object, a required key missing) raises :class:`~fourfold.errors.RecordsFormatError`
+  (:class:`~fourfold.errors.SchemaError` for a newer schema), naming the file and line.
+- **Impossible values**, on the blocks of both paths alike (:class:`_Screen`, the rules of
+  :mod:`fourfold.measure.plausible`): a start far from the run's other records, a negative
+  latency, NaN or absurd chunk offsets, negative or astronomic tokens: the record is skipped and
+  counted with the unreadable lines, so one damaged line can neither sink a report nor make its
+  per-second timeline span centuries (a ``started_at`` 1e11 s away once asked for 745 GiB).
 
 A line the scanner reads gives the row the fallback would give, so both paths make the same blocks
 (``tests/unit/test_records_native.py``, also on randomly damaged files); rows are in file order.
@@ -33,6 +39,7 @@ import numpy as np
 import orjson
 
 from fourfold.errors import RecordsFormatError, SchemaError
+from fourfold.measure import plausible
 from fourfold.measure.record import SCHEMA_VERSION
 
 try:
@@ -49,11 +56,10 @@ REQUIRED = ("level", "scenario", "error_class", "started_at")
 # read from ``extra``: L4 on the record that ends a session, L3 retrieval quality
 EXTRA_KEYS = ("session_completed", "rounds", "recall_at_k", "precision_at_k")
 # the SCALARS as a block holds them: numbers (float64, NaN for null; a flag 0/1) and texts (str or None)
-NUMBER_COLUMNS = ("started_at", "status", "ttfb_ms", "ttft_ms", "e2e_ms", "queue_ms", "output_tokens",
-                  "conn_reused", "warmup", "terminal")
+NUMBER_COLUMNS = plausible.NUMBER_FIELDS     # ("started_at", "status", ..., "warmup", "terminal")
 FLAG_COLUMNS = ("warmup", "terminal")
-TEXT_COLUMNS = ("level", "scenario", "variant", "item_id", "error_class")
-OFFSETS = "chunk_offsets_ms"
+TEXT_COLUMNS = plausible.TEXT_FIELDS
+OFFSETS = plausible.OFFSETS
 BLOCK_BYTES = 16 << 20
 
 # the scanner's columns: (name, kind) with kind 0 number, 1 flag, 2 text, 3 offsets, 4 schema, 5 extra
@@ -78,13 +84,21 @@ class Block(NamedTuple):
     lens: np.ndarray            # int64: each record's number of chunk offsets
     flat: np.ndarray            # float64: all their chunk offsets, record after record
     starts: np.ndarray          # int64: where each record's line starts in the file
-    unreadable: int = 0         # lines skipped: not JSON
-    first_unreadable: str = ""  # "<file>:<line>: skipped an unreadable line (<n> bytes): <why>"
+    unreadable: int = 0         # lines skipped: not JSON, a value of the wrong kind, an impossible value
+    first_unreadable: str = ""  # "<file>:<line>: skipped ...: <why>" of the first of them
+    first_unreadable_at: int = -1   # where that line starts in the file
 
 
 def read_blocks(path: Path, *, block_bytes: int = BLOCK_BYTES, native: bool | None = None) -> Iterator[Block]:
     """The blocks of ``path``, a records.jsonl (see module docstring). ``native``: read with the
-    compiled scanner (True), with the fallback alone (False), or with the scanner when it was built."""
+    compiled scanner (True), with the fallback alone (False), or with the scanner when it was built.
+    Records with impossible values are left out of every block and counted (:class:`_Screen`)."""
+    screen = _Screen(path)
+    for block in _blocks(path, block_bytes, native):
+        yield screen.apply(block)
+
+
+def _blocks(path: Path, block_bytes: int, native: bool | None) -> Iterator[Block]:
     if native is None:
         native = _records_scan is not None
     elif native and _records_scan is None:
@@ -143,27 +157,32 @@ def _in_file_order(a: Block, b: Block) -> Block:
     take = np.repeat(first[order] - (np.cumsum(lens) - lens), lens) + np.arange(int(lens.sum()))
     index = order.tolist()
     texts = [[both[i] for i in index] for both in (x + y for x, y in zip(a.texts, b.texts))]
+    first = min((x for x in (a, b) if x.first_unreadable), key=lambda x: x.first_unreadable_at, default=a)
     return Block(np.concatenate([a.nums, b.nums])[order], texts, np.concatenate([a.extras, b.extras])[order],
                  lens, np.concatenate([a.flat, b.flat])[take], starts[order], a.unreadable + b.unreadable,
-                 a.first_unreadable or b.first_unreadable)
+                 first.first_unreadable, first.first_unreadable_at)
 
 
 def _fallback(path: Path, lines: list[tuple[bytes, int, int]]) -> Block:
     """Lines (bytes, file position, line number) decoded whole, in order; blank lines skipped."""
     rows: list[tuple[Any, ...]] = []
     flat: list[Any] = []
-    unreadable, first_unreadable = 0, ""
+    unreadable, first_unreadable, first_at = 0, "", -1
     for line, start, lineno in lines:
         if not line.strip():
             continue
         try:
             data = _loads(line)
         except (ValueError, RecursionError) as exc:    # not JSON: a torn or damaged line
+            row: tuple[Any, Any, Any, Any, list[Any]] | str = f"an unreadable line ({len(line)} bytes): {exc}"
+        else:
+            row = _row(data, path, lineno)             # (no record at all raises)
+        if isinstance(row, str):                       # ... or a record with a value of the wrong kind
             unreadable += 1
             if not first_unreadable:
-                first_unreadable = f"{path}:{lineno}: skipped an unreadable line ({len(line)} bytes): {exc}"
+                first_unreadable, first_at = f"{path}:{lineno}: skipped {row}", start
             continue
-        numbers, flags, texts, facts, offsets = _row(data, path, lineno)
+        numbers, flags, texts, facts, offsets = row
         rows.append((numbers, flags, texts, facts, len(offsets), start))
         flat += offsets
     numbers, flags, texts, facts, lens, starts = zip(*rows) if rows else ((),) * 6
@@ -171,7 +190,7 @@ def _fallback(path: Path, lines: list[tuple[bytes, int, int]]) -> Block:
                       np.array(flags, dtype=bool).reshape(-1, len(FLAG_COLUMNS))])
     return Block(nums, [list(column) for column in zip(*texts)] if rows else [[] for _ in TEXT_COLUMNS],
                  _floats(list(facts)).reshape(-1, len(EXTRA_KEYS)), np.array(lens, dtype=np.int64), _floats(flat),
-                 np.array(starts, dtype=np.int64), unreadable, first_unreadable)
+                 np.array(starts, dtype=np.int64), unreadable, first_unreadable, first_at)
 
 
 def _floats(values: list[Any]) -> np.ndarray:
@@ -199,11 +218,12 @@ def _loads(line: bytes) -> Any:
         return json.loads(line)
 
 
-def _row(data: Any, path: Path, lineno: int) -> tuple[Any, Any, Any, Any, list[Any]]:
+def _row(data: Any, path: Path, lineno: int) -> tuple[Any, Any, Any, Any, list[Any]] | str:
     """The numbers, flags, texts, extra facts and chunk offsets of one decoded record. A number
     is a JSON number, true/false (1/0) or null (NaN; a flag: 0); a text a string or null; the
-    offsets a list of numbers or null; ``extra`` facts that are not numbers are NaN. Anything
-    else raises."""
+    offsets a list of numbers or null; ``extra`` facts that are not numbers are NaN. A value of
+    another kind (or NaN, which only json's extension writes): why the record is skipped. No
+    record at all (not an object, a required key missing, a newer schema) raises."""
     if type(data) is not dict:
         raise RecordsFormatError(f"{path}:{lineno}: expected a JSON object (a fourfold record), "
                                  f"got {type(data).__name__}")
@@ -225,22 +245,13 @@ def _row(data: Any, path: Path, lineno: int) -> tuple[Any, Any, Any, Any, list[A
     if not (_NUMBER_OR_NULL.issuperset(map(type, numbers)) and _NUMBER_OR_NULL.issuperset(map(type, flags))
             and _TEXT_OR_NULL.issuperset(map(type, texts)) and type(offsets) is list
             and _NUMBER_TYPES.issuperset(map(type, offsets))):
-        _refuse(data, path, lineno)
+        return plausible.wrong_kind(data) or "a record with a value of the wrong kind"
+    for value in numbers:
+        if value != value:                    # NaN (a float; null is None): say which
+            return plausible.wrong_kind(data) or "a record with NaN"
     extra = data.get("extra")
     facts = tuple(_plain_number(extra.get(k)) for k in EXTRA_KEYS) if type(extra) is dict and extra else _NO_FACTS
     return numbers, flags, texts, facts, offsets
-
-
-def _refuse(data: dict[str, Any], path: Path, lineno: int) -> None:
-    """Raise for the first column of ``data`` whose value is not of its kind (see :func:`_row`)."""
-    offsets = data.get(OFFSETS)
-    checks = [(name, type(data.get(name)) in _NUMBER_OR_NULL, "a number") for name in NUMBER_COLUMNS]
-    checks += [(name, type(data.get(name)) in _TEXT_OR_NULL, "a text") for name in TEXT_COLUMNS]
-    checks.append((OFFSETS, offsets is None or type(offsets) is list and _NUMBER_TYPES.issuperset(map(type, offsets)),
-                   "a list of numbers"))
-    for name, fits, expected in checks:
-        if not fits:
-            raise RecordsFormatError(f"{path}:{lineno}: not a fourfold record ({name} is not {expected})")
 
 
 def _plain_number(value: Any) -> float:
@@ -254,3 +265,49 @@ def loads_or_none(text: bytes) -> Any:
         return _loads(text)
     except (ValueError, RecursionError):
         return None
+
+
+class _Screen:
+    """Leaves records with impossible values (:mod:`fourfold.measure.plausible`) out of the blocks
+    of one file, counting them with the unreadable lines; the same rules on the scanner's and the
+    fallback's blocks, so both paths keep the same rows."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.anchor = plausible.anchor(path)
+        self.first = ""             # the first skipped line of the file (in file order), once found
+
+    def apply(self, block: Block) -> Block:
+        n = len(block.nums)
+        columns = {name: block.nums[:, j] for j, name in enumerate(NUMBER_COLUMNS)}
+        bad = plausible.impossible_rows(columns, block.flat, block.lens, self.anchor) if n else np.zeros(0, bool)
+        first, first_at = block.first_unreadable, block.first_unreadable_at
+        if bad.any() and not self.first:
+            row = int(np.argmax(bad))
+            at = int(block.starts[row])
+            if not first or at < first_at:
+                first, first_at = f"{self.path}:{_line_number(self.path, at)}: skipped {self._why(block, row)}", at
+        self.first = self.first or first
+        if not bad.any():
+            return block._replace(first_unreadable=first, first_unreadable_at=first_at)
+        keep = ~bad
+        index = np.flatnonzero(keep).tolist()
+        return Block(block.nums[keep], [[column[i] for i in index] for column in block.texts], block.extras[keep],
+                     block.lens[keep], block.flat[np.repeat(keep, block.lens)], block.starts[keep],
+                     block.unreadable + int(bad.sum()), first, first_at)
+
+    def _why(self, block: Block, row: int) -> str:
+        values = {name: None if math.isnan(v) else v for name, v in zip(NUMBER_COLUMNS, block.nums[row].tolist())}
+        begin = int(block.lens[:row].sum())
+        offsets = block.flat[begin:begin + int(block.lens[row])].tolist()
+        return plausible.impossible(values, offsets, self.anchor) or "a record with an impossible value"
+
+
+def _line_number(path: Path, position: int) -> int:
+    """The number of the line that starts at byte ``position`` of ``path`` (for one message)."""
+    count = 0
+    with open(path, "rb") as fh:
+        while position > 0 and (chunk := fh.read(min(position, 1 << 20))):
+            count += chunk.count(b"\n")
+            position -= len(chunk)
+    return count + 1

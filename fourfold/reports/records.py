@@ -10,7 +10,9 @@ scenario, variant) it keeps the pooled ITL gaps of ok records as log-bucket coun
 (:class:`GapHistogram`, the buckets of :class:`fourfold.measure.histogram.LogHistogram`), output
 tokens per second of arrival, and the gaps of an evenly spread sample of ok records (at most
 ``GAP_SAMPLE_RECORDS``) for the ITL bootstrap. Warm-up and cancelled records are counted and
-left out, as in every fourfold statistic; lines that are not JSON are skipped and counted.
+left out, as in every fourfold statistic; lines that are not JSON, and records with a value of the
+wrong kind or an impossible one (:mod:`fourfold.reports.recordlines`), are skipped and counted
+(``unreadable``, the first named in ``first_unreadable``).
 """
 
 from __future__ import annotations
@@ -298,7 +300,8 @@ def read_record_table(path: str | Path, *, stall_ms: float = 150.0, sample_cap: 
     fallback alone (False), or with the scanner when it was built (None). Both give the same table.
 
     Raises :class:`SchemaError` for a record of a newer schema, :class:`RecordsFormatError` for a
-    line that is JSON but not a fourfold record; skips (and counts) lines that are not JSON.
+    line that is JSON but no fourfold record (not an object, a required key missing); skips (and
+    counts) lines that are not JSON and records with wrong kinds of values or impossible ones.
     """
     acc = _Accumulator(stall_ms, sample_cap)
     for block in read_blocks(Path(path), block_bytes=block_bytes, native=native):

@@ -88,7 +88,21 @@ def build_report(baseline: Side, candidates: list[Side], settings: Settings = DE
     if slo:
         notes.append("goodput counts ok requests meeting every per-request SLO: "
                      + ", ".join(f"{k} <= {v:g}" for k, v in sorted(slo.items())))
+    notes += skipped_lines_notes([run for side in (baseline, *candidates) for run in side.runs])
     return Report(comparisons, settings, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), notes)
+
+
+def skipped_lines_notes(runs: list[RunData]) -> list[str]:
+    """One note per run whose records.jsonl had lines left out (not JSON, a value of the wrong kind,
+    an impossible value): how many, and the first."""
+    notes, seen = [], set()
+    for run in runs:
+        table = run.table
+        if table.unreadable and run.path not in seen:
+            seen.add(run.path)
+            notes.append(f"{run.label}: {table.unreadable} line(s) of records.jsonl skipped and left out of every "
+                         f"number (first: {table.first_unreadable})")
+    return notes
 
 
 def _common_slo(sides: list[Side]) -> dict[str, float]:

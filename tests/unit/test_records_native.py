@@ -107,7 +107,7 @@ def awkward_records() -> list[str]:
         elif kind == 4:
             record.error_class, record.status = "cancelled", 0
         elif kind == 5:
-            record.chunk_offsets_ms = [1e-05, 0.1 + 0.2, 123456.789012345678, 5e-324, 7.0, 1e30] + offsets
+            record.chunk_offsets_ms = [1e-05, 0.1 + 0.2, 123456.789012345678, 5e-324, 7.0, 1e9] + offsets
         elif kind == 6:
             record.extra = {"session_completed": True, "rounds": 3, "facts_new": ["a", {"b": [1, None]}]}
         elif kind == 7:
@@ -232,17 +232,26 @@ def test_damaged_values_read_the_same(tmp_path, damage):
     (('"level":"l1"', '"level":1'), "level is not a text"),
     (('"chunk_offsets_ms":[5.0,7.5,9.0]', '"chunk_offsets_ms":[5.0,"7.5"]'), "chunk_offsets_ms is not a list"),
     (('"chunk_offsets_ms":[5.0,7.5,9.0]', '"chunk_offsets_ms":{}'), "chunk_offsets_ms is not a list"),
-    (('"scenario":"s",', ''), "missing scenario"),
 ])
-def test_a_value_of_the_wrong_kind_is_refused_alike(tmp_path, damage, message):
+def test_a_value_of_the_wrong_kind_is_skipped_alike(tmp_path, damage, message):
     path = tmp_path / "records.jsonl"
-    path.write_text(GOOD + "\n" + GOOD.replace(*damage) + "\n", encoding="utf-8")
+    path.write_text(GOOD + "\n" + GOOD.replace(*damage) + "\n" + GOOD + "\n", encoding="utf-8")
+    table = both(path)
+    assert (len(table.frame), table.unreadable) == (2, 1)
+    assert table.first_unreadable == (f"{path}:2: skipped a record with a value of the wrong kind ({message}"
+                                      + (" of numbers)" if "list" in message else ")"))
+
+
+@needs_scanner
+def test_a_line_that_is_no_record_is_refused_alike(tmp_path):
+    path = tmp_path / "records.jsonl"
+    path.write_text(GOOD + "\n" + GOOD.replace('"scenario":"s",', "") + "\n", encoding="utf-8")
     errors = []
     for native in (True, False):
         with pytest.raises(RecordsFormatError) as caught:
             read_record_table(path, native=native)
         errors.append(str(caught.value))
-    assert errors[0] == errors[1] and f"records.jsonl:2: not a fourfold record ({message}" in errors[0]
+    assert errors[0] == errors[1] and "records.jsonl:2: not a fourfold record (missing scenario" in errors[0]
 
 
 @needs_scanner
