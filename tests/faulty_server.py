@@ -16,9 +16,18 @@ GOOD = [b'data: {"choices":[{"index":0,"delta":{"content":"Hello"}}]}\n\n',
         b'data: {"choices":[{"index":0,"delta":{"content":" world"},"finish_reason":"stop"}]}\n\n',
         b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}\n\n',
         b"data: [DONE]\n\n"]
-FAULTS = ("ok", "malformed_json", "drop_mid_stream", "http_500", "http_429", "no_done", "context_length")
+FAULTS = ("ok", "malformed_json", "drop_mid_stream", "http_500", "http_429", "no_done", "no_finish",
+          "context_length")
 # also on request (not in the default rotation): "echo_auth", a 401 whose body and a 200 stream
-# whose text quote the request's credentials, as a careless gateway or a reflecting proxy would
+# whose text quote the request's credentials, as a careless gateway or a reflecting proxy would;
+# and what real targets were seen to do (fourfold#20):
+# "header_drip"     the status line, then one header line every 0.2 s, forever
+# "ping_only"       200 and then ": ping" comments every 0.1 s, forever
+# "ping_after_token"  one content token, then ": ping" comments every 0.1 s, forever
+# "usage=VALUE"     the good stream with "completion_tokens": VALUE (JSON text: -5, 1e29, "12", ...)
+# "redirect"        301 to another URL
+# "unsolicited"     the good stream and, in the same write, a second response nobody asked for
+# "unsolicited_late"  the same, the second response 50 ms later (the connection idle in the pool)
 
 
 def _chunk(data: bytes) -> bytes:
@@ -49,6 +58,28 @@ class _Handler(socketserver.BaseRequestHandler):
                 return
 
     def respond(self, sock, fault: str) -> bool:  # noqa: ANN001
+        if fault in ("header_drip", "ping_only", "ping_after_token"):
+            return self.stuck(sock, fault)
+        if fault == "redirect":
+            sock.sendall(b"HTTP/1.1 301 Moved Permanently\r\nLocation: https://api.example.com/v1/chat/completions"
+                         b"\r\nContent-Length: 0\r\n\r\n")
+            return True
+        if fault in ("unsolicited", "unsolicited_late"):
+            body = b"".join(_chunk(e) for e in GOOD) + b"0\r\n\r\n"
+            answer = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" + body
+            if fault == "unsolicited":
+                sock.sendall(answer + answer)
+            else:                             # the second answer while the connection is idle
+                sock.sendall(answer)
+                time.sleep(0.05)
+                sock.sendall(answer)
+            return True
+        if fault.startswith("usage="):
+            events = [*GOOD[:2], b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":%s}}\n\n'
+                      % fault[6:].encode(), GOOD[-1]]
+            sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+                         + b"".join(_chunk(e) for e in events) + b"0\r\n\r\n")
+            return True
         if fault == "echo_auth":
             if self.server.echo_count % 2 == 0:
                 data = json.dumps({"error": {"message": f"invalid credentials: {self.credentials}"}}).encode()
@@ -81,10 +112,30 @@ class _Handler(socketserver.BaseRequestHandler):
                 return False
             if fault == "no_done" and event.startswith(b"data: [DONE]"):
                 break
+            if fault == "no_finish" and i == 1:      # the stream ends without a finish reason or [DONE]
+                break
             sock.sendall(_chunk(event))
             time.sleep(0.002)
         sock.sendall(b"0\r\n\r\n")
         return True
+
+
+    def stuck(self, sock, fault: str) -> bool:  # noqa: ANN001
+        """Bytes keep coming, content never (or never again); until the client gives up."""
+        try:
+            if fault == "header_drip":
+                sock.sendall(b"HTTP/1.1 200 OK\r\n")
+                for i in itertools.count():
+                    time.sleep(0.2)
+                    sock.sendall(b"X-Drip-%d: %s\r\n" % (i, b"." * 20))
+            sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+            if fault == "ping_after_token":
+                sock.sendall(_chunk(GOOD[0]))
+            while True:
+                time.sleep(0.1)
+                sock.sendall(_chunk(b": ping\n\n"))
+        except OSError:
+            return False
 
 
 class FaultyServer(socketserver.ThreadingTCPServer):

@@ -23,6 +23,10 @@ _COLUMNS = (
 )
 
 
+# counters of summary.json shown under the table when not zero
+_TARGET_ODDITIES = ("usage_implausible", "no_terminal_event", "unsolicited_responses")
+
+
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
@@ -56,6 +60,9 @@ def format_summary(summary: dict[str, Any]) -> str:
         errors = {k: v for k, v in (total.get("errors") or {}).items() if k != "ok" and v}
         if errors:
             lines.append("errors: " + ", ".join(f"{k}={v}" for k, v in sorted(errors.items())))
+        oddities = {k: total.get(k) for k in _TARGET_ODDITIES if total.get(k)}
+        if oddities:       # what the target got wrong beside the classes (docs/errors.md)
+            lines.append("target: " + ", ".join(f"{k}={v}" for k, v in oddities.items()))
     server = summary.get("server_metrics", {}).get("metrics") or {}
     if server:
         parts = [f"{name} mean {m['mean']:g} max {m['max']:g}" for name, m in server.items()

@@ -5,15 +5,24 @@ iterated by httpx (``iter_raw``), or taken whole by ``fourfold.measure.stream.se
 :meth:`RawStream.read_into` (one loop, no generator step per token). Its reads come from the
 process's reactor (:mod:`fourfold.measure.reactor`: kernel receive stamps, gevent, plain HTTP) or
 from blocking ``recv`` calls (TLS, or no gevent); both are ``read() -> (perf_counter_ns, bytes)``
-functions made here. Under gevent one :class:`Watchdog` per request stands in for a socket
-timeout (see its docstring).
+functions made here. One :class:`Watchdog` per request bounds the read timeout (see its docstring).
+
+**The read timeout counts content, not bytes.** ``--read-timeout`` bounds the time from the request
+to the complete response head and to the first *content*, and the silence between content pieces.
+A body piece that holds only SSE comments (``: ping``), blank lines or Anthropic's ``ping`` event
+(:func:`is_idle_piece`, one regular expression that fails on the first line of an ordinary piece)
+is not content: a server that drips its headers a line at a time, or sends keep-alive comments
+forever, times out like a silent one. Anything else counts (a role-only chunk too: which pieces
+carried text is the parser's business, after the body has ended).
 """
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import httpx
 
@@ -23,51 +32,82 @@ from fourfold.measure.reactor import Reader
 Read = Callable[[], tuple[int, bytes]]
 
 
-class Watchdog:
-    """Read timeout under gevent without a timer per ``recv``.
+# A body piece with no content: SSE comments, blank lines, Anthropic's ping event; a torn last line
+# only when it is a comment. Ordinary pieces ("data: {...", "event: content_block_delta") fail at
+# their first line.
+_IDLE_PIECE = re.compile(rb'(?:(?::[^\r\n]*|event: ?ping|data: ?\{"type": ?"ping"\})?(?:\r\n|\r|\n))*'
+                         rb'(?::[^\r\n]*)?')
+is_idle_piece = _IDLE_PIECE.fullmatch
 
-    A gevent socket timeout arms and cancels a timer on every blocking read (about 11 µs of CPU
-    per chunk here). Instead one repeating timer per request checks, four times per timeout
-    period, how long ago bytes last arrived, and ends the wait with ``httpx.ReadTimeout`` when the
-    stream has been silent for longer than the timeout. While a body is read through a
+
+class Watchdog:
+    """The read timeout of one request: content, not bytes (see the module docstring).
+
+    ``content_ns`` is when content last arrived (the request itself until the first piece does);
+    the body loop moves it (:meth:`RawStream.__iter__`) and raises ``httpx.ReadTimeout`` itself
+    when an idle piece comes more than the timeout after it. Without gevent each blocking ``recv``
+    gets the time left as its socket timeout (:func:`socket_read`).
+
+    Under gevent a socket timeout would arm and cancel a timer on every blocking read (about 11 µs
+    of CPU per chunk here). Instead one repeating timer per request checks, four times per timeout
+    period, how long ago bytes and content last arrived, and ends the wait with
+    ``httpx.ReadTimeout`` when either is older than the timeout. While a body is read through a
     :class:`~fourfold.measure.reactor.Reader`, the timeout is queued behind the bytes already
     received (so none of them is lost to the record); before that it is thrown into the waiting
-    greenlet.
+    greenlet. Bytes received but not yet taken by the body loop (the reader wakes it lazily) may
+    hold content: then the loop is woken to look, and the next check decides.
     """
 
-    __slots__ = ("timeout_s", "last_ns", "reader", "_glet", "_timer")
+    __slots__ = ("timeout_s", "timeout_ns", "last_ns", "content_ns", "reader", "_glet", "_timer")
 
-    def __init__(self, timeout_s: float) -> None:
-        import gevent
-
+    def __init__(self, timeout_s: float, timer: bool = True) -> None:
         self.timeout_s = timeout_s
-        self.last_ns = time.perf_counter_ns()
+        self.timeout_ns = int(timeout_s * 1e9)
+        self.last_ns = self.content_ns = time.perf_counter_ns()
         self.reader: Reader | None = None
-        self._glet = gevent.getcurrent()
-        period = max(timeout_s / 4, 0.005)
-        self._timer = gevent.get_hub().loop.timer(period, period)
-        self._timer.start(self._check)
+        self._glet: Any = None
+        self._timer: Any = None
+        if timer:
+            import gevent
+
+            self._glet = gevent.getcurrent()
+            period = max(timeout_s / 4, 0.005)
+            self._timer = gevent.get_hub().loop.timer(period, period)
+            self._timer.start(self._check)
 
     @classmethod
-    def start(cls, timeout_s: float | None) -> Watchdog | None:
-        return cls(timeout_s) if timeout_s else None
+    def start(cls, timeout_s: float | None, timer: bool = True) -> Watchdog | None:
+        """A watchdog for ``timeout_s`` (None when there is none); ``timer`` under gevent."""
+        return cls(timeout_s, timer) if timeout_s else None
 
     @staticmethod
     def stop(watchdog: Watchdog | None) -> None:
-        if watchdog is not None:
+        if watchdog is not None and watchdog._timer is not None:
             watchdog._timer.stop()
             watchdog._timer.close()
+
+    def expired(self) -> httpx.ReadTimeout:
+        """The timeout of a response whose bytes kept coming without content."""
+        return httpx.ReadTimeout(f"no content for {self.timeout_s:g} s (only headers or keep-alive bytes)")
 
     def _check(self) -> None:
         reader = self.reader
         last_ns = self.last_ns if reader is None else max(self.last_ns, reader.last_ns)
-        if time.perf_counter_ns() - last_ns > self.timeout_s * 1e9:
-            self._timer.stop()
+        now = time.perf_counter_ns()
+        if now - last_ns > self.timeout_ns:
             exc = httpx.ReadTimeout(f"no data for {self.timeout_s:g} s")
-            if reader is not None:
-                reader.fail(exc)
-            else:
-                self._glet.throw(exc)
+        elif now - self.content_ns > self.timeout_ns:
+            if reader is not None and reader.queue:
+                reader.wake()       # bytes the body loop has not taken yet: it looks first
+                return
+            exc = self.expired()
+        else:
+            return
+        self._timer.stop()
+        if reader is not None:
+            reader.fail(exc)
+        else:
+            self._glet.throw(exc)
 
 
 class RawStream(httpx.SyncByteStream):
@@ -75,7 +115,11 @@ class RawStream(httpx.SyncByteStream):
     the transport puts the same list into the response's ``ConnFacts``).
 
     ``release`` gives the connection back to its pool; it is called on close when the body was
-    read to its end on a keep-alive connection, else the socket is closed.
+    read to its end on a keep-alive connection and nothing followed it, else the socket is closed.
+    ``trailing`` holds the bytes that followed the end of the body (in the read that ended it, or
+    queued by the reactor before the close): a server may send nothing before the next request,
+    so these are an unsolicited response (or a body longer than its Content-Length) and the
+    connection is dropped; ``fourfold.measure.stream`` makes the record ``malformed_stream``.
     """
 
     def __init__(self, sock: socket.socket, release: Callable[[], None], leftover: bytes, framing: str,
@@ -84,11 +128,12 @@ class RawStream(httpx.SyncByteStream):
         self._sock: socket.socket | None = sock
         self._release = release
         self._watchdog = watchdog
-        self._leftover = leftover
         self._framing = framing          # "chunked" | "length" | "close" | "none"
         self._length = length
         self._keep_alive = keep_alive
         self._complete = framing == "none"
+        self.trailing = leftover if self._complete else b""
+        self._leftover = b"" if self._complete else leftover
         self._t_head_ns = t_head_ns
         self.recv_ns: list[int] = []
         self._reader = reader
@@ -98,6 +143,7 @@ class RawStream(httpx.SyncByteStream):
             return
         stamp = self.recv_ns.append
         read = self._read_function()
+        note = self._content_clock()
         framing = self._framing
         t, data = self._t_head_ns, self._leftover
         self._leftover = b""
@@ -108,9 +154,12 @@ class RawStream(httpx.SyncByteStream):
                     payload = decoder.decode(data)
                     if payload:
                         stamp(t)
+                        if note is not None:
+                            note(payload, t)
                         yield payload
                     if decoder.done:
                         self._complete = True
+                        self.trailing = decoder.rest
                         return
                 t, data = read()
                 if not data:
@@ -120,9 +169,12 @@ class RawStream(httpx.SyncByteStream):
             while True:
                 if data:
                     stamp(t)
+                    if note is not None:
+                        note(data, t)
                     if len(data) >= remaining:
-                        yield data[:remaining]
                         self._complete = True
+                        self.trailing = data[remaining:]
+                        yield data[:remaining]
                         return
                     remaining -= len(data)
                     yield data
@@ -135,11 +187,30 @@ class RawStream(httpx.SyncByteStream):
             while True:
                 if data:
                     stamp(t)
+                    if note is not None:
+                        note(data, t)
                     yield data
                 t, data = read()
                 if not data:
                     self._complete = True
                     return
+
+    def _content_clock(self) -> Callable[[bytes, int], None] | None:
+        """``note(piece, t)`` for the body loop: a piece with content moves the watchdog's
+        ``content_ns``; an idle one that comes later than the timeout after it ends the read."""
+        watchdog = self._watchdog
+        if watchdog is None:
+            return None
+        idle = is_idle_piece
+
+        def note(piece: bytes, t: int) -> None:
+            # "data: ..." without "ping" is content at once (an idle piece starting with "d" is
+            # Anthropic's ping data line); the regular expression decides the rest
+            if (piece[0] == 100 and b'"ping"' not in piece) or idle(piece) is None:
+                watchdog.content_ns = t
+            elif t - watchdog.content_ns > watchdog.timeout_ns:
+                raise watchdog.expired()
+        return note
 
     def read_into(self, times: list[int], payloads: list[bytes], max_bytes: int, deadline_ns: int | None) -> str:
         """Read the rest of the body into ``times`` / ``payloads`` with each piece's receive time
@@ -159,29 +230,36 @@ class RawStream(httpx.SyncByteStream):
     def close(self) -> None:
         Watchdog.stop(self._watchdog)
         self._watchdog = None
-        if self._reader is not None:
-            self._reader.close()
-            if self._reader.queue:          # bytes beyond the body: the connection is not reusable
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.close()
+            if reader.queue:              # anything beyond the body: the connection is not reusable
                 self._keep_alive = False
-            self._reader = None
+                if self._complete:
+                    self.trailing += b"".join(data for _, data in reader.queue if isinstance(data, bytes))
         sock, self._sock = self._sock, None
         if sock is None:
             return
-        if self._complete and self._keep_alive:
+        if self._complete and self._keep_alive and not self.trailing:
             self._release()
         else:
             close_quietly(sock)
 
 
 def read_pieces(body: Iterable[bytes], times: list[int], payloads: list[bytes], max_bytes: int,
-                deadline_ns: int | None, stamps: list[int] | None = None) -> str:
+                deadline_ns: int | None, stamps: list[int] | None = None, content_timeout_s: float | None = None,
+                since_ns: int = 0) -> str:
     """Take a body's pieces into ``times`` / ``payloads`` (the lists keep what arrived if a read
     raises). A piece's time is the last entry of ``stamps`` (a transport's receive times, filled
     as it yields) or, without it, ``perf_counter_ns()`` when the piece comes out. Returns "" at
     the end of the body, "too_large" once more than ``max_bytes`` arrived, or "too_long" when a
-    piece arrived after ``deadline_ns``."""
+    piece arrived after ``deadline_ns``. With ``content_timeout_s`` (a body without a
+    :class:`Watchdog`: httpx's transports), an idle piece (:func:`is_idle_piece`) that comes more
+    than that after the last content (or ``since_ns``) raises ``httpx.ReadTimeout``."""
     now = time.perf_counter_ns
     nbytes = 0
+    content_ns = since_ns
+    timeout_ns = int(content_timeout_s * 1e9) if content_timeout_s else None
     for data in body:
         t = stamps[-1] if stamps else now()
         times.append(t)
@@ -191,6 +269,11 @@ def read_pieces(body: Iterable[bytes], times: list[int], payloads: list[bytes], 
             return "too_large"
         if deadline_ns is not None and t > deadline_ns:
             return "too_long"
+        if timeout_ns is not None:
+            if is_idle_piece(data) is None:
+                content_ns = t
+            elif t - content_ns > timeout_ns:
+                raise httpx.ReadTimeout(f"no content for {content_timeout_s:g} s (only keep-alive bytes)")
     return ""
 
 
@@ -210,16 +293,23 @@ def reader_read(reader: Reader, raw_errors: bool = False) -> Read:
 
 def socket_read(sock: socket.socket, watchdog: Watchdog | None = None, raw_errors: bool = False) -> Read:
     """``read() -> (perf_counter_ns, bytes)`` with one blocking ``recv``, telling ``watchdog``
-    a read has begun. A socket timeout comes out as ``httpx.ReadTimeout``, another socket error
-    as ``httpx.ReadError`` (or both as themselves with ``raw_errors``, for the head's
+    a read has begun; a watchdog without a timer (no gevent) sets the socket's timeout to the time
+    its content clock has left. A socket timeout comes out as ``httpx.ReadTimeout``, another socket
+    error as ``httpx.ReadError`` (or both as themselves with ``raw_errors``, for the head's
     stale-connection check)."""
     recv = sock.recv
     now = time.perf_counter_ns
+    timed = watchdog is not None and watchdog._timer is None
 
     def read_socket() -> tuple[int, bytes]:
-        if watchdog is not None:
-            watchdog.last_ns = now()
         try:
+            if watchdog is not None:
+                t = watchdog.last_ns = now()
+                if timed:
+                    left_ns = watchdog.content_ns + watchdog.timeout_ns - t
+                    if left_ns <= 0:
+                        raise TimeoutError("no content within the read timeout")
+                    sock.settimeout(left_ns / 1e9)
             data = recv(65536)
         except TimeoutError:
             if raw_errors:
@@ -240,4 +330,5 @@ def close_quietly(sock: socket.socket) -> None:
         pass
 
 
-__all__ = ["RawStream", "Read", "Watchdog", "close_quietly", "read_pieces", "reader_read", "socket_read"]
+__all__ = ["RawStream", "Read", "Watchdog", "close_quietly", "is_idle_piece", "read_pieces", "reader_read",
+           "socket_read"]

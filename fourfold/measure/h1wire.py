@@ -38,6 +38,12 @@ class ChunkedDecoder:
         self._state = 0          # 0: size line, 1: payload, 2: CRLF after payload, 3: trailers
         self.done = False
 
+    @property
+    def rest(self) -> bytes:
+        """Bytes that came after the body's last chunk (and trailers): nothing a server may send
+        before the next request, e.g. an unsolicited second response. Empty until ``done``."""
+        return self._buf if self.done else b""
+
     def decode(self, data: bytes) -> bytes:
         if not self._buf and self._state == 0:
             # Fast path: the read is exactly one whole chunk ("<hex>\r\n<payload>\r\n"), as a

@@ -108,10 +108,10 @@ METRICS: tuple[MetricDef, ...] = (
        report=True),
     _n("ok", "count", "requests", "requests whose error class is not a failure (ok, truncated)", where=("summary", "rag"),
        report=True),
-    _n("failures", "count", "requests", "requests that failed: connect error, timeout, HTTP 4xx/5xx, 429, context "
+    _n("failures", "count", "requests", "requests that failed: connect error, timeout, redirect, HTTP 4xx/5xx, 429, context "
        "length, malformed or interrupted stream, too large, client error", "failed", "error requests", report=True),
     _n("interrupted", "count", "requests", "the stream broke (error class interrupted), or after 2xx headers it ended "
-       "without its terminal event ([DONE], message_stop) or with a failure", report=True),
+       "without its terminal event ([DONE], message_stop; or a finish reason and a clean end) or with a failure", report=True),
     _n("stalls", "count", "gaps", "content-chunk gaps above the stall threshold (--stall-ms, 150 ms), in any request"),
     _n("requests_with_stall", "count", "requests", "requests with at least one stall (a content-chunk gap above "
        "--stall-ms)", report=True),
@@ -125,6 +125,13 @@ METRICS: tuple[MetricDef, ...] = (
        "(conn_reused + conn_new)", where=(), report=True),
     _n("conn_reconnects", "count", "requests", "requests whose pooled keep-alive connection the server had closed "
        "while idle, so they opened a new one"),
+    _n("usage_implausible", "count", "requests", "requests whose reported usage was not believed (not a whole "
+       "number >= 0, or more output tokens than 10 per content chunk and 1 per byte of text, plus 64): their "
+       "output_tokens are counted from chunks"),
+    _n("no_terminal_event", "count", "requests", "requests complete by a finish reason and a clean end of the body, "
+       "without a terminal event ([DONE], message_stop)"),
+    _n("unsolicited_responses", "count", "requests", "requests whose response was followed by bytes nobody asked "
+       "for (malformed_stream), or whose pooled connection held such bytes and was dropped"),
     _n("wall_s", "time", "s", "first send → last end (start + e2e, else the last known offset) over the requests",
        report=True),
     # per second of wall time

@@ -162,6 +162,10 @@ class Reader:
             self._woken_ns = now_ns
             self._reactor.hub.loop.run_callback(waiter.switch)
 
+    def wake(self) -> None:
+        """Wake the body loop now, to take what is queued (the read timeout's watchdog asks)."""
+        self._wake(time.perf_counter_ns())
+
     def fail(self, exc: BaseException) -> None:
         """End the body with ``exc`` (e.g. a read timeout), queued after the bytes already received."""
         if not self.closed:

@@ -24,6 +24,10 @@ report uses too); the names, units and definitions are :mod:`fourfold.measure.me
 - ``conn_reuse`` = requests on an already-open connection / requests where that is known.
   ``conn_reconnects``: requests whose pooled connection the server had closed while idle, so
   they had to open a new one (``record.conn_reconnected``; a reconnect stall).
+- What a target got wrong beside the class: ``usage_implausible`` (its usage was not believed,
+  the record counts chunks), ``no_terminal_event`` (complete by a finish reason and a clean end of
+  the body, without ``[DONE]``/``message_stop``), ``unsolicited_responses`` (bytes nobody asked for
+  after a response, or on an idle kept-alive connection).
 - wall time = ``last_end - first_start``: first send to last end (``started_at`` + e2e, or
   the last known offset) over the key's records.
 - Per-second series (Unix seconds): output tokens by the second their chunk arrived (usage
@@ -60,7 +64,14 @@ from fourfold.measure.metrics import (
     tpot_ms,
     wall_s,
 )
-from fourfold.measure.record import RequestRecord
+from fourfold.measure.record import (
+    INPUT_USAGE_IMPLAUSIBLE,
+    NO_TERMINAL_EVENT,
+    UNSOLICITED,
+    UNSOLICITED_BEFORE,
+    USAGE_IMPLAUSIBLE,
+    RequestRecord,
+)
 from fourfold.measure.rhythm import stall_count
 
 __all__ = ["COUNTERS", "HISTOGRAMS", "QUANTILES", "SLO_METRICS", "GroupStats", "LLMStats", "check_slo", "end_s",
@@ -69,7 +80,8 @@ __all__ = ["COUNTERS", "HISTOGRAMS", "QUANTILES", "SLO_METRICS", "GroupStats", "
 HISTOGRAMS = ("ttfb_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "output_tokens", "queue_ms",
               "request_tps")
 COUNTERS = ("requests", "ok", "failures", "interrupted", "stalls", "requests_with_stall", "good",
-            "output_tokens_total", "output_tokens_estimated", "conn_reused", "conn_new", "conn_reconnects")
+            "output_tokens_total", "output_tokens_estimated", "conn_reused", "conn_new", "conn_reconnects",
+            "usage_implausible", "no_terminal_event", "unsolicited_responses")
 QUANTILES = (("p50", 0.50), ("p90", 0.90), ("p95", 0.95), ("p99", 0.99))
 DEFAULT_STALL_THRESHOLD_MS = 150.0
 TOTAL_LEVEL, TOTAL_SCENARIO = "Aggregated", ""
@@ -125,6 +137,11 @@ class GroupStats:
         if record.conn_reused is not None:
             c["conn_reused" if record.conn_reused else "conn_new"] += 1
         c["conn_reconnects"] += record.conn_reconnected
+        extra = record.extra
+        if extra:      # what the target got wrong beside the class (measure.record's extra keys)
+            c["usage_implausible"] += USAGE_IMPLAUSIBLE in extra or INPUT_USAGE_IMPLAUSIBLE in extra
+            c["no_terminal_event"] += NO_TERMINAL_EVENT in extra
+            c["unsolicited_responses"] += UNSOLICITED in extra or UNSOLICITED_BEFORE in extra
         c["good"] += meets_slo(record, slo_ms)
         h["queue_ms"].add(record.queue_ms)
         if ok:

@@ -13,14 +13,16 @@ class ends up in ``record.error_class`` (see :mod:`fourfold.measure.record`).
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass
 
 import httpx
 
 from fourfold.measure.dialects.base import Dialect, HttpRequest
+from fourfold.measure.encoding import IDENTITY, decode_pieces
 from fourfold.measure.reactor import drain as drain_reactor
-from fourfold.measure.record import RequestRecord
+from fourfold.measure.record import NO_TERMINAL_EVENT, UNSOLICITED, UNSOLICITED_BEFORE, RequestRecord
 from fourfold.measure.secrets import NO_SECRETS, Secrets
 from fourfold.measure.secrets import for_request as secrets_for_request
 from fourfold.measure.transport import read_pieces
@@ -39,6 +41,8 @@ class StreamLimits:
 
 def classify_status(status: int, body: str) -> str:
     """Error class of a non-2xx response from its status and (the start of) its body."""
+    if 300 <= status < 400:
+        return "redirect"           # fourfold follows no redirect: --host should be the final URL
     if status == 429:
         return "rate_limited"
     lowered = body.lower()
@@ -61,9 +65,11 @@ def parse_server_timing(value: str) -> dict[str, float]:
             key, _, raw = param.partition("=")
             if key.strip().lower() == "dur":
                 try:
-                    timings[parts[0]] = float(raw.strip().strip('"'))
+                    duration = float(raw.strip().strip('"'))
                 except ValueError:
-                    pass
+                    continue
+                if math.isfinite(duration):       # "dur=nan" would make the record unwritable
+                    timings[parts[0]] = duration
     return timings
 
 
@@ -82,7 +88,8 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
         record.extra["ignore_eos"] = True     # a length finish was asked for: not a truncation
     t0 = now()
     progress: dict[str, bool] = {}    # RawH1Transport sets "sent" (see UNSENT)
-    facts = None
+    facts = raw_stream = None
+    encoding = ""
     try:
         with client.stream(request.method, request.path, json=request.json,
                            headers=request.headers, extensions={"fourfold_progress": progress}) as response:
@@ -94,12 +101,14 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
                 record.conn_reused = facts.reused
                 record.connect_ms = facts.connect_ms
                 record.conn_reconnected = facts.reconnected
+                if facts.unsolicited_bytes:   # the pooled connection held an answer nobody asked for
+                    record.extra[UNSOLICITED_BEFORE] = facts.unsolicited_bytes
             record.http_version = response.http_version
             record.status = response.status_code
             record.ttfb_ms = (t_head - t0) / 1e6
             _read_headers(response.headers, record, secrets)
             if not 200 <= response.status_code < 300:
-                return secrets.scrub_record(_http_failure(response, record, secrets))
+                return secrets.scrub_record(_redirect(_http_failure(response, record, secrets), response, secrets))
             content_type = response.headers.get("content-type", "")
             if request.stream and content_type and "event-stream" not in content_type.lower():
                 record.extra["content_type"] = secrets.scrub(content_type)[:100]   # e.g. an HTML error page
@@ -112,12 +121,14 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
                 response.is_stream_consumed = True      # (what iter_raw would mark; close() comes with the block)
                 stopped = read_into(times, chunks, max_bytes, deadline)
             else:                           # httpx's transports: stamped here as each piece comes
-                stopped = read_pieces(response.iter_raw(), times, chunks, max_bytes, deadline)
+                stopped = read_pieces(response.iter_raw(), times, chunks, max_bytes, deadline,
+                                      content_timeout_s=client.timeout.read, since_ns=t0)
             if stopped:
                 transport_error = "too_large"
                 transport_detail = (f"response passed {max_bytes} bytes" if stopped == "too_large"
                                     else f"response still streaming after {limits.max_duration_s:g} s")
             record.response_bytes = sum(len(c) for c in chunks)
+            encoding = response.headers.get("content-encoding", "")
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
         transport_error, transport_detail = "connect_error", str(exc)
     except httpx.TimeoutException as exc:
@@ -133,6 +144,18 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
             record.extra[UNSENT] = True   # stopped (GreenletExit) before the request left: the target never saw it
         secrets.scrub_record(record)      # the caller keeps it as cancelled: headers may have been read
         raise
+    trailing = getattr(raw_stream, "trailing", b"")    # RawH1Transport: bytes after the body's end
+    if trailing:
+        record.extra[UNSOLICITED] = len(trailing)
+        if not transport_error:
+            transport_error = "malformed_stream"
+            transport_detail = (f"{len(trailing)} bytes after the end of the response (an unsolicited "
+                                f"response?): {secrets.scrub(trailing.decode('latin-1'))[:64]!r}")
+    if encoding not in IDENTITY:         # a proxy that compressed the stream although we asked for identity
+        record.extra["content_encoding"] = secrets.scrub(encoding)[:40]
+        chunks, undecodable = decode_pieces(chunks, encoding)
+        if undecodable and not transport_error:
+            transport_error, transport_detail = "malformed_stream", undecodable
     recv_ns = facts.recv_ns if facts is not None else None
     if recv_ns is not None and len(recv_ns) >= len(times):
         times = recv_ns[:len(times)]      # the transport's receive times (also when the body broke off)
@@ -175,6 +198,15 @@ def _http_failure(response: httpx.Response, record: RequestRecord, secrets: Secr
     return record
 
 
+def _redirect(record: RequestRecord, response: httpx.Response, secrets: Secrets) -> RequestRecord:
+    """A redirect's detail says where it points (scrubbed before the cut)."""
+    if record.error_class == "redirect":
+        location = secrets.scrub(response.headers.get("location", "")) or "(no Location header)"
+        record.error_detail = (f"HTTP {response.status_code} redirect to {location[:512]}: fourfold follows no "
+                               "redirect, give --host the final URL")
+    return record
+
+
 def _finish(dialect: Dialect, request: HttpRequest, record: RequestRecord, t0: int, times: list[int],
             chunks: list[bytes], transport_error: str, transport_detail: str,
             secrets: Secrets = NO_SECRETS) -> RequestRecord:
@@ -194,6 +226,8 @@ def _finish(dialect: Dialect, request: HttpRequest, record: RequestRecord, t0: i
             if pause is not None and i & 31 == 31:
                 pause()   # let the hub run other streams: parsing a long body must not hold it
     completion = parser.finish()
+    if transport_error and completion.extra.pop(NO_TERMINAL_EVENT, None):
+        completion.terminal = False   # a finish reason is complete only with a clean end of the body
     if not request.stream and completion.content_deltas and times:
         offsets = [round((times[-1] - t0) / 1e6, 3)]
     record.sent_mono_s = t0 / 1e9

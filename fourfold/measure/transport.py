@@ -19,7 +19,8 @@ Errors are raised as httpx's own exception classes, so callers classify one exce
 
     httpx.TransportError
       ├── ConnectError / ConnectTimeout   could not open the connection
-      ├── ReadTimeout                     no byte within the read timeout
+      ├── ReadTimeout                     no content within the read timeout (h1body: keep-alive
+      │                                   comments and a head dripped a line at a time do not count)
       ├── RemoteProtocolError             broken framing, or the peer closed mid-body
       └── ReadError / WriteError          socket errors after connecting
 """
@@ -61,6 +62,9 @@ class ConnFacts:
     # keep-alive timeout): the request had to open a new one (a reconnect stall).
     reconnected: bool = False
     t_head_ns: int | None = None        # receive time of the read that completed the response head
+    # bytes a pooled connection held that nobody asked for (an unsolicited response sent after the
+    # previous answer on it ended): the connection was dropped and this request opened a new one
+    unsolicited_bytes: int = 0
 
 
 class _Conn:
@@ -88,6 +92,15 @@ class _Conn:
             return True
         return bool(readable)
 
+    def unread_bytes(self) -> int:
+        """How many bytes a readable idle connection holds (it is being dropped): 0 when the server
+        closed it, else bytes nobody asked for."""
+        try:
+            self.sock.settimeout(0)
+            return len(self.sock.recv(65536))
+        except (OSError, ValueError):      # nothing after all (TLS: a partial record), a reset
+            return 0
+
 
 class RawH1Transport(httpx.BaseTransport):
     """HTTP/1.1 over plain (or TLS) sockets with keep-alive; one pool per transport (per user)."""
@@ -110,17 +123,20 @@ class RawH1Transport(httpx.BaseTransport):
         else:
             close_quietly(conn.sock)
 
-    def _take_idle(self, key: tuple[str, str, int]) -> tuple[_Conn | None, bool]:
-        """A live idle connection (or None), and whether a dead one (closed by the server) was dropped."""
+    def _take_idle(self, key: tuple[str, str, int]) -> tuple[_Conn | None, bool, int]:
+        """A live idle connection (or None), whether a dead one (closed by the server, or holding
+        bytes nobody asked for) was dropped, and how many such unsolicited bytes were dropped."""
         idle = self._idle.get(key)
         stale = False
+        unsolicited = 0
         while idle:
             conn = idle.pop()
             if not conn.is_dead():
-                return conn, stale
+                return conn, stale, unsolicited
             stale = True
+            unsolicited += conn.unread_bytes()
             close_quietly(conn.sock)
-        return None, stale
+        return None, stale, unsolicited
 
     def _connect(self, key: tuple[str, str, int]) -> _Conn:
         scheme, host, port = key
@@ -157,7 +173,7 @@ class RawH1Transport(httpx.BaseTransport):
         progress = request.extensions.get("fourfold_progress")
         if progress is not None:
             progress["sent"] = False
-        conn, stale = self._take_idle(key)
+        conn, stale, unsolicited = self._take_idle(key)
         reused = conn is not None
         connect_ms = None
         for attempt in (0, 1):
@@ -171,7 +187,9 @@ class RawH1Transport(httpx.BaseTransport):
                 read_timeout = self._read_timeout_s
             if not self._gevent:
                 conn.sock.settimeout(read_timeout)
-            watchdog = Watchdog.start(read_timeout) if self._gevent else None
+            # the read timeout counts content (h1body); under gevent a timer checks it, without
+            # gevent each recv gets the time left as its socket timeout
+            watchdog = Watchdog.start(read_timeout, timer=self._gevent)
             # From the request on, a plain socket under gevent is read by the reactor: the head and
             # every body byte get the kernel's receive stamp, however late this greenlet runs.
             reader = (reader_for(conn.sock) if self._gevent and not isinstance(conn.sock, ssl.SSLSocket)
@@ -187,7 +205,7 @@ class RawH1Transport(httpx.BaseTransport):
                 if progress is not None:
                     progress["sent"] = True
                 read = (reader_read(reader, raw_errors=True) if reader is not None
-                        else socket_read(conn.sock, raw_errors=True))
+                        else socket_read(conn.sock, watchdog, raw_errors=True))
                 status, headers, leftover, t_head_ns = read_head(read)
                 break
             except StaleConnection:
@@ -219,7 +237,7 @@ class RawH1Transport(httpx.BaseTransport):
         stream = RawStream(conn.sock, functools.partial(self._release, conn), leftover, body_framing, length,
                            keep_alive, watchdog, t_head_ns, reader)
         facts = ConnFacts(reused=reused, connect_ms=connect_ms, t_start_ns=t_start_ns, recv_ns=stream.recv_ns,
-                          reconnected=stale and not reused, t_head_ns=t_head_ns)
+                          reconnected=stale and not reused, t_head_ns=t_head_ns, unsolicited_bytes=unsolicited)
         return httpx.Response(status, headers=headers, stream=stream,
                               extensions={"http_version": b"HTTP/1.1", "fourfold": facts})
 

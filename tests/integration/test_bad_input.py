@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import json
+import time
 
 import pytest
 
@@ -24,7 +25,8 @@ EXPECTED = {
     "drop_mid_stream": "interrupted",
     "http_500": "http_5xx",
     "http_429": "rate_limited",
-    "no_done": "interrupted",
+    "no_done": "ok",               # a finish reason, then a clean end: complete without [DONE]
+    "no_finish": "interrupted",     # a clean end with no finish reason
     "context_length": "context_length",
 }
 
@@ -78,3 +80,83 @@ def test_a_locust_run_against_a_misbehaving_target_keeps_every_record(server, tm
     summary = json.loads((only_run_dir(tmp_path) / "summary.json").read_text())
     assert summary["total"]["errors"]["rate_limited"] == got["rate_limited"]
     assert summary["total"]["requests"] == len(records) - cancelled
+
+
+# ---- what real targets were seen to do (fourfold#20) ----------------------------------------------
+
+def _send(server, fault: str, read_timeout_s: float = 5, client=None):  # noqa: ANN001, ANN202
+    client = client or make_client(Settings(read_timeout_s=read_timeout_s), server.url)
+    dialect = get_dialect("openai")
+    request = dialect.build(ITEM, RequestOptions())
+    request.headers["x-fault"] = fault
+    return send(client, dialect, request, RequestRecord())
+
+
+@pytest.mark.parametrize("fault, expected", [("header_drip", "ttft_timeout"), ("ping_only", "ttft_timeout"),
+                                             ("ping_after_token", "read_timeout")])
+def test_a_stream_whose_bytes_carry_no_content_times_out(server, fault, expected):
+    """Bytes keep coming (a header line every 0.2 s, ': ping' every 0.1 s) but no content: the
+    read timeout (1 s) counts content, so the request ends by itself (it waited for ever before)."""
+    started = time.monotonic()
+    record = _send(server, fault, read_timeout_s=1)
+    elapsed = time.monotonic() - started
+    assert record.error_class == expected, record.error_detail
+    assert 0.9 < elapsed < 2.5
+    assert "no content for 1 s" in record.error_detail
+    if fault == "ping_after_token":
+        assert record.text == "Hello" and record.ttft_ms is not None
+
+
+def test_a_finish_reason_and_a_clean_end_without_done_is_a_complete_answer(server):
+    record = _send(server, "no_done")
+    assert (record.error_class, record.terminal, record.finish_reason) == ("ok", True, "stop")
+    assert record.extra["no_terminal_event"] is True and record.ttft_ms is not None
+    record = _send(server, "no_finish")
+    assert (record.error_class, record.terminal) == ("interrupted", False)
+    assert "no_terminal_event" not in record.extra
+
+
+@pytest.mark.parametrize("value, reported", [
+    ("-5", -5), ("1e29", "1e+29"), ("100000000000000000000000000000", "100000000000000000000000000000"),
+    ('"2"', "2"), ("2.5", "2.5"), ("true", "True"), ("NaN", "nan"), ("85", 85), ("null", None)])
+def test_implausible_usage_is_flagged_and_chunks_are_counted(server, value, reported):
+    record = _send(server, f"usage={value}")
+    assert record.error_class == "ok" and record.text == "Hello world"
+    assert (record.output_tokens, record.output_tokens_source) == (2, "chunks")
+    assert record.extra.get("usage_implausible") == reported
+    json.loads(record.to_json())        # a NaN or a 30-digit count must not make the line unwritable
+
+
+@pytest.mark.parametrize("value, tokens", [("2", 2), ("84", 84), ("2.0", 2)])
+def test_plausible_usage_is_believed(server, value, tokens):
+    record = _send(server, f"usage={value}")
+    assert (record.output_tokens, record.output_tokens_source) == (tokens, "usage")
+    assert "usage_implausible" not in record.extra
+
+
+def test_a_redirect_is_its_own_class_with_the_location(server):
+    record = _send(server, "redirect")
+    assert (record.error_class, record.status) == ("redirect", 301)
+    assert "https://api.example.com/v1/chat/completions" in record.error_detail and "--host" in record.error_detail
+
+
+def test_an_unsolicited_second_response_is_a_protocol_error_and_the_connection_is_dropped(server):
+    client = make_client(Settings(read_timeout_s=5), server.url)
+    first = _send(server, "unsolicited", client=client)
+    assert first.error_class == "malformed_stream" and first.text == "Hello world"
+    assert first.extra["unsolicited_bytes"] > 100 and "HTTP/1.1 200 OK" in first.error_detail
+    second = _send(server, "ok", client=client)
+    assert second.error_class == "ok" and second.conn_reused is False    # a new connection, not the spoiled one
+    assert "unsolicited_before" not in second.extra
+    assert server.seen == ["unsolicited", "ok"]        # one record per request the server saw
+
+
+def test_an_unsolicited_response_on_an_idle_connection_is_dropped_and_counted(server):
+    client = make_client(Settings(read_timeout_s=5), server.url)
+    first = _send(server, "unsolicited_late", client=client)
+    assert first.error_class == "ok"
+    time.sleep(0.3)                                  # the second answer arrives while the connection idles
+    second = _send(server, "ok", client=client)
+    assert second.error_class == "ok" and second.text == "Hello world"
+    assert second.conn_reused is False and second.extra["unsolicited_before"] > 100
+    assert server.seen == ["unsolicited_late", "ok"]

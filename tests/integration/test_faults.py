@@ -34,7 +34,7 @@ EXPECTED = {
     "mid_stream_disconnect": "interrupted",
     "malformed_json": "malformed_stream",
     "invalid_utf8": "malformed_stream",
-    "missing_done": "interrupted",
+    "missing_done": "ok",          # the finish reason came, then a clean end: complete (no_terminal_event)
     "http_429": "rate_limited",
     "http_500": "http_5xx",
     "http_503": "http_5xx",
@@ -49,7 +49,7 @@ EXPECTED = {
 EXCEPTIONS = {
     ("anthropic", True, ""): "truncated",       # the Messages API has no ignore_eos: max_tokens cuts it
     ("anthropic", False, ""): "truncated",
-    ("triton", True, "missing_done"): "ok",
+    ("anthropic", True, "missing_done"): "truncated",   # its message_delta said max_tokens
     ("openai", False, "missing_done"): "malformed_stream",
     ("anthropic", False, "missing_done"): "malformed_stream",
     ("triton", False, "missing_done"): "malformed_stream",

@@ -144,9 +144,17 @@ def test_openai_error_outranks_malformed() -> None:
     assert (completion.error_class, completion.error_detail) == ("interrupted", "boom")
 
 
-def test_openai_stream_without_done_is_not_terminal() -> None:
+def test_openai_stream_without_done_or_finish_reason_is_not_terminal() -> None:
+    completion, _, _ = run("openai", [sse(chunk("a"), chunk("b"))])
+    assert (completion.text, completion.finish_reason, completion.terminal) == ("ab", "", False)
+    assert "no_terminal_event" not in completion.extra
+
+
+def test_openai_stream_with_a_finish_reason_and_no_done_is_complete() -> None:
+    # (tests/unit/test_stream_completeness.py has every dialect and the torn cases)
     completion, _, _ = run("openai", [sse(chunk("a"), chunk("", finish="stop"))])
-    assert (completion.text, completion.finish_reason, completion.terminal) == ("a", "stop", False)
+    assert (completion.text, completion.finish_reason, completion.terminal) == ("a", "stop", True)
+    assert completion.extra == {"no_terminal_event": True}
 
 
 def test_openai_reasoning_field_and_role_only_chunks() -> None:

@@ -103,10 +103,10 @@ class AnthropicMessagesParser(JsonEventParser):
         if not isinstance(usage, dict):
             return
         out, inp = usage.get("output_tokens"), usage.get("input_tokens")
-        if output and isinstance(out, int):
-            self._done.output_tokens = out
-        if isinstance(inp, int):
-            self._done.input_tokens = inp
+        if output and out is not None:
+            self.usage_output = out       # finish() decides whether the counts are plausible
+        if inp is not None:
+            self.usage_input = inp
 
 
 class AnthropicMessages:

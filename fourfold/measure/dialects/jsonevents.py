@@ -9,14 +9,18 @@ The OpenAI, Anthropic, Triton and RAG parsers subclass it and only say what thei
 from __future__ import annotations
 
 import json
+import math
 import re
 from json.scanner import make_scanner
 from typing import Any
 
 from fourfold.measure.dialects.base import Completion
+from fourfold.measure.record import INPUT_USAGE_IMPLAUSIBLE, NO_TERMINAL_EVENT, USAGE_IMPLAUSIBLE
 from fourfold.measure.sse import DEFAULT_MAX_EVENT_BYTES, SSEDecoder, SSEEvent
 
-__all__ = ["ERROR_RANK", "JsonEventParser", "classify_error_message", "error_message", "loads_event", "loads_json"]
+__all__ = ["ERROR_RANK", "INPUT_USAGE_IMPLAUSIBLE", "JsonEventParser", "NO_TERMINAL_EVENT", "USAGE_IMPLAUSIBLE",
+           "classify_error_message", "error_message", "finite_number", "loads_event", "loads_json",
+           "whole_number"]
 
 _CONTEXT_LENGTH = re.compile(
     r"context[ _-]?(length|window)|maximum context|max_model_len|prompt is too long"
@@ -29,6 +33,11 @@ ERROR_RANK = {"": 0, "malformed_stream": 1, "too_large": 2, "interrupted": 3, "h
               "rate_limited": 3, "context_length": 4}
 # a JSON string without escapes or control characters: the fast path takes it as plain text
 _PLAIN_STRING = re.compile(rb'"[^"\\\x00-\x1f]*"')
+
+# A reported output count is believed when it is a whole number >= 0 and, less the reasoning tokens
+# the server says it kept to itself, at most USAGE_FACTOR per content delta or one per byte of the
+# text received (a token is at least a byte), plus USAGE_MARGIN; a prompt count up to MAX_INPUT_TOKENS.
+USAGE_FACTOR, USAGE_MARGIN, MAX_INPUT_TOKENS = 10, 64, 100_000_000
 
 # the C scanner json.loads itself ends up in (typeshed types its argument as the C class)
 _scan_json = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
@@ -63,6 +72,36 @@ def loads_event(text: str) -> Any:
     if end != len(text) and text[end:].strip(" \t\n\r"):
         raise json.JSONDecodeError("Extra data", text, end)
     return obj
+
+
+def whole_number(value: Any) -> int | None:
+    """``value`` as an int when it is a whole number (``12``, ``12.0``), else None (``True``,
+    ``12.5``, ``"12"``, NaN, infinity)."""
+    if type(value) is int:
+        return value
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return None
+
+
+def finite_number(value: Any) -> float | None:
+    """``value`` as a finite float when it is a JSON number, else None (a bool, a string, NaN,
+    infinity or an int beyond a double would each break a record or the statistics)."""
+    if type(value) not in (int, float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _as_reported(value: Any) -> Any:
+    """A server's value as a record can keep it: small ints as they are, anything else as (the
+    start of) its text (a NaN would make the record's JSON line unwritable)."""
+    if type(value) is int and abs(value) < 2**53:
+        return value
+    return str(value)[:64]
 
 
 def classify_error_message(message: str, default: str = "interrupted") -> str:
@@ -104,6 +143,11 @@ class JsonEventParser:
         self._done = Completion()
         self._finished = False
         self._fed = False
+        # usage as the server reported it (any JSON value; checked in finish()), and the output
+        # tokens it says it did not send (OpenAI's completion_tokens_details.reasoning_tokens)
+        self.usage_output: Any = None
+        self.usage_input: Any = None
+        self.usage_hidden = 0
 
     # ---- StreamParser ----
     def feed(self, data: bytes) -> int:
@@ -259,7 +303,40 @@ class JsonEventParser:
             done.error_detail += f" (+{self.malformed_events - 1} more malformed)"
         done.text = "".join(self._text)
         done.reasoning = "".join(self._reasoning)
+        self._settle_usage()
+        if (self.streaming and not done.terminal and done.finish_reason
+                and not self.decoder.discarded_tail_bytes):
+            # a finish reason and then a clean end of the body (no torn last line): the answer is
+            # complete though the terminal event never came (servers that skip [DONE])
+            done.terminal = True
+            done.extra[NO_TERMINAL_EVENT] = True
         return done
+
+    def _settle_usage(self) -> None:
+        """Believe the reported usage only when it is plausible (the limits above); else keep the
+        reported value in ``extra`` and leave the count None (the record then counts chunks)."""
+        done = self._done
+        reported = self.usage_output
+        if reported is not None:
+            tokens = whole_number(reported)
+            visible = tokens
+            if tokens is not None and 0 < self.usage_hidden <= tokens:
+                visible = tokens - self.usage_hidden
+            if (tokens is None or tokens < 0
+                    or (visible is not None and visible > USAGE_FACTOR * done.content_deltas + USAGE_MARGIN
+                        and visible > len(done.text.encode()) + len(done.reasoning.encode()) + USAGE_MARGIN)):
+                done.extra[USAGE_IMPLAUSIBLE] = _as_reported(reported)
+                done.output_tokens = None
+            else:
+                done.output_tokens = tokens
+        reported = self.usage_input
+        if reported is not None:
+            tokens = whole_number(reported)
+            if tokens is None or not 0 <= tokens <= MAX_INPUT_TOKENS:
+                done.extra[INPUT_USAGE_IMPLAUSIBLE] = _as_reported(reported)
+                done.input_tokens = None
+            else:
+                done.input_tokens = tokens
 
     # ---- for subclasses ----
     def _on_event(self, event: SSEEvent) -> int:
@@ -307,7 +384,8 @@ class JsonEventParser:
         """Numeric ``*_ms`` / ``*_us`` entries of a server's timing block -> ``server_timing``."""
         if isinstance(timings, dict):
             for key, value in timings.items():
-                if (isinstance(key, str) and key.endswith(("_ms", "_us"))
-                        and isinstance(value, (int, float)) and not isinstance(value, bool)):
-                    self.server_timing[key] = float(value)
+                if isinstance(key, str) and key.endswith(("_ms", "_us")):
+                    number = finite_number(value)
+                    if number is not None:
+                        self.server_timing[key] = number
 

@@ -173,11 +173,15 @@ class OpenAIChatParser(JsonEventParser):
         done.terminal = True
 
     def _read_usage(self, usage: dict[str, Any]) -> None:
+        """The last reported counts win; finish() decides whether they are plausible."""
         out, inp = usage.get("completion_tokens"), usage.get("prompt_tokens")
-        if isinstance(out, int):
-            self._done.output_tokens = out
-        if isinstance(inp, int):
-            self._done.input_tokens = inp
+        if out is not None:
+            self.usage_output = out
+            details = usage.get("completion_tokens_details")
+            hidden = details.get("reasoning_tokens") if isinstance(details, dict) else None
+            self.usage_hidden = hidden if type(hidden) is int else 0   # reasoning it did not stream
+        if inp is not None:
+            self.usage_input = inp
 
 
 class OpenAIChat:

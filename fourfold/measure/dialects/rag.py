@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fourfold.measure.dialects.base import HttpRequest, RequestOptions
-from fourfold.measure.dialects.jsonevents import JsonEventParser, loads_event
+from fourfold.measure.dialects.jsonevents import JsonEventParser, finite_number, loads_event
 from fourfold.measure.items import Item
 from fourfold.measure.sse import DEFAULT_MAX_EVENT_BYTES, SSEEvent
 
@@ -197,16 +197,18 @@ class RagParser(JsonEventParser):
                 if isinstance(timings, dict):
                     self._take_timings(timings)
         tokens = self._first(self.usage_specs, obj, event)
-        if isinstance(tokens, int) and not isinstance(tokens, bool):
-            self._done.output_tokens = tokens
+        if tokens is not _MISSING:
+            self.usage_output = tokens      # checked in finish() (JsonEventParser._settle_usage)
         if isinstance(obj, dict) and isinstance(obj.get("finish_reason"), str) and obj["finish_reason"]:
             self._done.finish_reason = obj["finish_reason"]
         return got
 
     def _take_timings(self, timings: dict[str, Any]) -> None:
         for key, value in timings.items():
-            if not isinstance(key, str) or isinstance(value, bool) or not isinstance(value, (int, float)):
+            number = finite_number(value)
+            if not isinstance(key, str) or number is None:
                 continue
+            value = number
             name = key.lower()
             if name.endswith("_us"):
                 name, value = name[:-3], value / 1000
