@@ -52,7 +52,9 @@ def register(parser: Any) -> None:
     add("--warmup-requests", type=int, default=1,
         help="Requests each user sends before measuring (excluded from every statistic)")
     add("--stall-ms", type=float, default=150.0, help="A gap between content chunks above this is a stall")
-    add("--read-timeout", type=float, default=60.0, help="Seconds of silence before a stream counts as timed out")
+    add("--read-timeout", type=float, default=60.0,
+        help="Seconds without content (to the response head and the first token, then between tokens; "
+             "keep-alive comments do not count) before a stream counts as timed out")
     add("--connect-timeout", type=float, default=10.0, help="Seconds to open a connection")
     add("--max-response-s", type=float, default=600.0, help="Stop reading a response after this many seconds")
     add("--http2", action="store_true", default=False, help="Use HTTP/2 (httpx + h2) instead of fourfold's HTTP/1.1 transport")
