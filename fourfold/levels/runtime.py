@@ -140,15 +140,20 @@ class Runtime:
     # ---- run directory (local runner or master) ----
     def open_run(self) -> RunWriter:
         """The run directory, made on first use: records.jsonl opened and a spare descriptor set
-        aside (``RunWriter.prepare``) before the users start. Raises OSError when it cannot be made."""
+        aside (``RunWriter.prepare``) before the users start. Raises OSError when the directory
+        cannot be made; once it exists, a file that cannot be written is logged and counted."""
         if self.writer is None:
             label = self.settings.label or self.level or "run"
             writer = RunWriter(label, self.settings.run_dir)
-            writer.prepare()
             self.writer = writer
             self.started_at = time.time()
-            writer.write_meta(self.meta())
             self._flusher = gevent.spawn(self._flush_every_second)
+            try:
+                writer.prepare()
+                writer.write_meta(self.meta())
+            except OSError as exc:
+                log.error("fourfold: %s: %s (records that cannot be written are counted as lost)",
+                          writer.run_dir, exc.strerror or exc)
             log.info("fourfold: writing run directory %s", writer.run_dir)
         return self.writer
 
