@@ -87,8 +87,8 @@ class Watchdog:
             watchdog._timer.close()
 
     def expired(self) -> httpx.ReadTimeout:
-        """The timeout of a response whose bytes kept coming without content."""
-        return httpx.ReadTimeout(f"no content for {self.timeout_s:g} s (only headers or keep-alive bytes)")
+        """The timeout of a response whose bytes (if any) carried no content."""
+        return httpx.ReadTimeout(f"no content for {self.timeout_s:g} s")
 
     def _check(self) -> None:
         reader = self.reader
@@ -314,6 +314,8 @@ def socket_read(sock: socket.socket, watchdog: Watchdog | None = None, raw_error
         except TimeoutError:
             if raw_errors:
                 raise
+            if watchdog is not None and timed:
+                raise watchdog.expired() from None
             raise httpx.ReadTimeout("no data within the read timeout") from None
         except OSError as exc:
             if raw_errors:

@@ -64,23 +64,24 @@ async def no_done(conn: h.Conn, req: h.Request) -> None:
 
 # ---------------------------------------------------------------- tests
 
-def _run(tmp_path, spec: str, param: object = None, seconds: float = 3.0):  # noqa: ANN202
-    with h.HostileServer(f"{HANDLERS}:{spec}", param=param) as server:
+def _run(tmp_path, spec: str, param: object = None, seconds: float = 3.0, tls: bool = False):  # noqa: ANN202
+    with h.HostileServer(f"{HANDLERS}:{spec}", param=param, tls=tls) as server:
         run = h.run_level(server.url, tmp_path, users=2, seconds=seconds,
-                          extra=["--read-timeout", f"{READ_TIMEOUT_S:g}"])
+                          extra=["--read-timeout", f"{READ_TIMEOUT_S:g}", *(["--insecure"] if tls else [])])
     h.assert_clean(run, max_s=30)
     return server, run
 
 
-@pytest.mark.parametrize("spec, param, expected", [
-    ("header_drip", None, "ttft_timeout"),
-    ("ping_only", None, "ttft_timeout"),
-    ("ping_only", "token first", "read_timeout"),
+@pytest.mark.parametrize("spec, param, expected, tls", [
+    ("header_drip", None, "ttft_timeout", False),
+    ("ping_only", None, "ttft_timeout", False),
+    ("ping_only", "token first", "read_timeout", False),
+    ("header_drip", None, "ttft_timeout", True),     # TLS: blocking reads, the watchdog throws
 ])
-def test_bytes_without_content_time_out(tmp_path, spec, param, expected):
+def test_bytes_without_content_time_out(tmp_path, spec, param, expected, tls):
     """A stuck stream is a timeout, never a request cancelled at the end of the run: with a 1 s read
     timeout and 4 s of run, each user gets through at least two requests."""
-    server, run = _run(tmp_path, spec, param, seconds=4)
+    server, run = _run(tmp_path, spec, param, seconds=4, tls=tls)
     records = h.assert_one_record_per_request(run, server, expected)
     timed_out = [r for r in records if r["error_class"] == expected]
     assert len(timed_out) >= 4, run.classes()
@@ -89,8 +90,8 @@ def test_bytes_without_content_time_out(tmp_path, spec, param, expected):
     assert run.summary["total"]["errors"][expected] == len(timed_out)
 
 
-@pytest.mark.parametrize("value, reported", [("-5", -5), ("1e29", "1e+29"), ("100000000000000000000000000000",
-                                                                              "100000000000000000000000000000")])
+@pytest.mark.parametrize("value, reported", [("-5", -5), ("100000000000000000000000000000",
+                                                             "100000000000000000000000000000")])
 def test_implausible_usage_is_flagged_and_the_chunks_counted(tmp_path, value, reported):
     server, run = _run(tmp_path, "implausible_usage", value)
     records = h.assert_one_record_per_request(run, server, "ok")
