@@ -22,6 +22,12 @@ MAX_HEAD_BYTES = 64 * 1024
 Header = tuple[bytes, bytes]
 
 
+class MalformedResponse(httpx.RemoteProtocolError):
+    """Bytes that are not HTTP/1.1: a bad status line or code, a bad Content-Length or chunk size, a
+    head over 64 KiB. Classified ``malformed_stream``; a peer that closes mid-response stays a plain
+    ``RemoteProtocolError`` (``interrupted``)."""
+
+
 class StaleConnection(Exception):
     """The connection ended before a byte of the response head: a pooled keep-alive connection the
     server had closed. Never leaves the transport, which retries once on a fresh connection."""
@@ -72,14 +78,14 @@ class ChunkedDecoder:
                 if n - pos < 2:
                     break
                 if buf[pos:pos + 2] != CRLF:
-                    raise httpx.RemoteProtocolError("chunked body: missing CRLF after a chunk")
+                    raise MalformedResponse("chunked body: missing CRLF after a chunk")
                 pos += 2
                 self._state = 0
             else:
                 end = buf.find(CRLF, pos)
                 if end < 0:
                     if n - pos > 4096:
-                        raise httpx.RemoteProtocolError("chunked body: chunk size line too long")
+                        raise MalformedResponse("chunked body: chunk size line too long")
                     break
                 line = buf[pos:end]
                 pos = end + 2
@@ -90,7 +96,7 @@ class ChunkedDecoder:
                 try:
                     size = int(line.split(b";", 1)[0], 16)
                 except ValueError:
-                    raise httpx.RemoteProtocolError(f"chunked body: bad chunk size {line[:32]!r}") from None
+                    raise MalformedResponse(f"chunked body: bad chunk size {line[:32]!r}") from None
                 if size == 0:
                     self._state = 3
                 else:
@@ -121,7 +127,7 @@ def read_head(read: Callable[[], tuple[int, bytes]]) -> tuple[int, list[Header],
         end = buf.find(HEAD_END)
         if end < 0:
             if len(buf) > MAX_HEAD_BYTES:
-                raise httpx.RemoteProtocolError("response head larger than 64 KiB")
+                raise MalformedResponse("response head larger than 64 KiB")
             try:
                 t, data = read()
             except TimeoutError:
@@ -149,11 +155,11 @@ def parse_head(head: bytes) -> tuple[int, list[Header]]:
     lines = head.split(CRLF)
     parts = lines[0].split(b" ", 2)
     if len(parts) < 2 or not parts[0].startswith(b"HTTP/1."):
-        raise httpx.RemoteProtocolError(f"bad status line {lines[0][:64]!r}")
+        raise MalformedResponse(f"bad status line {lines[0][:64]!r}")
     try:
         status = int(parts[1])
     except ValueError:
-        raise httpx.RemoteProtocolError(f"bad status code in {lines[0][:64]!r}") from None
+        raise MalformedResponse(f"bad status code in {lines[0][:64]!r}") from None
     headers = []
     for line in lines[1:]:
         name, sep, value = line.partition(b":")
@@ -175,7 +181,7 @@ def framing(method: str, status: int, headers: list[Header]) -> tuple[str, int, 
             try:
                 length = int(value)
             except ValueError:
-                raise httpx.RemoteProtocolError(f"bad Content-Length {value[:32]!r}") from None
+                raise MalformedResponse(f"bad Content-Length {value[:32]!r}") from None
         elif lname == b"connection" and b"close" in value.lower():
             keep_alive = False
     if method == "HEAD" or status in (204, 304):

@@ -21,6 +21,7 @@ import httpx
 
 from fourfold.measure.dialects.base import Dialect, HttpRequest
 from fourfold.measure.encoding import IDENTITY, decode_pieces
+from fourfold.measure.h1wire import MalformedResponse
 from fourfold.measure.reactor import drain as drain_reactor
 from fourfold.measure.record import NO_TERMINAL_EVENT, UNSOLICITED, UNSOLICITED_BEFORE, RequestRecord
 from fourfold.measure.secrets import NO_SECRETS, Secrets
@@ -133,6 +134,8 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
         transport_error, transport_detail = "connect_error", str(exc)
     except httpx.TimeoutException as exc:
         transport_error, transport_detail = "read_timeout", str(exc) or "timeout"
+    except MalformedResponse as exc:       # not HTTP/1.1 (a bad status line, chunk size, Content-Length)
+        transport_error, transport_detail = "malformed_stream", str(exc)
     except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
         transport_error, transport_detail = "interrupted", str(exc) or exc.__class__.__name__
     except httpx.HTTPError as exc:
