@@ -33,7 +33,7 @@ ERROR_CLASSES = (
     "redirect",           # 3xx: fourfold follows no redirect (the detail names the Location; --host is the final URL)
     "rate_limited",       # 429
     "context_length",     # 400 whose body says the context length was exceeded
-    "malformed_stream",   # bytes that do not parse as the dialect's wire format
+    "malformed_stream",   # bytes that do not parse as HTTP/1.1 or as the dialect's wire format
     "interrupted",        # the stream ended (or broke) before its terminal event
     "truncated",          # the server stopped at max_tokens / length finish
     "too_large",          # a response (or a single event) larger than the configured limit
