@@ -110,6 +110,17 @@ def redact(obj: Any) -> Any:
     return obj
 
 
+def redact_strings(obj: Any) -> Any:
+    """A copy of plain JSON data with every string scrubbed (:func:`redact_text`), keys left alone:
+    for artefacts such as summary.json, whose field names are no credentials but whose strings (the
+    target URL, a sampler's error) may hold one the user typed."""
+    if isinstance(obj, dict):
+        return {k: redact_strings(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [redact_strings(v) for v in obj]
+    return redact_text(obj) if isinstance(obj, str) else obj
+
+
 def jsonable(obj: Any) -> Any:
     """Plain JSON values: dataclasses/tuples/sets/paths converted, NaN and infinities -> None."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
@@ -279,10 +290,12 @@ class RunWriter:
         return self.write_json(SUMMARY_FILE, summary)
 
     def write_json(self, name: str, obj: Any) -> Path:
-        """Write an artefact (e.g. ``metrics_series.json``) atomically into the run directory."""
+        """Write an artefact (e.g. ``metrics_series.json``) atomically into the run directory, every
+        string scrubbed of credentials (:func:`redact_strings`)."""
         if not name or Path(name).name != name or name.startswith("."):
             raise ValueError(f"artefact name must be a plain file name, got {name!r}")
         path = self.run_dir / name
+        obj = redact_strings(jsonable(obj))     # a key typed into --host or --metrics-url stays out too
         try:
             write_json_atomic(path, obj)
         except OSError as exc:

@@ -188,3 +188,17 @@ def test_a_surrogate_pair_split_across_two_events_is_one_character_on_disk(tmp_p
     records = [json.loads(line) for line in (writer.run_dir / "records.jsonl").read_text("utf-8").splitlines()]
     assert [r["text"] for r in records] == ["a 😀 b lone \ufffd"] * 2
     assert [r["error_detail"] for r in records] == ["", "bad \ufffd byte"]
+
+
+def test_summary_strings_are_scrubbed_but_its_field_names_are_kept(tmp_path: Path) -> None:
+    """A credential typed into --host or --metrics-url must not reach summary.json (it went in as typed)."""
+    writer = RunWriter("s", tmp_path)
+    summary = {"target": "https://user:hunter2-pass@gw.example/v1?api_key=abcdefgh123&x=1",
+               "sampler": {"metrics_url": "http://m/metrics?token=tok-123456789", "errors": ["Bearer sk-abcdefghijk"]},
+               "output_tokens": 5, "auth_failures": 2, "ttft_p95_token": 1.5}
+    data = json.loads(writer.write_summary(summary).read_text())
+    text = json.dumps(data)
+    for secret in ("hunter2-pass", "abcdefgh123", "tok-123456789", "sk-abcdefghijk"):
+        assert secret not in text
+    assert data["target"] == "https://user:***@gw.example/v1?api_key=***&x=1"
+    assert data["output_tokens"] == 5 and data["auth_failures"] == 2 and data["ttft_p95_token"] == 1.5
