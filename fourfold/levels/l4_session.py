@@ -39,7 +39,7 @@ from locust.exception import StopUser
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, LocalRunner, WorkerRunner
 
 from fourfold.data import DATA_DIR
-from fourfold.errors import ScriptError
+from fourfold.errors import ScriptError, UsageError
 from fourfold.levels import hooks
 from fourfold.levels.base import LLMUser, make_client, simulator_gateway_args
 from fourfold.levels.l4_ab import SplitError, assign_variant
@@ -260,7 +260,8 @@ def _is_l4(environment: Any) -> bool:
 
 
 def _fail(message: str) -> None:
-    log.error("fourfold: %s", message)
+    """Bad L4 input at ``init``: one ``fourfold: error:`` line and exit 2 (as levels.inputs)."""
+    UsageError(message).show()
     raise SystemExit(2)
 
 
