@@ -108,7 +108,12 @@ class RagSettings:
 
         template = get("rag_request_template", DEFAULT_TEMPLATE)
         if template.startswith("@"):
-            template = resolve_path(template[1:], Path(template[1:])).read_text(encoding="utf-8")
+            source = resolve_path(template[1:], Path(template[1:]))
+            try:
+                template = source.read_text(encoding="utf-8-sig")
+            except (OSError, UnicodeDecodeError) as exc:
+                why = "not UTF-8" if isinstance(exc, UnicodeDecodeError) else exc.strerror or str(exc)
+                raise DatasetError(f"--rag-request-template {template}: cannot read {source} ({why})") from None
         wire = RagWire(path=get("rag_path", defaults.path), template=template,
                        answer=get("rag_answer_path", defaults.answer), ids=get("rag_ids_path", defaults.ids),
                        timings=get("rag_timings_path", defaults.timings))
