@@ -35,7 +35,7 @@ class ArrivalProcess:
             raise ValueError(f"unknown arrival process {self.kind!r}; valid: {', '.join(PROCESSES)}")
         if not self.rate_rps > 0 or math.isinf(self.rate_rps):
             raise ValueError(f"the arrival rate must be a positive number of requests per second, got {self.rate_rps}")
-        if not self.burstiness > 0:
+        if not 0 < self.burstiness < math.inf:
             raise ValueError(f"burstiness must be > 0 (1 = Poisson), got {self.burstiness}")
 
     @property
