@@ -67,15 +67,17 @@ def sanitize_label(label: str) -> str:
 def redact_text(text: str) -> str:
     """Scrub secrets from one string (configured credentials, header line, URL credentials/query,
     Bearer values)."""
-    text = known().scrub(text)
     match = _HEADER_LINE_RE.match(text)
     if match and is_secret_key(match.group(1).strip().rstrip(":").strip()):
         return match.group(1) + REDACTED
+    # the shapes first: a key-shaped word that merely shares its first characters with a configured
+    # credential (two keys of one provider: "sk-proj-...") goes whole, not cut after the shared part
     text = _BEARER_RE.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
     text = _KEY_LIKE_RE.sub(REDACTED, text)
     text = _URL_USERINFO_RE.sub(lambda m: f"{m.group(1)}:{REDACTED}@", text)
-    return _QUERY_RE.sub(lambda m: f"{m.group(1)}{m.group(2)}={REDACTED}" if is_secret_key(m.group(2))
+    text = _QUERY_RE.sub(lambda m: f"{m.group(1)}{m.group(2)}={REDACTED}" if is_secret_key(m.group(2))
                          else m.group(0), text)
+    return known().scrub(text)
 
 
 def _redact_list(items: list[Any]) -> list[Any]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fourfold.measure.record import SCHEMA_VERSION, RequestRecord
-from fourfold.measure.runlog import REDACTED, RunWriter, is_secret_key, redact, sanitize_label
+from fourfold.measure.runlog import REDACTED, RunWriter, is_secret_key, redact, redact_text, sanitize_label
 from fourfold.measure.runread import (
     RunLogWarning,
     SchemaError,
@@ -202,3 +202,13 @@ def test_summary_strings_are_scrubbed_but_its_field_names_are_kept(tmp_path: Pat
         assert secret not in text
     assert data["target"] == "https://user:***@gw.example/v1?api_key=***&x=1"
     assert data["output_tokens"] == 5 and data["auth_failures"] == 2 and data["ttft_p95_token"] == 1.5
+
+
+def test_a_key_sharing_its_first_characters_with_a_configured_one_is_redacted_whole() -> None:
+    """Two keys of one provider share a prefix ("sk-test-"): the configured key's prefix rule must not
+    cut the other one after the shared part and leave its rest in clear."""
+    from fourfold.measure import secrets
+
+    secrets.Secrets.configured(api_key="sk-test-CONFIGURED-0001")     # remembered by the process
+    assert redact_text("key was sk-test-OTHERKEY9876") == "key was ***"
+    assert redact_text("configured: sk-test-CONFIGURED-0001 end") == "configured: *** end"
