@@ -20,6 +20,7 @@ import math
 import random
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 PROCESSES = ("constant", "poisson", "gamma")
 
@@ -84,6 +85,30 @@ def arrival_offsets(process: ArrivalProcess, duration_s: float, seed: int = 0) -
     return offsets  # pragma: no cover - gaps() never ends
 
 
+def trace_share(offsets_s: list[float], parts: int, index: int) -> list[tuple[float, int]]:
+    """One dispatcher's part of a trace replay: ``(offset_s, entry index)`` of every ``parts``-th entry
+    in arrival order, starting at the ``index``-th (entries 0, D, 2D... for dispatcher 0 of D), each
+    at its own time: the D shares together are the whole trace on one schedule."""
+    order = sorted(range(len(offsets_s)), key=lambda i: offsets_s[i])
+    return [(offsets_s[i], i) for i in order[index % max(parts, 1)::max(parts, 1)]]
+
+
+def trace_gaps(share: list[tuple[float, int]]) -> Iterator[float]:
+    """The gaps of a trace share, the first from the replay's start (0 s); ends with the share."""
+    previous = 0.0
+    for offset_s, _ in share:
+        yield offset_s - previous
+        previous = offset_s
+
+
+def trace_offered(offsets_s: list[float], speed: float) -> dict[str, Any]:
+    """The open-loop report's configured facts of a trace replay: the offered rate is the entries
+    over the trace's span (at ``speed``)."""
+    span_s = max(offsets_s, default=0.0)
+    return {"process": "trace", "offered_rps": len(offsets_s) / span_s if span_s > 0 else None,
+            "trace_entries": len(offsets_s), "trace_span_s": round(span_s, 3), "trace_speed": speed}
+
+
 def dispatcher_seed(seed: int, index: int) -> int:
     """Each dispatcher of a distributed run draws its own stream (worker ``index``)."""
     return seed * 1_000_003 + index
@@ -139,4 +164,5 @@ def gaps_of(times: Iterable[float]) -> list[float]:
     return [b - a for a, b in zip(ordered, ordered[1:])]
 
 
-__all__ = ["PROCESSES", "ArrivalProcess", "GapStats", "arrival_offsets", "dispatcher_seed", "gaps_of"]
+__all__ = ["PROCESSES", "ArrivalProcess", "GapStats", "arrival_offsets", "dispatcher_seed", "gaps_of", "trace_gaps",
+           "trace_offered", "trace_share"]
