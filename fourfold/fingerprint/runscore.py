@@ -60,7 +60,8 @@ from fourfold.fingerprint.structure import (
     punctuation_counts,
     requested_items,
 )
-from fourfold.measure.items import Item, load_items
+from fourfold.measure.formats import load_run_dataset
+from fourfold.measure.items import Item
 from fourfold.measure.record import RequestRecord
 from fourfold.measure.runlog import RECORDS_FILE, SUMMARY_FILE, write_json_atomic
 from fourfold.measure.runread import read_meta, read_records, read_summary
@@ -251,7 +252,7 @@ def score_run(run_dir: str | os.PathLike[str], embedder: Embedder, *, dataset: s
     meta = read_meta(path)
     dataset_path = resolve_dataset(path, meta, dataset or rag_dataset(meta, path))
     try:
-        items = {item.id: item for item in load_items(dataset_path)}
+        items = {item.id: item for item in load_run_dataset(dataset_path, (meta or {}).get("settings"))}
     except ValueError as exc:
         raise UsageError(f"cannot read the run's dataset: {exc}") from None
     records, skipped = select_records(read_records(path), items)     # RecordsFormatError, SchemaError

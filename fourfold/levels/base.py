@@ -26,7 +26,8 @@ from fourfold.levels.options import Settings
 from fourfold.levels.runtime import Runtime, get_runtime
 from fourfold.measure.client import make_http_client
 from fourfold.measure.dialects import RequestOptions, get_dialect
-from fourfold.measure.items import Item, load_items
+from fourfold.measure.formats import load_items_as
+from fourfold.measure.items import Item
 from fourfold.measure.record import RequestRecord
 from fourfold.measure.secrets import attach as attach_secrets
 from fourfold.measure.stream import UNSENT, StreamLimits, send
@@ -36,15 +37,18 @@ logging.getLogger("httpcore").setLevel(logging.WARNING)
 
 _USER_IDS = itertools.count()
 BACKOFF_FIRST_S, BACKOFF_MAX_S = 0.1, 5.0      # a user's wait after a connect error (docs/errors.md)
-_ITEMS: dict[str, list[Item]] = {}
+_ITEMS: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[Item]] = {}
 DEFAULT_DATASET = DATA_DIR / "prompts" / "prompts.jsonl"
 
 
-def dataset(path: str) -> list[Item]:
-    """Items of a dataset, loaded once per process."""
-    key = path or str(DEFAULT_DATASET)
+def dataset(path: str, settings: Settings | None = None) -> list[Item]:
+    """Items of a dataset, loaded once per process; a ``--dataset`` is read with the run's
+    ``--dataset-format`` and ``--dataset-column`` (:mod:`fourfold.measure.formats`)."""
+    fmt, columns = ((settings.dataset_format, settings.dataset_columns) if settings is not None and settings.dataset
+                    else ("auto", ()))
+    key = (path or str(DEFAULT_DATASET), fmt, columns)
     if key not in _ITEMS:
-        _ITEMS[key] = load_items(key)
+        _ITEMS[key] = load_items_as(key[0], fmt, columns)
     return _ITEMS[key]
 
 
@@ -95,7 +99,7 @@ class LLMUser(User):
         self.settings: Settings = self.runtime.settings
         self.user_id = next(_USER_IDS)
         self.dialect = get_dialect(self.settings.dialect)
-        self.items = dataset(self.settings.dataset)
+        self.items = dataset(self.settings.dataset, self.settings)
         self._cursor = itertools.cycle(range(len(self.items)))
         for _ in range(self.user_id % len(self.items)):
             next(self._cursor)
@@ -121,7 +125,7 @@ class LLMUser(User):
     def check_inputs(cls, options: Any, settings: Settings) -> None:
         """At ``init``, before anything starts (:mod:`fourfold.levels.inputs`): read every dataset this
         level will send, so a bad file is one line and exit 2 (a UsageError), not a user failing later."""
-        dataset(settings.dataset)
+        dataset(settings.dataset, settings)
 
     @classmethod
     def start_embedded(cls, settings: Settings) -> tuple[str, list[Any]]:

@@ -19,6 +19,7 @@ from typing import Any
 from fourfold.errors import OptionError
 from fourfold.levels.l4_options import register as _register_l4
 from fourfold.measure.dialects import DIALECTS
+from fourfold.measure.formats import FORMAT_NAMES, check_format_name, parse_columns
 from fourfold.measure.gate import load_slo
 from fourfold.measure.secrets import REDACTED, Secrets
 from fourfold.measure.slo import SLOSpecError
@@ -32,7 +33,13 @@ def register(parser: Any) -> None:
     add("--dialect", default="openai", choices=sorted(DIALECTS),
         help="Wire format of the target: openai (chat completions), anthropic (/v1/messages), triton (KServe v2)")
     add("--model", default="fourfold-sim", help="Model name sent in each request")
-    add("--dataset", default="", help="JSONL of prompts (id, prompt or messages, reference); default: bundled prompts")
+    add("--dataset", default="",
+        help="Prompts file: fourfold JSONL, ShareGPT, OpenAI chat or batch JSONL, Parquet, CSV, JSON "
+             "(told from the content; docs/datasets.md); default: bundled prompts")
+    add("--dataset-format", default="auto", choices=list(FORMAT_NAMES),
+        help="Read --dataset as this format instead of telling it from the content")
+    add("--dataset-column", default="",
+        help="Columns of a Parquet/CSV/JSON file: 'prompt=question,reference=answer' (also id=, max_tokens=, system=)")
     add("--max-tokens", type=int, default=0, help="Override every item's max_tokens (0 = use the item's)")
     add("--ignore-eos", action="store_true", default=False,
         help="Ask the server to always produce max_tokens (vLLM extension; on by default for L1 against the embedded simulator)")
@@ -100,6 +107,8 @@ class Settings:
     dialect: str = "openai"
     model: str = "fourfold-sim"
     dataset: str = ""
+    dataset_format: str = "auto"
+    dataset_columns: tuple[tuple[str, str], ...] = ()      # --dataset-column pairs (field, column)
     max_tokens: int | None = None
     ignore_eos: bool = False
     no_ignore_eos: bool = False
@@ -149,6 +158,8 @@ class Settings:
             dialect=get("dialect", "openai"),
             model=get("model", "fourfold-sim"),
             dataset=get("dataset", ""),
+            dataset_format=check_format_name(str(get("dataset_format", "auto"))),
+            dataset_columns=parse_columns(get("dataset_column", "")),
             max_tokens=max_tokens,
             ignore_eos=bool(get("ignore_eos", False)),
             no_ignore_eos=bool(get("no_ignore_eos", False)),

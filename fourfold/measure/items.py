@@ -39,6 +39,24 @@ class Item:
                 return message.get("content", "")
         return ""
 
+    def to_dict(self) -> dict[str, Any]:
+        """The item as one line of fourfold's own JSONL, which :meth:`from_dict` reads back to an
+        equal item (meta included): ``prompt`` for a lone user text, else ``messages``."""
+        data: dict[str, Any] = {"id": self.id}
+        lone = self.messages[0] if len(self.messages) == 1 else None
+        if lone is not None and lone.get("role") == "user" and set(lone) == {"role", "content"} \
+                and isinstance(lone.get("content"), str):
+            data["prompt"] = lone["content"]
+        else:
+            data["messages"] = [dict(m) for m in self.messages]
+        if len(self.references) == 1 and self.references[0]:
+            data["reference"] = self.references[0]
+        elif self.references:
+            data["references"] = list(self.references)
+        if self.max_tokens is not None:
+            data["max_tokens"] = self.max_tokens
+        return {**data, **{k: v for k, v in self.meta.items() if k not in KNOWN_FIELDS}}
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Item:
         """An item from one JSON object; ValueError saying which field is wrong and what it must be."""

@@ -45,7 +45,7 @@ import pandas as pd
 
 from fourfold.data import DATA_DIR, find
 from fourfold.errors import RunDirError, SchemaError, UsageError
-from fourfold.measure.items import load_items
+from fourfold.measure.formats import load_run_dataset
 from fourfold.measure.metrics import (
     check_slo,
     end_offset_ms_array,
@@ -212,7 +212,7 @@ def prompt_kinds(run_dir: Path, settings: dict[str, Any]) -> dict[str, str]:
     if path is None:
         return {}
     try:
-        items = load_items(path)
+        items = load_run_dataset(path, settings)
     except (OSError, ValueError):
         return {}
     kinds = {}

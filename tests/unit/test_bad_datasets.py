@@ -107,8 +107,8 @@ RUNS = [
      "{path}: no items (the file is empty, or holds only blank lines and # comments)"),
     ("l1_throughput.py", ["--dataset", bad_file("p.jsonl", b'{"id": "a", "prompt": "\xff"}\n')],
      "{path}:1: not UTF-8 (byte 0xff at column 24); save the file as UTF-8"),
-    ("l1_throughput.py", ["--dataset", bad_file("p.jsonl", b'[{"id": "a", "prompt": "x"}]\n')],
-     "{path}:1: expected a JSON object, got a list; a dataset is JSONL, one JSON object per line, not a JSON array"),
+    ("l1_throughput.py", ["--dataset", bad_file("p.jsonl", b'[{"conversations": [{"from": "gpt", "value": "x"}]}]\n')],
+     "{path}:1: 'conversations' has no human turn (the prompt)"),      # a JSON array is read (ShareGPT here)
     ("l1_throughput.py", ["--dataset", bad_file("p.jsonl", b'{"id": "a", "prompt": 42}\n')],
      "{path}:1: 'prompt' must be a non-empty text, got 42"),
     ("l1_throughput.py", ["--dataset", bad_file("p.jsonl", b'{"id": "a", "prompt": "x", "max_tokens": "lots"}\n')],
@@ -180,8 +180,7 @@ def test_the_web_ui_refuses_a_bad_start_form_with_the_line(tmp_path: Path, locus
         (False, "fourfold: error: --max-tokens 'lots': expected an integer"),
         (False, "fourfold: error: --read-timeout must be a number > 0, got nan"),
         (False, "fourfold: error: --mirror-share must be a number within [0, 1], got 2.0"),
-        (False, f"fourfold: error: {tmp_path / 'p.jsonl'}:1: expected a JSON object, got a list; a dataset is "
-                "JSONL, one JSON object per line, not a JSON array")]
+        (False, f"fourfold: error: {tmp_path / 'p.jsonl'}: no items (an empty JSON array)")]
     assert state == "ready"                          # no test started
     assert "Traceback" not in out
     # (quitting a web UI that never started a test still writes an empty run directory: not this test's)
