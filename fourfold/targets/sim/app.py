@@ -26,6 +26,7 @@ from fourfold.targets.sim.gateway import Gateway, GatewayConfig
 from fourfold.targets.sim.httpio import HttpRequest
 from fourfold.targets.sim.metrics import SimCounters, render_metrics
 from fourfold.targets.sim.plan import Plan, RequestFacts, make_plan
+from fourfold.targets.sim.prefix import PrefixCache
 from fourfold.targets.sim.profile import Profile
 from fourfold.targets.sim.scheduler import TokenScheduler
 from fourfold.targets.sim.sessions import (
@@ -95,6 +96,8 @@ class SimApp:
         self.scheduler = TokenScheduler(loop)
         self.faults = FaultInjector(config.profile.faults, config.seed)
         self._occurrences: dict[str, int] = {}
+        self.prefix_cache = PrefixCache(self.profile.prefix_cache_block_tokens,
+                                        self.profile.kv_cache_capacity_tokens)
         self.sessions = SessionBook.load(config.session_paths)
         self._session_knobs = SessionKnobs(self.profile.session_first_share, self.profile.session_facts_per_turn,
                                            self.profile.session_miss_rate)
@@ -200,6 +203,7 @@ class SimApp:
             occurrence=occurrence,
             request_index=counters.requests_total,
             running=counters.running,
+            cached_tokens=self._cached_tokens(parsed),
         )
         goal = self.sessions.find(parsed.messages) if parsed.messages else None
         session: dict[str, Any] = {}
@@ -220,6 +224,13 @@ class SimApp:
         counters.prompt_tokens_total += plan.input_tokens
         counters.kv_tokens += plan.input_tokens
         return plan
+
+    def _cached_tokens(self, parsed: ParsedRequest) -> int:
+        """Leading prompt tokens the prefix cache holds (0 when the profile has no prefill cost)."""
+        if not self.profile.prefill_ms_per_1k_tokens or not self.prefix_cache.block_tokens:
+            return 0
+        text = "\n".join(text for _, text in parsed.messages) if parsed.messages else parsed.prompt
+        return self.prefix_cache.admit(text)
 
     def plan_header(self, plan: Plan, request_id: str, detail: bool, t0_s: float) -> str:
         """The ``x-fourfold-plan`` value; a detail plan too large for a header is served at PLANS_PATH."""

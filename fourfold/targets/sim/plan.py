@@ -36,6 +36,7 @@ class RequestFacts:
     occurrence: int = 0          # how many times this prompt was seen before (0 = first)
     request_index: int = 0       # how many requests the server admitted before this one
     running: int = 0             # sequences already generating when this one was admitted
+    cached_tokens: int = 0       # leading input tokens found in the prefix cache (fourfold.targets.sim.prefix)
 
 
 @dataclass
@@ -59,6 +60,8 @@ class Plan:
     fault: str = ""               # the injected fault (fourfold.targets.sim.faults), "" for none
     messages: int = 0             # chat messages in the request (the history a client sent)
     session: dict[str, Any] = field(default_factory=dict)   # session turn facts (fourfold.targets.sim.sessions)
+    prefill_ms: float = 0.0       # the part of ttft_ms spent reading the prompt (prefill_ms())
+    cached_tokens: int = 0        # input tokens the prefix cache held
 
     @property
     def output_tokens(self) -> int:
@@ -94,6 +97,9 @@ class Plan:
             out["messages"] = self.messages
         if self.session:
             out["session"] = self.session
+        if self.prefill_ms or self.cached_tokens:
+            out["prefill_ms"] = round(self.prefill_ms, 3)
+            out["cached_tokens"] = self.cached_tokens
         if detail:
             out["offsets_ms"] = [round(offset_ms, 3) for offset_ms in self.offsets_ms]
         return out
@@ -132,7 +138,8 @@ def make_plan(profile: Profile, answer: Answer, facts: RequestFacts, seed: int) 
     tokens, finish_reason = choose_tokens(text, facts.max_tokens, facts.ignore_eos)
     structured = profile.is_structured(facts.prompt)
 
-    ttft_ms = _gauss(rng, profile.ttft_ms, profile.ttft_jitter_ms)
+    prefill = prefill_ms(profile, facts.input_tokens, facts.cached_tokens)
+    ttft_ms = _gauss(rng, profile.ttft_ms, profile.ttft_jitter_ms) + prefill
     orchestrator_ms = 0.0
     input_tokens = facts.input_tokens
     if structured and (profile.orchestrator_ms or profile.orchestrator_input_tokens):
@@ -161,7 +168,19 @@ def make_plan(profile: Profile, answer: Answer, facts: RequestFacts, seed: int) 
         item_id=answer.item_id,
         load_factor=load_factor,
         pauses=pauses,
+        prefill_ms=prefill,
+        cached_tokens=facts.cached_tokens,
     )
+
+
+def prefill_ms(profile: Profile, input_tokens: int, cached_tokens: int = 0) -> float:
+    """The first token's wait for the prompt: ``prefill_ms_per_1k_tokens`` per 1,000 input tokens,
+    cached tokens at ``1 - prefix_cache_discount`` of that (a linear model; docs/simulator.md)."""
+    per_token_ms = profile.prefill_ms_per_1k_tokens / 1000
+    if not per_token_ms:
+        return 0.0
+    cached = min(max(0, cached_tokens), max(0, input_tokens))
+    return per_token_ms * (input_tokens - cached * profile.prefix_cache_discount)
 
 
 def pulse_schedule(profile: Profile, rng: random.Random, n_tokens: int) -> tuple[list[tuple[int, float]], set[int]]:

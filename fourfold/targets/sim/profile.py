@@ -67,6 +67,10 @@ class Profile:
     pulse: PulseSpec | None = None
     cold_requests: int = 0
     cold_extra_ttft_ms: tuple[float, float] = (10.0, 200.0)
+    # prefill: the first token also waits for the prompt to be read (docs/simulator.md)
+    prefill_ms_per_1k_tokens: float = 0.0
+    prefix_cache_block_tokens: int = 16     # 0: no prefix cache
+    prefix_cache_discount: float = 0.9      # share of a cached token's prefill cost saved
     # quality
     drop_sentence_rate: float = 0.0
     filler_sentence_rate: float = 0.0
@@ -94,6 +98,10 @@ class Profile:
         object.__setattr__(self, "_structured_res", compiled)
         if self.itl_ms < 0 or self.ttft_ms < 0 or self.max_batch < 1:
             raise ProfileError(f"profile {self.name!r}: ttft_ms/itl_ms must be >= 0 and max_batch >= 1")
+        if not (self.prefill_ms_per_1k_tokens >= 0 and self.prefix_cache_block_tokens >= 0
+                and 0 <= self.prefix_cache_discount <= 1):
+            raise ProfileError(f"profile {self.name!r}: prefill_ms_per_1k_tokens and prefix_cache_block_tokens "
+                               "must be >= 0 and prefix_cache_discount within [0, 1]")
 
     def is_structured(self, prompt: str) -> bool:
         """True when the prompt asks for a structure (points, steps, table, comparison)."""
