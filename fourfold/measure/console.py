@@ -39,6 +39,22 @@ def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
+def token_counts_line(total: dict[str, Any], facts: dict[str, Any]) -> str:
+    """Where the run's token counts came from (``--tokenizer``, ``--synthetic``): one line."""
+    requests = int(total.get("requests") or 0)
+    by_tokenizer = int(total.get("output_tokens_tokenizer") or 0)
+    chunks = max(0, int(total.get("output_tokens_estimated") or 0) - by_tokenizer)
+    input_usage, input_tokenizer = int(total.get("input_tokens_usage") or 0), int(total.get("input_tokens_tokenizer") or 0)
+    line = (f"token counts: input usage={input_usage} tokenizer={input_tokenizer} "
+            f"none={max(0, requests - input_usage - input_tokenizer)}; output usage="
+            f"{max(0, requests - by_tokenizer - chunks)} tokenizer={by_tokenizer} chunks={chunks}")
+    if facts.get("synthetic"):
+        line += f"; synthetic {facts['synthetic']} (input lengths: {facts.get('synthetic_lengths', 'estimate')})"
+    if facts.get("tokenizer"):
+        line += f"; tokenizer {facts['tokenizer']}"
+    return line
+
+
 def format_summary(summary: dict[str, Any]) -> str:
     """A table with one line per (level, scenario) and the Aggregated line; times in ms.
 
@@ -63,6 +79,8 @@ def format_summary(summary: dict[str, Any]) -> str:
         oddities = {k: total.get(k) for k in _TARGET_ODDITIES if total.get(k)}
         if oddities:       # what the target got wrong beside the classes (docs/errors.md)
             lines.append("target: " + ", ".join(f"{k}={v}" for k, v in oddities.items()))
+        if summary.get("token_counts"):
+            lines.append(token_counts_line(total, summary["token_counts"]))
     server = summary.get("server_metrics", {}).get("metrics") or {}
     if server:
         parts = [f"{name} mean {m['mean']:g} max {m['max']:g}" for name, m in server.items()

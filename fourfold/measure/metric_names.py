@@ -119,6 +119,11 @@ METRICS: tuple[MetricDef, ...] = (
     _n("output_tokens_total", "count", "tokens", "output tokens of every request, failed streams too (they used "
        "the server)", report=True),
     _n("output_tokens_estimated", "count", "requests", "requests with output whose count is not the server's usage"),
+    _n("output_tokens_tokenizer", "count", "requests", "requests whose output count is the --tokenizer's count of "
+       "the answer text (the server sent no usage, or none believable)"),
+    _n("input_tokens_usage", "count", "requests", "requests whose input count is the server's usage"),
+    _n("input_tokens_tokenizer", "count", "requests", "requests whose input count is the --tokenizer's count of "
+       "the request's message texts (the server reported none)"),
     _n("conn_reused", "count", "requests", "requests sent on an already-open connection", report=True),
     _n("conn_new", "count", "requests", "requests that opened a new connection"),
     _n("conn_known", "count", "requests", "requests where it is known whether the connection was reused "

@@ -48,6 +48,7 @@ USAGE_IMPLAUSIBLE = "usage_implausible"       # the output count the server repo
 INPUT_USAGE_IMPLAUSIBLE = "input_usage_implausible"   # the prompt count it reported (not believed: input_tokens None)
 UNSOLICITED = "unsolicited_bytes"             # bytes after this response's end on its connection (malformed_stream)
 UNSOLICITED_BEFORE = "unsolicited_before"     # bytes an idle pooled connection held before this request (dropped)
+INPUT_TOKENS_SOURCE = "input_tokens_source"   # with --tokenizer: "usage" (the server's count) or "tokenizer"
 
 
 @dataclass
@@ -75,7 +76,7 @@ class RequestRecord:
     queue_ms: float = 0.0            # open loop: intended arrival -> send (client queueing)
     chunk_offsets_ms: list[float] = field(default_factory=list)
     output_tokens: int = 0
-    output_tokens_source: str = "chunks"   # "usage" when the server reported it
+    output_tokens_source: str = "chunks"   # "usage" (the server's), "tokenizer" (--tokenizer), else "chunks"
     input_tokens: int | None = None
     content_chunks: int = 0
     terminal: bool = False           # saw the dialect's terminal event ([DONE], message_stop, ...)

@@ -65,6 +65,7 @@ from fourfold.measure.metrics import (
     wall_s,
 )
 from fourfold.measure.record import (
+    INPUT_TOKENS_SOURCE,
     INPUT_USAGE_IMPLAUSIBLE,
     NO_TERMINAL_EVENT,
     UNSOLICITED,
@@ -80,7 +81,8 @@ __all__ = ["COUNTERS", "HISTOGRAMS", "QUANTILES", "SLO_METRICS", "GroupStats", "
 HISTOGRAMS = ("ttfb_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "output_tokens", "queue_ms",
               "request_tps")
 COUNTERS = ("requests", "ok", "failures", "interrupted", "stalls", "requests_with_stall", "good",
-            "output_tokens_total", "output_tokens_estimated", "conn_reused", "conn_new", "conn_reconnects",
+            "output_tokens_total", "output_tokens_estimated", "output_tokens_tokenizer", "input_tokens_usage",
+            "input_tokens_tokenizer", "conn_reused", "conn_new", "conn_reconnects",
             "usage_implausible", "no_terminal_event", "unsolicited_responses")
 QUANTILES = (("p50", 0.50), ("p90", 0.90), ("p95", 0.95), ("p99", 0.99))
 DEFAULT_STALL_THRESHOLD_MS = 150.0
@@ -134,6 +136,10 @@ class GroupStats:
                     self._slot(math.floor(record.started_at + offsets[j + 1] / 1000))[_STALLS] += 1
         c["output_tokens_total"] += record.output_tokens
         c["output_tokens_estimated"] += record.output_tokens > 0 and record.output_tokens_source != "usage"
+        c["output_tokens_tokenizer"] += record.output_tokens_source == "tokenizer"
+        if record.input_tokens is not None:     # counted by --tokenizer, else the server's usage
+            by_tokenizer = record.extra.get(INPUT_TOKENS_SOURCE) == "tokenizer"
+            c["input_tokens_tokenizer" if by_tokenizer else "input_tokens_usage"] += 1
         if record.conn_reused is not None:
             c["conn_reused" if record.conn_reused else "conn_new"] += 1
         c["conn_reconnects"] += record.conn_reconnected

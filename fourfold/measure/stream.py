@@ -26,6 +26,7 @@ from fourfold.measure.reactor import drain as drain_reactor
 from fourfold.measure.record import NO_TERMINAL_EVENT, UNSOLICITED, UNSOLICITED_BEFORE, RequestRecord
 from fourfold.measure.secrets import NO_SECRETS, Secrets
 from fourfold.measure.secrets import for_request as secrets_for_request
+from fourfold.measure.tokenizer import Tokenizer, count_record_tokens
 from fourfold.measure.transport import read_pieces
 
 _ERROR_BODY_CAP = 4096
@@ -75,8 +76,9 @@ def parse_server_timing(value: str) -> dict[str, float]:
 
 
 def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: RequestRecord,
-         limits: StreamLimits = StreamLimits()) -> RequestRecord:
-    """Send ``request`` on ``client``, fill ``record`` in place and return it."""
+         limits: StreamLimits = StreamLimits(), tokenizer: Tokenizer | None = None) -> RequestRecord:
+    """Send ``request`` on ``client``, fill ``record`` in place and return it (token counts by
+    ``tokenizer``, when given, once the body has ended: :func:`fourfold.measure.tokenizer.count_record_tokens`)."""
     now = time.perf_counter_ns
     times: list[int] = []
     chunks: list[bytes] = []
@@ -163,7 +165,7 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
     if recv_ns is not None and len(recv_ns) >= len(times):
         times = recv_ns[:len(times)]      # the transport's receive times (also when the body broke off)
     return secrets.scrub_record(_finish(dialect, request, record, t0, times, chunks, transport_error,
-                                        transport_detail, secrets))
+                                        transport_detail, secrets, tokenizer))
 
 
 def _read_headers(headers: httpx.Headers, record: RequestRecord, secrets: Secrets = NO_SECRETS) -> None:
@@ -212,7 +214,7 @@ def _redirect(record: RequestRecord, response: httpx.Response, secrets: Secrets)
 
 def _finish(dialect: Dialect, request: HttpRequest, record: RequestRecord, t0: int, times: list[int],
             chunks: list[bytes], transport_error: str, transport_detail: str,
-            secrets: Secrets = NO_SECRETS) -> RequestRecord:
+            secrets: Secrets = NO_SECRETS, tokenizer: Tokenizer | None = None) -> RequestRecord:
     drain_reactor()       # read what other streams have received before this longer piece of work
     parser = dialect.parser(request.stream)
     offsets: list[float] = []
@@ -247,6 +249,8 @@ def _finish(dialect: Dialect, request: HttpRequest, record: RequestRecord, t0: i
     else:
         record.output_tokens, record.output_tokens_source = completion.content_deltas, "chunks"
     record.input_tokens = completion.input_tokens
+    if tokenizer is not None:
+        count_record_tokens(record, request.json, completion.text, tokenizer)
     record.terminal = completion.terminal
     record.finish_reason = completion.finish_reason
     record.set_text(secrets.scrub(completion.text))     # before the 16 KiB cap: no key cut in half

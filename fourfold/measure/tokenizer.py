@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from fourfold.errors import OptionError
+from fourfold.measure.record import INPUT_TOKENS_SOURCE
 
 __all__ = ["Tokenizer", "load_tokenizer"]
 
@@ -45,6 +47,9 @@ class Tokenizer:
         """Tokens in ``text`` (0 for an empty text)."""
         if not text:
             return 0
+        fast = getattr(self.backend, "encode_batch_fast", None)     # tokenizers >= 0.20: no offsets, ~40 % less
+        if fast is not None:
+            return len(fast([text], add_special_tokens=False)[0].ids)
         return len(self.backend.encode(text, add_special_tokens=False).ids)
 
     def offsets(self, text: str) -> list[tuple[int, int]]:
@@ -53,8 +58,14 @@ class Tokenizer:
 
 
 def load_tokenizer(path: str | Path, option: str = "--tokenizer") -> Tokenizer:
-    """Load ``path`` (a tokenizer.json or a directory with one); OptionError naming ``option`` if unreadable."""
-    given = Path(path).expanduser()
+    """Load ``path`` (a tokenizer.json or a directory with one); OptionError naming ``option`` if unreadable.
+    Loaded once per process and path (a failure is not remembered)."""
+    return _load(str(Path(path).expanduser().resolve()), option)
+
+
+@lru_cache(maxsize=8)
+def _load(path: str, option: str) -> Tokenizer:
+    given = Path(path)
     file = given / "tokenizer.json" if given.is_dir() else given
     if given.is_dir() and not file.is_file():
         found = sorted(p.name for p in given.iterdir())[:6]
@@ -82,3 +93,40 @@ def load_tokenizer(path: str | Path, option: str = "--tokenizer") -> Tokenizer:
     backend.no_truncation()
     backend.no_padding()
     return Tokenizer(path=str(file), backend=backend)
+
+
+def request_text(body: Any) -> str | None:
+    """The text a request sends to the model: every message's content (text parts too) and the
+    system prompt (chat dialects), or Triton's ``text_input``; None for a body of another shape."""
+    if not isinstance(body, dict):
+        return None
+    texts: list[str] = []
+    for value in (body.get("system"), *(m.get("content") for m in body.get("messages") or ()
+                                         if isinstance(m, dict))):
+        if isinstance(value, str):
+            texts.append(value)
+        elif isinstance(value, list):
+            texts.extend(p["text"] for p in value if isinstance(p, dict) and isinstance(p.get("text"), str))
+    if isinstance(body.get("text_input"), str):
+        texts.append(body["text_input"])
+    for tensor in body.get("inputs") or ():
+        if isinstance(tensor, dict) and tensor.get("name") == "text_input":
+            texts.extend(str(x) for x in tensor.get("data") or ())
+    return "\n".join(texts) if texts else None
+
+
+
+
+def count_record_tokens(record: Any, body: Any, answer: str, tokenizer: Tokenizer) -> None:
+    """Token counts of a finished record by the target's tokenizer, after its body ended (nothing
+    here can shift a timestamp): the input when the server reported none, the output when its
+    count is not the server's usage; the source of each stays on the record."""
+    if record.input_tokens is None:
+        text = request_text(body)
+        if text is not None:
+            record.input_tokens = tokenizer.count(text)
+            record.extra[INPUT_TOKENS_SOURCE] = "tokenizer"
+    else:
+        record.extra[INPUT_TOKENS_SOURCE] = "usage"
+    if record.output_tokens_source != "usage" and answer:
+        record.output_tokens, record.output_tokens_source = tokenizer.count(answer), "tokenizer"
