@@ -21,6 +21,7 @@ import httpx
 from locust import User, constant
 
 from fourfold.data import DATA_DIR
+from fourfold.errors import OptionError
 from fourfold.levels import hooks
 from fourfold.levels.options import Settings
 from fourfold.levels.runtime import Runtime, get_runtime
@@ -29,8 +30,10 @@ from fourfold.measure.dialects import RequestOptions, get_dialect
 from fourfold.measure.formats import load_items_as
 from fourfold.measure.items import Item
 from fourfold.measure.record import RequestRecord
+from fourfold.measure.sampling import Selection
 from fourfold.measure.secrets import attach as attach_secrets
 from fourfold.measure.stream import UNSENT, StreamLimits, send
+from fourfold.measure.tokenizer import Tokenizer, load_tokenizer
 
 logging.getLogger("httpx").setLevel(logging.WARNING)
 logging.getLogger("httpcore").setLevel(logging.WARNING)
@@ -50,6 +53,101 @@ def dataset(path: str, settings: Settings | None = None) -> list[Item]:
     if key not in _ITEMS:
         _ITEMS[key] = load_items_as(key[0], fmt, columns)
     return _ITEMS[key]
+
+
+_SELECTED: dict[tuple[Any, ...], list[Item]] = {}
+WORKERS_ATTR = "fourfold_workers"      # parsed_options: workers of the run (the master sets it at test_start)
+
+
+def selection(settings: Settings) -> Selection:
+    return Selection(sample_n=settings.dataset_sample, seed=settings.seed, shuffle=settings.shuffle,
+                     filter=settings.dataset_filter)
+
+
+def selected_items(path: str, settings: Settings) -> list[Item]:
+    """The items of ``path`` this run sends: ``--dataset-filter``, then ``--dataset-sample``
+    (:mod:`fourfold.measure.sampling`); input lengths by ``--tokenizer`` when given, else the
+    synthetic estimate. Once per process and options."""
+    chosen = selection(settings)
+    if not (chosen.sample_n or chosen.filter):
+        return dataset(path, settings)
+    tokenizer_path = str(getattr(settings, "tokenizer", "") or "")
+    key = (path, chosen, tokenizer_path)
+    if key not in _SELECTED:
+        if tokenizer_path:
+            from fourfold.measure.tokenizer import load_tokenizer
+            count = load_tokenizer(tokenizer_path).count
+        else:
+            from fourfold.measure.synthetic import estimate_tokens as count
+        _SELECTED[key] = chosen.select(dataset(path, settings), count, path or "the bundled prompts")
+    return _SELECTED[key]
+
+
+_SYNTHETIC: dict[tuple[str, str], list[Item]] = {}
+
+
+def synthetic_items(settings: Settings) -> list[Item]:
+    """``--synthetic``'s items (exact lengths with ``--tokenizer``), made once per process."""
+    from fourfold.measure.synthetic import make_items, parse_synthetic
+
+    spec = parse_synthetic(settings.synthetic)
+    if settings.dataset or settings.dataset_sample or settings.dataset_filter:
+        raise OptionError("--synthetic makes its own items: drop --dataset, --dataset-sample and "
+                          "--dataset-filter (n= sets how many)")
+    key = (settings.synthetic, settings.tokenizer)
+    if key not in _SYNTHETIC:
+        _SYNTHETIC[key] = make_items(spec, run_tokenizer(settings))
+    return _SYNTHETIC[key]
+
+
+def run_items(settings: Settings) -> list[Item]:
+    """What L1 and L2 send: ``--synthetic``'s items, else the selected ``--dataset`` items."""
+    return synthetic_items(settings) if settings.synthetic else selected_items(settings.dataset, settings)
+
+
+def run_tokenizer(settings: Settings) -> Tokenizer | None:
+    """``--tokenizer`` (loaded once per process), or None."""
+    return load_tokenizer(settings.tokenizer) if settings.tokenizer else None
+
+
+def token_counts_facts(settings: Settings) -> dict[str, Any]:
+    """summary.json's ``token_counts``: the --tokenizer and how --synthetic's lengths were counted."""
+    if not (settings.tokenizer or settings.synthetic):
+        return {}
+    facts: dict[str, Any] = {"tokenizer": settings.tokenizer or None}
+    if settings.synthetic:
+        from fourfold.measure.synthetic import parse_synthetic
+
+        facts["synthetic"] = parse_synthetic(settings.synthetic).describe()
+        facts["synthetic_lengths"] = "tokenizer" if settings.tokenizer else "estimate"
+    return facts
+
+
+def _note_token_counts(environment: Any, **_kw: Any) -> None:
+    runtime = get_runtime(environment)
+    facts = token_counts_facts(runtime.settings)
+    if facts:
+        runtime.summary_extra["token_counts"] = facts
+
+
+def global_user_index(environment: Any, local_id: int) -> int:
+    """A user's index in the whole run: ``local_id`` on a local runner; on worker ``i`` of ``W``,
+    ``local_id * W + i`` (Locust hands users to workers in turn, so with ``-u`` a multiple of ``W``
+    the indices are those of a local run with the same ``-u``)."""
+    runner = getattr(environment, "runner", None)
+    options = getattr(environment, "parsed_options", None)
+    workers = int(getattr(options, WORKERS_ATTR, 0) or 0)
+    index = int(getattr(runner, "worker_index", 0) or 0)
+    if type(runner).__name__ != "WorkerRunner" or workers < 1:
+        return local_id
+    return local_id * workers + index
+
+
+def _note_workers(environment: Any, **_kw: Any) -> None:
+    """``test_start`` on the master: the worker count, forwarded to the workers with the spawn message."""
+    runner, options = environment.runner, environment.parsed_options
+    if type(runner).__name__ == "MasterRunner" and options is not None:
+        setattr(options, WORKERS_ATTR, max(1, runner.worker_count))
 
 
 def simulator_gateway_args(settings: Settings) -> list[str]:
@@ -99,12 +197,11 @@ class LLMUser(User):
         self.settings: Settings = self.runtime.settings
         self.user_id = next(_USER_IDS)
         self.dialect = get_dialect(self.settings.dialect)
-        self.items = dataset(self.settings.dataset, self.settings)
-        self._cursor = itertools.cycle(range(len(self.items)))
-        for _ in range(self.user_id % len(self.items)):
-            next(self._cursor)
+        self.user_index = global_user_index(environment, self.user_id)
+        self.use_items(self.initial_items())
         self.options = self.request_options()
         self.limits = StreamLimits(max_duration_s=self.settings.max_response_s)
+        self.tokenizer = run_tokenizer(self.settings)
         self.client = make_client(self.settings, self.host or "")
         self._warmups_left = self.settings.warmup_requests
         self._backoff_s = 0.0                # the last wait after a connect error (0: connected last time)
@@ -120,12 +217,17 @@ class LLMUser(User):
     def register(cls, environment: Any, **_kw: Any) -> None:
         """``events.init`` listener: attaches fourfold's listeners (and this level's) to ``environment``."""
         cls.level_listeners[1](environment)
+        if hooks.first_time(environment, "sampling"):
+            environment.events.test_start.add_listener(_note_workers)
+        if hooks.first_time(environment, "token_counts"):
+            environment.events.test_start.add_listener(_note_token_counts)
 
     @classmethod
     def check_inputs(cls, options: Any, settings: Settings) -> None:
         """At ``init``, before anything starts (:mod:`fourfold.levels.inputs`): read every dataset this
         level will send, so a bad file is one line and exit 2 (a UsageError), not a user failing later."""
-        dataset(settings.dataset, settings)
+        run_items(settings)
+        run_tokenizer(settings)
 
     @classmethod
     def start_embedded(cls, settings: Settings) -> tuple[str, list[Any]]:
@@ -145,6 +247,17 @@ class LLMUser(User):
         ignore_eos = settings.ignore_eos or implied
         return RequestOptions(model=settings.model, stream=settings.stream, max_tokens=settings.max_tokens,
                               ignore_eos=ignore_eos)
+
+    def initial_items(self) -> list[Item]:
+        """The items this user sends (a level with its own dataset, L3's questions, overrides it)."""
+        return run_items(self.settings)
+
+    def use_items(self, items: list[Item]) -> None:
+        """Send ``items``: today's rotation (start at ``user_id mod n``), or with ``--shuffle`` the
+        order of (``--seed``, the run-wide user index), :func:`fourfold.measure.sampling.user_order`."""
+        self.items = items
+        chosen = selection(self.settings)
+        self._cursor = chosen.order(len(items), self.user_index if chosen.shuffle else self.user_id)
 
     def next_item(self) -> Item:
         return self.items[next(self._cursor)]
@@ -172,7 +285,7 @@ class LLMUser(User):
         record = RequestRecord(
             level=self.level, scenario=scenario or self.scenario, dialect=self.dialect.name,
             endpoint=http_request.path, item_id=item.id, request_id=uuid.uuid4().hex,
-            user_id=self.user_id, variant=self.variant, warmup=self._warmups_left > 0, extra=dict(extra or {}),
+            user_id=self.user_index, variant=self.variant, warmup=self._warmups_left > 0, extra=dict(extra or {}),
         )
         if record.warmup:
             self._warmups_left -= 1
@@ -183,7 +296,7 @@ class LLMUser(User):
             record.queue_ms = max(0.0, round((time.perf_counter_ns() - intended_ns) / 1e6, 3))
         self.runtime.requests_started += 1
         try:
-            send(self.client, self.dialect, http_request, record, self.limits)
+            send(self.client, self.dialect, http_request, record, self.limits, self.tokenizer)
         except BaseException:
             if record.extra.pop(UNSENT, False):
                 self.runtime.requests_started -= 1
@@ -273,7 +386,7 @@ class Mirror:
         def run() -> None:
             user.runtime.requests_started += 1
             try:
-                send(self.client, user.dialect, copy, record, user.limits)
+                send(self.client, user.dialect, copy, record, user.limits, user.tokenizer)
             except BaseException:
                 if record.extra.pop(UNSENT, False):
                     user.runtime.requests_started -= 1

@@ -26,15 +26,16 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 import gevent
 import gevent.pool
 from locust import task
 
+from fourfold.errors import OptionError
 from fourfold.levels import hooks
-from fourfold.levels.arrivals import dispatcher_seed
-from fourfold.levels.base import LLMUser
+from fourfold.levels.arrivals import dispatcher_seed, trace_gaps, trace_offered, trace_share
+from fourfold.levels.base import LLMUser, selected_items
 from fourfold.levels.l2_options import GatewaySettings
 from fourfold.levels.l2_options import register as register_options
 from fourfold.levels.l2_stats import (
@@ -50,6 +51,7 @@ from fourfold.levels.ladder import STEP_ATTR, format_ladder, ladder_report, step
 from fourfold.levels.options import Settings
 from fourfold.measure.client import make_http_client
 from fourfold.measure.record import RequestRecord
+from fourfold.measure.trace import arrival_offsets_s, is_trace
 
 log = logging.getLogger("fourfold")
 DISPATCHERS_ATTR = "fourfold_dispatchers"    # parsed_options: open-loop dispatchers in the whole run
@@ -138,7 +140,8 @@ class GatewayBase(LLMUser):
         pause, self._pause_s = self._pause_s, 0.0
         return self.gateway.think_time_s + pause
 
-    def send_item(self, item: Any, *, scenario: str | None = None, intended_ns: int | None = None) -> RequestRecord:
+    def send_item(self, item: Any, *, scenario: str | None = None, intended_ns: int | None = None,
+                  extra: dict[str, Any] | None = None) -> RequestRecord:
         from_arrival = intended_ns is not None
 
         def account(record: RequestRecord) -> None:
@@ -152,7 +155,7 @@ class GatewayBase(LLMUser):
                 if not record.warmup:
                     self.l2.stats.add_retry_after_wait(record.scenario, wait_s)
 
-        return self.request(item, scenario=scenario, intended_ns=intended_ns, annotate=account)
+        return self.request(item, scenario=scenario, intended_ns=intended_ns, annotate=account, extra=extra)
 
 
 class ClosedLoopBase(GatewayBase):
@@ -204,6 +207,16 @@ class OpenLoopUser(GatewayBase):
         self._due_counted = True
         self._last_send_ns = 0
         self._in_flight: list[tuple[float, int]] = []     # (seconds into the window, requests in flight)
+        self._start_wall = 0.0
+        self._trace_end_ns = 0        # a trace replay: when its last arrival was due (the window's end)
+
+    @classmethod
+    def check_inputs(cls, options: Any, settings: Settings) -> None:
+        """A trace dataset is replayed in its own order at its own times: ``--shuffle`` is refused."""
+        super().check_inputs(options, settings)
+        if settings.shuffle and is_trace(selected_items(settings.dataset, settings)):
+            raise OptionError("--shuffle does not apply to a trace: its entries are replayed in their own order "
+                              "at their own times (--dataset-sample and --dataset-filter do apply)")
 
     def pool_size(self) -> int:
         return self.gateway.max_in_flight
@@ -216,15 +229,26 @@ class OpenLoopUser(GatewayBase):
         dispatchers = max(1, int(getattr(self.environment.parsed_options, DISPATCHERS_ATTR, 1) or 1))
         process = self.gateway.arrivals.share(dispatchers)
         index = max(0, int(getattr(self.environment.runner, "worker_index", 0) or 0))
-        self._gaps = gaps = process.gaps(dispatcher_seed(self.gateway.arrival_seed, index))
+        entries: Any = None
+        if is_trace(self.items):      # this dispatcher's share of the trace, each entry at its own time
+            share = trace_share(arrival_offsets_s(self.items, self.settings.trace_speed), dispatchers, index)
+            self._gaps = gaps = trace_gaps(share)
+            entries = iter([self.items[i] for _, i in share])
+            rate = len(share) / share[-1][0] if share and share[-1][0] > 0 else 0.0
+        else:
+            self._gaps = gaps = process.gaps(dispatcher_seed(self.gateway.arrival_seed, index))
+            rate = process.rate_rps
         pool = self._pool = gevent.pool.Pool(self.gateway.max_in_flight)
-        report = self._report = DispatcherReport(rate_rps=process.rate_rps)
+        report = self._report = DispatcherReport(rate_rps=rate)
         drop = self.gateway.max_in_flight_policy == "drop"
         now = time.perf_counter_ns
         due = self._start_ns = now()
+        self._start_wall, self._trace_end_ns = time.time(), 0
         self._last_send_ns = 0
         while True:
-            gap_s = next(gaps)
+            gap_s = next(gaps, None)
+            if gap_s is None:         # the trace's end: its requests finish, then this dispatcher stops
+                self._end_trace(pool, due)
             due += int(gap_s * 1e9)
             self._due_ns, self._due_counted = due, False
             report.scheduled_gaps.add(gap_s)
@@ -239,12 +263,25 @@ class OpenLoopUser(GatewayBase):
                     continue
                 report.waited += 1
                 pool.wait_available()
-            pool.spawn(self._arrive, due)
+            pool.spawn(self._arrive, due, next(entries) if entries is not None else None)
             in_flight = len(pool)
             report.in_flight_max = max(report.in_flight_max, in_flight)
             self._in_flight.append(((due - self._start_ns) / 1e9, in_flight))
 
-    def _arrive(self, due_ns: int) -> None:
+    def _end_trace(self, pool: gevent.pool.Pool, last_due_ns: int) -> NoReturn:
+        from locust.exception import StopUser
+        from locust.runners import LocalRunner
+
+        self._trace_end_ns = max(last_due_ns, self._start_ns + 1)
+        pool.join()
+        log.info("fourfold: trace replayed (%d arrivals); the dispatcher stops", self._report.arrivals
+                 if self._report else 0)
+        runner = self.environment.runner
+        if isinstance(runner, LocalRunner):      # the run ends with the trace (workers: the master's -t)
+            gevent.spawn_later(0.05, runner.quit)
+        raise StopUser()
+
+    def _arrive(self, due_ns: int, item: Any = None) -> None:
         report = self._report
         if report is not None:       # counted when the request really starts: a greenlet spawned
             t = time.perf_counter_ns()  # but never run before the stop sent nothing
@@ -252,20 +289,25 @@ class OpenLoopUser(GatewayBase):
                 report.send_gaps.add((t - self._last_send_ns) / 1e9)
             self._last_send_ns = t
             report.sent += 1
-        self.send_item(self.next_item(), intended_ns=due_ns)
+        if item is None:
+            self.send_item(self.next_item(), intended_ns=due_ns)
+        else:       # a trace entry: its scheduled time (Unix seconds) goes into the record
+            scheduled_at = self._start_wall + (due_ns - self._start_ns) / 1e9
+            self.send_item(item, intended_ns=due_ns, extra={"scheduled_at": round(scheduled_at, 6)})
         if report is not None:
             report.completed += 1
 
     def on_stop(self) -> None:
         report, pool = self._report, self._pool
         if report is not None and pool is not None:
-            stop = time.perf_counter_ns()
+            stop = self._trace_end_ns or time.perf_counter_ns()
             report.window_s = (stop - self._start_ns) / 1e9
             due = self._due_ns
             if not self._due_counted and due <= stop:
                 report.arrivals += 1            # due while the stop was already under way
             while self._gaps is not None:       # arrivals due before the stop that never got their turn
-                due += int(next(self._gaps) * 1e9)
+                gap_s = next(self._gaps, None)     # (a trace's share ends)
+                due = stop + 1 if gap_s is None else due + int(gap_s * 1e9)
                 if due > stop:
                     break
                 report.arrivals += 1
@@ -372,10 +414,17 @@ def l2_report(summary: dict[str, Any], state: L2State, options: Any) -> tuple[di
         configured = {"process": arrivals.kind, "offered_rps": arrivals.rate_rps,
                       "burstiness": arrivals.burstiness, "max_in_flight": settings.max_in_flight,
                       "max_in_flight_policy": settings.max_in_flight_policy, "seed": settings.arrival_seed}
+        run = Settings.from_options(options)
+        items = selected_items(run.dataset, run)
+        if is_trace(items):
+            configured.update(trace_offered(arrival_offsets_s(items, run.trace_speed), run.trace_speed))
         open_loop = open_loop_report(state.stats.dispatchers, group, state.stats.facts(OpenLoopUser.scenario),
                                      configured)
         report["open_loop"] = open_loop
         notes.extend(format_open_loop(open_loop))
+        if "trace_entries" in open_loop:
+            notes.append(f"  trace: {open_loop['trace_entries']} entries over {open_loop['trace_span_s']:g} s "
+                         f"(--trace-speed {open_loop['trace_speed']:g}), each sent at its own time")
     return report, notes
 
 

@@ -23,7 +23,6 @@ on a local runner, and on a master from the records the workers ship.
 from __future__ import annotations
 
 import functools
-import itertools
 import logging
 import sys
 from dataclasses import asdict, dataclass
@@ -35,10 +34,11 @@ from locust import task
 from fourfold.data import DATA_DIR, find
 from fourfold.errors import DatasetError
 from fourfold.levels import hooks
-from fourfold.levels.base import LLMUser, dataset
+from fourfold.levels.base import LLMUser, selected_items
 from fourfold.levels.options import Settings
 from fourfold.levels.runtime import get_runtime
 from fourfold.measure.dialects.rag import DEFAULT_TEMPLATE, RagDialect, RagWire
+from fourfold.measure.items import Item
 from fourfold.measure.rag import CorpusDoc, RagStats, annotate, format_rag, load_corpus
 from fourfold.measure.record import RequestRecord
 
@@ -147,19 +147,19 @@ class RagUser(LLMUser):
         super().__init__(environment)
         self.rag = rag_settings(environment)
         self.dialect = RagDialect(self.rag.wire)
-        self.items = dataset(self.rag.questions)
-        self._cursor = itertools.cycle(range(len(self.items)))
-        for _ in range(self.user_id % len(self.items)):
-            next(self._cursor)
         docs = corpus(Path(self.rag.corpus)) if Path(self.rag.corpus).is_file() else {}
         self.claims = {doc_id: doc.claims for doc_id, doc in docs.items() if doc.claims}
         self.stats: RagStats | None = None if self.runtime.is_worker else _stats(environment, self.rag.recall_k)
+
+    def initial_items(self) -> list[Item]:
+        """The RAG questions (``--dataset`` or the bundled ones), filtered and sampled like any dataset."""
+        return selected_items(rag_settings(self.environment).questions, self.settings)
 
     @classmethod
     def check_inputs(cls, options: Any, settings: Settings) -> None:
         """At ``init`` (:mod:`fourfold.levels.inputs`): L3's options, the questions and the corpus."""
         rag = RagSettings.from_options(options, settings)
-        dataset(rag.questions)
+        selected_items(rag.questions, settings)
         if settings.rag_corpus or Path(rag.corpus).is_file():
             try:
                 corpus(Path(rag.corpus))

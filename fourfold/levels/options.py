@@ -40,6 +40,21 @@ def register(parser: Any) -> None:
         help="Read --dataset as this format instead of telling it from the content")
     add("--dataset-column", default="",
         help="Columns of a Parquet/CSV/JSON file: 'prompt=question,reference=answer' (also id=, max_tokens=, system=)")
+    add("--dataset-sample", type=int, default=0,
+        help="Send N items of the dataset, drawn without replacement with --seed (then cycled); 0: all")
+    add("--seed", type=int, default=0, help="Seed of --dataset-sample and --shuffle")
+    add("--shuffle", action="store_true", default=False,
+        help="Each user sends the items in its own order drawn from --seed (same seed: same order per user)")
+    add("--dataset-filter", default="",
+        help="Keep items by length in tokens, e.g. 'input<=4096,output<=512' (<=, >=, <, >)")
+    add("--trace-speed", type=float, default=1.0,
+        help="Replay a trace dataset this many times faster (2: half the gaps)")
+    add("--synthetic", default="",
+        help="Send synthetic prompts instead of a dataset: 'input=1024±128,output=256±32,n=500,seed=1,prefix=512' "
+             "(token lengths: mean ± standard deviation; exact with --tokenizer, else a word-based estimate)")
+    add("--tokenizer", default="",
+        help="The target's tokenizer (a tokenizer.json or a Hugging Face tokenizer directory, read offline): "
+             "exact input token counts, output counts when the server sends no usage, exact --synthetic lengths")
     add("--max-tokens", type=int, default=0, help="Override every item's max_tokens (0 = use the item's)")
     add("--ignore-eos", action="store_true", default=False,
         help="Ask the server to always produce max_tokens (vLLM extension; on by default for L1 against the embedded simulator)")
@@ -109,6 +124,13 @@ class Settings:
     dataset: str = ""
     dataset_format: str = "auto"
     dataset_columns: tuple[tuple[str, str], ...] = ()      # --dataset-column pairs (field, column)
+    dataset_sample: int = 0
+    seed: int = 0
+    shuffle: bool = False
+    dataset_filter: str = ""
+    trace_speed: float = 1.0
+    synthetic: str = ""
+    tokenizer: str = ""
     max_tokens: int | None = None
     ignore_eos: bool = False
     no_ignore_eos: bool = False
@@ -160,6 +182,13 @@ class Settings:
             dataset=get("dataset", ""),
             dataset_format=check_format_name(str(get("dataset_format", "auto"))),
             dataset_columns=parse_columns(get("dataset_column", "")),
+            dataset_sample=int(get("dataset_sample", 0)),
+            seed=int(get("seed", 0)),
+            shuffle=bool(get("shuffle", False)),
+            dataset_filter=str(get("dataset_filter", "")),
+            trace_speed=float(get("trace_speed", 1.0)),
+            synthetic=str(get("synthetic", "")),
+            tokenizer=str(get("tokenizer", "")),
             max_tokens=max_tokens,
             ignore_eos=bool(get("ignore_eos", False)),
             no_ignore_eos=bool(get("no_ignore_eos", False)),
@@ -246,6 +275,8 @@ def parse_headers(values: list[str] | tuple[str, ...] | str,
 _POSITIVE, _AT_LEAST_0, _AT_LEAST_1, _SHARE = "> 0", ">= 0", ">= 1", "within [0, 1]"
 VALUE_RULES: tuple[tuple[str, str, str], ...] = (
     ("--max-tokens", "max_tokens", _AT_LEAST_1),
+    ("--dataset-sample", "dataset_sample", _AT_LEAST_0),
+    ("--trace-speed", "trace_speed", _POSITIVE),
     ("--warmup-requests", "warmup_requests", _AT_LEAST_0),
     ("--stall-ms", "stall_ms", _POSITIVE),
     ("--read-timeout", "read_timeout_s", _POSITIVE),

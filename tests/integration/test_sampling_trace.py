@@ -1,0 +1,113 @@
+"""Sampling and trace replay through real locust processes against the embedded simulator.
+
+- ``--shuffle --seed 7`` twice: every user sends the same items in the same order (baseline and
+  candidate stay paired); ``--seed 8`` gives other orders.
+- A ``--dataset-filter`` that leaves nothing and a malformed trace line: one line, exit 2, no run.
+- A trace replayed open-loop: every request is sent within 5 ms (p99) of its scheduled time, the
+  summary reports offered vs achieved, and ``--trace-speed 2`` halves the span.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import read_jsonl, run_locust
+
+pytestmark = pytest.mark.integration
+
+
+def _run(locustfile, args: list[str], cwd: Path, name: str = "l1_throughput.py"):
+    cwd.mkdir(parents=True, exist_ok=True)
+    proc = run_locust(["-f", locustfile(name), "--headless", "--metrics-url", "off", "--warmup-requests", "0",
+                       "--sim-profile", "flat", *args], cwd, timeout=90)
+    runs = sorted((cwd / "runs").glob("*")) if (cwd / "runs").is_dir() else []
+    return proc, runs
+
+
+def _orders(run: Path) -> dict[int, list[str]]:
+    orders: dict[int, list[str]] = defaultdict(list)
+    for record in sorted(read_jsonl(run / "records.jsonl"), key=lambda r: r["started_at"]):
+        orders[record["user_id"]].append(record["item_id"])
+    return orders
+
+
+def test_the_same_seed_sends_the_same_items_in_the_same_order_per_user(tmp_path, locustfile):
+    args = ["-u", "3", "-r", "3", "-t", "3s", "--max-tokens", "3", "--shuffle"]
+    orders = []
+    for name, seed in (("a", "7"), ("b", "7"), ("c", "8")):
+        proc, runs = _run(locustfile, [*args, "--seed", seed], tmp_path / name)
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+        orders.append(_orders(runs[0]))
+    a, b, c = orders
+    assert sorted(a) == sorted(b) == sorted(c) == [0, 1, 2]
+    for user in a:
+        n = min(len(a[user]), len(b[user]), len(c[user]))
+        assert n >= 20
+        assert a[user][:n] == b[user][:n]              # paired: the same items, the same order
+        assert a[user][:n] != c[user][:n]              # another seed, another order
+    assert a[0][:20] != a[1][:20]                     # each user its own order
+
+
+def test_a_filter_that_leaves_nothing_is_one_line_and_exit_2(tmp_path, locustfile):
+    proc, runs = _run(locustfile, ["-u", "1", "-t", "2s", "--dataset-filter", "input<3"], tmp_path)
+    assert proc.returncode == 2 and runs == []
+    lines = [line for line in proc.stderr.splitlines() if "fourfold: error" in line]
+    assert lines == ["fourfold: error: --dataset-filter 'input<3' leaves 0 of the 46 items of the bundled prompts"]
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_malformed_trace_is_one_line_and_exit_2(tmp_path, locustfile):
+    trace = tmp_path / "bad.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 10}\n{"timestamp": 20, "input_length": "ten"}\n')
+    proc, runs = _run(locustfile, ["-t", "2s", "--dataset", str(trace)], tmp_path, "l2_open_loop.py")
+    assert proc.returncode == 2 and runs == []
+    assert [line for line in proc.stderr.splitlines() if "fourfold: error" in line] == [
+        f"fourfold: error: {trace}:2: 'input_length' must be a positive integer, got 'ten'"]
+    assert "Traceback" not in proc.stderr
+
+
+def _p(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def test_a_trace_is_replayed_at_its_own_times(tmp_path, locustfile):
+    """100 entries of Poisson arrivals at 30/s (~3.3 s), prefix blocks shared, 4-token answers."""
+    rng, t_ms, lines = random.Random(5), 0.0, []
+    for n in range(100):
+        lines.append(json.dumps({"timestamp": round(t_ms, 1), "input_length": rng.randint(16, 600),
+                                 "output_length": 4, "hash_ids": [n % 4]}))
+        t_ms += rng.expovariate(30 / 1000)
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("\n".join(lines) + "\n")
+    span_s = json.loads(lines[-1])["timestamp"] / 1000
+    spans = {}
+    for speed in ("1", "2"):
+        proc, runs = _run(locustfile, ["-t", "30s", "--dataset", str(trace), "--trace-speed", speed, "--ignore-eos"],
+                          tmp_path / speed, "l2_open_loop.py")
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 0, out[-3000:]
+        records = read_jsonl(runs[0] / "records.jsonl")
+        assert sorted(r["item_id"] for r in records) == sorted(f"t{n}" for n in range(1, 101))
+        assert {r["error_class"] for r in records} == {"ok"}
+        errors_ms = [(r["started_at"] - r["extra"]["scheduled_at"]) * 1000 for r in records]
+        assert min(errors_ms) >= 0
+        if speed == "1":
+            assert _p(errors_ms, 0.99) <= 5.0, sorted(errors_ms)[-5:]
+        starts = [r["started_at"] for r in records]
+        spans[speed] = max(starts) - min(starts)
+        loop = json.loads((runs[0] / "summary.json").read_text())["l2"]["open_loop"]
+        assert loop["process"] == "trace" and loop["trace_entries"] == 100
+        assert loop["offered_rps"] == pytest.approx(100 / (span_s / float(speed)))
+        assert loop["arrivals"] == loop["sent"] == loop["completed"] == 100
+        assert loop["sent_rps"] == pytest.approx(loop["offered_rps"], rel=0.01)
+        assert "trace arrivals, offered" in out and "trace: 100 entries" in out
+        assert loop["generator_kept_up"]
+    assert spans["1"] == pytest.approx(span_s, abs=0.05)
+    assert spans["2"] == pytest.approx(span_s / 2, abs=0.05)
