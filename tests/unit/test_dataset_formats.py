@@ -311,3 +311,43 @@ def test_lengths_are_nearest_rank() -> None:
     assert Lengths.of([5, 1, 3, 2, 4]) == Lengths(5, 1, 3, 5, 5)
     assert Lengths.of(list(range(1, 101))) == Lengths(100, 1, 50, 95, 100)
     assert Lengths.of([]) == Lengths(0, None, None, None, None)
+
+
+@pytest.mark.parametrize(("content", "options", "error", "message"), [
+    ('[{"conversations": [{"from": "gpt", "value": "x"}]}]', {}, DatasetError,
+     "{path}:1: 'conversations' has no human turn (the prompt)"),
+    ('{"id": "a", "prompt": "x"}\n', {"dataset_format": "openai"}, DatasetError,
+     "{path}:1: 'messages' must be a non-empty list of {{role, content}}, got null"),
+    ('{"question": "x"}\n', {"dataset_column": "prompt=query"}, DatasetError,
+     "{path}: --dataset-column prompt=query: no column 'query'; the file has: 'question'"),
+    ('{"question": "x"}\n', {"dataset_format": "yaml"}, OptionError,
+     "--dataset-format 'yaml': expected one of: auto, fourfold, sharegpt, openai, openai-batch, parquet, csv, json, "
+     "jsonl, trace"),
+])
+def test_the_init_check_reads_the_dataset_with_its_format_and_columns(tmp_path: Path, content: str, options: dict,
+                                                                      error: type, message: str) -> None:
+    """What fourfold.levels.inputs runs at init (and for the web UI's start form), before any user."""
+    import argparse
+
+    from fourfold.levels import ThroughputUser
+    from fourfold.levels.inputs import check_options
+
+    path = tmp_path / "data.json"
+    path.write_text(content)
+    with pytest.raises(error) as info:
+        check_options(argparse.Namespace(dataset=str(path), **options), [ThroughputUser])
+    assert str(info.value) == message.format(path=path) and info.value.exit_code == 2
+
+
+def test_the_init_check_accepts_the_samples_with_their_formats() -> None:
+    import argparse
+
+    from fourfold.levels import ThroughputUser
+    from fourfold.levels.inputs import check_options
+
+    for name, fmt in (("sharegpt_sample.json", "sharegpt"), ("sharegpt_sample.parquet", "parquet"),
+                      ("openai_sample.jsonl", "auto")):
+        settings = check_options(argparse.Namespace(dataset=str(SAMPLES / name), dataset_format=fmt,
+                                                    dataset_column="prompt=prompt" if fmt == "parquet" else ""),
+                                 [ThroughputUser])
+        assert settings.dataset_format == fmt
