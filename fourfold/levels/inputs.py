@@ -23,6 +23,10 @@ from fourfold.errors import OptionError, UsageError
 from fourfold.levels.l4_options import SessionSettings
 from fourfold.levels.options import Settings
 
+# --synthetic: the levels whose items are plain prompts; L3 needs questions with gold documents and
+# references, L4 scripted conversations with goal facts, which synthetic text has neither of
+SYNTHETIC_LEVELS = frozenset({"l1", "l2"})
+NOT_SYNTHETIC = {"l3": "questions with gold documents", "l4": "scripted multi-turn sessions"}
 # /swarm form fields Locust handles itself (not options of ours)
 _LOCUST_FIELDS = frozenset({"user_count", "spawn_rate", "host", "user_classes", "run_time", "profile",
                             "shape_class"})
@@ -40,6 +44,10 @@ def check_options(options: Any, user_classes: list[Any]) -> Settings:
             if check is not None and check.__func__ not in seen:
                 seen.add(check.__func__)
                 check(options, settings)
+            level = getattr(cls, "level", "")
+            if settings.synthetic and level not in SYNTHETIC_LEVELS:
+                raise OptionError(f"--synthetic is for L1 and L2 ({level.upper()} sends "
+                                  f"{NOT_SYNTHETIC.get(level, 'its own items')}); drop it")
     except UsageError:
         raise
     except ValueError as exc:        # GatewaySettings, SessionSettings, RagSettings: ValueError when invalid

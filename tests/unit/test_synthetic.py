@@ -134,3 +134,25 @@ def test_items_without_a_tokenizer_follow_the_estimate_and_say_so():
     assert {i.max_tokens for i in items} == {20}
     assert [i.id for i in items[:3]] == ["syn-0", "syn-1", "syn-2"]
     assert items == make_items(parse_synthetic("input=300±30,output=20,n=50,seed=4,prefix=100"))
+
+
+@pytest.mark.parametrize(("module", "user", "refused"), [
+    ("fourfold.levels.l1_throughput", "ThroughputUser", ""),
+    ("fourfold.levels.l3_rag", "RagUser", "L3 sends questions with gold documents"),
+    ("fourfold.levels.l4_session", "SessionUser", "L4 sends scripted multi-turn sessions"),
+])
+def test_synthetic_is_for_the_levels_that_send_plain_prompts(module, user, refused):
+    import importlib
+    from argparse import Namespace
+
+    from fourfold.levels.base import run_items
+    from fourfold.levels.inputs import check_options
+
+    cls = getattr(importlib.import_module(module), user)
+    options = Namespace(synthetic="input=64,output=4,n=3")
+    if not refused:
+        settings = check_options(options, [cls])
+        assert [estimate_tokens(i.prompt) for i in run_items(settings)] == [64, 64, 64]
+        return
+    with pytest.raises(OptionError, match=f"--synthetic is for L1 and L2 \\({refused}\\)"):
+        check_options(options, [cls])
