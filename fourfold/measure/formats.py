@@ -18,14 +18,15 @@ Reading a file is three steps, each in one place:
 A ValueError from steps 2 and 3 becomes a :class:`~fourfold.errors.DatasetError` naming the file,
 the line or row, and the field. ``auto`` picks the container from the bytes (``PAR1``, ``[``,
 ``{``, a ``.csv`` name) and the format from the first record's keys (:func:`classify`). A format
-that must see the whole file (the Mooncake ``trace``: arrival times from its first timestamp,
-:mod:`fourfold.measure.trace`) registers a ``load`` instead of a converter; :func:`register_format`
-adds or replaces one.
+that must see the whole file registers a ``load`` instead of a converter; :func:`register_format`
+adds or replaces one, and :data:`PLUGINS` names the module that registers a format when it is
+first asked for (the Mooncake ``trace``: :mod:`fourfold.measure.trace`).
 """
 
 from __future__ import annotations
 
 import codecs
+import importlib
 import itertools
 import json
 from collections.abc import Callable, Iterator
@@ -42,6 +43,7 @@ Records = Iterator[tuple[str, int, Any]]        # (where, row from 1, record)
 
 COLUMN_FIELDS = ("prompt", "reference", "id", "max_tokens", "system")
 CONTAINERS = ("jsonl", "json", "csv", "parquet")
+PLUGINS = {"trace": "fourfold.measure.trace"}   # format -> the module that registers it (imported on first use)
 FORMAT_NAMES = ("auto", "fourfold", "sharegpt", "openai", "openai-batch", "parquet", "csv", "json", "jsonl",
                 "trace")
 
@@ -71,6 +73,8 @@ def get_format(name: str) -> DatasetFormat:
     the valid names for any other."""
     from fourfold.measure import formats_chat, formats_table  # noqa: F401 - they register their formats
 
+    if name not in FORMATS and name in PLUGINS:
+        importlib.import_module(PLUGINS[name])              # registers the format when imported
     if name not in FORMATS:
         raise DatasetError(f"the {name!r} dataset format is not available; known: "
                            f"{', '.join(n for n in FORMAT_NAMES if n in FORMATS or n in CONTAINERS or n == 'auto')}")
@@ -315,15 +319,6 @@ def _fourfold_converter(first: dict[str, Any], columns: ColumnMap, path: Path) -
 register_format(DatasetFormat("fourfold", _fourfold_converter,
                               "fourfold's own items: id, prompt or messages, reference(s), max_tokens"))
 
-
-def _load_trace(path: Path) -> list[Item]:
-    from fourfold.measure.trace import load_trace
-
-    return load_trace(path)
-
-
-register_format(DatasetFormat("trace", None, "Mooncake trace: timestamp, input_length, output_length, hash_ids",
-                              load=_load_trace))
 
 __all__ = [
     "COLUMN_FIELDS",
