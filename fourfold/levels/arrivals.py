@@ -12,6 +12,9 @@ The gaps between arrivals, in seconds, for a rate ``r`` per second:
 (clumps and long silences), above 1 more regular. ``CV`` is the coefficient of variation of the
 gaps (standard deviation / mean). :class:`GapStats` accumulates gaps mergeably, so the CV of the
 sends a dispatcher actually made can be checked against the process it drew from.
+
+A trace replay has no process: :func:`trace_share` gives one dispatcher its entries (in turn, by
+arrival) and :func:`trace_gaps` the gaps between them; :func:`trace_offered` its report facts.
 """
 
 from __future__ import annotations

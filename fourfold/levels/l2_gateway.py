@@ -12,7 +12,10 @@ Users (concrete classes; the locustfiles import them):
   (:mod:`fourfold.levels.arrivals`) and spawns a greenlet per arrival into a pool capped at
   ``--max-in-flight``; ``queue_ms`` is the time from each intended arrival to its send. In a
   distributed run the master gives every worker one dispatcher and each draws
-  ``--arrival-rate / workers`` from its own seed.
+  ``--arrival-rate / workers`` from its own seed. With a trace as ``--dataset``
+  (:mod:`fourfold.measure.trace`) it sends each entry at its own time instead (``--trace-speed``;
+  dispatcher i of D takes entries i, i + D, ...), puts the scheduled time in ``extra.scheduled_at``,
+  and stops when its share is done (a local run then ends).
 
 Every request records its connection facts (new or reused, reconnect after an idle close, HTTP
 version, connect time). ``--honour-retry-after`` makes a closed-loop user wait out a 429/503's

@@ -54,21 +54,29 @@ def test_the_same_seed_sends_the_same_items_in_the_same_order_per_user(tmp_path,
     assert a[0][:20] != a[1][:20]                     # each user its own order
 
 
-def test_a_filter_that_leaves_nothing_is_one_line_and_exit_2(tmp_path, locustfile):
-    proc, runs = _run(locustfile, ["-u", "1", "-t", "2s", "--dataset-filter", "input<3"], tmp_path)
-    assert proc.returncode == 2 and runs == []
-    lines = [line for line in proc.stderr.splitlines() if "fourfold: error" in line]
-    assert lines == ["fourfold: error: --dataset-filter 'input<3' leaves 0 of the 46 items of the bundled prompts"]
-    assert "Traceback" not in proc.stderr
+TRACE_LINES = '{"timestamp": 0, "input_length": 10}\n{"timestamp": 20, "input_length": "ten"}\n'
 
 
-def test_a_malformed_trace_is_one_line_and_exit_2(tmp_path, locustfile):
-    trace = tmp_path / "bad.jsonl"
-    trace.write_text('{"timestamp": 0, "input_length": 10}\n{"timestamp": 20, "input_length": "ten"}\n')
-    proc, runs = _run(locustfile, ["-t", "2s", "--dataset", str(trace)], tmp_path, "l2_open_loop.py")
+@pytest.mark.parametrize("locustfile_name, args, line", [
+    ("l1_throughput.py", ["--dataset-filter", "input<3"],
+     "--dataset-filter 'input<3' leaves 0 of the 46 items of the bundled prompts"),
+    ("l1_throughput.py", ["--dataset-filter", "input=<3"],
+     "--dataset-filter 'input=<3': expected input|output followed by <=, >=, < or > and a number of tokens, "
+     "e.g. 'input<=4096,output<=512'"),
+    ("l2_open_loop.py", ["--dataset", "{trace}"], "{trace}:2: 'input_length' must be a positive integer, got 'ten'"),
+    ("l2_open_loop.py", ["--dataset", "{good}", "--shuffle"],
+     "--shuffle does not apply to a trace: its entries are replayed in their own order at their own times "
+     "(--dataset-sample and --dataset-filter do apply)"),
+])
+def test_bad_sampling_or_trace_input_is_one_line_and_exit_2(tmp_path, locustfile, locustfile_name, args, line):
+    trace, good = tmp_path / "bad.jsonl", tmp_path / "good.jsonl"
+    trace.write_text(TRACE_LINES)
+    good.write_text(TRACE_LINES.splitlines()[0] + "\n")
+    args = [a.format(trace=trace, good=good) for a in args]
+    proc, runs = _run(locustfile, ["-u", "1", "-t", "2s", *args], tmp_path, locustfile_name)
     assert proc.returncode == 2 and runs == []
-    assert [line for line in proc.stderr.splitlines() if "fourfold: error" in line] == [
-        f"fourfold: error: {trace}:2: 'input_length' must be a positive integer, got 'ten'"]
+    assert [x for x in proc.stderr.splitlines() if "fourfold: error" in x] == [
+        "fourfold: error: " + line.format(trace=trace)]
     assert "Traceback" not in proc.stderr
 
 
