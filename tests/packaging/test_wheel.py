@@ -81,7 +81,8 @@ def test_the_wheel_holds_one_package_with_its_data_and_extension(installed):
                      "fourfold/data/rag/questions.jsonl", "fourfold/data/sessions/sessions.jsonl",
                      "fourfold/targets/profiles/baseline.json", "fourfold/locustfiles/l3_rag.py",
                      "fourfold/locustfiles/l1_throughput.py", "fourfold/data/datasets/sharegpt_sample.json",
-                     "fourfold/data/datasets/sharegpt_sample.parquet", "fourfold/data/datasets/openai_sample.jsonl"):
+                     "fourfold/data/datasets/sharegpt_sample.parquet", "fourfold/data/datasets/openai_sample.jsonl",
+                     "fourfold/data/datasets/trace_sample.jsonl"):
         assert expected in names, expected
     assert any(n.startswith("fourfold/reports/_records_scan.") and n.endswith(".so") for n in names)
 
