@@ -22,6 +22,7 @@ from typing import Any
 from fourfold.errors import OptionError, UsageError
 from fourfold.levels.l4_options import SessionSettings
 from fourfold.levels.options import Settings
+from fourfold.measure.tokenizer import load_tokenizer
 
 # --synthetic: the levels whose items are plain prompts; L3 needs questions with gold documents and
 # references, L4 scripted conversations with goal facts, which synthetic text has neither of
@@ -38,6 +39,8 @@ def check_options(options: Any, user_classes: list[Any]) -> Settings:
     try:
         settings = Settings.from_options(options)
         SessionSettings.from_options(options)     # L4's options are registered for every level
+        if settings.tokenizer:                    # every level counts with it (L3/L4 check their own datasets)
+            load_tokenizer(settings.tokenizer)
         seen: set[Any] = set()
         for cls in user_classes:
             check = getattr(cls, "check_inputs", None)

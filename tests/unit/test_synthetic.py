@@ -156,3 +156,16 @@ def test_synthetic_is_for_the_levels_that_send_plain_prompts(module, user, refus
         return
     with pytest.raises(OptionError, match=f"--synthetic is for L1 and L2 \\({refused}\\)"):
         check_options(options, [cls])
+
+
+@pytest.mark.parametrize(("module", "user"), [("fourfold.levels.l3_rag", "RagUser"),
+                                              ("fourfold.levels.l4_session", "SessionUser")])
+def test_a_bad_tokenizer_stops_every_level_at_init(tmp_path, module, user):
+    import importlib
+    from argparse import Namespace
+
+    from fourfold.levels.inputs import check_options
+
+    cls = getattr(importlib.import_module(module), user)
+    with pytest.raises(OptionError, match="--tokenizer .*no such file or directory"):
+        check_options(Namespace(tokenizer=str(tmp_path / "missing.json")), [cls])
