@@ -1,7 +1,8 @@
 """Sampling and trace replay through real locust processes against the embedded simulator.
 
-- ``--shuffle --seed 7`` twice: every user sends the same items in the same order (baseline and
-  candidate stay paired); ``--seed 8`` gives other orders.
+- ``--shuffle --seed 7`` on a local runner and on a master with two workers: every user sends the
+  same items in the same order (baseline and candidate stay paired, users numbered across the
+  workers); ``--seed 8`` gives other orders.
 - A ``--dataset-filter`` that leaves nothing and a malformed trace line: one line, exit 2, no run.
 - A trace replayed open-loop: every request is sent within 5 ms (p99) of its scheduled time, the
   summary reports offered vs achieved, and ``--trace-speed 2`` halves the span.
@@ -12,12 +13,13 @@ from __future__ import annotations
 import json
 import math
 import random
+import subprocess
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import read_jsonl, run_locust
+from tests.conftest import LOCUST, free_port, locust_env, only_run_dir, read_jsonl, run_locust
 
 pytestmark = pytest.mark.integration
 
@@ -37,21 +39,47 @@ def _orders(run: Path) -> dict[int, list[str]]:
     return orders
 
 
+def _distributed(locustfile, args: list[str], cwd: Path) -> Path:
+    """The same run on a master and two workers; its run directory."""
+    cwd.mkdir(parents=True)
+    port = free_port()
+    common = ["-f", locustfile("l1_throughput.py"), "--sim-profile", "flat"]
+    master = subprocess.Popen([*LOCUST, *common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
+                               str(port), "--headless", "--expect-workers", "2", "--metrics-url", "off",
+                               "--warmup-requests", "0", *args], cwd=cwd, env=locust_env(), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    workers = [subprocess.Popen([*LOCUST, *common, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
+                                cwd=cwd, env=locust_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+               for _ in range(2)]
+    try:
+        out, _ = master.communicate(timeout=90)
+        for worker in workers:
+            worker.wait(timeout=30)
+    finally:
+        for proc in (master, *workers):
+            if proc.poll() is None:
+                proc.kill()
+    assert master.returncode == 0, out[-3000:]
+    return only_run_dir(cwd)
+
+
 def test_the_same_seed_sends_the_same_items_in_the_same_order_per_user(tmp_path, locustfile):
-    args = ["-u", "3", "-r", "3", "-t", "3s", "--max-tokens", "3", "--shuffle"]
-    orders = []
-    for name, seed in (("a", "7"), ("b", "7"), ("c", "8")):
-        proc, runs = _run(locustfile, [*args, "--seed", seed], tmp_path / name)
-        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
-        orders.append(_orders(runs[0]))
-    a, b, c = orders
-    assert sorted(a) == sorted(b) == sorted(c) == [0, 1, 2]
+    """Local, seed 7; master + 2 workers, seed 7 (users numbered across the workers); local, seed 8."""
+    args = ["-u", "4", "-r", "4", "-t", "3s", "--max-tokens", "3", "--shuffle"]
+    proc, runs = _run(locustfile, [*args, "--seed", "7"], tmp_path / "a")
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    a = _orders(runs[0])
+    b = _orders(_distributed(locustfile, [*args, "--seed", "7"], tmp_path / "b"))
+    proc, runs = _run(locustfile, [*args, "--seed", "8"], tmp_path / "c")
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    c = _orders(runs[0])
+    assert sorted(a) == sorted(b) == sorted(c) == [0, 1, 2, 3]
     for user in a:
         n = min(len(a[user]), len(b[user]), len(c[user]))
-        assert n >= 20
+        assert n >= 15
         assert a[user][:n] == b[user][:n]              # paired: the same items, the same order
         assert a[user][:n] != c[user][:n]              # another seed, another order
-    assert a[0][:20] != a[1][:20]                     # each user its own order
+    assert a[0][:15] != a[1][:15]                     # each user its own order
 
 
 TRACE_LINES = '{"timestamp": 0, "input_length": 10}\n{"timestamp": 20, "input_length": "ten"}\n'
