@@ -126,7 +126,9 @@ RUNS = [
     ("l2_gateway.py", ["--ladder-hold-s", "nan"], "--ladder-hold-s must be a number > 0, got nan"),
     ("l2_open_loop.py", ["--think-time-s", "-1"],
      "--think-time-s and --retry-after-cap-s must be numbers >= 0, got -1.0 and 30.0"),
-    ("l2_open_loop.py", ["--dataset", bad_file("p.jsonl", b"{}\n")], "{path}:1: 'id' is missing"),
+    ("l2_open_loop.py", ["--dataset", bad_file("p.jsonl", b"{}\n")],
+     "{path}: no prompt column (looked for prompt, question, instruction, input, query, problem, text); "
+     "the file has: no columns; name it with --dataset-column prompt=COLUMN"),
     ("l3_rag.py", ["--dataset", bad_file("q.jsonl", b'{"id": "q1", "prompt": "x"}\n{"id": 1.5}\n')],
      "{path}:2: 'id' must be a text or an integer, got 1.5"),
     ("l3_rag.py", ["--rag-corpus", bad_file("c.jsonl", b'{"id": "d1", "title": "t", "text": "x"}\n[1]\n')],
