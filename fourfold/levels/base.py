@@ -110,6 +110,11 @@ def run_items(settings: Settings) -> list[Item]:
     return synthetic_items(settings) if settings.synthetic else selected_items(settings.dataset, settings)
 
 
+def asks_output_length(items: list[Item]) -> bool:
+    """Items made to a length (``--synthetic``, a trace): their max_tokens is the asked output length."""
+    return bool(items) and ("synthetic" in items[0].meta or "arrival_ms" in items[0].meta)
+
+
 def run_tokenizer(settings: Settings) -> Tokenizer | None:
     """``--tokenizer`` (loaded once per process), or None."""
     return load_tokenizer(settings.tokenizer) if settings.tokenizer else None
@@ -248,7 +253,10 @@ class LLMUser(User):
 
     def request_options(self) -> RequestOptions:
         settings = self.settings
-        implied = self.ignore_eos_on_simulator and hooks.simulator_running() and not settings.no_ignore_eos
+        # on the simulator, L1 (saturation) and items that ask for an output length (--synthetic, a
+        # trace's output_length) generate to max_tokens: a length finish there is the point, not a cut
+        implied = ((self.ignore_eos_on_simulator or asks_output_length(self.initial_items()))
+                   and hooks.simulator_running() and not settings.no_ignore_eos)
         ignore_eos = settings.ignore_eos or implied
         return RequestOptions(model=settings.model, stream=settings.stream, max_tokens=settings.max_tokens,
                               ignore_eos=ignore_eos)

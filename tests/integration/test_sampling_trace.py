@@ -132,6 +132,8 @@ def test_a_trace_is_replayed_at_its_own_times(tmp_path, locustfile):
         records = read_jsonl(runs[0] / "records.jsonl")
         assert sorted(r["item_id"] for r in records) == sorted(f"t{n}" for n in range(1, 101))
         assert {r["error_class"] for r in records} == {"ok"}
+        # the entry's output_length is asked for: on the simulator it generates to it (ignore_eos implied)
+        assert all(r["extra"].get("ignore_eos") for r in records)
         errors_ms = [(r["started_at"] - r["extra"]["scheduled_at"]) * 1000 for r in records]
         assert min(errors_ms) >= 0
         if speed == "1":

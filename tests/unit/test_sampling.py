@@ -122,3 +122,14 @@ def test_workers_indices_cover_a_local_runs_users():
                                  local)
 
     assert sorted(index(worker, local) for worker in range(3) for local in range(2)) == list(range(6))
+
+
+def test_items_made_to_a_length_ask_for_their_output_length():
+    from fourfold.levels.base import asks_output_length
+    from fourfold.measure.items import Item
+
+    plain = Item(id="a", messages=({"role": "user", "content": "hi"},), max_tokens=8)
+    synthetic = Item(id="s", messages=plain.messages, max_tokens=8, meta={"synthetic": {"output": 8}})
+    traced = Item(id="t1", messages=plain.messages, max_tokens=8, meta={"arrival_ms": 0})
+    assert not asks_output_length([plain]) and not asks_output_length([])
+    assert asks_output_length([synthetic]) and asks_output_length([traced])
