@@ -26,6 +26,7 @@ from fourfold.measure.reactor import drain as drain_reactor
 from fourfold.measure.record import NO_TERMINAL_EVENT, UNSOLICITED, UNSOLICITED_BEFORE, RequestRecord
 from fourfold.measure.secrets import NO_SECRETS, Secrets
 from fourfold.measure.secrets import for_request as secrets_for_request
+from fourfold.measure.synthetic import estimate_tokens
 from fourfold.measure.tokenizer import Tokenizer, count_record_tokens
 from fourfold.measure.transport import read_pieces
 
@@ -246,6 +247,8 @@ def _finish(dialect: Dialect, request: HttpRequest, record: RequestRecord, t0: i
         record.e2e_ms = record.ttfb_ms
     if completion.output_tokens is not None:
         record.output_tokens, record.output_tokens_source = completion.output_tokens, "usage"
+    elif not request.stream and completion.text:   # one body is one "chunk", not one token: estimate
+        record.output_tokens, record.output_tokens_source = estimate_tokens(completion.text), "estimate"
     else:
         record.output_tokens, record.output_tokens_source = completion.content_deltas, "chunks"
     record.input_tokens = completion.input_tokens
@@ -256,12 +259,26 @@ def _finish(dialect: Dialect, request: HttpRequest, record: RequestRecord, t0: i
     record.set_text(secrets.scrub(completion.text))     # before the 16 KiB cap: no key cut in half
     if completion.server_timing:
         record.server_timing.update(completion.server_timing)
+    found = getattr(parser, "server_timing", None)    # timings a parser read from the body (Triton's
+    if found:                                         # inference_time_ms): kept, not dropped
+        record.server_timing.update(stage_ms(found))
     if completion.extra:
         record.extra.update(completion.extra)
     record.error_class, record.error_detail = _classify(record, completion.error_class,
                                                         completion.error_detail, transport_error,
                                                         transport_detail)
     return record
+
+
+def stage_ms(timings: dict[str, float]) -> dict[str, float]:
+    """Server timings by stage in ms: ``inference_time_ms`` -> ``inference_time``, ``*_us`` / 1000."""
+    out = {}
+    for key, value in timings.items():
+        if key.endswith("_us"):
+            out[key[:-3]] = value / 1000
+        else:
+            out[key.removesuffix("_ms")] = value
+    return out
 
 
 def _cooperative_pause():  # type: ignore[no-untyped-def]

@@ -1,0 +1,59 @@
+"""Issue #18 item 6: numbers that used to be wrong (each test failed on the old code)."""
+
+from __future__ import annotations
+
+import json
+
+from fourfold.measure.dialects import get_dialect
+from fourfold.measure.dialects.base import RequestOptions
+from fourfold.measure.items import Item
+from fourfold.measure.record import RequestRecord
+from fourfold.measure.stats import LLMStats
+from fourfold.measure.stream import _finish
+
+ANSWER = "Paris is the capital of France, and it has been for centuries."
+
+
+def finish(dialect_name: str, body: bytes, stream: bool = False) -> RequestRecord:
+    dialect = get_dialect(dialect_name)
+    request = dialect.build(Item(id="q1", messages=({"role": "user", "content": "capital?"},)),
+                            RequestOptions(model="m", stream=stream))
+    record = RequestRecord(level="L1", scenario="s", ttfb_ms=5.0, status=200)
+    t0 = 1_000_000_000
+    return _finish(dialect, request, record, t0, [t0 + 20_000_000], [body], "", "")
+
+
+def triton_infer(text: str, **extra: float) -> bytes:
+    return json.dumps({"model_name": "m", "outputs": [{"name": "text_output", "datatype": "BYTES", "shape": [1],
+                                                       "data": [text]}], **extra}).encode()
+
+
+def test_a_non_streamed_triton_answer_counts_its_tokens_not_one():
+    record = finish("triton", triton_infer(ANSWER))
+    assert record.ok and record.content_chunks == 1
+    assert record.output_tokens == 14 and record.output_tokens_source == "estimate"   # 12 words, ',' and '.'
+
+
+def test_a_non_streamed_openai_answer_with_usage_keeps_the_usage():
+    body = json.dumps({"choices": [{"message": {"content": ANSWER}, "finish_reason": "stop"}],
+                       "usage": {"completion_tokens": 15, "prompt_tokens": 3}}).encode()
+    record = finish("openai", body)
+    assert record.output_tokens == 15 and record.output_tokens_source == "usage"
+
+
+def test_non_streamed_token_rate_is_the_answer_rate():
+    stats = LLMStats()
+    for i in range(3):
+        record = finish("triton", triton_infer(ANSWER))
+        record.started_at = 100.0 + i
+        stats.add_record(record)
+    total = stats.summary()["total"]
+    assert total["output_tokens_total"] == 42
+    assert total["output_tokens"]["max"] == 14
+
+
+def test_tritons_inference_time_is_kept_on_the_record():
+    record = finish("triton", triton_infer(ANSWER, inference_time_ms=12.5))
+    assert record.server_timing == {"inference_time": 12.5}
+    streamed = finish("triton", b'data: {"text_output": "a", "inference_time_ms": 7}\n\n', stream=True)
+    assert streamed.server_timing == {"inference_time": 7.0}
