@@ -81,6 +81,10 @@ def format_summary(summary: dict[str, Any]) -> str:
             lines.append("target: " + ", ".join(f"{k}={v}" for k, v in oddities.items()))
         if summary.get("token_counts"):
             lines.append(token_counts_line(total, summary["token_counts"]))
+        stages = total.get("server_timing_ms") or {}
+        if stages:     # what the server said it spent (Server-Timing, Triton's inference_time_ms)
+            lines.append("server-side ms: " + "; ".join(f"{stage} p50 {_ms(h['p50'])} p95 {_ms(h['p95'])}"
+                                                        for stage, h in stages.items()))
     server = summary.get("server_metrics", {}).get("metrics") or {}
     if server:
         parts = [f"{name} mean {m['mean']:g} max {m['max']:g}" for name, m in server.items()

@@ -106,6 +106,7 @@ class GroupStats:
     first_start: float | None = None
     last_end: float | None = None
     per_second: dict[int, list[float]] = field(default_factory=dict)
+    server_ms: dict[str, LogHistogram] = field(default_factory=dict)   # server-side stage -> time (ok requests)
 
     def __post_init__(self) -> None:
         for name in HISTOGRAMS:
@@ -163,6 +164,8 @@ class GroupStats:
                     h["request_tps"].add(speed)
             h["output_tokens"].add(record.output_tokens)
             h["itl_ms"].add_all(gaps)
+            for stage, ms in record.server_timing.items():     # Server-Timing, Triton's inference_time
+                self.server_ms.setdefault(stage, LogHistogram(self.alpha)).add(ms)
         ended = end_s(record)
         start = record.started_at
         self.first_start = start if self.first_start is None else min(self.first_start, start)
@@ -184,6 +187,8 @@ class GroupStats:
         _add_counts(self.counts, other.counts)
         _add_counts(self.errors, other.errors)
         _add_counts(self.statuses, other.statuses)
+        for stage, hist in other.server_ms.items():
+            self.server_ms.setdefault(stage, LogHistogram(self.alpha)).merge(hist)
         starts = [t for t in (self.first_start, other.first_start) if t is not None]
         ends = [t for t in (self.last_end, other.last_end) if t is not None]
         self.first_start, self.last_end = min(starts, default=None), max(ends, default=None)
@@ -198,7 +203,8 @@ class GroupStats:
         return {"h": hists,
                 "c": {k: v for k, v in self.counts.items() if v}, "e": dict(self.errors),
                 "st": dict(self.statuses), "t0": self.first_start, "t1": self.last_end,
-                "ps": {sec: list(slot) for sec, slot in self.per_second.items()}}
+                "ps": {sec: list(slot) for sec, slot in self.per_second.items()},
+                "sv": {stage: hist.to_wire() for stage, hist in self.server_ms.items()}}
 
     @classmethod
     def from_wire(cls, data: dict[str, Any], alpha: float = DEFAULT_ALPHA) -> GroupStats:
@@ -210,6 +216,7 @@ class GroupStats:
         group.statuses = {int(k): int(v) for k, v in data.get("st", {}).items()}
         group.first_start, group.last_end = data.get("t0"), data.get("t1")
         group.per_second = {int(k): [*v, *_EMPTY_SLOT[len(v):]] for k, v in data.get("ps", {}).items()}
+        group.server_ms = {str(k): LogHistogram.from_wire(v) for k, v in data.get("sv", {}).items()}
         return group
 
     @property
@@ -254,11 +261,16 @@ class GroupStats:
                                "stall_rate": ratio(c["requests_with_stall"], c["requests"]),
                                "conn_reuse": ratio(c["conn_reused"], known_conn)}
         for name in HISTOGRAMS:
-            hist = self.hists[name]
-            quantiles = hist.quantiles(q for _, q in QUANTILES)
-            out[name] = {"count": hist.count, "mean": hist.mean, "min": hist.min, "max": hist.max,
-                         **{label: value for (label, _), value in zip(QUANTILES, quantiles, strict=True)}}
+            out[name] = _hist_summary(self.hists[name])
+        if self.server_ms:     # server-side time per stage, as the server reported it (ok requests)
+            out["server_timing_ms"] = {stage: _hist_summary(hist) for stage, hist in sorted(self.server_ms.items())}
         return out
+
+
+def _hist_summary(hist: LogHistogram) -> dict[str, Any]:
+    quantiles = hist.quantiles(q for _, q in QUANTILES)
+    return {"count": hist.count, "mean": hist.mean, "min": hist.min, "max": hist.max,
+            **{label: value for (label, _), value in zip(QUANTILES, quantiles, strict=True)}}
 
 
 def _add_counts(target: dict[K, int], source: dict[K, int]) -> None:

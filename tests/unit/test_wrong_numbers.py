@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from fourfold.measure.console import format_summary
 from fourfold.measure.dialects import get_dialect
 from fourfold.measure.dialects.base import RequestOptions
 from fourfold.measure.items import Item
@@ -57,3 +58,17 @@ def test_tritons_inference_time_is_kept_on_the_record():
     assert record.server_timing == {"inference_time": 12.5}
     streamed = finish("triton", b'data: {"text_output": "a", "inference_time_ms": 7}\n\n', stream=True)
     assert streamed.server_timing == {"inference_time": 7.0}
+
+
+def test_the_server_side_time_reaches_the_summary_and_the_console():
+    stats = LLMStats()
+    for i, ms in enumerate((10.0, 20.0, 30.0)):
+        record = finish("triton", triton_infer(ANSWER, inference_time_ms=ms))
+        record.started_at = 100.0 + i
+        stats.add_record(record)
+    merged = LLMStats()
+    merged.merge_wire(stats.to_wire())          # and across workers
+    for summary in (stats.summary(), merged.summary()):
+        stage = summary["total"]["server_timing_ms"]["inference_time"]
+        assert stage["count"] == 3 and abs(stage["mean"] - 20.0) < 0.2
+    assert "server-side ms: inference_time p50 20.0 p95 30.0" in format_summary(stats.summary())
