@@ -27,12 +27,13 @@ from pathlib import Path
 from fourfold.errors import FourfoldError, UsageError
 from fourfold.locustfiles import LOCUSTFILE_DIR
 from fourfold.measure.runread import latest_run
-from fourfold.reports.compare import DEFAULT_SETTINGS, Row, Settings
+from fourfold.reports.article import Finding, check_rows, render_html, render_markdown
+from fourfold.reports.compare import DEFAULT_SETTINGS, Settings
 from fourfold.reports.load import load_run
-from fourfold.reports.report import Report, Side, build_report, write_report
+from fourfold.reports.report import Report, Section, Side, build_report, write_report
 from fourfold.targets import IMPORT_ROOT
 
-__all__ = ["DEMO_LEVELS", "DemoOptions", "DemoResult", "article_check", "available_levels", "run_demo"]
+__all__ = ["DEMO_LEVELS", "DemoOptions", "DemoResult", "article_check", "available_levels", "render_check", "run_demo"]
 
 PROFILES = ("baseline", "candidate")
 
@@ -77,7 +78,7 @@ class DemoResult:
     files: dict[str, Path]
     runs: dict[str, list[Path]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
-    check: list[tuple[str, str, str, str]] = field(default_factory=list)
+    check: list[Finding] = field(default_factory=list)
 
 
 def available_levels(root: Path = LOCUSTFILE_DIR) -> list[str]:
@@ -180,52 +181,17 @@ def run_demo(options: DemoOptions, say: Callable[[str], None] = print) -> DemoRe
     sides = [Side(profile, [load_run(path) for path in runs[profile]]) for profile in PROFILES]
     report = build_report(sides[0], sides[1:], options.settings)
     check = article_check(report)
-    report.extra_markdown.append(render_check(check))
+    report.sections.append(Section(render_markdown(check), render_html(check)))
     report.notes.extend(problems)
     files = write_report(report, options.out_dir)
     return DemoResult(report, files, runs, problems, check)
 
 
-# ---- the article's direction of effects ----
-def _row(report: Report, metric: str, level: str = "l1") -> Row | None:
-    rows = [r for r in report.comparisons[0].rows if r.metric == metric]
-    preferred = [r for r in rows if r.group.startswith(f"{level}:")]
-    chosen = preferred or rows
-    return chosen[0] if chosen else None
+def article_check(report: Report) -> list[Finding]:
+    """The article's table against the demo's comparison (:mod:`fourfold.reports.article`)."""
+    return check_rows(report.comparisons[0].rows)
 
 
-def article_check(report: Report) -> list[tuple[str, str, str, str]]:
-    """(effect, article, this demo, "yes"/"no"/"-") for the article's claims (see README)."""
-    out: list[tuple[str, str, str, str]] = []
-
-    def values(metric: str, fmt: str = "{:.1f}") -> tuple[Row | None, str]:
-        row = _row(report, metric)
-        if row is None or row.baseline is None or row.candidate is None:
-            return row, "not measured"
-        return row, f"{fmt.format(row.baseline)} → {fmt.format(row.candidate)}"
-
-    def add(effect: str, article: str, metric: str, holds: Callable[[Row], bool], fmt: str = "{:.1f}") -> None:
-        row, text = values(metric, fmt)
-        ok = "-" if row is None or row.baseline is None or row.candidate is None else ("yes" if holds(row) else "no")
-        out.append((effect, article, text, ok))
-
-    add("structured-prompt first-token cost B - A (ms)", "58 ± 12 → ≤ 3", "ttft_structured_penalty",
-        lambda r: r.baseline is not None and r.candidate is not None and r.baseline >= 30 and abs(r.candidate) <= 10)
-    add("E2E p95 (ms)", "down (≤ 800 → 412)", "e2e_p95", lambda r: (r.delta or 0) < 0, "{:.0f}")
-    add("E2E p99 (ms)", "up (1120 → 1380)", "e2e_p99", lambda r: (r.delta or 0) > 0, "{:.0f}")
-    add("ITL p95 (ms)", "down (smooth, faster tokens)", "itl_p95", lambda r: (r.delta or 0) < 0)
-    add("ITL p99 (ms)", "up (~200 ms pulses)", "itl_p99", lambda r: (r.delta or 0) > 0)
-    add("stall rate (%)", "more stalls (pulses)", "stall_rate", lambda r: (r.delta or 0) > 0)
-    add("output tokens/s", "up (+32 %)", "output_tps", lambda r: (r.delta or 0) > 0, "{:.0f}")
-    add("similarity mean", "about equal (0.79 → 0.82)", "similarity_mean",
-        lambda r: abs(r.delta or 0) <= 0.03, "{:.3f}")
-    return out
-
-
-def render_check(check: list[tuple[str, str, str, str]]) -> str:
-    lines = ["## Article check", "",
-             "The article's direction of effects (old version → new) next to this demo's L1 measurements "
-             "(simulator profiles `baseline` → `candidate`):", "",
-             "| effect | article | this demo | reproduced |", "|---|---|---|---|"]
-    lines += [f"| {effect} | {article} | {measured} | {ok} |" for effect, article, measured, ok in check]
-    return "\n".join(lines)
+def render_check(check: list[Finding]) -> str:
+    """The article check as Markdown (what the demo prints last)."""
+    return render_markdown(check)

@@ -189,8 +189,8 @@ def render_html(report: Report) -> str:
                     + "</table>")
     for note in report.notes:
         body.append(f'<p class="note">{e(note)}</p>')
-    for section in report.extra_markdown:
-        body.append(f"<pre>{e(section)}</pre>")
+    for section in report.sections:
+        body.append(section.html or f"<pre>{e(section.markdown)}</pre>")
     body.append("<h2>Plots</h2>")
     groups = list(dict.fromkeys(g for c in report.comparisons for g in c.groups()))
     body += [_group_section(report, group) for group in groups]

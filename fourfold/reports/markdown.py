@@ -120,8 +120,8 @@ def render_markdown(report: Report) -> str:
                            "n plain / structured"), ("---", "---", "---:", "---:", "---:", "---:"), structured), ""]
     if report.notes:
         lines += ["Notes:", "", *(f"- {note}" for note in report.notes), ""]
-    for section in report.extra_markdown:
-        lines += [section.rstrip(), ""]
+    for section in report.sections:
+        lines += [section.markdown.rstrip(), ""]
     lines += ["---", "", *(f"{line}  " for line in legend_lines(s.resamples, s.seed, s.confidence, s.alpha)), "",
               "<details><summary>Metric definitions</summary>", "",
               f"Every metric has one definition in [{METRICS_DOC}]({METRICS_DOC}); the names other tools use "

@@ -18,7 +18,7 @@ from fourfold.errors import UsageError
 from fourfold.reports.compare import DEFAULT_SETTINGS, GroupSample, Row, Settings, compare_groups
 from fourfold.reports.load import RunData, group_samples, load_runs, run_variants
 
-__all__ = ["Comparison", "Report", "Side", "build_report", "report_from_paths", "write_report"]
+__all__ = ["Comparison", "Report", "Section", "Side", "build_report", "report_from_paths", "write_report"]
 
 BASELINE_NAMES = ("baseline", "control", "a", "old", "base")
 
@@ -51,13 +51,22 @@ class Comparison:
         return list(dict.fromkeys(row.group for row in self.rows))
 
 
+@dataclass(frozen=True)
+class Section:
+    """A section a caller appends to the report: its Markdown and its HTML (already escaped; empty:
+    the Markdown is shown preformatted)."""
+
+    markdown: str
+    html: str = ""
+
+
 @dataclass
 class Report:
     comparisons: list[Comparison]
     settings: Settings
     created_at: str = ""
     notes: list[str] = field(default_factory=list)
-    extra_markdown: list[str] = field(default_factory=list)   # sections appended by callers (the demo)
+    sections: list[Section] = field(default_factory=list)   # sections appended by callers (the demo's article check)
 
     @property
     def baseline(self) -> Side:

@@ -1,0 +1,109 @@
+"""The article check (issue #18 item 1): the table's own test decides, direction and margins included."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fourfold.reports import article
+from fourfold.reports.article import CLAIMS, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, check_rows, judge
+from fourfold.reports.compare import GroupSample, Row, Settings, compare_groups
+from fourfold.reports.html import render_html as render_report_html
+from fourfold.reports.markdown import render_markdown as render_report_markdown
+from fourfold.reports.report import Comparison, Report, Section, Side
+
+SETTINGS = Settings(resamples=500)
+
+
+def claim(metric: str) -> article.Claim:
+    return next(c for c in CLAIMS if metric in c.metrics)
+
+
+def row(metric: str, delta: float, ci: tuple[float, float], p: float, verdict: str, *, group: str = "l1:saturation",
+        unit: str = "ms", better: str = "lower", baseline: float = 100.0) -> Row:
+    return Row(group, metric, metric, unit, better, baseline, baseline + delta, delta, delta / baseline * 100,
+               ci[0], ci[1], p, verdict, "bootstrap", 200, 200)
+
+
+def e2e_rows(shift_ms: float) -> list[Row]:
+    """Two runs' L1 groups whose E2E latencies differ by ``shift_ms``, through the table's own test."""
+    base = np.linspace(100.0, 2000.0, 300)
+    return compare_groups("l1:saturation", GroupSample(requests=300, ok=300, e2e_ms=base),
+                          GroupSample(requests=300, ok=300, e2e_ms=np.sort(base + shift_ms)), SETTINGS)
+
+
+def e2e_p99_finding(rows: list[Row]) -> article.Finding:
+    return next(f for f in check_rows(rows) if f.claim.metrics == ("e2e_p99",))
+
+
+def test_a_difference_that_is_not_significant_is_not_reproduced():
+    rows = e2e_rows(1.0)           # p99 up by 1 ms of ~2000: the old check said "yes" for any delta > 0
+    p99 = next(r for r in rows if r.metric == "e2e_p99")
+    assert p99.delta > 0 and p99.verdict == "no significant change"
+    finding = e2e_p99_finding(rows)
+    assert finding.outcome == NOT_REPRODUCED and finding.why.startswith("not significant (p = ")
+
+
+def test_a_significant_change_in_the_articles_direction_is_reproduced():
+    rows = e2e_rows(400.0)
+    finding = e2e_p99_finding(rows)
+    assert finding.row is not None and finding.row.verdict == "worse"       # up is worse for a latency
+    assert finding.outcome == REPRODUCED and finding.why.endswith(", up")
+
+
+def test_a_significant_change_the_wrong_way_is_not_reproduced():
+    finding = e2e_p99_finding(e2e_rows(-400.0))
+    assert finding.row.verdict == "better"
+    assert (finding.outcome, finding.why) == (NOT_REPRODUCED, "wrong direction (significant, down)")
+
+
+@pytest.mark.parametrize(("ci_low", "outcome"), [(-0.029, REPRODUCED), (-0.031, NOT_REPRODUCED),
+                                                 (0.01, REPRODUCED)])
+def test_about_equal_is_non_inferiority_with_a_stated_margin(ci_low, outcome):
+    fingerprint = claim("similarity_mean")
+    assert fingerprint.direction == article.EQUAL and fingerprint.margin == 0.03
+    similarity = row("similarity_mean", 0.03, (ci_low, 0.06), 0.2, "no significant change", unit="cos",
+                     better="higher", baseline=0.79)
+    finding = judge(fingerprint, similarity)
+    assert finding.outcome == outcome
+    assert finding.expected == "about equal (non-inferiority, margin 0.03 cos)"
+
+
+def test_a_missing_metric_is_not_measured_and_levels_are_respected():
+    rows = [row("recall_at_k", 10.8, (5.0, 16.0), 0.001, "better", group="l1:saturation", unit="%", better="higher")]
+    findings = {f.claim.effect: f for f in check_rows(rows)}
+    assert findings["L3 fact errors"].outcome == NOT_MEASURED
+    assert findings["L3 top-3 recall"].outcome == NOT_MEASURED        # an L1 row does not stand for L3
+    rows = [row("recall_at_k", 10.8, (5.0, 16.0), 0.001, "better", group="l3:rag", unit="%", better="higher")]
+    assert judge(claim("recall_at_k"), article.find_row(rows, claim("recall_at_k"))).outcome == REPRODUCED
+
+
+def test_the_whole_article_table_is_covered():
+    metrics = {m for c in CLAIMS for m in c.metrics}
+    assert {"ttft_structured_penalty", "e2e_p95", "e2e_p99", "itl_p95", "itl_p99", "stall_rate", "output_tps",
+            "conn_reuse", "recall_at_k", "fact_error_rate", "similarity_mean", "rounds_mean",
+            "structure_compliance"} <= metrics
+    assert any("mem_bw_util" in m for m in metrics)
+    assert len(check_rows([])) == len(CLAIMS) and all(f.outcome == NOT_MEASURED for f in check_rows([]))
+
+
+def test_markdown_and_html_are_tables_with_escaped_cells():
+    hostile = row("e2e_p99", 400.0, (300.0, 500.0), 0.001, "worse", group="l1:<script>|x")
+    findings = check_rows([hostile])
+    markdown = article.render_markdown(findings)
+    assert "| effect | article | level |" in markdown
+    assert "l1:&lt;script&gt;\\|x" in markdown and "<script>" not in markdown
+    page = article.render_html(findings)
+    assert page.count("<table>") == 1 and page.count("<tr") == len(CLAIMS) + 1
+    assert "&lt;script&gt;" in page and "<script>" not in page
+    assert '<tr class="better"><td>E2E p99</td>' in page
+
+
+def test_the_report_renders_the_section_as_html_not_preformatted_markdown():
+    findings = check_rows([row("e2e_p99", 400.0, (300.0, 500.0), 0.001, "worse")])
+    side_b, side_c = Side("baseline", []), Side("candidate", [])
+    report = Report([Comparison(side_b, side_c, [])], SETTINGS,
+                    sections=[Section(article.render_markdown(findings), article.render_html(findings))])
+    page = render_report_html(report)
+    assert "<h2>Article check</h2>" in page and "<pre>## Article check" not in page
+    assert "## Article check" in render_report_markdown(report)
