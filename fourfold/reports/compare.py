@@ -105,6 +105,7 @@ class GroupSample:
     groundedness: np.ndarray = field(default_factory=lambda: np.zeros(0))
     compliant: np.ndarray = field(default_factory=lambda: np.zeros(0))      # 1.0 / 0.0 per judged answer
     compliant_items: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
+    users: int | None = None                      # an A/B arm's users (None: not an arm)
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,7 @@ class Estimate:
     deltas: np.ndarray | None = None      # bootstrap replicates of the difference
     p_value: float | None = None          # when the test is not the bootstrap's
     paired: bool = False
+    label: str = ""                       # the row's label when it is not the metric's
 
 
 Measure = Callable[[GroupSample, GroupSample, np.random.Generator, Settings], "Estimate | None"]
@@ -251,6 +253,27 @@ def _rate(count: str, total: str, scale: float = 100.0) -> Measure:
     return measure
 
 
+def per_user(b: GroupSample, c: GroupSample) -> bool:
+    """Two A/B arms with different numbers of users: their throughput is compared per user."""
+    return bool(b.users and c.users and b.users != c.users)
+
+
+def _output_tps(b: GroupSample, c: GroupSample, rng: np.random.Generator, s: Settings) -> Estimate | None:
+    """Output tokens/s; per active user when the arms' user counts differ (an arm with 5 % of
+    the users is not "worse" for streaming fewer tokens in all)."""
+    def scaled(g: GroupSample) -> GroupSample:
+        users = float(g.users or 1)
+        return GroupSample(output_tokens_total=g.output_tokens_total / users, wall_s=g.wall_s,
+                           tokens_per_s=g.tokens_per_s / users)
+
+    if not per_user(b, c):
+        return _per_second(_tokens_total, lambda g: g.tokens_per_s, "bootstrap of 1-s intervals")(b, c, rng, s)
+    est = _per_second(_tokens_total, lambda g: g.tokens_per_s, "bootstrap of 1-s intervals")(scaled(b), scaled(c), rng, s)
+    if est is not None:
+        est.label = f"output tokens/s per user ({b.users} vs {c.users} users)"
+    return est
+
+
 def _goodput_total(g: GroupSample) -> float | None:
     return ratio(g.good, g.wall_s) if g.good is not None else None
 
@@ -349,8 +372,7 @@ METRICS: tuple[Metric, ...] = (
     *(Metric(f"e2e_{_pct(q)}", f"E2E {_pct(q)}", "ms", "lower", _quantile_of("e2e_ms", q)) for q in (.5, .95, .99)),
     *(Metric(f"itl_{_pct(q)}", f"ITL {_pct(q)}", "ms", "lower", _itl(q)) for q in ITL_QUANTILES),
     Metric("tpot_p50", "TPOT p50", "ms", "lower", _quantile_of("tpot_ms", 0.5)),
-    Metric("output_tps", "output tokens/s", "tok/s", "higher",
-           _per_second(_tokens_total, lambda g: g.tokens_per_s, "bootstrap of 1-s intervals")),
+    Metric("output_tps", "output tokens/s", "tok/s", "higher", _output_tps),
     Metric("goodput_rps", "goodput", "req/s", "higher",
            _per_second(_goodput_total, lambda g: g.good_per_s, "bootstrap of 1-s intervals")),
     Metric("error_rate", "error rate", "%", "lower", _rate("failures", "requests")),
@@ -397,7 +419,7 @@ def compare_groups(group: str, baseline: GroupSample, candidate: GroupSample,
             ci_low, ci_high = bs.percentile_ci(est.deltas, settings.confidence)
             p_value = est.p_value if est.p_value is not None else bs.bootstrap_p(est.deltas)
         test = est.test or "bootstrap"
-        rows.append(Row(group, metric.key, metric.label, metric.unit, metric.better, est.baseline, est.candidate,
+        rows.append(Row(group, metric.key, est.label or metric.label, metric.unit, metric.better, est.baseline, est.candidate,
                         delta, delta_pct, ci_low, ci_high, p_value,
                         _verdict(delta, p_value, metric.better, settings.alpha), test,
                         est.n_baseline, est.n_candidate, est.paired))

@@ -264,7 +264,38 @@ def group_samples(runs: list[RunData], *, variant: str | None = None,
                           if f"{k[0]}:{base_scenario(k[1], k[2])}" == name   # ITL sample's order must not
                           and (variant is None or k[2] == variant))          # follow the hash seed
             parts.setdefault(str(name), []).append((run, sub, keys))
-    return {name: _sample(entries, variant, slo_ms) for name, entries in sorted(parts.items())}
+    samples = {name: _sample(entries, variant, slo_ms) for name, entries in sorted(parts.items())}
+    if variant is not None:        # an A/B arm: how many users it had (its throughput is per user when arms differ)
+        users: dict[str, set[tuple[str, int]]] = {}
+        for run in runs:
+            for name, ids in variant_users(run.path / RECORDS_FILE, variant).items():
+                users.setdefault(name, set()).update((str(run.path), i) for i in ids)
+        for name, sample in samples.items():
+            sample.users = len(users.get(name, ())) or None
+    return samples
+
+
+def variant_users(records_path: Path, variant: str) -> dict[str, set[int]]:
+    """``level:scenario`` -> the user ids with a non-warm-up record of ``variant`` (one pass over
+    the lines naming that variant; only an A/B comparison asks)."""
+    import json
+
+    needle = f'"variant": "{variant}"'.encode()
+    out: dict[str, set[int]] = {}
+    with open(records_path, "rb") as lines:
+        for line in lines:
+            if needle not in line and needle.replace(b" ", b"") not in line:
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if (not isinstance(record, dict) or record.get("variant") != variant or record.get("warmup")
+                    or not isinstance(record.get("user_id"), int)):
+                continue
+            name = f"{record.get('level')}:{base_scenario(str(record.get('scenario')), variant)}"
+            out.setdefault(name, set()).add(record["user_id"])
+    return out
 
 
 def _sample(entries: list[Entry], variant: str | None, slo_ms: dict[str, float] | None) -> GroupSample:

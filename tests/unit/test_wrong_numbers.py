@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from fourfold.measure.console import format_summary
 from fourfold.measure.dialects import get_dialect
 from fourfold.measure.dialects.base import RequestOptions
@@ -72,3 +74,44 @@ def test_the_server_side_time_reaches_the_summary_and_the_console():
         stage = summary["total"]["server_timing_ms"]["inference_time"]
         assert stage["count"] == 3 and abs(stage["mean"] - 20.0) < 0.2
     assert "server-side ms: inference_time p50 20.0 p95 30.0" in format_summary(stats.summary())
+
+
+# ---- A/B arms with different numbers of users: throughput per user ----
+
+def write_ab_run(base, users_a: int, users_b: int):
+    from fourfold.measure.runlog import RunWriter
+
+    writer = RunWriter("ab", base, now_s=1_700_000_000.0)
+    writer.write_meta({"label": "ab", "level": "l4", "settings": {"stall_ms": 150.0}})
+    t0 = 1_700_000_000.0
+    user = 0
+    for variant, users in (("A", users_a), ("B", users_b)):
+        for _ in range(users):
+            for k in range(12):      # back to back: 20 tokens per second per user, every user alike
+                writer.append(RequestRecord(
+                    level="L4", scenario=f"session@{variant}", variant=variant, user_id=user, item_id=f"i{k}",
+                    request_id=f"{variant}{user}-{k}", started_at=t0 + k, status=200, ttfb_ms=2.0, ttft_ms=25.0,
+                    e2e_ms=975.0, chunk_offsets_ms=[25.0 + 50.0 * j for j in range(20)], output_tokens=20,
+                    output_tokens_source="usage", terminal=True, text="x"))
+            user += 1
+    writer.close()
+    writer.write_summary({"slo_ms": {}})
+    return writer.run_dir
+
+
+def test_ab_arms_with_fewer_users_are_compared_per_user(tmp_path):
+    from fourfold.reports.report import report_from_paths
+
+    report = report_from_paths([write_ab_run(tmp_path, 19, 1)], variants=["A", "B"], cache=False)
+    row = next(r for r in report.comparisons[0].rows if r.metric == "output_tps")
+    assert row.label == "output tokens/s per user (19 vs 1 users)"
+    assert row.baseline == pytest.approx(row.candidate, rel=0.02) and row.verdict != "worse"
+    assert row.candidate == pytest.approx(20.0, rel=0.1)
+
+
+def test_ab_arms_with_equal_users_keep_the_total(tmp_path):
+    from fourfold.reports.report import report_from_paths
+
+    report = report_from_paths([write_ab_run(tmp_path, 3, 3)], variants=["A", "B"], cache=False)
+    row = next(r for r in report.comparisons[0].rows if r.metric == "output_tps")
+    assert row.label == "output tokens/s" and row.baseline == pytest.approx(60.0, rel=0.1)
