@@ -19,7 +19,10 @@ A record sent with ``ignore_eos`` (L1 against the embedded simulator, or ``--ign
 answer padded to ``max_tokens`` (the simulator repeats the reference; a real engine keeps
 generating past its end-of-sequence token): it is flagged ``forced_length``, its similarity is
 computed on the padded text, and it is left out of structure compliance (a repeated list
-delivers too many items). Score runs that do not force the length for quality.
+delivers too many items). Score runs that do not force the length for quality. An answer the
+server cut at ``max_tokens`` (error class ``truncated``) is flagged ``truncated`` and left out of
+structure compliance too (it cannot deliver the items it had not reached): ``quality``
+``truncated_n`` counts them.
 
 Every distinct text (answers and references) is embedded once, longest first, with a progress
 bar on stderr. This module runs after the load test, never on the gevent hub of a running one:
@@ -57,6 +60,7 @@ from fourfold.fingerprint.structure import (
     asks_for_table,
     count_items,
     is_chinese,
+    judged_compliance,
     punctuation_counts,
     requested_items,
 )
@@ -208,16 +212,17 @@ def score_records(records: Sequence[RequestRecord], items: dict[str, Item], embe
             source = "prompt" if requested is not None else ""
         delivered = count_items(record.text, prefer_table=asks_for_table(item.prompt))
         forced = bool(record.extra.get("ignore_eos"))
+        cut = record.error_class == "truncated"
         chinese = is_chinese(record.text)
         punct = punctuation_counts(record.text) if chinese else None
         rows.append(ScoreRow(
             request_id=record.request_id, item_id=record.item_id, level=record.level, scenario=record.scenario,
             variant=record.variant, similarity=similarity, requested_items=requested, requested_source=source,
             delivered_items=delivered.n, delivered_kind=delivered.kind,
-            compliant=None if requested is None or forced else delivered.n == requested,
+            compliant=judged_compliance(requested, delivered.n, forced=forced, truncated=cut),
             chinese=chinese, fullwidth_punct=punct.fullwidth if punct else 0,
             halfwidth_punct=punct.halfwidth if punct else 0, fullwidth_share=punct.share if punct else None,
-            forced_length=forced,
+            forced_length=forced, truncated=cut,
         ))
     return rows
 
@@ -301,6 +306,10 @@ def format_quality(result: RunScore) -> str:
     if forced:
         lines += ["", f"note: {forced} answers were forced to max_tokens (ignore_eos): their similarity is "
                       "computed on the padded text and they are left out of structure compliance."]
+    truncated = quality["total"].get("truncated_n", 0)
+    if truncated:
+        lines += ["", f"note: {truncated} answers were cut at max_tokens by the server (truncated): they are left "
+                      "out of structure compliance (a cut list cannot deliver its items)."]
     if "rag" in quality:
         lines += ["", format_rag_quality(quality["rag"])]
     if result.written:

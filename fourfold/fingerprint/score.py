@@ -118,12 +118,13 @@ class ScoreRow:
     requested_source: str = ""            # "item" (dataset field) or "prompt" (parsed)
     delivered_items: int = 0
     delivered_kind: str = "none"          # list, table, inline, none
-    compliant: bool | None = None         # None when nothing was requested or the length was forced
+    compliant: bool | None = None         # None: nothing requested, the length forced, or the answer truncated
     chinese: bool = False
     fullwidth_punct: int = 0
     halfwidth_punct: int = 0
     fullwidth_share: float | None = None  # None for non-Chinese answers or answers without punctuation
     forced_length: bool = False           # ignore_eos: the answer was padded to max_tokens
+    truncated: bool = False               # the server cut the answer at max_tokens (not judged for structure)
     groundedness: float | None = None     # L3: cosine to the retrieved chunks (fingerprint.rag)
 
     @property
@@ -160,6 +161,7 @@ def summarize(rows: Sequence[ScoreRow]) -> dict[str, Any]:
         "chinese_n": len(chinese),
         "fullwidth_punct_share": _round(full / (full + half)) if full + half else None,
         "forced_length_n": sum(r.forced_length for r in rows),
+        "truncated_n": sum(r.truncated for r in rows),
     }
 
 

@@ -15,7 +15,8 @@ the old version, 94.7% on the new one). Three functions answer that question for
   ``|---|`` separator excluded). With at most one item found that way, inline Chinese ordinals
   ("第一，…第二，…", "①…②…", "一是…二是…") counted as the longest run 1, 2, 3… in order. Lines inside fenced
   code blocks are ignored.
-- :func:`compliant` is ``delivered == requested``.
+- :func:`compliant` is ``delivered == requested``; :func:`judged_compliance` leaves out answers
+  that cannot comply: cut at ``max_tokens`` (``truncated``) or padded to it (``ignore_eos``).
 
 The punctuation check (§5.5) is :func:`punctuation_counts`: in a Chinese answer, how many
 punctuation marks are full-width (，。！？；：、（）“”…) and how many half-width (, . ! ? ; : ( ))
@@ -38,6 +39,7 @@ __all__ = [
     "delivered_items",
     "fullwidth_share",
     "is_chinese",
+    "judged_compliance",
     "parse_number",
     "punctuation_counts",
     "requested_items",
@@ -260,6 +262,15 @@ def delivered_items(answer: str, *, prefer_table: bool = False) -> int:
 def compliant(requested: int | None, delivered: int) -> bool | None:
     """``delivered == requested``; None when nothing was requested."""
     return None if requested is None else delivered == requested
+
+
+def judged_compliance(requested: int | None, delivered: int, *, forced: bool = False,
+                      truncated: bool = False) -> bool | None:
+    """:func:`compliant`, or None when the answer cannot be judged: its length was forced to
+    ``max_tokens`` (``ignore_eos``: a padded answer repeats its list) or the server cut it there
+    (a ``truncated`` answer cannot deliver the items it had not reached). Callers count such
+    answers apart (``quality`` ``truncated_n``, ``forced_length_n``)."""
+    return None if forced or truncated else compliant(requested, delivered)
 
 
 # ---- punctuation ------------------------------------------------------------------------------
