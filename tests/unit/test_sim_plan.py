@@ -262,8 +262,9 @@ def test_lag_histogram_and_metrics_text() -> None:
     assert lag.count == 6 and lag.max_ms == 5.0
     profile = load_profile("candidate")
     counters = SimCounters(running=128, kv_tokens=50_000)
-    assert gpu_gauges(profile, 256, 0).mem_bw_util_pct == 92.0
-    assert gpu_gauges(load_profile("baseline"), 1000, 0).mem_bw_util_pct == 42.0
+    by_batch = {"mem_bw_full_tokens_per_s": 0}          # bandwidth by batch share (tokens/s: test_sim_article)
+    assert gpu_gauges(load_profile("candidate", by_batch), 256, 0).mem_bw_util_pct == 92.0
+    assert gpu_gauges(load_profile("baseline", by_batch), 1000, 0).mem_bw_util_pct == 42.0
     text = render_metrics(profile, counters)
     names = {line.split("{")[0] for line in text.splitlines() if line and not line.startswith("#")}
     for name in ("vllm:num_requests_running", "vllm:gpu_cache_usage_perc", "DCGM_FI_DEV_MEM_COPY_UTIL"):

@@ -17,6 +17,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
+from fourfold.errors import ProfileError
 from fourfold.targets.lifeline import watch_parent
 from fourfold.targets.rag.corpus import DEFAULT_CORPUS, load_corpus
 from fourfold.targets.rag.retriever import RERANKERS, RETRIEVERS, Pipeline
@@ -24,6 +25,17 @@ from fourfold.targets.rag.server import RagServer, RagService
 from fourfold.targets.rag.upstream import Upstream
 
 LISTENING_PREFIX = "fourfold-rag listening on "
+
+
+def stages(profile: str | None, retriever: str | None, rerank: str | None) -> tuple[str, str]:
+    """(first stage, re-ranker): the ones given, else the profile's, else bm25 / none."""
+    if profile and (retriever is None or rerank is None):
+        from fourfold.targets.sim.profile import load_profile
+
+        chosen = load_profile(profile)
+        retriever = retriever or chosen.rag_retriever
+        rerank = rerank or chosen.rag_rerank
+    return retriever or "bm25", rerank or "none"
 
 
 def build_parser(prog: str = "python -m fourfold.targets.rag") -> argparse.ArgumentParser:
@@ -35,11 +47,15 @@ def build_parser(prog: str = "python -m fourfold.targets.rag") -> argparse.Argum
     parser.add_argument("--model", default="fourfold-sim", help="model name sent upstream")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8100, help="port to bind; 0 picks a free one (default 8100)")
-    parser.add_argument("--retriever", choices=RETRIEVERS, default="bm25",
+    parser.add_argument("--retriever", choices=RETRIEVERS, default=None,
                         help="first stage: bm25 (default) or dense (all-MiniLM-L6-v2; loads torch)")
-    parser.add_argument("--rerank", nargs="?", const="lexical", default="none", choices=RERANKERS,
-                        help="re-rank the first stage's candidates: lexical (best-sentence coverage; "
-                             "the default when the flag has no value) or dense (MiniLM)")
+    parser.add_argument("--rerank", nargs="?", const="lexical", default=None, choices=RERANKERS,
+                        help="re-rank the first stage's candidates: none (default), lexical (best-sentence "
+                             "coverage; the default when the flag has no value) or dense (MiniLM)")
+    parser.add_argument("--profile", default=None,
+                        help="a simulator profile (name or .json path) whose rag_retriever / rag_rerank are the "
+                             "defaults of --retriever / --rerank (the version's RAG configuration; "
+                             "fourfold/targets/profiles/README.md)")
     parser.add_argument("--top-k", type=int, default=3, help="documents given to the model (default 3)")
     parser.add_argument("--candidates", type=int, default=20, help="first-stage candidates for the re-ranker (default 20)")
     parser.add_argument("--corpus", default=str(DEFAULT_CORPUS), help="corpus JSONL (id, title, text)")
@@ -53,10 +69,11 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m fourfold.targ
     watch_parent()          # started by a launcher: end with it, even when it is killed (-9)
     args = build_parser(prog).parse_args(argv)
     try:
-        pipeline = Pipeline.build(load_corpus(args.corpus), args.retriever, args.rerank, args.top_k, args.candidates)
+        retriever, rerank = stages(args.profile, args.retriever, args.rerank)
+        pipeline = Pipeline.build(load_corpus(args.corpus), retriever, rerank, args.top_k, args.candidates)
         upstream = Upstream(args.upstream, args.model, args.upstream_timeout_s,
                             os.environ.get("FOURFOLD_UPSTREAM_API_KEY", ""))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, ProfileError) as exc:
         print(f"fourfold-rag: {exc}", file=sys.stderr)
         return 2
     try:

@@ -31,24 +31,34 @@ class RagProcess(ChildProcess):
     config: dict[str, Any] = field(default_factory=dict)
 
 
-def rag_command(upstream: str, retriever: str, rerank: str, top_k: int, extra_args: Sequence[str], python: str,
-                host: str) -> list[str]:
-    return [python, "-m", "fourfold.targets.rag", "--upstream", upstream, "--retriever", retriever, "--rerank", rerank,
-            "--top-k", str(top_k), "--host", host, "--port", "0", *extra_args]
+def rag_command(upstream: str, retriever: str | None, rerank: str | None, top_k: int, extra_args: Sequence[str],
+                python: str, host: str, profile: str | None = None) -> list[str]:
+    """The child's command line; a stage left None comes from ``profile`` (else bm25 / none)."""
+    command = [python, "-m", "fourfold.targets.rag", "--upstream", upstream]
+    command += ["--retriever", retriever] if retriever else []
+    command += ["--rerank", rerank] if rerank else []
+    command += ["--profile", profile] if profile else []
+    return [*command, "--top-k", str(top_k), "--host", host, "--port", "0", *extra_args]
 
 
 def start_rag_service(
     upstream: str,
-    retriever: str = "bm25",
-    rerank: str = "none",
+    retriever: str | None = "bm25",
+    rerank: str | None = "none",
     top_k: int = 3,
     extra_args: Sequence[str] = (),
     python: str = sys.executable,
     host: str = "127.0.0.1",
     timeout_s: float | None = None,
     cwd: str | Path | None = None,
+    profile: str | None = None,
 ) -> RagProcess:
-    """Run the service on a free port and return once it listens (see module docstring)."""
+    """Run the service on a free port and return once it listens (see module docstring). With
+    ``profile`` (a simulator profile), a stage passed as None is that profile's ``rag_retriever`` /
+    ``rag_rerank``: ``start_rag_service(url, None, None, profile="candidate")`` re-ranks."""
+    from fourfold.targets.rag.cli import stages
+
+    retriever, rerank = stages(profile, retriever, rerank)
     if timeout_s is None:
         timeout_s = DENSE_START_TIMEOUT_S if "dense" in (retriever, rerank) else START_TIMEOUT_S
     command = rag_command(upstream, retriever, rerank, top_k, extra_args, python, host)

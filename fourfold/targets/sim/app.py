@@ -156,7 +156,7 @@ class SimApp:
                 return self._need(method, "GET") or Reply(200, b"", "text/plain; charset=utf-8")
             if path == "/metrics":
                 return self._need(method, "GET") or Reply(
-                    200, render_metrics(self.profile, self.counters).encode(), "text/plain; version=0.0.4; charset=utf-8")
+                    200, render_metrics(self.profile, self.counters, self.loop.time()).encode(), "text/plain; version=0.0.4; charset=utf-8")
             if path.startswith(PLANS_PATH):
                 found = self._recent_plans.get(path[len(PLANS_PATH):])
                 return self._need(method, "GET") or (

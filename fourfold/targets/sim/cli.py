@@ -53,8 +53,12 @@ def build_parser(prog: str = "python -m fourfold.targets.sim") -> argparse.Argum
                              f"at most 1), or set a fault parameter ({', '.join(PARAMS)}); kinds: {', '.join(FAULT_KINDS)}")
     parser.add_argument("--max-concurrency", type=int, default=0, help="gateway limit on generations in flight (0: none)")
     parser.add_argument("--over-limit", choices=OVER_LIMIT_MODES, default="queue", help="what happens above the limit")
-    parser.add_argument("--keepalive-timeout-s", type=float, default=0.0,
-                        help="close keep-alive connections idle this long (0: never)")
+    parser.add_argument("--keepalive-timeout-s", type=float, default=None,
+                        help="close keep-alive connections idle this long (0: never; default: the profile's "
+                             "keepalive_timeout_s)")
+    parser.add_argument("--keepalive-max-requests", type=int, default=None,
+                        help="close a connection after this many requests (0: never; default: the profile's "
+                             "keepalive_max_requests)")
     parser.add_argument("--list-profiles", action="store_true", help="print the bundled profile names and exit")
     parser.add_argument("--print-profile", action="store_true", help="print the merged profile as JSON and exit")
     return parser
@@ -70,7 +74,11 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         name, value = parse_fault_arg(text)
         overrides[f"faults.{name}"] = value
     profile = load_profile(args.profile, overrides)
-    gateway = GatewayConfig(args.max_concurrency, args.over_limit, keepalive_timeout_s=args.keepalive_timeout_s)
+    gateway = GatewayConfig(
+        args.max_concurrency, args.over_limit,
+        keepalive_timeout_s=profile.keepalive_timeout_s if args.keepalive_timeout_s is None else args.keepalive_timeout_s,
+        keepalive_max_requests=(profile.keepalive_max_requests if args.keepalive_max_requests is None
+                                else args.keepalive_max_requests))
     return SimConfig(
         profile=profile,
         seed=args.seed,

@@ -3,7 +3,11 @@
 ``--max-concurrency N`` caps generations in flight; what happens to the request over the limit
 is ``--over-limit``: ``queue`` (FIFO, admitted when a slot frees; its plan starts then and the
 plan header says ``queued_ms``), ``429`` (with ``Retry-After``) or ``503``. The idle keep-alive
-timeout (``--keepalive-timeout-s``) is applied per connection by the server.
+timeout (``--keepalive-timeout-s``) and the requests a connection may carry
+(``--keepalive-max-requests``, nginx's ``keepalive_requests``: the N-th response says
+``Connection: close``) are applied per connection by the server; both default to the profile's
+``keepalive_timeout_s`` / ``keepalive_max_requests``, which is how profiles differ in connection
+reuse (requests on an already-open connection: (N - 1) / N with back-to-back requests).
 
 Extension point: a gateway decides, per request, *before* the engine sees it. Later knobs
 (rate limits by tokens per minute, fault injection that answers 429/500/503 or delays headers)
@@ -25,12 +29,17 @@ class GatewayConfig:
     over_limit: str = "queue"
     retry_after_s: int = 1
     keepalive_timeout_s: float = 0.0    # 0: idle keep-alive connections are never closed
+    keepalive_max_requests: int = 0     # 0: a connection carries any number of requests
 
     def __post_init__(self) -> None:
         if self.over_limit not in OVER_LIMIT_MODES:
             raise ValueError(f"over_limit must be one of {', '.join(OVER_LIMIT_MODES)}, got {self.over_limit!r}")
-        if self.max_concurrency < 0 or self.keepalive_timeout_s < 0:
-            raise ValueError("max_concurrency and keepalive_timeout_s must be >= 0")
+        if self.max_concurrency < 0 or self.keepalive_timeout_s < 0 or self.keepalive_max_requests < 0:
+            raise ValueError("max_concurrency, keepalive_timeout_s and keepalive_max_requests must be >= 0")
+
+    def keeps_alive(self, served: int) -> bool:
+        """Whether a connection stays open after its ``served``-th request (1 = the first)."""
+        return not self.keepalive_max_requests or served < self.keepalive_max_requests
 
 
 class Gateway:

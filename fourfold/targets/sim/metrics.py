@@ -2,14 +2,17 @@
 
 The gauges are derived from the simulator's own state: running sequences, waiting requests,
 and tokens held in the (simulated) KV cache. GPU utilisation rises with the batch and saturates;
-memory-bandwidth utilisation rises linearly to the profile's ``mem_bw_max_pct`` at ``max_batch``
-(the article: below 42% before, up to 92% after). ``fourfold_sim_send_lag_seconds`` is the
+memory-bandwidth utilisation follows the decode load: with ``mem_bw_full_tokens_per_s`` set, it
+rises linearly with the output tokens/s of the last few seconds (:class:`TokenRate`, measured at
+each scrape) to ``mem_bw_max_pct`` at that rate, else with the batch to ``mem_bw_max_pct`` at
+``max_batch`` (the article: below 42% before, up to 92% after). ``fourfold_sim_send_lag_seconds`` is the
 simulator's own scheduling accuracy: how late each token left versus its plan.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass, field
 
 from fourfold.targets.sim.profile import Profile
@@ -86,6 +89,26 @@ class LagHistogram:
         return out
 
 
+class TokenRate:
+    """Output tokens/s over the last ``window_s`` seconds, from (time, total) pairs seen at scrapes."""
+
+    def __init__(self, window_s: float = 5.0) -> None:
+        self.window_s = window_s
+        self._seen: deque[tuple[float, int]] = deque()
+
+    def observe(self, now_s: float, total: int) -> float | None:
+        """Record ``total`` at ``now_s``; the rate since the oldest sample within the window (or the
+        newest one before it), None at the first scrape."""
+        seen = self._seen
+        while len(seen) > 1 and seen[1][0] <= now_s - self.window_s:
+            seen.popleft()
+        rate = None
+        if seen and now_s > seen[0][0]:
+            rate = max(0.0, (total - seen[0][1]) / (now_s - seen[0][0]))
+        seen.append((now_s, total))
+        return rate
+
+
 @dataclass
 class SimCounters:
     """Monotonic counters and live gauges the server updates."""
@@ -101,6 +124,7 @@ class SimCounters:
     received_total: int = 0                    # generation requests parsed (faulted or not)
     faults: dict[str, int] = field(default_factory=dict)   # injected faults by kind
     lag: LagHistogram = field(default_factory=LagHistogram)
+    token_rate: TokenRate = field(default_factory=TokenRate)
 
 
 @dataclass(frozen=True)
@@ -110,14 +134,24 @@ class GpuGauges:
     kv_cache_usage: float
 
 
-def gpu_gauges(profile: Profile, running: int, kv_tokens: int) -> GpuGauges:
-    """Simulated GPU state for a batch of ``running`` sequences (pure)."""
+def gpu_gauges(profile: Profile, running: int, kv_tokens: int, tokens_per_s: float | None = None) -> GpuGauges:
+    """Simulated GPU state for a batch of ``running`` sequences writing ``tokens_per_s`` (pure)."""
     load = min(1.0, running / profile.max_batch)
     util = profile.gpu_util_idle_pct
     if running:
         util += (profile.gpu_util_max_pct - profile.gpu_util_idle_pct) * math.sqrt(load)
     kv = min(1.0, kv_tokens / profile.kv_cache_capacity_tokens) if profile.kv_cache_capacity_tokens else 0.0
-    return GpuGauges(round(util, 2), round(profile.mem_bw_max_pct * load, 2), round(kv, 6))
+    return GpuGauges(round(util, 2), round(mem_bw_pct(profile, load, tokens_per_s), 2), round(kv, 6))
+
+
+def mem_bw_pct(profile: Profile, load: float, tokens_per_s: float | None) -> float:
+    """Memory-bandwidth utilisation: linear in tokens/s up to ``mem_bw_full_tokens_per_s`` when the
+    profile sets it (decode reads the weights once per step: bandwidth follows the token rate),
+    else linear in the batch share ``load``; at most ``mem_bw_max_pct``."""
+    full = profile.mem_bw_full_tokens_per_s
+    if full > 0:
+        return profile.mem_bw_max_pct * min(1.0, (tokens_per_s or 0.0) / full)
+    return profile.mem_bw_max_pct * load
 
 
 def _metric(lines: list[str], name: str, kind: str, help_text: str, samples: list[tuple[str, float]]) -> None:
@@ -128,9 +162,11 @@ def _metric(lines: list[str], name: str, kind: str, help_text: str, samples: lis
         lines.append(f"{name}{{{labels}}} {number}")
 
 
-def render_metrics(profile: Profile, counters: SimCounters) -> str:
-    """The /metrics page (Prometheus text exposition format 0.0.4)."""
-    gauges = gpu_gauges(profile, counters.running, counters.kv_tokens)
+def render_metrics(profile: Profile, counters: SimCounters, now_s: float | None = None) -> str:
+    """The /metrics page (Prometheus text exposition format 0.0.4); ``now_s`` (a monotonic clock)
+    feeds the token rate behind memory bandwidth."""
+    rate = counters.token_rate.observe(now_s, counters.generation_tokens_total) if now_s is not None else None
+    gauges = gpu_gauges(profile, counters.running, counters.kv_tokens, rate)
     model = f'model_name="{profile.model}"'
     gpu = 'gpu="0",UUID="GPU-fourfold-sim-0",device="nvidia0",modelName="fourfold simulated GPU",Hostname="fourfold-sim"'
     lines: list[str] = []

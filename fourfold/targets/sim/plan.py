@@ -153,6 +153,7 @@ def make_plan(profile: Profile, answer: Answer, facts: RequestFacts, seed: int) 
     load_factor = max(1.0, (facts.running + 1) / profile.max_batch)
     itl_ms = profile.itl_ms * load_factor
     pauses, burst = pulse_schedule(profile, rng, len(tokens))
+    pauses = tail_stall(profile, rng, facts.request_index, len(tokens), pauses)
     offsets_ms = token_offsets(profile, rng, len(tokens), ttft_ms, itl_ms, load_factor, dict(pauses), burst)
     return Plan(
         seed=seed,
@@ -197,6 +198,23 @@ def pulse_schedule(profile: Profile, rng: random.Random, n_tokens: int) -> tuple
         index += max(1, pulse.every_tokens)
     burst = {i for s in starts for i in range(s + 1, min(s + pulse.burst_tokens, n_tokens))}
     return pauses, burst
+
+
+def tail_stall(profile: Profile, rng: random.Random, request_index: int, n_tokens: int,
+               pauses: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """``pauses`` plus, on every ``pulse.stall_every_requests``-th admitted request (the N-th, 2N-th,
+    ...), one stall of ``pulse.stall_ms`` before the middle token (added to a pause already there).
+    A count, not a draw: a run of n requests holds exactly n // N stalls, so the tail it makes is
+    the same size in every run (the article's P99 up while P95 goes down)."""
+    pulse = profile.pulse
+    if pulse is None or not pulse.stall_every_requests or n_tokens < 2 \
+            or (request_index + 1) % pulse.stall_every_requests:
+        return pauses
+    stall_ms = _gauss(rng, pulse.stall_ms, pulse.stall_jitter_ms)
+    middle = n_tokens // 2
+    merged = dict(pauses)
+    merged[middle] = merged.get(middle, 0.0) + stall_ms
+    return sorted(merged.items())
 
 
 def token_offsets(

@@ -45,6 +45,9 @@ class PulseSpec:
     every_tokens: int = 20          # a pause before token burst_tokens, burst_tokens + every_tokens, ...
     min_output_tokens: int = 60     # answers shorter than this never pulse
     probability: float = 0.5        # share of long answers that pulse
+    stall_every_requests: int = 0   # every N-th admitted request (0: none) gets one long stall ...
+    stall_ms: float = 0.0           # ... of this many ms before its middle token (the heavy tail)
+    stall_jitter_ms: float = 0.0    # gaussian sd of that stall
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,13 @@ class Profile:
     gpu_util_idle_pct: float = 0.0
     gpu_util_max_pct: float = 98.0
     mem_bw_max_pct: float = 42.0
+    mem_bw_full_tokens_per_s: float = 0.0   # > 0: bandwidth follows output tokens/s, max at this rate
+    # gateway defaults (fourfold.targets.sim.gateway; --keepalive-timeout-s / --keepalive-max-requests win)
+    keepalive_timeout_s: float = 0.0        # close idle keep-alive connections after this long (0: never)
+    keepalive_max_requests: int = 0         # close a connection after this many requests (0: never)
+    # the version's RAG configuration (fourfold.targets.rag --profile): first stage and re-ranker
+    rag_retriever: str = "bm25"
+    rag_rerank: str = "none"
     # API surface
     beta_features: tuple[str, ...] | None = None   # None: accept any anthropic-beta value
     # misbehaviour (fourfold.targets.sim.faults): rates per fault kind and their parameters

@@ -114,6 +114,7 @@ class SimProtocol(asyncio.Protocol):
         self._idle_timer: asyncio.TimerHandle | None = None
         self._fault_timer: asyncio.TimerHandle | None = None   # a slow_headers fault's delay
         self._read_s = 0.0
+        self._served = 0                 # requests read on this connection
 
     # --- asyncio callbacks -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -169,7 +170,8 @@ class SimProtocol(asyncio.Protocol):
                     self._arm_idle_timer()
                 return
             self.busy = True
-            self.keep_alive = request.keep_alive
+            self._served += 1
+            self.keep_alive = request.keep_alive and self.app.config.gateway.keeps_alive(self._served)
             try:
                 self._handle(request, arrived_s)
             except Exception as exc:  # a bug in the simulator must not kill the connection silently
