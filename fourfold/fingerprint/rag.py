@@ -12,6 +12,13 @@ its context does not, the hallucination signal. The ``rag`` block of ``quality``
   off-topic sentence in the answer pulls it down);
 - the same mean split by retrieval hit (``recall_at_k`` > 0) vs miss, and by conflict flag;
 - ``unknown_ids``: retrieved ids missing from the corpus (a corpus that does not match the service).
+
+Fact errors (:func:`check_facts`, before the quality block is summarised): each L3 row gets
+``fact_checked`` / ``fact_errors`` / ``fact_error`` from :func:`fourfold.fingerprint.facts.check_answer`
+against the ``facts`` of the record's gold documents (``extra["gold_ids"]``) and retrieved ones;
+the quality block's ``fact_error_rate`` is over the rows with a checked fact. A corpus without
+``facts`` leaves every row unchecked: ``fact_error_rate`` is None, "not measured", and the ``rag``
+block's ``fact_check`` says why.
 """
 
 from __future__ import annotations
@@ -24,11 +31,12 @@ import numpy as np
 
 from fourfold.data import DATA_DIR, find
 from fourfold.fingerprint.embedder import Embedder
+from fourfold.fingerprint.facts import Fact, check_answer, load_facts
 from fourfold.fingerprint.score import ScoreRow, distribution, groundedness
 from fourfold.measure.rag import CorpusDoc, load_corpus
 from fourfold.measure.record import RequestRecord
 
-__all__ = ["LOW_GROUNDEDNESS", "rag_dataset", "rag_quality", "run_corpus"]
+__all__ = ["LOW_GROUNDEDNESS", "check_facts", "rag_dataset", "rag_quality", "run_corpus"]
 
 LOW_GROUNDEDNESS = 0.6
 DEFAULT_CORPUS = DATA_DIR / "rag" / "corpus.jsonl"
@@ -50,6 +58,25 @@ def rag_dataset(meta: dict[str, Any] | None, run_dir: Path | None = None) -> Pat
 
 def run_corpus(meta: dict[str, Any] | None, run_dir: Path | None = None) -> Path:
     return _existing(((meta or {}).get("rag") or {}).get("corpus"), run_dir) or DEFAULT_CORPUS
+
+
+def check_facts(rows: Sequence[ScoreRow], records: Sequence[RequestRecord],
+                facts: dict[str, list[Fact]] | str | Path) -> str:
+    """Set the fact fields of the L3 rows (module docstring); returns the ``fact_check`` note."""
+    by_doc = load_facts(facts) if isinstance(facts, (str, Path)) else facts
+    if not by_doc:
+        return "not measured: the corpus has no facts (docs/l3-rag.md)"
+    by_id = {r.request_id: r for r in records}
+    for row in rows:
+        record = by_id.get(row.request_id)
+        if record is None or record.level != "l3":
+            continue
+        gold = [f for i in record.extra.get("gold_ids") or [] for f in by_doc.get(str(i), ())]
+        retrieved = [f for i in record.extra.get("retrieved_ids") or [] for f in by_doc.get(str(i), ())]
+        result = check_answer(record.text, gold, retrieved)
+        row.fact_checked, row.fact_errors = result.checked, result.errors
+        row.fact_error = result.errors > 0 if result.checked else None
+    return f"measured: {sum(len(v) for v in by_doc.values())} facts in {len(by_doc)} documents"
 
 
 def _mean(values: list[float]) -> float | None:

@@ -54,7 +54,7 @@ from fourfold.fingerprint.embedder import (
     MiniLMEmbedder,
     default_cache_path,
 )
-from fourfold.fingerprint.rag import format_rag_quality, rag_dataset, rag_quality, run_corpus
+from fourfold.fingerprint.rag import check_facts, format_rag_quality, rag_dataset, rag_quality, run_corpus
 from fourfold.fingerprint.score import ScoreRow, groundedness, max_similarity, quality_block
 from fourfold.fingerprint.structure import (
     asks_for_table,
@@ -262,6 +262,8 @@ def score_run(run_dir: str | os.PathLike[str], embedder: Embedder, *, dataset: s
         raise UsageError(f"cannot read the run's dataset: {exc}") from None
     records, skipped = select_records(read_records(path), items)     # RecordsFormatError, SchemaError
     rows = score_records(records, items, embedder, chunk_size=chunk_size, progress=progress)
+    is_l3 = (meta or {}).get("level") == "l3"
+    fact_check = check_facts(rows, records, run_corpus(meta, path)) if is_l3 else ""   # before quality_block
     quality = {
         **quality_block(rows),
         "skipped": dict(sorted(skipped.items())),
@@ -270,8 +272,8 @@ def score_run(run_dir: str | os.PathLike[str], embedder: Embedder, *, dataset: s
         "scores_file": SCORES_FILE,
         "scored_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    if (meta or {}).get("level") == "l3":      # L3: groundedness in the retrieved chunks (fingerprint.rag)
-        quality["rag"] = rag_quality(rows, records, embedder, run_corpus(meta, path))
+    if is_l3:      # L3: groundedness in the retrieved chunks, fact errors (fingerprint.rag)
+        quality["rag"] = {**rag_quality(rows, records, embedder, run_corpus(meta, path)), "fact_check": fact_check}
     if write:
         _write_scores(path / SCORES_FILE, rows)
         write_json_atomic(path / SUMMARY_FILE, {**(summary or {}), "quality": quality})
@@ -312,6 +314,9 @@ def format_quality(result: RunScore) -> str:
                       "out of structure compliance (a cut list cannot deliver its items)."]
     if "rag" in quality:
         lines += ["", format_rag_quality(quality["rag"])]
+        rate, checked = quality["total"].get("fact_error_rate"), quality["total"].get("fact_checked_n", 0)
+        lines.append(f"fact errors: {rate:.1%} of {checked} answers stating a labelled fact" if rate is not None
+                     else f"fact errors: {quality['rag'].get('fact_check') or 'not measured'}")
     if result.written:
         lines += ["", f"wrote {result.run_dir / SCORES_FILE} and the \"quality\" block of {result.run_dir / SUMMARY_FILE}"]
     return "\n".join(lines)

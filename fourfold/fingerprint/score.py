@@ -126,6 +126,9 @@ class ScoreRow:
     forced_length: bool = False           # ignore_eos: the answer was padded to max_tokens
     truncated: bool = False               # the server cut the answer at max_tokens (not judged for structure)
     groundedness: float | None = None     # L3: cosine to the retrieved chunks (fingerprint.rag)
+    fact_checked: int | None = None       # L3: labelled facts the answer states (fingerprint.facts); None: no facts
+    fact_errors: int | None = None        # L3: of those, stated with another value
+    fact_error: bool | None = None        # fact_errors > 0; None when no fact was checked
 
     @property
     def group(self) -> str:
@@ -147,6 +150,7 @@ def summarize(rows: Sequence[ScoreRow]) -> dict[str, Any]:
     """n, similarity mean/p5/p50, structure compliance and full-width punctuation share of ``rows``."""
     dist = distribution(r.similarity for r in rows if r.similarity is not None)
     judged = [r.compliant for r in rows if r.compliant is not None]
+    facts = [r.fact_error for r in rows if r.fact_error is not None]
     chinese = [r for r in rows if r.chinese]
     full = sum(r.fullwidth_punct for r in chinese)
     half = sum(r.halfwidth_punct for r in chinese)
@@ -161,6 +165,8 @@ def summarize(rows: Sequence[ScoreRow]) -> dict[str, Any]:
         "chinese_n": len(chinese),
         "fullwidth_punct_share": _round(full / (full + half)) if full + half else None,
         "forced_length_n": sum(r.forced_length for r in rows),
+        "fact_checked_n": len(facts),
+        "fact_error_rate": _round(sum(facts) / len(facts)) if facts else None,
         "truncated_n": sum(r.truncated for r in rows),
     }
 

@@ -155,6 +155,11 @@ METRICS: tuple[MetricDef, ...] = (
        report=("similarity_mean", "similarity_p5"), stats=QUALITY_STATS, decimals=4),
     _n("structure_compliance", "ratio", "fraction", "answers delivering the requested number of items / answers "
        "asked for a number", where=("quality",), report=True, decimals=4),
+    _n("fact_error_rate", "ratio", "fraction", "L3: answers stating a number, year or name that contradicts a "
+       "labelled fact of their gold or retrieved documents (gold value first) / answers stating at least one "
+       "(quality's `fact_checked_n`); not measured (None) without `facts` in the corpus (docs/l3-rag.md). "
+       "Limits: only facts whose subject the answer names and whose cue words share a sentence with the value",
+       where=("quality",), report=True, decimals=4),
     _d("groundedness", "cos", "L3: max cosine(MiniLM(answer), MiniLM(retrieved chunk)) per scored answer",
        where=("quality.rag", "report"), report=("groundedness_mean",), stats=QUALITY_STATS, decimals=4),
     _n("groundedness_n", "count", "answers", "L3: scored answers whose retrieved chunks are in the corpus (the "

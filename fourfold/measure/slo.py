@@ -15,8 +15,8 @@ Metrics (the names of docs/metrics.md; thresholds are stored in the canonical un
   ``%`` or a fraction in [0, 1];
 - throughput ``output_tps`` (tokens/s), ``request_rps``, ``goodput_rps`` (requests/s): no unit;
 - quality floors ``similarity_mean``, ``similarity_p5``, ``similarity_p50``,
-  ``structure_compliance``: read from the summary's ``quality`` block, which ``fourfold score``
-  adds after the run; ``%`` or a fraction.
+  ``structure_compliance``, and the ceiling ``fact_error_rate`` (L3): read from the summary's
+  ``quality`` block, which ``fourfold score`` adds after the run; ``%`` or a fraction.
 
 :func:`evaluate` gives one :class:`Verdict` per clause. A value that is missing (no requests, no
 ok request, nothing scored) is never a pass: the status says why. In a live run quality clauses
@@ -46,6 +46,7 @@ RATE_METRICS = tuple(m.name for m in names_where("summary", "ratio"))
 THROUGHPUT_METRICS = {m.name: m.unit for m in names_where("summary", "rate")}
 QUALITY_METRICS = tuple(f"{m.short}_{stat}" if m.kind == "distribution" else m.name
                         for m in names_where("quality") for stat in (m.stats or ("",)))
+LOWER_QUALITY = ("fact_error_rate",)     # quality metrics that count bad answers: a ceiling, not a floor
 AGGREGATED = "Aggregated"
 PASS_EXIT_CODE, MISS_EXIT_CODE = 0, 3
 
@@ -265,7 +266,8 @@ def _table_entry(metric: str, value: Any, *, scope: str, where: str) -> SLO:
     if isinstance(value, str):
         return parse_clause(f"{name} {value}", where=where)
     kind = metric_kind(metric.lower())
-    higher_is_better = kind in ("throughput", "quality") or metric in ("conn_reuse", "goodput_ratio")
+    higher_is_better = (kind in ("throughput", "quality") and metric.lower() not in LOWER_QUALITY) or \
+        metric in ("conn_reuse", "goodput_ratio")
     return make_slo(metric.lower(), ">=" if higher_is_better else "<=", float(value), "", scope,
                     where=f"{where}: {name}")
 
@@ -321,6 +323,8 @@ def _measure(slo: SLO, summary: dict[str, Any], quality: str) -> Verdict:
         value = summary_value(scores, slo.metric)
         if value is None:
             why = ("no scored answer had a reference answer" if slo.metric.startswith("similarity") else
+                   "no scored answer stated a labelled fact (L3 only; a corpus without `facts` is not measured)"
+                   if slo.metric.startswith("fact_") else
                    "no scored answer was judged for structure (answers that ask for no item count, and "
                    "answers forced to max_tokens by ignore_eos, are left out)")
             return Verdict(slo, "no_data", reason=f"{slo.metric} is empty: {why}")

@@ -53,8 +53,8 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("E2E p95", "≤ 800 → 412 ms", ("e2e_p95",), ("l1",), DOWN),
     Claim("E2E p99", "1120 → 1380 ms", ("e2e_p99",), ("l1",), UP),
     Claim("ITL p95 (between pulses)", "smooth → faster tokens", ("itl_p95",), ("l1",), DOWN),
-    Claim("ITL p99 (pulses)", "jitter < 5 ms → ~200 ms pauses", ("itl_p99",), ("l1",), UP),
-    Claim("stall rate (gaps > 150 ms)", "more stalls (pulses)", ("stall_rate",), ("l1",), UP),
+    Claim("ITL p99 (pulses)", "jitter under 5 ms → ~200 ms pauses", ("itl_p99",), ("l1",), UP),
+    Claim("stall rate (gaps over 150 ms)", "more stalls (pulses)", ("stall_rate",), ("l1",), UP),
     Claim("output tokens/s", "+32 % (1850 tok/s)", ("output_tps_per_user", "output_tps"), ("l1",), UP),
     Claim("GPU memory-bandwidth utilisation", "42 → 92 %", ("*mem_bw_util*mean*", "*mem_bw_util*"), ("l1",), UP),
     Claim("L2 connection reuse", "→ 89 %", ("conn_reuse",), ("l2",), UP),
@@ -146,7 +146,8 @@ def cells(finding: Finding) -> list[str]:
         return [claim.effect, claim.article, "/".join(claim.levels), "-", "-", "-", "-", finding.expected, outcome]
     unit = row.unit
     values = f"{fmt_value(row.baseline, unit)} → {fmt_value(row.candidate, unit)} {unit}"
-    delta = f"{fmt_delta(row.delta, unit)} {fmt_ci(row.ci_low, row.ci_high, unit)}".strip()
+    ci = fmt_ci(row.ci_low, row.ci_high, unit)
+    delta = fmt_delta(row.delta, unit) + ("" if ci == "-" else f" {ci}")
     return [claim.effect, claim.article, row.group, values, delta, fmt_p(row.p_value), verdict_text(row),
             finding.expected, outcome]
 

@@ -105,6 +105,8 @@ class GroupSample:
     groundedness: np.ndarray = field(default_factory=lambda: np.zeros(0))
     compliant: np.ndarray = field(default_factory=lambda: np.zeros(0))      # 1.0 / 0.0 per judged answer
     compliant_items: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
+    fact_error: np.ndarray = field(default_factory=lambda: np.zeros(0))     # L3: 1.0 / 0.0 per fact-checked answer
+    fact_error_items: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
     users: int | None = None                      # an A/B arm's users (None: not an arm)
 
 
@@ -357,10 +359,14 @@ def _per_item(values: str, items: str, unpaired: Measure, scale: float = 1.0) ->
     return measure
 
 
-def _compliance_unpaired(b: GroupSample, c: GroupSample, rng: np.random.Generator, s: Settings) -> Estimate | None:
-    counts = GroupSample(ok=int(b.compliant.sum()), requests=int(b.compliant.size))
-    other = GroupSample(ok=int(c.compliant.sum()), requests=int(c.compliant.size))
-    return _rate("ok", "requests")(counts, other, rng, s)
+def _share_unpaired(name: str) -> Measure:
+    """A two-proportion comparison of a 1.0 / 0.0 per-answer array (compliance, fact errors)."""
+    def measure(b: GroupSample, c: GroupSample, rng: np.random.Generator, s: Settings) -> Estimate | None:
+        xb, xc = getattr(b, name), getattr(c, name)
+        counts = GroupSample(ok=int(xb.sum()), requests=int(xb.size))
+        other = GroupSample(ok=int(xc.sum()), requests=int(xc.size))
+        return _rate("ok", "requests")(counts, other, rng, s)
+    return measure
 
 
 def _pct(q: float) -> str:
@@ -391,7 +397,9 @@ METRICS: tuple[Metric, ...] = (
     Metric("similarity_p5", "similarity p5", "cos", "higher", _quantile_of("similarity", 0.05)),
     Metric("groundedness_mean", "groundedness mean", "cos", "higher", _mean_of("groundedness")),
     Metric("structure_compliance", "structure compliance", "%", "higher",
-           _per_item("compliant", "compliant_items", _compliance_unpaired, scale=100.0)),
+           _per_item("compliant", "compliant_items", _share_unpaired("compliant"), scale=100.0)),
+    Metric("fact_error_rate", "fact error rate", "%", "lower",
+           _per_item("fact_error", "fact_error_items", _share_unpaired("fact_error"), scale=100.0)),
 )
 
 

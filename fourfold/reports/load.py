@@ -421,3 +421,8 @@ def _add_scores(sample: GroupSample, entries: list[Entry],
     judged = np.isfinite(compliant)
     sample.compliant = compliant[judged]
     sample.compliant_items = scores["item_id"].to_numpy(dtype=object)[judged]
+    fact_error = (scores["fact_error"].to_numpy(dtype=float) if "fact_error" in scores   # (a cache from before)
+                  else np.full(len(scores), np.nan))        # 1.0 / 0.0 per answer with a checked fact
+    checked = np.isfinite(fact_error)
+    sample.fact_error = fact_error[checked]
+    sample.fact_error_items = scores["item_id"].to_numpy(dtype=object)[checked]

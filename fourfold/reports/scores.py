@@ -23,7 +23,7 @@ __all__ = ["SCORES_FILE", "SCORE_COLUMNS", "read_scores"]
 
 SCORES_FILE = "scores.jsonl"
 SCORE_BLOCK_BYTES = 8 << 20
-SCORE_COLUMNS = ("level", "scenario", "variant", "item_id", "similarity", "compliant", "groundedness")
+SCORE_COLUMNS = ("level", "scenario", "variant", "item_id", "similarity", "compliant", "groundedness", "fact_error")
 
 
 def read_scores(path: Path) -> CachedScores:
@@ -56,7 +56,7 @@ def read_scores(path: Path) -> CachedScores:
             for name, values in columns.items():
                 values.extend([row.get(name) for row in rows])
     frame = pd.DataFrame({name: _text_categories(columns[name]) for name in ("level", "scenario", "variant", "item_id")})
-    for name in ("similarity", "compliant", "groundedness"):
+    for name in ("similarity", "compliant", "groundedness", "fact_error"):
         frame[name] = _numbers(np.array(columns[name], dtype=object))
     return CachedScores(frame[list(SCORE_COLUMNS)], bad)
 

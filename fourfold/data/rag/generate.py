@@ -7,7 +7,10 @@ and rivers are invented names, and every sentence is filled from these templates
 copied from anywhere. The same seed always gives the same bytes.
 
 Corpus documents (``corpus.jsonl``: ``id``, ``title``, ``text``, ``kind``, ``entity``, optional
-``claims``):
+``claims`` and ``facts``). ``facts`` are the document's labelled facts, what the fact-error check
+(``fourfold/fingerprint/facts.py``) holds answers against: ``{"subject", "attribute", "value",
+"kind": "number"|"date"|"name", "cues"}`` (``FACT_ATTRIBUTES`` below), one per number, year or name
+the text states about a company, product or city (a contradicting source labels the value it states):
 
 - ``company_profile``: founding year and founder, head office, staff, chief executive, flagship
   product. About a third say "established" or "based in" instead of "founded" / "headquartered"
@@ -94,6 +97,31 @@ PRODUCT_NOTES = [
 ]
 
 
+# attribute -> (kind, cues): the words that state the attribute in a sentence (see fingerprint/facts.py)
+FACT_ATTRIBUTES = {
+    "founded": ("date", ["founded", "established", "founding"]),
+    "founder": ("name", ["founded by", "founder", "established by"]),
+    "headquarters": ("name", ["headquartered", "headquarters", "head office", "based in"]),
+    "country": ("name", ["headquartered", "head office", "based in", "country", "city in"]),
+    "staff": ("number", ["employs", "employees", "staff", "people", "workers"]),
+    "chief executive": ("name", ["chief executive", "CEO", "led by", "run by"]),
+    "second site": ("date", ["second site"]),
+    "maker": ("name", ["made by", "maker", "makes", "manufactured", "produced"]),
+    "launched": ("date", ["launched", "launch", "released", "introduced"]),
+    "price": ("number", ["sells", "price", "costs", "crowns"]),
+    "weight": ("number", ["weighs", "weight", "grams"]),
+    "population": ("number", ["residents", "population", "inhabitants", "people"]),
+    "river": ("name", ["river"]),
+    "mayor": ("name", ["mayor"]),
+}
+
+
+def fact(subject: str, attribute: str, value: object) -> dict:
+    """One labelled fact of a document: ``{"subject", "attribute", "value", "kind", "cues"}``."""
+    kind, cues = FACT_ATTRIBUTES[attribute]
+    return {"subject": subject, "attribute": attribute, "value": str(value), "kind": kind, "cues": cues}
+
+
 def person(rng: random.Random, used: set[str]) -> str:
     while True:
         name = f"{rng.choice(PERSON_FIRST)} {rng.choice(PERSON_LAST)}"
@@ -146,11 +174,14 @@ def build(seed: int = SEED) -> tuple[list[dict], list[dict]]:
 
     docs: list[dict] = []
 
-    def add(kind: str, entity: str, title: str, text: str, claims: dict | None = None) -> str:
+    def add(kind: str, entity: str, title: str, text: str, claims: dict | None = None,
+            facts: list[dict] | None = None) -> str:
         doc_id = f"doc-{len(docs) + 1:04d}"
         doc = {"id": doc_id, "title": title, "text": text, "kind": kind, "entity": entity}
         if claims:
             doc["claims"] = claims
+        if facts:
+            doc["facts"] = facts
         docs.append(doc)
         return doc_id
 
@@ -175,21 +206,30 @@ def build(seed: int = SEED) -> tuple[list[dict], list[dict]]:
             f"In {min(c['founded'] + rng.randrange(3, 12), 2023)} the firm opened a second site near the {city['river']} river.",
         ]
         claims = {f"cg-founded-{i:02d}": str(c["founded"])} if i in founding_conflicts else None
-        c["profile_id"] = add("company_profile", n, f"{n} company profile", " ".join(sentences), claims)
+        site_year = sentences[-1].split()[1].rstrip(",")
+        facts = [fact(n, "founded", c["founded"]), fact(n, "founder", c["founder"]),
+                 fact(n, "headquarters", city["name"]), fact(n, "country", city["country"]),
+                 fact(n, "staff", c["staff"]), fact(n, "chief executive", c["ceo"]),
+                 fact(n, "second site", site_year)]
+        c["profile_id"] = add("company_profile", n, f"{n} company profile", " ".join(sentences), claims, facts)
 
     for i, c in enumerate(companies):
         p = f"{c['product']} {c['product_kind']}"
         text = (f"The {p} is a product made by {c['name']}. It was launched in {c['launched']}. "
                 f"It sells for {c['price']} crowns and weighs {c['weight']} grams.")
         claims = {f"cg-launched-{i:02d}": str(c["launched"])} if i in launch_conflicts else None
-        c["sheet_id"] = add("product_sheet", p, f"{p} product sheet", text, claims)
+        facts = [fact(p, "maker", c["name"]), fact(p, "launched", c["launched"]), fact(p, "price", c["price"]),
+                 fact(p, "weight", c["weight"])]
+        c["sheet_id"] = add("product_sheet", p, f"{p} product sheet", text, claims, facts)
 
     for city in cities:
         nm = city["name"]
         text = (f"{nm} is a city in {city['country']} with about {city['population']} residents. "
                 f"The {city['river']} river runs through {nm}. The mayor of {nm} is {city['mayor']}. "
                 f"Its best-known landmark is the {city['landmark']}. {nm} holds a {city['festival']} festival every summer.")
-        city["guide_id"] = add("city_guide", nm, f"{nm} city guide", text)
+        facts = [fact(nm, "country", city["country"]), fact(nm, "population", city["population"]),
+                 fact(nm, "river", city["river"]), fact(nm, "mayor", city["mayor"])]
+        city["guide_id"] = add("city_guide", nm, f"{nm} city guide", text, None, facts)
 
     by_sector: dict[str, list[dict]] = {}
     for c in companies:
@@ -199,7 +239,8 @@ def build(seed: int = SEED) -> tuple[list[dict], list[dict]]:
         lines = [f"The {what} sector has {len(members)} notable firms."]
         for c in members:
             lines.append(f"{c['name']} is headquartered in {c['city']['name']}.")
-        overview = add("sector_overview", sector, f"{what.capitalize()} sector overview", " ".join(lines))
+        overview = add("sector_overview", sector, f"{what.capitalize()} sector overview", " ".join(lines), None,
+                       [fact(c["name"], "headquarters", c["city"]["name"]) for c in members])
         for c in members:
             c["overview_id"] = overview
 
@@ -220,13 +261,14 @@ def build(seed: int = SEED) -> tuple[list[dict], list[dict]]:
         text = (f"A regional trade directory lists {c['name']} as founded in {wrong}. "
                 f"The entry gives {c['city']['name']} as the home town of the firm.")
         c["conflict_id"] = add("directory_entry", c["name"], f"{c['name']} directory entry", text,
-                               {f"cg-founded-{i:02d}": str(wrong)})
+                               {f"cg-founded-{i:02d}": str(wrong)}, [fact(c["name"], "founded", wrong)])
     for i in sorted(launch_conflicts):
         c = companies[i]
         p = f"{c['product']} {c['product_kind']}"
         wrong = c["launched"] + 1
         text = f"A retail listing says the {p} was launched in {wrong} and ships from a warehouse in {c['city']['name']}."
-        c["conflict_id"] = add("retail_listing", p, f"{p} retail listing", text, {f"cg-launched-{i:02d}": str(wrong)})
+        c["conflict_id"] = add("retail_listing", p, f"{p} retail listing", text, {f"cg-launched-{i:02d}": str(wrong)},
+                               [fact(p, "launched", wrong)])
 
     # ---- questions ----
     questions: list[dict] = []
