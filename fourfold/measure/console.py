@@ -20,6 +20,8 @@ _COLUMNS = (
     ("p99", 7, lambda g: _ms(g["e2e_ms"]["p99"])),
     ("out tok/s", 10, lambda g: _num(g.get("output_tps"))),
     ("stall%", 7, lambda g: _pct(g.get("stall_rate"))),
+    ("jitter p50", 10, lambda g: _ms((g.get("jitter_ms") or {}).get("p50"))),
+    ("pulse Hz", 8, lambda g: _num(g.get("pulse_hz"))),
 )
 
 

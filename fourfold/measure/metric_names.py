@@ -103,6 +103,18 @@ METRICS: tuple[MetricDef, ...] = (
     _d("output_tokens", "tokens", "the server's usage when it reports one, else the number of content deltas "
        "(counted as estimated)", "output len", "OSL"),
     _d("request_tps", "tok/s", "1000 / tpot_ms: one request's decode speed", "–", "output token throughput per user"),
+    _d("jitter_ms", "ms", "stream rhythm: population standard deviation of one request's content-chunk gaps "
+       "(ok requests with ≥ 3 chunks; a steady stream is near 0, the article's smooth version < 5 ms). Limits: a "
+       "gap is between network reads, so tokens a server sends together count as one chunk", where=_REPORTED,
+       report=("jitter_p50",)),
+    _n("pulse_hz", "rate", "Hz", "stream rhythm: median over ok requests with ≥ 8 content chunks of each one's "
+       "pulse frequency, the peak of the spectrum of its token-arrival rate (10 ms bins) between 0.5 Hz (or 2 "
+       "periods of the stream) and 20 Hz (or 1 / 4 median gaps) holding ≥ 15 % of the rate's power; 0 for a stream "
+       "with no such peak (smooth). Limits: a stream shorter than 2 periods cannot show that period (4 Hz needs "
+       "≥ 0.5 s of chunks); streams below 8 chunks (short or non-streamed answers) have none",
+       report=True),
+    _n("requests_pulsing", "count", "requests", "ok requests whose pulse frequency is above 0 (of those with ≥ 8 "
+       "content chunks)"),
     # counts over measured requests (warm-up and cancelled ones are in no statistic)
     _n("requests", "count", "requests", "measured requests (not warm-up, not cancelled)", where=("summary", "rag"),
        report=True),
@@ -137,6 +149,8 @@ METRICS: tuple[MetricDef, ...] = (
        "without a terminal event ([DONE], message_stop)"),
     _n("unsolicited_responses", "count", "requests", "requests whose response was followed by bytes nobody asked "
        "for (malformed_stream), or whose pooled connection held such bytes and was dropped"),
+    _n("users", "count", "users", "an A/B arm's users with a measured request; when the two arms' counts differ "
+       "the report compares output tokens/s per user (output_tps / users)", where=(), report=True),
     _n("wall_s", "time", "s", "first send → last end (start + e2e, else the last known offset) over the requests",
        report=True),
     # per second of wall time

@@ -25,13 +25,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fourfold.measure.record import FAILURE_CLASSES
-from fourfold.measure.rhythm import chunk_tokens, is_stall, tokens_through
+from fourfold.measure.rhythm import chunk_tokens, is_stall, pulse_frequency_hz, tokens_through
+from fourfold.measure.rhythm import jitter_ms as gaps_jitter_ms
 
 if TYPE_CHECKING:
     from fourfold.measure.record import RequestRecord
 
 __all__ = ["SLO_METRICS", "VACUOUS_SLO_METRICS", "check_slo", "end_offset_ms", "end_offset_ms_array", "end_s",
-           "interrupted_array", "is_interrupted", "is_stall", "max_gap_ms", "meets_slo", "meets_slo_array",
+           "MIN_JITTER_CHUNKS", "MIN_PULSE_CHUNKS", "interrupted_array", "is_interrupted", "is_stall", "jitter_ms",
+           "jitter_ms_of_gaps", "max_gap_ms", "pulse_hz", "pulse_hz_of_gaps", "meets_slo", "meets_slo_array",
            "ok_array", "ratio", "request_tps", "token_seconds_array", "tokens_by_second", "tpot_ms",
            "tpot_ms_array", "wall_s"]
 
@@ -117,6 +119,43 @@ def end_s(record: RequestRecord) -> float:
 def max_gap_ms(record: RequestRecord) -> float | None:
     """The request's largest gap between content chunks (None with fewer than 2 chunks)."""
     return max(record.itl_ms, default=None)
+
+
+# ---- stream rhythm: jitter and pulse frequency (the article's 3-5 Hz diagnosis) ----
+MIN_JITTER_CHUNKS = 3       # two gaps: a spread needs two
+MIN_PULSE_CHUNKS = 8        # fewer chunks cannot show a period (measure.rhythm.pulse_frequency_hz)
+
+
+def jitter_ms(record: RequestRecord) -> float | None:
+    """Population standard deviation of the request's content-chunk gaps (ms); None below
+    MIN_JITTER_CHUNKS chunks."""
+    offsets = record.chunk_offsets_ms
+    return gaps_jitter_ms(offsets) if len(offsets) >= MIN_JITTER_CHUNKS else None
+
+
+def jitter_ms_of_gaps(gaps: np.ndarray) -> float | None:
+    """:func:`jitter_ms` from the request's gaps (the report keeps gaps, not offsets)."""
+    gaps = np.asarray(gaps, dtype=np.float64)
+    return float(np.std(gaps)) if gaps.size >= MIN_JITTER_CHUNKS - 1 else None
+
+
+def pulse_hz(record: RequestRecord) -> float | None:
+    """The request's pulse frequency (Hz): the dominant period of its token arrivals
+    (:func:`fourfold.measure.rhythm.pulse_frequency_hz`), 0.0 for a stream of at least
+    MIN_PULSE_CHUNKS chunks with no periodic component (smooth), None for a shorter stream."""
+    offsets = record.chunk_offsets_ms
+    if len(offsets) < MIN_PULSE_CHUNKS:
+        return None
+    return pulse_frequency_hz(offsets) or 0.0
+
+
+def pulse_hz_of_gaps(gaps: np.ndarray) -> float | None:
+    """:func:`pulse_hz` from the request's gaps: the offsets from its first chunk, which is where
+    the rhythm analysis starts anyway."""
+    gaps = np.asarray(gaps, dtype=np.float64)
+    if gaps.size < MIN_PULSE_CHUNKS - 1:
+        return None
+    return pulse_frequency_hz(np.concatenate(([0.0], np.cumsum(gaps))).tolist()) or 0.0
 
 
 # ---- goodput: a request that meets every per-request SLO ----

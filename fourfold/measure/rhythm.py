@@ -121,13 +121,18 @@ def pulse_frequency_hz(offsets_ms: list[float], bin_ms: float = 10.0, min_hz: fl
 
     The arrivals are binned into a rate series (``bin_ms``), the mean is removed, and the peak of
     the power spectrum between ``min_hz`` and ``max_hz`` is taken. The peak must hold at least
-    ``min_power_share`` of the power in that band (a smooth stream's spectrum is flat noise: no
-    pulse), and the series must cover at least two periods of the lowest frequency searched.
+    ``min_power_share`` of the series' power at every frequency (a smooth stream's spectrum is
+    flat noise, or the binning's own pattern above the band: no pulse), and the series must cover at least two periods of the lowest frequency searched.
     The frequency resolution is 1 / series length; the estimate is refined by the peak's
-    neighbours (parabolic interpolation).
+    neighbours (parabolic interpolation). A period must span at least four of the stream's median
+    gaps (``max_hz`` is lowered to ``1000 / (4 * median gap)``): a steady 40 chunks/s stream binned
+    at 10 ms counts 2, 3, 2, 3... chunks, a pattern, not a pulse.
     """
     if len(offsets_ms) < 8:
         return None
+    typical_gap_ms = float(np.median(np.diff(np.asarray(offsets_ms, dtype=np.float64))))
+    if typical_gap_ms > 0:      # a period spans >= 4 typical gaps: a steady stream's binning pattern is no pulse
+        max_hz = min(max_hz, 1000.0 / (4 * typical_gap_ms))
     series, _ = waveform(offsets_ms, interval_ms=bin_ms, start_ms=offsets_ms[0])
     n = len(series)
     duration_s = n * bin_ms / 1000.0
@@ -142,8 +147,8 @@ def pulse_frequency_hz(offsets_ms: list[float], bin_ms: float = 10.0, min_hz: fl
     if not np.any(band):
         return None
     band_power = power[band]
-    total = band_power.sum()
-    if total <= 0:
+    total = power[1:].sum()      # every frequency's power but the mean's: a band of noise has no share
+    if total <= 0 or band_power.sum() <= 0:
         return None
     k = int(np.argmax(band_power))
     if band_power[k] / total < min_power_share:

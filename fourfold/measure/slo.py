@@ -214,7 +214,7 @@ def make_slo(metric: str, op: str, number: float, unit: str = "", scope: str = "
             raise SLOSpecError(f"{where}: {metric} is a fraction in [0, 1], got {number!r} "
                                f"(did you mean {_num(number)}%?)")
     else:
-        if unit:
+        if unit and unit != THROUGHPUT_METRICS[metric].lower():     # pulse_hz<2hz: its own unit is fine
             raise SLOSpecError(f"{where}: {metric} is per second and takes no unit, got {unit!r}")
         threshold = number
     return SLO(metric, op, float(threshold), scope)
@@ -268,6 +268,7 @@ def _table_entry(metric: str, value: Any, *, scope: str, where: str) -> SLO:
     kind = metric_kind(metric.lower())
     higher_is_better = (kind in ("throughput", "quality") and metric.lower() not in LOWER_QUALITY) or \
         metric in ("conn_reuse", "goodput_ratio")
+    higher_is_better = higher_is_better and metric.lower() != "pulse_hz"     # a pulse frequency is a ceiling
     return make_slo(metric.lower(), ">=" if higher_is_better else "<=", float(value), "", scope,
                     where=f"{where}: {name}")
 

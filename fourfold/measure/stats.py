@@ -57,7 +57,9 @@ from fourfold.measure.metrics import (
     end_s,
     is_interrupted,
     is_stall,
+    jitter_ms,
     meets_slo,
+    pulse_hz,
     ratio,
     request_tps,
     tokens_by_second,
@@ -79,11 +81,12 @@ __all__ = ["COUNTERS", "HISTOGRAMS", "QUANTILES", "SLO_METRICS", "GroupStats", "
            "is_interrupted", "meets_slo", "tokens_by_second"]
 
 HISTOGRAMS = ("ttfb_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "output_tokens", "queue_ms",
-              "request_tps")
+              "request_tps", "jitter_ms")
+PULSE_HIST = "pulse_hz"      # per-request pulse frequency (0: smooth); the summary shows its p50 as pulse_hz
 COUNTERS = ("requests", "ok", "failures", "interrupted", "stalls", "requests_with_stall", "good",
             "output_tokens_total", "output_tokens_estimated", "output_tokens_tokenizer", "input_tokens_usage",
             "input_tokens_tokenizer", "conn_reused", "conn_new", "conn_reconnects",
-            "usage_implausible", "no_terminal_event", "unsolicited_responses")
+            "usage_implausible", "no_terminal_event", "unsolicited_responses", "requests_pulsing")
 QUANTILES = (("p50", 0.50), ("p90", 0.90), ("p95", 0.95), ("p99", 0.99))
 DEFAULT_STALL_THRESHOLD_MS = 150.0
 TOTAL_LEVEL, TOTAL_SCENARIO = "Aggregated", ""
@@ -109,7 +112,7 @@ class GroupStats:
     server_ms: dict[str, LogHistogram] = field(default_factory=dict)   # server-side stage -> time (ok requests)
 
     def __post_init__(self) -> None:
-        for name in HISTOGRAMS:
+        for name in (*HISTOGRAMS, PULSE_HIST):
             self.hists.setdefault(name, LogHistogram(self.alpha))
 
     def _slot(self, sec: int) -> list[float]:
@@ -164,6 +167,13 @@ class GroupStats:
                     h["request_tps"].add(speed)
             h["output_tokens"].add(record.output_tokens)
             h["itl_ms"].add_all(gaps)
+            jitter = jitter_ms(record)
+            if jitter is not None:
+                h["jitter_ms"].add(jitter)
+                pulse = pulse_hz(record)
+                if pulse is not None:
+                    h[PULSE_HIST].add(pulse)
+                    c["requests_pulsing"] += pulse > 0
             for stage, ms in record.server_timing.items():     # Server-Timing, Triton's inference_time
                 self.server_ms.setdefault(stage, LogHistogram(self.alpha)).add(ms)
         ended = end_s(record)
@@ -262,6 +272,8 @@ class GroupStats:
                                "conn_reuse": ratio(c["conn_reused"], known_conn)}
         for name in HISTOGRAMS:
             out[name] = _hist_summary(self.hists[name])
+        pulse = self.hists[PULSE_HIST]
+        out["pulse_hz"] = pulse.quantiles([0.5])[0] if pulse.count else None   # median stream, 0 = smooth
         if self.server_ms:     # server-side time per stage, as the server reported it (ok requests)
             out["server_timing_ms"] = {stage: _hist_summary(hist) for stage, hist in sorted(self.server_ms.items())}
         return out

@@ -108,6 +108,8 @@ class GroupSample:
     fact_error: np.ndarray = field(default_factory=lambda: np.zeros(0))     # L3: 1.0 / 0.0 per fact-checked answer
     fact_error_items: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
     users: int | None = None                      # an A/B arm's users (None: not an arm)
+    jitter_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))      # per ok request (measure.metrics)
+    pulse_hz: np.ndarray = field(default_factory=lambda: np.zeros(0))       # per ok request, 0 = smooth
 
 
 @dataclass(frozen=True)
@@ -378,6 +380,8 @@ METRICS: tuple[Metric, ...] = (
     *(Metric(f"e2e_{_pct(q)}", f"E2E {_pct(q)}", "ms", "lower", _quantile_of("e2e_ms", q)) for q in (.5, .95, .99)),
     *(Metric(f"itl_{_pct(q)}", f"ITL {_pct(q)}", "ms", "lower", _itl(q)) for q in ITL_QUANTILES),
     Metric("tpot_p50", "TPOT p50", "ms", "lower", _quantile_of("tpot_ms", 0.5)),
+    Metric("jitter_p50", "stream jitter p50", "ms", "lower", _quantile_of("jitter_ms", 0.5)),
+    Metric("pulse_hz", "pulse frequency (0 = smooth)", "Hz", "lower", _quantile_of("pulse_hz", 0.5)),
     Metric("output_tps", "output tokens/s", "tok/s", "higher", _output_tps),
     Metric("goodput_rps", "goodput", "req/s", "higher",
            _per_second(_goodput_total, lambda g: g.good_per_s, "bootstrap of 1-s intervals")),

@@ -50,7 +50,9 @@ from fourfold.measure.metrics import (
     check_slo,
     end_offset_ms_array,
     interrupted_array,
+    jitter_ms_of_gaps,
     meets_slo_array,
+    pulse_hz_of_gaps,
     tpot_ms_array,
     wall_s,
 )
@@ -324,6 +326,10 @@ def _sample(entries: list[Entry], variant: str | None, slo_ms: dict[str, float] 
         sample.ttft_plain_ms = _sorted(col["ttft_ms"][ok & (kind == "plain")])
         sample.ttft_structured_ms = _sorted(col["ttft_ms"][ok & (kind == "structured")])
     sample.itl = _itl(entries)
+    if sample.itl is not None:      # rhythm of the sampled ok requests (all of them up to GAP_SAMPLE_RECORDS per key)
+        rhythms = [(jitter_ms_of_gaps(gaps), pulse_hz_of_gaps(gaps)) for gaps in sample.itl.sample]
+        sample.jitter_ms = _sorted(np.array([j for j, _ in rhythms if j is not None], dtype=float))
+        sample.pulse_hz = _sorted(np.array([p for _, p in rhythms if p is not None], dtype=float))
     first = frame["started_at"].to_numpy(dtype=float)
     end = first + end_offset_ms_array(col["e2e_ms"], col["ttft_ms"], col["ttfb_ms"], col["last_chunk_ms"]) / 1000
     t0, t1 = float(first.min()), float(end.max())

@@ -65,7 +65,7 @@ def test_histograms_take_ok_requests_only() -> None:
     stats.add_record(rec(status=503, error_class="http_5xx", ttft_ms=None, e2e_ms=3.0, ttfb_ms=3.0,
                          chunk_offsets_ms=[], output_tokens=0, terminal=False, queue_ms=7.0))
     h = stats.group("L1", "chat").hists
-    assert [h[name].count for name in HISTOGRAMS] == [1, 1, 3, 1, 1, 1, 2, 1]
+    assert [h[name].count for name in HISTOGRAMS] == [1, 1, 3, 1, 1, 1, 2, 1, 1]   # ..., jitter_ms
     assert h["tpot_ms"].quantile(0.5) == pytest.approx((400.0 - 100.0) / 3, rel=0.005)
     assert h["request_tps"].quantile(0.5) == pytest.approx(1000 / 100.0, rel=0.005)
     assert h["itl_ms"].max == pytest.approx(260.0) and h["itl_ms"].min == pytest.approx(20.0)
