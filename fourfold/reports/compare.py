@@ -108,6 +108,7 @@ class GroupSample:
     fact_error: np.ndarray = field(default_factory=lambda: np.zeros(0))     # L3: 1.0 / 0.0 per fact-checked answer
     fact_error_items: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
     users: int | None = None                      # an A/B arm's users (None: not an arm)
+    error_classes: dict[str, int] = field(default_factory=dict)   # failed requests per error class
     jitter_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))      # per ok request (measure.metrics)
     pulse_hz: np.ndarray = field(default_factory=lambda: np.zeros(0))       # per ok request, 0 = smooth
 
@@ -270,9 +271,10 @@ def _output_tps(b: GroupSample, c: GroupSample, rng: np.random.Generator, s: Set
         return GroupSample(output_tokens_total=g.output_tokens_total / users, wall_s=g.wall_s,
                            tokens_per_s=g.tokens_per_s / users)
 
+    measure = _per_second(_tokens_total, lambda g: g.tokens_per_s, "bootstrap of 1-s intervals")
     if not per_user(b, c):
-        return _per_second(_tokens_total, lambda g: g.tokens_per_s, "bootstrap of 1-s intervals")(b, c, rng, s)
-    est = _per_second(_tokens_total, lambda g: g.tokens_per_s, "bootstrap of 1-s intervals")(scaled(b), scaled(c), rng, s)
+        return measure(b, c, rng, s)
+    est = measure(scaled(b), scaled(c), rng, s)
     if est is not None:
         est.label = f"output tokens/s per user ({b.users} vs {c.users} users)"
     return est
@@ -415,11 +417,21 @@ def _verdict(delta: float | None, p_value: float | None, better: str, alpha: flo
     return BETTER if (delta < 0) == (better == "lower") else WORSE
 
 
+def error_class_metrics(baseline: GroupSample, candidate: GroupSample) -> list[Metric]:
+    """One error-rate row per failure class that occurred on either side (``error_rate.http_5xx``)."""
+    def rate_of(name: str) -> Measure:
+        def counts(g: GroupSample) -> GroupSample:
+            return GroupSample(failures=g.error_classes.get(name, 0), requests=g.requests)
+        return lambda b, c, rng, s: _rate("failures", "requests")(counts(b), counts(c), rng, s)
+    names = sorted(set(baseline.error_classes) | set(candidate.error_classes))
+    return [Metric(f"error_rate.{name}", f"errors: {name}", "%", "lower", rate_of(name)) for name in names]
+
+
 def compare_groups(group: str, baseline: GroupSample, candidate: GroupSample,
                    settings: Settings = DEFAULT_SETTINGS) -> list[Row]:
-    """Every metric of one group that has data on at least one side, in METRICS order."""
+    """Every metric of one group with data on a side: METRICS, then :func:`error_class_metrics`."""
     rows = []
-    for metric in METRICS:
+    for metric in (*METRICS, *error_class_metrics(baseline, candidate)):
         rng = bs.row_rng(settings.seed, group, metric.key)
         est = metric.measure(baseline, candidate, rng, settings)
         if est is None:

@@ -318,6 +318,8 @@ def _sample(entries: list[Entry], variant: str | None, slo_ms: dict[str, float] 
         ttft_ms=_sorted(col["ttft_ms"][ok]), e2e_ms=_sorted(col["e2e_ms"][ok]), tpot_ms=_sorted(tpot[ok]),
         output_tokens_total=float(col["output_tokens"].sum()),
     )
+    failed_classes, failed_counts = np.unique(error_class[~ok].astype(str), return_counts=True)
+    sample.error_classes = dict(zip(failed_classes.tolist(), failed_counts.tolist()))
     kinds: dict[str, str] = {}
     for run, _, _ in entries:
         kinds.update(run.kinds)
