@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from fourfold.data import DATA_DIR, find
+from fourfold.errors import UsageError
 from fourfold.fingerprint.embedder import Embedder
 from fourfold.fingerprint.facts import Fact, check_answer, load_facts
 from fourfold.fingerprint.score import ScoreRow, distribution, groundedness
@@ -63,7 +64,10 @@ def run_corpus(meta: dict[str, Any] | None, run_dir: Path | None = None) -> Path
 def check_facts(rows: Sequence[ScoreRow], records: Sequence[RequestRecord],
                 facts: dict[str, list[Fact]] | str | Path) -> str:
     """Set the fact fields of the L3 rows (module docstring); returns the ``fact_check`` note."""
-    by_doc = load_facts(facts) if isinstance(facts, (str, Path)) else facts
+    try:
+        by_doc = load_facts(facts) if isinstance(facts, (str, Path)) else facts
+    except ValueError as exc:
+        raise UsageError(f"cannot read the corpus's facts: {exc} (docs/l3-rag.md)") from None
     if not by_doc:
         return "not measured: the corpus has no facts (docs/l3-rag.md)"
     by_id = {r.request_id: r for r in records}

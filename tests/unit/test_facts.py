@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from fourfold.data import DATA_DIR
+from fourfold.errors import UsageError
 from fourfold.fingerprint.facts import Fact, check_answer, fact_error_rate, load_facts, parse_facts
 from fourfold.fingerprint.rag import check_facts
 from fourfold.fingerprint.score import ScoreRow, summarize
@@ -184,3 +185,10 @@ def test_report_row_is_lower_is_better_with_a_ci():
     same = [r for r in compare_groups("l3:rag", base, _facts_sample(62, 500), settings) if r.metric == "fact_error_rate"]
     assert same[0].verdict == "no significant change"
     assert not [r for r in compare_groups("l1:x", GroupSample(), GroupSample(), settings) if r.metric == "fact_error_rate"]
+
+
+def test_a_malformed_fact_is_one_usage_error_with_file_and_line(tmp_path: Path):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"id": "d1", "text": "x"}\n{"id": "d2", "text": "y", "facts": [{"subject": "X"}]}\n')
+    with pytest.raises(UsageError, match=r"corpus.jsonl:2: a fact needs subject"):
+        check_facts([], [], corpus)
