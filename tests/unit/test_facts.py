@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import numpy as np
@@ -192,3 +193,21 @@ def test_a_malformed_fact_is_one_usage_error_with_file_and_line(tmp_path: Path):
     corpus.write_text('{"id": "d1", "text": "x"}\n{"id": "d2", "text": "y", "facts": [{"subject": "X"}]}\n')
     with pytest.raises(UsageError, match=r"corpus.jsonl:2: a fact needs subject"):
         check_facts([], [], corpus)
+
+
+def test_the_check_finds_exactly_the_simulators_planted_slips():
+    """The simulator's generated answers (reworded, reordered, chatty, with slips): every answer with
+    a planted slip is a fact error, and no answer without one is."""
+    sim = pytest.importorskip("fourfold.targets.sim.generate")
+    facts = load_facts(CORPUS)
+    knobs = sim.GenerationKnobs(paraphrase_rate=0.5, reorder_rate=0.5, chatter_rate=0.5, slip_rate=0.5)
+    outcomes = []
+    for seed in range(5):
+        rng = random.Random(seed)
+        for q in _questions():
+            gold = [f for doc in q["gold_ids"] for f in facts.get(doc, ())]
+            text, slips = sim.generate(q["reference"], knobs, rng, q["prompt"])
+            result = check_answer(text, gold)
+            assert result.checked >= 1 and (result.errors > 0) == bool(slips), (text, slips, result.outcomes)
+            outcomes.append(bool(slips))
+    assert 0.2 < sum(outcomes) / len(outcomes) < 0.5          # slips planted where there is a value to slip
