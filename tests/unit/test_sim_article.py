@@ -1,11 +1,18 @@
 """The simulator's profiles differ where the article's versions differ (issue #18, item 2):
-a heavy E2E tail on the candidate, connection reuse, memory bandwidth that follows tokens/s."""
+a heavy E2E tail on the candidate, connection reuse, memory bandwidth that follows tokens/s,
+answers generated from the reference (reworded, with planted factual slips)."""
 
 from __future__ import annotations
 
-from fourfold.targets.sim.answers import Answer
+import json
+import random
+import re
+
+from fourfold.targets.sim.answers import DEFAULT_PROMPTS_PATH, Answer, AnswerBook
+from fourfold.targets.sim.generate import EN_OPENERS, SURNAMES, GenerationKnobs, generate, slip_candidates
 from fourfold.targets.sim.cli import build_parser, config_from_args
 from fourfold.targets.sim.gateway import GatewayConfig
+from fourfold.targets.sim.perturb import count_items
 from fourfold.targets.sim.metrics import SimCounters, TokenRate, gpu_gauges, render_metrics
 from fourfold.targets.sim.plan import RequestFacts, make_plan
 from fourfold.targets.sim.profile import load_profile
@@ -73,3 +80,86 @@ def test_memory_bandwidth_follows_tokens_per_second() -> None:
     text = render_metrics(candidate, counters, 102.0)
     [line] = [x for x in text.splitlines() if x.startswith("DCGM_FI_DEV_MEM_COPY_UTIL{")]
     assert line.endswith(" 92.0")                          # 550 tokens/s: the candidate's full rate
+
+
+# ---- generated answers (fourfold.targets.sim.generate) ----
+FACT = "Rosven Robotics was founded in 2012 by Ada Lindqvist. It employs about 850 people."
+
+
+def _slip_share(profile_name: str, n: int = 2000) -> tuple[float, list]:
+    profile = load_profile(profile_name)
+    plans = [make_plan(profile, Answer(FACT), RequestFacts("Who founded Rosven Robotics?", 5, occurrence=i), 3)
+             for i in range(n)]
+    return sum(bool(p.slips) for p in plans) / n, plans
+
+
+def test_slip_rate_by_profile_and_every_slip_is_in_the_text() -> None:
+    base, plans = _slip_share("baseline")
+    cand, _ = _slip_share("candidate")
+    assert abs(base - 0.12) < 0.02 and abs(cand - 0.05) < 0.015, (base, cand)
+    kinds = set()
+    for plan in plans:
+        for slip in plan.slips:
+            kinds.add(slip.kind)
+            assert slip.wrong in plan.text and slip.wrong != slip.right
+            header = json.loads(plan.header_value())
+            assert header["slips"] == [[slip.kind, slip.right, slip.wrong]]
+        if not plan.slips:                         # shortened maybe, but every fact it states is right
+            assert set(re.findall(r"\d+", plan.text)) <= {"2012", "850"}
+            assert not set(SURNAMES) & set(plan.text.split())
+    assert kinds == {"year", "number", "name"}
+    assert not any(s.right in ("Rosven", "Robotics") for p in plans for s in p.slips)   # not the entity asked about
+
+
+def test_slip_values() -> None:
+    rng = random.Random(1)
+    for _ in range(200):
+        text, [slip] = generate(FACT, GenerationKnobs(slip_rate=1.0), rng, "Who founded Rosven Robotics?")
+        if slip.kind == "year":
+            assert 1 <= abs(int(slip.wrong) - 2012) <= 7
+        elif slip.kind == "number":
+            assert 0.09 <= abs(int(slip.wrong) - 850) / 850 <= 0.41
+        else:
+            assert slip.right == "Lindqvist" and slip.wrong in SURNAMES
+    assert generate("No facts here at all.", GenerationKnobs(slip_rate=1.0), rng) == ("No facts here at all.", [])
+    assert slip_candidates("In 1999 about 1,200 people met Mara Kettering.")[0][:1] == ("year",)
+
+
+def test_generated_answers_are_not_the_reference_but_keep_their_lists() -> None:
+    book = AnswerBook.load()
+    baseline = load_profile("baseline")
+    items = [json.loads(line) for line in DEFAULT_PROMPTS_PATH.read_text(encoding="utf-8").splitlines() if line.strip()]
+    changed = 0
+    for item in items:
+        prompt = item.get("prompt") or item["messages"][-1]["content"]
+        answer = book.answer(prompt)
+        plan = make_plan(baseline, answer, RequestFacts(prompt, 5), 0)
+        changed += plan.text != answer.text
+        if answer.requested_items:
+            assert count_items(plan.text) in (count_items(answer.text), count_items(answer.text) - 1)
+    assert changed == len(items)
+    # the same request twice: the same words (seeded); reference/flat copy the reference exactly
+    prompt = "Why is the sky blue?"
+    assert make_plan(baseline, book.answer(prompt), RequestFacts(prompt, 5), 4).text == \
+        make_plan(baseline, book.answer(prompt), RequestFacts(prompt, 5), 4).text
+    for name in ("reference", "flat", "stepwise"):
+        assert make_plan(load_profile(name), book.answer(prompt), RequestFacts(prompt, 5), 0).text == \
+            book.answer(prompt).text
+
+
+def test_paraphrase_rewords_sentences_and_items() -> None:
+    rng = random.Random(0)
+    knobs = GenerationKnobs(paraphrase_rate=1.0, reorder_rate=1.0)
+    text, slips = generate("A cache helps because it is fast. It also uses memory. Many systems use one.\n"
+                           "1. It reduces load for example.\n| a | b |", knobs, rng)
+    lines = text.split("\n")
+    assert lines[0].startswith(tuple(EN_OPENERS)) and "since" in lines[0] and "because" not in lines[0]
+    assert lines[1].startswith("1. ") and "for instance" in lines[1] and lines[2] == "| a | b |"
+    assert slips == []
+
+
+def test_session_turns_keep_their_wording() -> None:
+    baseline = load_profile("baseline", {"drop_sentence_rate": 0, "filler_sentence_rate": 0})  # perturb's own
+    answer = Answer("The budget is 3000 dollars. Flights leave on Monday.")
+    plan = make_plan(baseline, answer, RequestFacts("p", 5), 0, reword=False)
+    assert plan.text == answer.text and plan.slips == []

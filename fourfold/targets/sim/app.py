@@ -217,7 +217,7 @@ class SimApp:
                                   session_rng(self.seed, goal.id, len(parsed.messages), parsed.prompt, nth))
             answer = Answer(turn.text, goal.id, None)
             session = {"id": goal.id, "new_facts": list(turn.new_facts), "revealed_before": turn.revealed_before}
-        plan = make_plan(self.profile, answer, facts, self.seed)
+        plan = make_plan(self.profile, answer, facts, self.seed, reword=goal is None)
         plan.messages, plan.session = len(parsed.messages), session
         counters.requests_total += 1
         counters.running += 1

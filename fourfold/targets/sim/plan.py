@@ -7,7 +7,7 @@ simulator intended.
 
 Determinism: every random draw comes from a per-request ``random.Random`` seeded with
 ``(seed, prompt, n-th occurrence of that prompt)`` and the draws happen in a fixed order
-(perturbation, TTFT, orchestrator, cold start, pulse, inter-token gaps). The only input that
+(perturbation, generation, TTFT, orchestrator, cold start, pulse, tail stall, inter-token gaps). The only input that
 depends on timing is ``running`` (load), which is 0 for sequential requests.
 """
 
@@ -20,6 +20,7 @@ from itertools import accumulate
 from typing import Any
 
 from fourfold.targets.sim.answers import Answer
+from fourfold.targets.sim.generate import GenerationKnobs, Slip, generate
 from fourfold.targets.sim.perturb import QualityKnobs, perturb
 from fourfold.targets.sim.profile import Profile
 from fourfold.targets.sim.tokens import cycle_tokens, tokenize
@@ -62,6 +63,7 @@ class Plan:
     session: dict[str, Any] = field(default_factory=dict)   # session turn facts (fourfold.targets.sim.sessions)
     prefill_ms: float = 0.0       # the part of ttft_ms spent reading the prompt (prefill_ms())
     cached_tokens: int = 0        # input tokens the prefix cache held
+    slips: list[Slip] = field(default_factory=list)   # planted factual errors (fourfold.targets.sim.generate)
 
     @property
     def output_tokens(self) -> int:
@@ -97,6 +99,8 @@ class Plan:
             out["messages"] = self.messages
         if self.session:
             out["session"] = self.session
+        if self.slips:
+            out["slips"] = [[s.kind, s.right, s.wrong] for s in self.slips]
         if self.prefill_ms or self.cached_tokens:
             out["prefill_ms"] = round(self.prefill_ms, 3)
             out["cached_tokens"] = self.cached_tokens
@@ -121,6 +125,11 @@ def knobs_of(profile: Profile) -> QualityKnobs:
     return QualityKnobs(profile.drop_sentence_rate, profile.filler_sentence_rate, profile.list_item_drop_rate)
 
 
+def generation_knobs(profile: Profile) -> GenerationKnobs:
+    return GenerationKnobs(profile.paraphrase_rate, profile.reorder_rate, profile.slip_rate, profile.chatter_rate,
+                           profile.shorten_rate, profile.aside_rate)
+
+
 def choose_tokens(text: str, max_tokens: int | None, ignore_eos: bool) -> tuple[list[str], str]:
     """Tokens to send and the finish reason, honouring max_tokens and ``ignore_eos``."""
     tokens = tokenize(text)
@@ -131,10 +140,14 @@ def choose_tokens(text: str, max_tokens: int | None, ignore_eos: bool) -> tuple[
     return tokens, "stop"
 
 
-def make_plan(profile: Profile, answer: Answer, facts: RequestFacts, seed: int) -> Plan:
-    """Decide tokens and timing for one request (see module docstring)."""
+def make_plan(profile: Profile, answer: Answer, facts: RequestFacts, seed: int, reword: bool = True) -> Plan:
+    """Decide tokens and timing for one request (see module docstring); ``reword`` False keeps the
+    answer's wording (a session turn, whose facts are found by their key phrases)."""
     rng = request_rng(seed, facts.prompt, facts.occurrence)
     text = perturb(answer.text, knobs_of(profile), rng, answer.requested_items)
+    slips: list[Slip] = []
+    if reword:
+        text, slips = generate(text, generation_knobs(profile), rng, facts.prompt)
     tokens, finish_reason = choose_tokens(text, facts.max_tokens, facts.ignore_eos)
     structured = profile.is_structured(facts.prompt)
 
@@ -171,6 +184,7 @@ def make_plan(profile: Profile, answer: Answer, facts: RequestFacts, seed: int) 
         pauses=pauses,
         prefill_ms=prefill,
         cached_tokens=facts.cached_tokens,
+        slips=slips,
     )
 
 

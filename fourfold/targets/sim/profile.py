@@ -78,6 +78,13 @@ class Profile:
     drop_sentence_rate: float = 0.0
     filler_sentence_rate: float = 0.0
     list_item_drop_rate: float = 0.0
+    # generation (fourfold.targets.sim.generate): reworded, reordered, factual slips
+    paraphrase_rate: float = 0.0
+    reorder_rate: float = 0.0
+    slip_rate: float = 0.0
+    chatter_rate: float = 0.0
+    shorten_rate: float = 0.0
+    aside_rate: float = 0.0
     # multi-turn sessions (fourfold.targets.sim.sessions): how much of a goal each answer states
     session_first_share: float = 1.0
     session_facts_per_turn: int = 1
