@@ -64,3 +64,34 @@ def test_rag_recall_differs_by_profile():
         with start_rag_service(sim.url, None, "none", profile="candidate") as rag:    # a stage given wins
             assert httpx.get(rag.url + "/v1/rag/config").json()["rerank"] == "none"
     assert recalls["candidate"] >= recalls["baseline"] + 0.08, recalls
+
+
+@pytest.mark.slow
+def test_generated_answers_land_near_the_articles_fingerprint():
+    """The real MiniLM: mean cosine of each profile's answers (seeds 0 and 1, every bundled prompt)
+    to the references, near the article's 0.79 (baseline) and 0.82 (candidate)."""
+    import numpy as np
+
+    from fourfold.fingerprint.embedder import MiniLMEmbedder
+    from fourfold.targets.sim.answers import DEFAULT_PROMPTS_PATH, AnswerBook
+    from fourfold.targets.sim.plan import RequestFacts, make_plan
+    from fourfold.targets.sim.profile import load_profile
+
+    book = AnswerBook.load()
+    items = [json.loads(line) for line in DEFAULT_PROMPTS_PATH.read_text(encoding="utf-8").splitlines() if line.strip()]
+    prompts = [item.get("prompt") or item["messages"][-1]["content"] for item in items]
+    embedder = MiniLMEmbedder()
+
+    def unit(texts: list[str]) -> np.ndarray:
+        vectors = np.asarray(embedder.encode(texts), dtype=np.float64)
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    references = unit([book.answer(p).text for p in prompts])
+    means = {}
+    for name in ("baseline", "candidate", "reference"):
+        profile = load_profile(name)
+        sims = [(unit([make_plan(profile, book.answer(p), RequestFacts(p, 5), seed).text for p in prompts])
+                 * references).sum(axis=1) for seed in (0, 1)]
+        means[name] = float(np.concatenate(sims).mean())
+    assert 0.76 <= means["baseline"] <= 0.82 and 0.79 <= means["candidate"] <= 0.85, means
+    assert means["candidate"] > means["baseline"] and means["reference"] > 0.999, means
