@@ -48,7 +48,7 @@ def add_demo_arguments(cmd: argparse.ArgumentParser) -> None:
                      help="seconds of L1 per profile (default 30); the other levels run half as long, >= 10 s")
     cmd.add_argument("--users", type=int, default=8, help="locust users per run (default 8)")
     cmd.add_argument("--levels", default=None, help="comma-separated levels (default: every level present)")
-    cmd.add_argument("--quick", action="store_true", help="a smoke test: L1 only, 10 s per profile, 4 users, 64-token answers")
+    cmd.add_argument("--quick", action="store_true", help="a smoke test: every level (L1 8 s, the others 5 s per profile), 4 users, 64-token answers")
     cmd.add_argument("--no-score", action="store_true", help="skip the fingerprint (no quality rows)")
     _settings_arguments(cmd)
 

@@ -107,11 +107,16 @@ def judge(claim: Claim, row: Row | None) -> Finding:
     if row.p_value is None or row.ci_low is None or row.ci_high is None:
         return Finding(claim, row, NOT_REPRODUCED, "too few data for a test")
     if row.verdict not in (BETTER, WORSE):
-        return Finding(claim, row, NOT_REPRODUCED, f"not significant (p = {fmt_p(row.p_value)})")
+        return Finding(claim, row, NOT_REPRODUCED, f"not significant ({_p(row)})")
     went = UP if row.delta > 0 else DOWN
     if went != claim.direction:
         return Finding(claim, row, NOT_REPRODUCED, f"wrong direction (significant, {went})")
-    return Finding(claim, row, REPRODUCED, f"significant (p = {fmt_p(row.p_value)}), {went}")
+    return Finding(claim, row, REPRODUCED, f"significant ({_p(row)}), {went}")
+
+
+def _p(row: Row) -> str:
+    text = fmt_p(row.p_value)
+    return f"p {text}" if text.startswith("<") else f"p = {text}"
 
 
 def _non_inferior(claim: Claim, row: Row) -> Finding:
@@ -164,14 +169,18 @@ INTRO = ("The article's table (old version → new) next to this comparison (bas
          "non-inferiority margin.")
 
 
-def _md_cell(text: str) -> str:
-    return html.escape(text, quote=False).replace("|", "\\|").replace("\n", " ").replace("`", "'")
+def _md_cell(text: str, *, from_run: bool = False) -> str:
+    """A cell of the Markdown table: ``|``, ``*``, newlines and backticks made harmless; a string from a run
+    (the group name) HTML-escaped as well (ours, such as ``p = <0.001``, print as they are)."""
+    text = html.escape(text, quote=False) if from_run else text
+    return text.replace("|", "\\|").replace("\n", " ").replace("`", "'").replace("*", "\\*")
 
 
 def render_markdown(findings: list[Finding]) -> str:
     lines = ["## Article check", "", INTRO, "", "| " + " | ".join(HEADER) + " |",
              "|" + "|".join(("---", "---", "---", "---:", "---:", "---:", "---", "---", "---")) + "|"]
-    lines += ["| " + " | ".join(_md_cell(c) for c in cells(f)) + " |" for f in findings]
+    lines += ["| " + " | ".join(_md_cell(c, from_run=i == 2) for i, c in enumerate(cells(f))) + " |"
+              for f in findings]
     lines += ["", summary_line(findings)]
     return "\n".join(lines)
 

@@ -88,10 +88,11 @@ def test_the_whole_article_table_is_covered():
 
 
 def test_markdown_and_html_are_tables_with_escaped_cells():
-    hostile = row("e2e_p99", 400.0, (300.0, 500.0), 0.001, "worse", group="l1:<script>|x")
+    hostile = row("e2e_p99", 400.0, (300.0, 500.0), 0.0001, "worse", group="l1:<script>|x")
     findings = check_rows([hostile])
     markdown = article.render_markdown(findings)
     assert "| effect | article | level |" in markdown
+    assert "| reproduced: significant (p <0.001), up |" in markdown      # our own text prints as it is
     assert "l1:&lt;script&gt;\\|x" in markdown and "<script>" not in markdown
     page = article.render_html(findings)
     assert page.count("<table>") == 1 and page.count("<tr") == len(CLAIMS) + 1
