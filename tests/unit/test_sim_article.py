@@ -19,7 +19,7 @@ from fourfold.targets.sim.profile import load_profile
 
 
 def _plan(profile, index: int, words: int = 80):
-    return make_plan(profile, Answer("word " * words), RequestFacts("p", 1, request_index=index), 0)
+    return make_plan(profile, Answer("word " * words), RequestFacts("p", 1, request_index=index), 0, reword=False)
 
 
 def test_candidate_stalls_every_33rd_request_mid_stream() -> None:
@@ -49,7 +49,7 @@ def test_keepalive_max_requests_by_profile() -> None:
     assert [config.keeps_alive(n) for n in range(1, 6)] == [True, True, True, False, False]
     assert GatewayConfig().keeps_alive(10_000)
     parse = build_parser().parse_args
-    assert config_from_args(parse(["--profile", "baseline"])).gateway.keepalive_max_requests == 4
+    assert config_from_args(parse(["--profile", "baseline"])).gateway.keepalive_max_requests == 2
     assert config_from_args(parse(["--profile", "candidate"])).gateway.keepalive_max_requests == 10
     assert config_from_args(parse(["--profile", "flat"])).gateway.keepalive_max_requests == 0
     assert config_from_args(parse(["--profile", "baseline", "--keepalive-max-requests", "0"])
@@ -137,7 +137,7 @@ def test_generated_answers_are_not_the_reference_but_keep_their_lists() -> None:
         changed += plan.text != answer.text
         if answer.requested_items:
             assert count_items(plan.text) in (count_items(answer.text), count_items(answer.text) - 1)
-    assert changed == len(items)
+    assert changed >= 0.9 * len(items)                # a list or table answer may come through as it was
     # the same request twice: the same words (seeded); reference/flat copy the reference exactly
     prompt = "Why is the sky blue?"
     assert make_plan(baseline, book.answer(prompt), RequestFacts(prompt, 5), 4).text == \

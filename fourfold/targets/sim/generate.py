@@ -133,23 +133,35 @@ def _reword_line(line: str, knobs: GenerationKnobs, rng: random.Random) -> str:
     return indent + ("" if chinese else " ").join(sentences)
 
 
+_EN_RES = tuple((re.compile(rf"\b{re.escape(old)}\b" if old[-1].isalpha() else rf"\b{re.escape(old)}"), new)
+                for old, new in EN_PHRASES)
+
+
+def _swap_phrases(text: str, chinese: bool) -> str:
+    if chinese:
+        for old, new in ZH_PHRASES:
+            text = text.replace(old, new)
+        return text
+    for rx, new in _EN_RES:
+        text = rx.sub(new, text)
+    return text
+
+
 def _reword_item(line: str, knobs: GenerationKnobs, rng: random.Random) -> str:
     """A list item keeps its marker and stays one item; only its phrases change."""
     if not knobs.paraphrase_rate or rng.random() >= knobs.paraphrase_rate:
         return line
-    for old, new in ZH_PHRASES if is_chinese(line) else EN_PHRASES:
-        line = line.replace(old, new)
-    return line
+    return _swap_phrases(line, is_chinese(line))
 
 
 def _paraphrase(sentence: str, chinese: bool, rng: random.Random) -> str:
-    phrases, openers = (ZH_PHRASES, ZH_OPENERS) if chinese else (EN_PHRASES, EN_OPENERS)
-    for old, new in phrases:
-        if old in sentence:
-            sentence = sentence.replace(old, new)
+    openers = ZH_OPENERS if chinese else EN_OPENERS
+    sentence = _swap_phrases(sentence, chinese)
     opener = openers[rng.randrange(len(openers))]
     if chinese:
-        return opener + sentence
+        return sentence if sentence[:6].find("，") >= 0 else opener + sentence
+    if sentence.split(" ", 1)[0].endswith(","):       # it opens with a phrase already ("Incidentally, ...")
+        return sentence
     if sentence[:1].isupper() and not sentence[1:2].isupper() and not NAME_RE.match(sentence):
         sentence = sentence[0].lower() + sentence[1:]
     return opener + sentence

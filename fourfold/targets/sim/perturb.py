@@ -98,17 +98,19 @@ def _perturb_prose(line: str, knobs: QualityKnobs, rng: random.Random) -> str:
     fillers = ZH_FILLERS if chinese else EN_FILLERS
     out: list[str] = []
     changed = False
+    kept = 0
     for sentence in sentences:
         if len(sentences) > 1 and rng.random() < knobs.drop_sentence_rate:
             changed = True
         else:
             out.append(sentence)
+            kept += 1
         if rng.random() < knobs.filler_sentence_rate:
             out.append(fillers[rng.randrange(len(fillers))])
             changed = True
     if not changed:
         return line
-    if not out:
-        out = sentences[:1]
+    if not kept:                  # every sentence drawn for dropping: the line keeps its first
+        out.insert(0, sentences[0])
     indent = line[: len(line) - len(line.lstrip())]
     return indent + ("" if chinese else " ").join(out)
