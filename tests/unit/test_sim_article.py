@@ -163,3 +163,12 @@ def test_session_turns_keep_their_wording() -> None:
     answer = Answer("The budget is 3000 dollars. Flights leave on Monday.")
     plan = make_plan(baseline, answer, RequestFacts("p", 5), 0, reword=False)
     assert plan.text == answer.text and plan.slips == []
+
+
+def test_places_and_rivers_slip_and_every_rag_reference_can_slip() -> None:
+    found = slip_candidates("Belani Robotics is headquartered in Pikewick, Pellan. The Lune river runs by.",
+                            "Where is Belani Robotics headquartered?")
+    assert [(kind, value) for kind, _, _, value in found] == [("place", "Pikewick"), ("river", "Lune")]
+    assert slip_candidates("Which river runs through Stavhaven? The Lune river.", "The Lune river?") == []
+    from fourfold.targets.rag import load_questions
+    assert all(slip_candidates(q.reference, q.prompt) for q in load_questions())   # L3: a slip can land anywhere

@@ -17,7 +17,7 @@ which shortens and adds filler):
   first swap places;
 - ``slip_rate``: per answer, one *factual slip*: a number, a year or a person's name stated in
   the answer is replaced by a wrong one (a year moved by 1-7, another number by 10-40 %, a
-  surname swapped for another); :class:`Slip` records what changed, and the plan header lists
+  surname, a city ("in Castrel, Valdoria") or a river ("the Lune river") swapped for another); :class:`Slip` records what changed, and the plan header lists
   the slips (``"slips": [["year", "2012", "2015"]]``), so tests and the fact check can count them.
   An answer with nothing to slip on gets none.
 
@@ -65,6 +65,10 @@ ZH_CLOSINGS = ("希望对你有帮助，如需更多细节欢迎继续提问。"
 YEAR_RE = re.compile(r"\b(1[5-9]\d\d|20\d\d)\b")
 NUMBER_RE = re.compile(r"(?<![\w.])(\d{2,}(?:,\d{3})*)(?![\w.])")
 NAME_RE = re.compile(r"(?<=[a-z,] )([A-Z][a-z]+) ([A-Z][a-z]+)\b")   # "... is Mara Kettering"
+PLACE_RE = re.compile(r"\b(?:in|near|through) ([A-Z][a-z]+)(?=, [A-Z])")   # "in Castrel, Valdoria"
+RIVER_RE = re.compile(r"\b[Tt]he ([A-Z][a-z]+) river\b")
+CITIES = ("Castrel", "Yewfold", "Fernrel", "Pikewick", "Elmmere", "Stavhaven", "Holmbridge", "Kesthaven", "Dunstead")
+RIVERS = ("Lune", "Serra", "Ottow", "Brisk", "Idle", "Marrow")
 SURNAMES = ("Halvorsen", "Okafor", "Brandt", "Moreau", "Castell", "Ivers", "Lindgren", "Pryce", "Tanaka", "Voss")
 
 
@@ -169,13 +173,15 @@ def _paraphrase(sentence: str, chinese: bool, rng: random.Random) -> str:
 
 def slip_candidates(text: str, prompt: str = "") -> list[tuple[str, int, int, str]]:
     """(kind, start, end, value) of every fact a slip may change: years, numbers of two or more
-    digits, and two-word person-like names that the prompt does not mention."""
+    digits, two-word person-like names, cities and rivers, none that the prompt mentions."""
     out: list[tuple[str, int, int, str]] = []
     years = {m.start() for m in YEAR_RE.finditer(text)}
     out += [("year", m.start(), m.end(), m.group(1)) for m in YEAR_RE.finditer(text)]
     out += [("number", m.start(), m.end(), m.group(1)) for m in NUMBER_RE.finditer(text) if m.start() not in years]
     out += [("name", m.start(2), m.end(2), m.group(2)) for m in NAME_RE.finditer(text)
             if m.group(0) not in prompt and m.group(1) not in prompt]
+    out += [("place", m.start(1), m.end(1), m.group(1)) for m in PLACE_RE.finditer(text) if m.group(1) not in prompt]
+    out += [("river", m.start(1), m.end(1), m.group(1)) for m in RIVER_RE.finditer(text) if m.group(1) not in prompt]
     return sorted(out, key=lambda c: c[1])
 
 
@@ -192,5 +198,6 @@ def _plant_slip(text: str, rng: random.Random, prompt: str) -> tuple[str, Slip |
         wrong_n = wrong_n if wrong_n != number else number + 1
         wrong = f"{wrong_n:,}" if "," in value else str(wrong_n)
     else:
-        wrong = rng.choice([s for s in SURNAMES if s != value])
+        pool = {"place": CITIES, "river": RIVERS}.get(kind, SURNAMES)
+        wrong = rng.choice([s for s in pool if s != value])
     return text[:start] + wrong + text[end:], Slip(kind, value, wrong)
