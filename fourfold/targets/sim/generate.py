@@ -5,14 +5,16 @@ answer score ~0.98 against its reference and hides any quality change. Three kno
 all drawn from the request's own ``random.Random`` (after :mod:`fourfold.targets.sim.perturb`,
 which shortens and adds filler):
 
-- ``shorten_rate``, ``aside_rate``: per prose sentence, left out / followed by an off-topic
-  aside (:func:`fourfold.targets.sim.perturb.perturb`'s sentence knobs, here for generated
-  answers only: session turns keep theirs, so L4's facts are not hidden by them);
+- ``shorten_rate``, ``aside_rate``: per sentence of a prose line of two or more sentences, left
+  out / followed by an off-topic aside (:func:`fourfold.targets.sim.perturb.perturb`'s sentence
+  knobs, here for generated answers only: session turns keep theirs, so L4's facts are not hidden
+  by them; a one-sentence answer, such as an L3 fact, keeps its one sentence and gains no aside);
 - ``paraphrase_rate``: per prose sentence, the sentence is reworded: phrases swapped for
   equivalents from a fixed table ("for example" -> "for instance", "因为" -> "由于"), and an
   opener ("In short, ", "简单来说，") put in front of it;
-- ``chatter_rate``: per answer, a conversational preamble ("Good question. Here is an overview.")
-  and a closing line ("I hope this helps.") framing the content, as chat models write;
+- ``chatter_rate``: per answer of more than one sentence, a conversational preamble ("Good
+  question. Here is an overview.") and a closing line ("I hope this helps.") framing the content,
+  as chat models write;
 - ``reorder_rate``: per prose line of three or more sentences, two adjacent sentences after the
   first swap places;
 - ``slip_rate``: per answer, one *factual slip*: a number, a year or a person's name stated in
@@ -103,15 +105,16 @@ def generate(text: str, knobs: GenerationKnobs, rng: random.Random, prompt: str 
     ``prompt`` names what a slip must not touch (the entity asked about)."""
     if not knobs.active:
         return text, []
-    if knobs.shorten_rate or knobs.aside_rate:
-        text = perturb(text, QualityKnobs(knobs.shorten_rate, knobs.aside_rate), rng, None)
     lines = text.split("\n")
+    if knobs.shorten_rate or knobs.aside_rate:
+        sentence_knobs = QualityKnobs(knobs.shorten_rate, knobs.aside_rate)
+        lines = [perturb(line, sentence_knobs, rng, None) if _prose_sentences(line) >= 2 else line for line in lines]
     if knobs.paraphrase_rate or knobs.reorder_rate:
         lines = [line if not line.strip() or TABLE_ROW_RE.match(line)
                  else _reword_item(line, knobs, rng) if ITEM_LINE_RE.match(line)
                  else _reword_line(line, knobs, rng) for line in lines]
     text = "\n".join(lines)
-    if knobs.chatter_rate and rng.random() < knobs.chatter_rate:
+    if knobs.chatter_rate and _long(lines) and rng.random() < knobs.chatter_rate:
         chinese = is_chinese(text)
         preambles, closings = (ZH_PREAMBLES, ZH_CLOSINGS) if chinese else (EN_PREAMBLES, EN_CLOSINGS)
         text = f"{preambles[rng.randrange(len(preambles))]}\n{text}\n{closings[rng.randrange(len(closings))]}"
@@ -121,6 +124,18 @@ def generate(text: str, knobs: GenerationKnobs, rng: random.Random, prompt: str 
         if slip is not None:
             slips.append(slip)
     return text, slips
+
+
+def _long(lines: list[str]) -> bool:
+    """More than one sentence or line of content (a one-sentence fact gets no chatter)."""
+    return sum(1 for line in lines if line.strip()) > 1 or sum(map(_prose_sentences, lines)) > 1
+
+
+def _prose_sentences(line: str) -> int:
+    """Sentences of a prose line (0 for a blank line, a list item or a table row)."""
+    if not line.strip() or ITEM_LINE_RE.match(line) or TABLE_ROW_RE.match(line):
+        return 0
+    return len([s for s in _SENTENCE_RE.findall(line) if s.strip()])
 
 
 def _reword_line(line: str, knobs: GenerationKnobs, rng: random.Random) -> str:
