@@ -107,7 +107,7 @@ METRICS: tuple[MetricDef, ...] = (
        "(ok requests with ≥ 3 chunks; a steady stream is near 0, the article's smooth version < 5 ms). Limits: a "
        "gap is between network reads, so tokens a server sends together count as one chunk", where=_REPORTED,
        report=("jitter_p50",)),
-    _n("pulse_hz", "rate", "Hz", "stream rhythm: median over ok requests with ≥ 8 content chunks of each one's "
+    _n("pulse_hz", "rate", "Hz", "stream rhythm: median (summary.json reads it off a histogram, within alpha) over ok requests with ≥ 8 content chunks of each one's "
        "pulse frequency, the peak of the spectrum of its token-arrival rate (10 ms bins) between 0.5 Hz (or 2 "
        "periods of the stream) and 20 Hz (or 1 / 4 median gaps) holding ≥ 15 % of the rate's power; 0 for a stream "
        "with no such peak (smooth). Limits: a stream shorter than 2 periods cannot show that period (4 Hz needs "
