@@ -10,8 +10,8 @@ which shortens and adds filler):
   knobs, here for generated answers only: session turns keep theirs, so L4's facts are not hidden
   by them; a one-sentence answer, such as an L3 fact, keeps its one sentence and gains no aside);
 - ``paraphrase_rate``: per prose sentence, the sentence is reworded: phrases swapped for
-  equivalents from a fixed table ("for example" -> "for instance", "因为" -> "由于"), and an
-  opener ("In short, ", "简单来说，") put in front of it;
+  equivalents from a fixed table ("for example" -> "for instance", "因为" -> "由于"), and, in a
+  line of two or more sentences, an opener ("In short, ", "简单来说，") put in front of it;
 - ``chatter_rate``: per answer of more than one sentence, a conversational preamble ("Good
   question. Here is an overview.") and a closing line ("I hope this helps.") framing the content,
   as chat models write;
@@ -147,7 +147,9 @@ def _reword_line(line: str, knobs: GenerationKnobs, rng: random.Random) -> str:
         i = rng.randrange(1, len(sentences) - 1)
         sentences[i], sentences[i + 1] = sentences[i + 1], sentences[i]
     if knobs.paraphrase_rate:
-        sentences = [_paraphrase(s, chinese, rng) if rng.random() < knobs.paraphrase_rate else s for s in sentences]
+        opener = len(sentences) > 1           # a one-sentence answer (an L3 fact) is not lengthened
+        sentences = [_paraphrase(s, chinese, rng, opener) if rng.random() < knobs.paraphrase_rate else s
+                     for s in sentences]
     indent = line[: len(line) - len(line.lstrip())]
     return indent + ("" if chinese else " ").join(sentences)
 
@@ -173,10 +175,12 @@ def _reword_item(line: str, knobs: GenerationKnobs, rng: random.Random) -> str:
     return _swap_phrases(line, is_chinese(line))
 
 
-def _paraphrase(sentence: str, chinese: bool, rng: random.Random) -> str:
+def _paraphrase(sentence: str, chinese: bool, rng: random.Random, with_opener: bool = True) -> str:
     openers = ZH_OPENERS if chinese else EN_OPENERS
     sentence = _swap_phrases(sentence, chinese)
     opener = openers[rng.randrange(len(openers))]
+    if not with_opener:
+        return sentence
     if chinese:
         return sentence if sentence[:6].find("，") >= 0 else opener + sentence
     if sentence.split(" ", 1)[0].endswith(","):       # it opens with a phrase already ("Incidentally, ...")
