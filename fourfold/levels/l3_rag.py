@@ -68,8 +68,10 @@ def register_options(parser: Any) -> None:
     add("--rag-corpus", default="",
         help="Corpus JSONL (id, title, text, claims): conflict groups now, chunk texts for groundedness "
              "later (default: the bundled corpus)")
-    add("--rag-retriever", default="bm25", choices=RETRIEVERS, help="Embedded RAG service: first stage")
-    add("--rag-rerank", default="none", choices=RERANKERS, help="Embedded RAG service: re-ranker")
+    add("--rag-retriever", default="", choices=RETRIEVERS,
+        help="Embedded RAG service: first stage (default: the --sim-profile's, bm25 for the bundled ones)")
+    add("--rag-rerank", default="", choices=RERANKERS,
+        help="Embedded RAG service: re-ranker (default: the --sim-profile's: none for baseline, lexical for candidate)")
     add("--rag-top-k", type=int, default=3, help="Embedded RAG service: documents given to the model")
 
 
@@ -180,8 +182,9 @@ class RagUser(LLMUser):
                                     extra_args=["--prompts", str(questions), *simulator_gateway_args(settings)])
         extra = ["--corpus", str(resolve_path(settings.rag_corpus, DEFAULT_CORPUS))] if settings.rag_corpus else []
         try:
-            service = start_rag_service(simulator.url, retriever=settings.rag_retriever, rerank=settings.rag_rerank,
-                                        top_k=settings.rag_top_k, extra_args=extra)
+            service = start_rag_service(simulator.url, retriever=settings.rag_retriever or None,
+                                        rerank=settings.rag_rerank or None, top_k=settings.rag_top_k,
+                                        extra_args=extra, profile=settings.sim_profile)
         except BaseException:
             simulator.stop()
             raise
@@ -238,9 +241,11 @@ def _on_init(environment: Any, **_kw: Any) -> None:
         return
     environment.events.worker_report.add_listener(functools.partial(_on_worker_report, environment))
     if getattr(options, "fourfold_embedded", False):
+        from fourfold.targets.rag.cli import stages
+
         s = Settings.from_options(options)
-        runtime.meta_extra["embedded_rag_service"] = {"retriever": s.rag_retriever, "rerank": s.rag_rerank,
-                                                      "top_k": s.rag_top_k}
+        retriever, rerank = stages(s.sim_profile, s.rag_retriever or None, s.rag_rerank or None)
+        runtime.meta_extra["embedded_rag_service"] = {"retriever": retriever, "rerank": rerank, "top_k": s.rag_top_k}
     _describe(environment, runtime, rag)
 
 

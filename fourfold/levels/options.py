@@ -158,8 +158,8 @@ class Settings:
     sim_max_concurrency: int = 0            # embedded simulator gateway knobs (fourfold.targets.sim.gateway)
     sim_over_limit: str = "queue"
     sim_keepalive_timeout_s: float = 0.0
-    rag_retriever: str = "bm25"             # embedded RAG service (levels.l3_rag registers the options)
-    rag_rerank: str = "none"
+    rag_retriever: str = ""                 # embedded RAG service ("": the --sim-profile's; levels.l3_rag
+    rag_rerank: str = ""                    # registers the options)
     rag_top_k: int = 3
     rag_corpus: str = ""
     slo: str = ""
@@ -216,8 +216,8 @@ class Settings:
             sim_max_concurrency=int(get("sim_max_concurrency", 0)),
             sim_over_limit=str(get("sim_over_limit", "queue")),
             sim_keepalive_timeout_s=float(get("sim_keepalive_timeout_s", 0.0)),
-            rag_retriever=str(get("rag_retriever", "bm25")),
-            rag_rerank=str(get("rag_rerank", "none")),
+            rag_retriever=str(get("rag_retriever", "") or ""),
+            rag_rerank=str(get("rag_rerank", "") or ""),
             rag_top_k=int(get("rag_top_k", 3)),
             rag_corpus=str(get("rag_corpus", "")),
             slo=get("slo", ""),
