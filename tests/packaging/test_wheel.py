@@ -106,7 +106,8 @@ def test_demo_stock_and_own_locustfiles_run_from_an_empty_directory(installed, t
 
     demo = _run([str(bin_dir / "fourfold"), "demo", "--quick", "--out", "demo"], work, env, 400)
     assert (work / "demo" / "report.md").is_file() and (work / "demo" / "report.html").is_file()
-    assert len(list((work / "demo" / "runs").iterdir())) == 2
+    runs = sorted(p.name.split("-demo-", 1)[1] for p in (work / "demo" / "runs").iterdir())
+    assert runs == sorted(f"{side}-{level}" for side in ("baseline", "candidate") for level in ("l1", "l2", "l3", "l4"))
     assert "## Article check" in demo.stdout
 
     stock = _run([str(bin_dir / "fourfold"), "locustfile", "l1"], work, env, 60).stdout.strip()
