@@ -40,6 +40,29 @@ def run_locust(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.C
                           timeout=timeout, check=False)
 
 
+def run_distributed(common: list[str], master_args: list[str], cwd: Path, workers: int = 2,
+                    timeout: float = 90) -> str:
+    """A headless run on a master and ``workers`` workers on 127.0.0.1 (``common`` given to all of them);
+    the master's output. Fails the test when the master does not exit 0; kills what is left."""
+    port = free_port()
+    master = subprocess.Popen([*LOCUST, *common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
+                               str(port), "--headless", "--expect-workers", str(workers), *master_args], cwd=cwd,
+                              env=locust_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    procs = [subprocess.Popen([*LOCUST, *common, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
+                              cwd=cwd, env=locust_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for _ in range(workers)]
+    try:
+        out, _ = master.communicate(timeout=timeout)
+        for proc in procs:
+            proc.wait(timeout=30)
+    finally:
+        for proc in (master, *procs):
+            if proc.poll() is None:
+                proc.kill()
+    assert master.returncode == 0, out[-3000:]
+    return out
+
+
 def only_run_dir(base: Path) -> Path:
     runs = [p for p in (base / "runs").iterdir() if p.is_dir()]
     assert len(runs) == 1, f"expected one run directory, found {runs}"

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from fourfold.targets.rag import Pipeline, evaluate_recall, load_corpus, load_questions
-from tests.conftest import LOCUST, REPO, free_port, locust_env, only_run_dir, read_jsonl, run_locust
+from tests.conftest import REPO, free_port, only_run_dir, read_jsonl, run_distributed, run_locust
 
 pytestmark = pytest.mark.integration
 
@@ -136,24 +136,8 @@ def test_compare_report_has_a_recall_row(bm25_run, rerank_run, tmp_path):
 
 
 def test_master_and_two_workers_keep_the_rag_block_exact(tmp_path, locustfile):
-    port = free_port()
-    common = ["-f", locustfile("l3_rag.py"), "--sim-profile", "flat"]
-    master = subprocess.Popen(
-        [*LOCUST, *common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-         "--headless", "-u", "4", "-r", "4", "-t", "5s", "--expect-workers", "2"],
-        cwd=tmp_path, env=locust_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    workers = [subprocess.Popen([*LOCUST, *common, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
-                                cwd=tmp_path, env=locust_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-               for _ in range(2)]
-    try:
-        out, _ = master.communicate(timeout=60)
-        for worker in workers:
-            worker.wait(timeout=30)
-    finally:
-        for proc in (master, *workers):
-            if proc.poll() is None:
-                proc.kill()
-    assert master.returncode == 0, out[-3000:]
+    run_distributed(["-f", locustfile("l3_rag.py"), "--sim-profile", "flat"],
+                    ["-u", "4", "-r", "4", "-t", "5s"], tmp_path, timeout=60)
     run = only_run_dir(tmp_path)
     rag = json.loads((run / "summary.json").read_text())["rag"]
     ok = measured(read_jsonl(run / "records.jsonl"))

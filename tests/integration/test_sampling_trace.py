@@ -13,13 +13,12 @@ from __future__ import annotations
 import json
 import math
 import random
-import subprocess
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import LOCUST, free_port, locust_env, only_run_dir, read_jsonl, run_locust
+from tests.conftest import only_run_dir, read_jsonl, run_distributed, run_locust
 
 pytestmark = pytest.mark.integration
 
@@ -42,24 +41,8 @@ def _orders(run: Path) -> dict[int, list[str]]:
 def _distributed(locustfile, args: list[str], cwd: Path) -> Path:
     """The same run on a master and two workers; its run directory."""
     cwd.mkdir(parents=True)
-    port = free_port()
-    common = ["-f", locustfile("l1_throughput.py"), "--sim-profile", "flat"]
-    master = subprocess.Popen([*LOCUST, *common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
-                               str(port), "--headless", "--expect-workers", "2", "--metrics-url", "off",
-                               "--warmup-requests", "0", *args], cwd=cwd, env=locust_env(), stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
-    workers = [subprocess.Popen([*LOCUST, *common, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
-                                cwd=cwd, env=locust_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-               for _ in range(2)]
-    try:
-        out, _ = master.communicate(timeout=90)
-        for worker in workers:
-            worker.wait(timeout=30)
-    finally:
-        for proc in (master, *workers):
-            if proc.poll() is None:
-                proc.kill()
-    assert master.returncode == 0, out[-3000:]
+    run_distributed(["-f", locustfile("l1_throughput.py"), "--sim-profile", "flat"],
+                    ["--metrics-url", "off", "--warmup-requests", "0", *args], cwd)
     return only_run_dir(cwd)
 
 

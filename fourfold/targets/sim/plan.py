@@ -13,6 +13,7 @@ depends on timing is ``running`` (load), which is 0 for sequential requests.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from dataclasses import dataclass, field
@@ -126,8 +127,8 @@ def knobs_of(profile: Profile) -> QualityKnobs:
 
 
 def generation_knobs(profile: Profile) -> GenerationKnobs:
-    return GenerationKnobs(profile.paraphrase_rate, profile.reorder_rate, profile.slip_rate, profile.chatter_rate,
-                           profile.shorten_rate, profile.aside_rate)
+    """The profile's generation rates (its fields of the same names)."""
+    return GenerationKnobs(**{f.name: getattr(profile, f.name) for f in dataclasses.fields(GenerationKnobs)})
 
 
 def choose_tokens(text: str, max_tokens: int | None, ignore_eos: bool) -> tuple[list[str], str]:
