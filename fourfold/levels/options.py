@@ -84,8 +84,10 @@ def register(parser: Any) -> None:
     add("--run-dir", default="runs", help="Base directory of run directories")
     add("--label", default="", help="Label of this run (part of the run directory's name)")
     add("--no-record-text", action="store_true", default=False, help="Do not keep answer text in records.jsonl")
-    add("--metrics-url", default="",
-        help="Prometheus /metrics of the target to sample during the run (default: <host>/metrics; 'off' disables)")
+    add("--metrics-url", dest="metrics_url", action="append", default=[],
+        help="Prometheus /metrics endpoint sampled during the run, repeatable or comma-separated (the engine's "
+             "and a DCGM exporter's: the first URL listed wins a metric both give; default: <host>/metrics; "
+             "'off' disables)")
     add("--sample-interval", type=float, default=1.0, help="Seconds between /metrics and nvidia-smi samples")
     add("--mirror-host", default="",
         help="Also send a share of requests to this second target (gray release); its answers reach no user")
@@ -149,7 +151,7 @@ class Settings:
     run_dir: str = "runs"
     label: str = ""
     record_text: bool = True
-    metrics_url: str = ""
+    metrics_url: str = ""                   # comma-separated; metrics_url_list() splits it
     sample_interval_s: float = 1.0
     mirror_host: str = ""
     mirror_share: float = 0.1
@@ -207,7 +209,7 @@ class Settings:
             run_dir=get("run_dir", "runs"),
             label=get("label", ""),
             record_text=not get("no_record_text", False),
-            metrics_url=get("metrics_url", ""),
+            metrics_url=",".join(metrics_url_list(get("metrics_url", ""))),
             sample_interval_s=float(get("sample_interval", 1.0)),
             mirror_host=get("mirror_host", ""),
             mirror_share=float(get("mirror_share", 0.1)),
@@ -269,6 +271,23 @@ def parse_headers(values: list[str] | tuple[str, ...] | str,
             raise OptionError(f"{option} {name.strip()!r}: the value holds a line break")
         parsed.append((name.strip(), rest.strip()))
     return tuple(parsed)
+
+
+def metrics_url_list(values: list[str] | tuple[str, ...] | str) -> tuple[str, ...]:
+    """``--metrics-url`` given once or repeatedly, each value possibly comma-separated (a config
+    file or ``LOCUST_METRICS_URL``): the URLs in the order given, blanks and repeats dropped;
+    ``("off",)`` when any of them is ``off``."""
+    if isinstance(values, str):
+        values = [values]
+    urls: list[str] = []
+    for value in values:
+        for url in str(value).split(","):
+            url = url.strip()
+            if url.lower() == "off":
+                return ("off",)
+            if url and url not in urls:
+                urls.append(url)
+    return tuple(urls)
 
 
 # option -> (Settings field, rule): every number a run reads, checked once (check_values)
