@@ -100,8 +100,12 @@ class Sampler:
             self._greenlet.kill(block=True, timeout=2)
             self._greenlet = None
         self._client.close()
+        return self.summary()
+
+    def summary(self) -> dict[str, Any]:
+        """The ``server_metrics`` block of summary.json over the samples so far."""
         return {"metrics_urls": list(self.metrics_urls), "nvidia_smi": bool(self.nvidia_smi),
-                "errors": dict(self.errors), "metrics": summarize_series(self.rows)}
+                "errors": dict(self.errors), "metrics": summarize_series(list(self.rows))}
 
     def series(self) -> list[dict[str, float]]:
         return list(self.rows)

@@ -9,7 +9,8 @@
   worker's own command line may differ and the master refuses to merge stats counted with
   other thresholds.
 - ``finish(environment, runtime, summary)`` (``quitting``, local runner or master): verdicts on
-  the final merged summary, the table printed, the ``slo`` block added to ``summary.json``,
+  the final merged summary (its ``server_metrics`` block is in: ``hooks._on_test_stop`` stops the
+  sampler before the summary is written, so telemetry clauses judge the whole run), the table printed, the ``slo`` block added to ``summary.json``,
   ``--junit`` written, and ``environment.process_exit_code = 3`` when any SLO failed. Quality
   clauses are skipped here: ``fourfold check`` judges them after ``fourfold score``.
 - ``live_verdicts(environment)``: the same verdicts on the stats so far (the web UI's SLO tab).
@@ -97,7 +98,11 @@ def live_verdicts(environment: Any) -> list[Verdict]:
     runtime = getattr(environment, "fourfold_runtime", None)
     if not gate.slos or runtime is None:
         return []
-    return evaluate(gate.slos, runtime.stats.summary(), quality="skip")
+    summary = runtime.stats.summary()
+    sampler = getattr(runtime, "sampler", None)       # telemetry clauses: the samples so far
+    if sampler is not None:
+        summary["server_metrics"] = sampler.summary()
+    return evaluate(gate.slos, summary, quality="skip")
 
 
 def finish(environment: Any, runtime: Runtime, summary: dict[str, Any] | None) -> list[Verdict]:

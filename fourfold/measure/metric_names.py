@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["BEGIN_MARK", "END_MARK", "METRICS", "NOT_METRICS", "SUMMARY_STATS", "WHERE", "MetricDef", "by_name", "in_block",
+__all__ = ["BEGIN_MARK", "END_MARK", "METRICS", "NOT_METRICS", "SUMMARY_STATS", "TELEMETRY_CANONICAL", "WHERE", "MetricDef", "by_name", "in_block",
            "markdown_table", "names_where", "resolve", "summary_value", "with_table"]
 
 Kind = Literal["distribution", "count", "ratio", "rate", "time", "mean"]
@@ -239,7 +239,22 @@ METRICS: tuple[MetricDef, ...] = (
        "that no stage accounts for", where=("rag",), stats=RAG_STATS),
     _d("server_total_ms", "ms", "L3: the service's own total time (its `total` timing)", where=("rag",),
        stats=RAG_STATS),
+    # server telemetry (L1's sampler: summary.json "server_metrics" block, server_metrics.json): SLO names only
+    _d("gpu_util", "%", "GPU utilisation: the share of time a kernel ran (DCGM_FI_DEV_GPU_UTIL from --metrics-url, "
+       "nvidia-smi utilization.gpu), sampled once per --sample-interval; mean or max over the samples (the SLO: "
+       "the larger of the two sources). Limits: a busy GPU can still be underused", where=(),
+       stats=("mean", "max")),
+    _d("gpu_mem_bw_util", "%", "GPU memory-bandwidth utilisation: the share of time the memory controller was "
+       "busy (DCGM_FI_DEV_MEM_COPY_UTIL from --metrics-url, nvidia-smi utilization.memory), not bytes/s; sampled "
+       "once per --sample-interval, mean or max over the samples (the SLO: the larger of the two sources)",
+       where=(), stats=("mean", "max")),
+    _d("kv_cache_usage", "%", "the engine's KV-cache usage (vllm:kv_cache_usage_perc, sglang:token_usage, ×100 "
+       "from --metrics-url), sampled once per --sample-interval; mean or max over the samples", where=(),
+       stats=("mean", "max")),
 )
+# the telemetry metrics above -> their canonical name in the sampler's rows (measure.prom.CANONICAL)
+TELEMETRY_CANONICAL = {"gpu_util": "gpu_util_pct", "gpu_mem_bw_util": "mem_bw_util_pct",
+                       "kv_cache_usage": "kv_cache_usage_pct"}
 
 _BY_NAME = {m.name: m for m in METRICS}
 
@@ -337,6 +352,8 @@ def _shown(m: MetricDef) -> str:
         if m.decimals is not None:
             how += f"{'; ' if how else ''}{m.decimals} decimals"
         parts.append(where + (f" ({how})" if how else "") + (f" as `{m.key}`" if m.key else ""))
+    if not parts and m.unit == "%":           # server telemetry: summary.json's server_metrics, by the SLO gate
+        parts.append("server_metrics, --slo (" + ", ".join(f"`{m.short}_{stat}`" for stat in m.stats) + ")")
     return ", ".join(parts)
 
 

@@ -17,6 +17,12 @@ Metrics (the names of docs/metrics.md; thresholds are stored in the canonical un
 - quality floors ``similarity_mean``, ``similarity_p5``, ``similarity_p50``,
   ``structure_compliance``, and the ceiling ``fact_error_rate`` (L3): read from the summary's
   ``quality`` block, which ``fourfold score`` adds after the run; ``%`` or a fraction.
+- server telemetry ``gpu_util_{mean,max}``, ``gpu_mem_bw_util_{mean,max}``,
+  ``kv_cache_usage_{mean,max}``: read from the summary's ``server_metrics`` block (L1's sampler,
+  once per ``--sample-interval``); ``%`` or a fraction, stored as a fraction like the rates. When
+  both the target's /metrics (``server.``) and nvidia-smi (``nvidia_smi.``) give one, the larger
+  value is judged (the busier reading: a ceiling is not met by the quieter source). Run-wide: no
+  ``@scope``.
 
 :func:`evaluate` gives one :class:`Verdict` per clause. A value that is missing (no requests, no
 ok request, nothing scored) is never a pass: the status says why. In a live run quality clauses
@@ -35,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from fourfold.errors import SLOSpecError
-from fourfold.measure.metric_names import names_where, summary_value
+from fourfold.measure.metric_names import TELEMETRY_CANONICAL, names_where, summary_value
 from fourfold.measure.metrics import SLO_METRICS
 
 # the names a clause may use, from the metric registry (measure.metric_names): the latencies,
@@ -46,11 +52,14 @@ RATE_METRICS = tuple(m.name for m in names_where("summary", "ratio"))
 THROUGHPUT_METRICS = {m.name: m.unit for m in names_where("summary", "rate")}
 QUALITY_METRICS = tuple(f"{m.short}_{stat}" if m.kind == "distribution" else m.name
                         for m in names_where("quality") for stat in (m.stats or ("",)))
+TELEMETRY_METRICS = {f"{short}_{stat}": (canonical, stat) for short, canonical in TELEMETRY_CANONICAL.items()
+                     for stat in ("mean", "max")}      # SLO name -> (sampler's canonical name, statistic)
+TELEMETRY_SOURCES = ("server", "nvidia_smi")          # the sampler's row prefixes: --metrics-url, nvidia-smi
 LOWER_QUALITY = ("fact_error_rate",)     # quality metrics that count bad answers: a ceiling, not a floor
 AGGREGATED = "Aggregated"
 PASS_EXIT_CODE, MISS_EXIT_CODE = 0, 3
 
-Kind = Literal["latency", "rate", "throughput", "quality"]
+Kind = Literal["latency", "rate", "throughput", "quality", "telemetry"]
 Status = Literal["pass", "miss", "no_data", "not_scored", "skipped"]
 FAILING: frozenset[str] = frozenset({"miss", "no_data", "not_scored"})
 
@@ -76,6 +85,8 @@ def metric_kind(metric: str) -> Kind | None:
         return "throughput"
     if metric in QUALITY_METRICS:
         return "quality"
+    if metric in TELEMETRY_METRICS:
+        return "telemetry"
     return None
 
 
@@ -84,7 +95,8 @@ def valid_metrics_text() -> str:
     return (f"latency {{{','.join(LATENCY_BASES)}}}_{{{','.join(LATENCY_STATS)}}} (ms or s); "
             f"rates {', '.join(RATE_METRICS)} (% or a fraction); "
             f"throughput {', '.join(THROUGHPUT_METRICS)} (per second, no unit); "
-            f"quality {', '.join(QUALITY_METRICS)} (% or a fraction, after `fourfold score`)")
+            f"quality {', '.join(QUALITY_METRICS)} (% or a fraction, after `fourfold score`); "
+            f"server telemetry {', '.join(TELEMETRY_METRICS)} (% or a fraction, no @scope)")
 
 
 def _num(value: float) -> str:
@@ -109,15 +121,15 @@ class SLO:
 
     @property
     def target(self) -> str:
-        """``scope`` or "Aggregated"."""
-        return self.scope or AGGREGATED
+        """``scope`` or "Aggregated" ("server" for telemetry: the run's server, not a group of requests)."""
+        return "server" if metric_kind(self.metric) == "telemetry" else self.scope or AGGREGATED
 
     def format_value(self, value: float | None) -> str:
         if value is None:
             return "-"
         if self.kind == "latency":
             return f"{value:.1f} ms"
-        if self.kind == "rate":
+        if self.kind in ("rate", "telemetry"):
             return f"{100 * value:.2f} %"
         if self.kind == "throughput":
             return f"{value:.2f} {THROUGHPUT_METRICS[self.metric]}"
@@ -138,7 +150,7 @@ class SLO:
     def _threshold_text(self, sep: str) -> str:
         if self.kind == "latency":
             return f"{_num(self.threshold)}{sep}ms"
-        if self.kind == "rate":
+        if self.kind in ("rate", "telemetry"):
             return f"{_num(100 * self.threshold)}{sep}%"
         return _num(self.threshold)
 
@@ -203,7 +215,9 @@ def make_slo(metric: str, op: str, number: float, unit: str = "", scope: str = "
         if unit not in ("", "ms", "s"):
             raise SLOSpecError(f"{where}: {metric} is a latency: give ms or s, not {unit!r}")
         threshold = number * 1000 if unit == "s" else number
-    elif kind in ("rate", "quality"):
+    elif kind in ("rate", "quality", "telemetry"):
+        if kind == "telemetry" and scope:
+            raise SLOSpecError(f"{where}: {metric} is measured on the server for the whole run; drop @{scope}")
         if unit == "%":
             threshold = number / 100
         elif unit:
@@ -309,7 +323,32 @@ def _scopes(summary: dict[str, Any]) -> str:
     return ", ".join(names) or "none"
 
 
+def _telemetry(slo: SLO, summary: dict[str, Any]) -> Verdict:
+    """A telemetry clause against the ``server_metrics`` block (percent there, a fraction here)."""
+    block = summary.get("server_metrics")
+    canonical, stat = TELEMETRY_METRICS[slo.metric]
+    if not isinstance(block, dict):
+        return Verdict(slo, "no_data", reason="no server telemetry in this run: the sampler did not run "
+                       "(an L1 run samples --metrics-url, default <host>/metrics, and nvidia-smi; 'off' disables)")
+    metrics = block.get("metrics") or {}
+    values = [stats[stat] for source in TELEMETRY_SOURCES
+              if isinstance(stats := metrics.get(f"{source}.{canonical}"), dict) and stat in stats]
+    if not values:
+        urls = block.get("metrics_urls") or block.get("metrics_url") or []
+        urls = [urls] if isinstance(urls, str) else urls
+        errors = block.get("errors") or {}
+        said = "; ".join(f"{k}: {v}" for k, v in errors.items()) if isinstance(errors, dict) else str(errors)
+        return Verdict(slo, "no_data", reason=f"no {canonical} sampled: /metrics "
+                       f"({', '.join(urls) or 'none sampled'}) gave none, "
+                       f"{'nor did nvidia-smi' if block.get('nvidia_smi') else 'no nvidia-smi on this machine'}"
+                       + (f" ({said})" if said else ""))
+    bad = [v for v in values if isinstance(v, bool) or not isinstance(v, numbers.Real)]
+    return _judge(slo, bad[0] if bad else max(values) / 100)      # _judge refuses a damaged value
+
+
 def _measure(slo: SLO, summary: dict[str, Any], quality: str) -> Verdict:
+    if slo.kind == "telemetry":
+        return _telemetry(slo, summary)
     if slo.kind == "quality":
         block = summary.get("quality")
         if not isinstance(block, dict):
