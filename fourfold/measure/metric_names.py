@@ -38,7 +38,7 @@ from typing import Any, Literal
 __all__ = ["BEGIN_MARK", "END_MARK", "METRICS", "NOT_METRICS", "SUMMARY_STATS", "TELEMETRY_CANONICAL", "WHERE", "MetricDef", "by_name", "in_block",
            "markdown_table", "names_where", "resolve", "summary_value", "with_table"]
 
-Kind = Literal["distribution", "count", "ratio", "rate", "time", "mean"]
+Kind = Literal["distribution", "count", "ratio", "rate", "time", "mean", "stages"]   # stages: a distribution per stage
 SUMMARY_STATS = ("count", "mean", "min", "max", "p50", "p90", "p95", "p99")
 RAG_STATS = ("count", "mean", "p50", "p95", "p99", "max")          # the rag block's distributions
 SESSION_STATS = ("count", "mean", "p50", "p95", "max")
@@ -103,6 +103,10 @@ METRICS: tuple[MetricDef, ...] = (
     _d("output_tokens", "tokens", "the server's usage when it reports one, else the number of content deltas "
        "(counted as estimated)", "output len", "OSL"),
     _d("request_tps", "tok/s", "1000 / tpot_ms: one request's decode speed", "–", "output token throughput per user"),
+    MetricDef("server_timing_ms", "ms", "stages", "per stage the server named, the time it says it spent (a "
+              "`Server-Timing` header's `dur`, a body's timings such as Triton's inference times), over the ok "
+              "requests that reported it; absent when the server reports none. Limits: the server's own clock and "
+              "its own stage names, not checked against the client's timings", stats=SUMMARY_STATS),
     _d("jitter_ms", "ms", "stream rhythm: population standard deviation of one request's content-chunk gaps "
        "(ok requests with ≥ 3 chunks; a steady stream is near 0, the article's smooth version < 5 ms). Limits: a "
        "gap is between network reads, so tokens a server sends together count as one chunk", where=_REPORTED,
@@ -179,7 +183,10 @@ METRICS: tuple[MetricDef, ...] = (
     _n("groundedness_n", "count", "answers", "L3: scored answers whose retrieved chunks are in the corpus (the "
        "answers groundedness is over)", where=("quality.rag",), key="n"),
     _n("low_groundedness_rate", "ratio", "fraction", "L3: answers with a groundedness below 0.6 / groundedness_n: "
-       "the hallucination signal", where=("quality.rag",), decimals=4),
+       "the hallucination signal (the report: baseline vs candidate, two-proportion test). Limits: groundedness "
+       "is a MiniLM cosine between the answer and its retrieved chunks, not a check of each claim; 0.6 was chosen on "
+       "the bundled corpus (answers with their gold document retrieved: median 0.72, without: 0.56) and may not "
+       "suit another corpus or language", where=("quality.rag",), report=True, decimals=4),
     _n("groundedness_retrieval_hit", "mean", "cos", "L3: groundedness of the answers whose retrieval found a gold "
        "document (recall_at_k > 0), mean", where=("quality.rag",), decimals=4),
     _n("groundedness_retrieval_miss", "mean", "cos", "L3: groundedness of the answers whose retrieval found no gold "
@@ -228,7 +235,11 @@ METRICS: tuple[MetricDef, ...] = (
        where=("rag",)),
     _n("conflicts", "count", "requests", "L3: ok requests whose retrieved documents include two of one conflict "
        "group (the corpus's claims) with different values", where=("rag",)),
-    _n("conflict_rate", "ratio", "fraction", "L3: conflicts / with_retrieved_ids", where=("rag",)),
+    _n("conflict_rate", "ratio", "fraction", "L3: conflicts / with_retrieved_ids: the share of ok requests whose "
+       "retrieved context held two documents of one conflict group stating different values (the report: "
+       "baseline vs candidate, two-proportion test). Limits: only conflicts the corpus labels (its documents' "
+       "`claims`) count, and only among the ids the service reports; a service that reports no ids has none",
+       where=("rag",), report=True),
     _n("effective_tps", "rate", "tok/s", "L3: Σ output tokens / Σ end-to-end seconds over the ok requests: the "
        "rate a user sees, retrieval included", where=("rag",)),
     _d("effective_tps_per_request", "tok/s", "L3: one ok request's output tokens / its end-to-end seconds",

@@ -18,7 +18,7 @@ How each kind of metric is tested:
 | TTFT / E2E / TPOT percentiles | nearest-rank quantile of ok requests | bootstrap of requests (exact order-statistic draws) |
 | ITL percentiles | quantile of the pooled chunk gaps of ok requests (log buckets, <= 0.5 %) | bootstrap resampling whole requests (at most 1,000 per side, the spread scaled by sqrt(m/n)) |
 | output tokens/s, goodput | all tokens (good requests) / wall time | bootstrap of 1-second intervals |
-| error, interruption, stall rate, reuse, completion, compliance | proportion | bootstrap CI; two-proportion z-test (Fisher exact for small counts) |
+| error, interruption, stall rate, reuse, completion, compliance, L3 conflict rate, low groundedness (< 0.6) | proportion | bootstrap CI; two-proportion z-test (Fisher exact for small counts) |
 | TTFT structured - plain, rounds, similarity mean, L3 recall@k / precision@k | mean (difference of means) | bootstrap of means |
 | similarity p5 | nearest-rank quantile | bootstrap (exact order-statistic draws) |
 | similarity mean, compliance, recall / precision@k, same items on both sides | mean per-item difference | paired bootstrap over items; sign-flip permutation p |
@@ -29,6 +29,7 @@ means of the common items. Each row is tested on its own (no multiple-comparison
 """
 from __future__ import annotations
 
+from fourfold.fingerprint.rag import LOW_GROUNDEDNESS
 from fourfold.reports import bootstrap as bs
 from fourfold.reports.estimators import (
     goodput_total,
@@ -85,10 +86,13 @@ METRICS: tuple[Metric, ...] = (
            per_item("recall", "recall_items", mean_of("recall", 100.0), scale=100.0)),
     Metric("precision_at_k", "context precision@k", "%", "higher",
            per_item("precision", "precision_items", mean_of("precision", 100.0), scale=100.0)),
+    Metric("conflict_rate", "retrieval conflict rate", "%", "lower", share_unpaired("conflict")),
     Metric("similarity_mean", "similarity mean", "cos", "higher",
            per_item("similarity", "similarity_items", mean_of("similarity"))),
     Metric("similarity_p5", "similarity p5", "cos", "higher", quantile_of("similarity", 0.05)),
     Metric("groundedness_mean", "groundedness mean", "cos", "higher", mean_of("groundedness")),
+    Metric("low_groundedness_rate", f"low groundedness (< {LOW_GROUNDEDNESS})", "%", "lower",
+           share_unpaired("groundedness", below=LOW_GROUNDEDNESS)),
     Metric("structure_compliance", "structure compliance", "%", "higher",
            per_item("compliant", "compliant_items", share_unpaired("compliant"), scale=100.0)),
     Metric("fact_error_rate", "fact error rate", "%", "lower",

@@ -218,10 +218,13 @@ def per_item(values: str, items: str, unpaired: Measure, scale: float = 1.0) -> 
     return measure
 
 
-def share_unpaired(name: str) -> Measure:
-    """A two-proportion comparison of a 1.0 / 0.0 per-answer array (compliance, fact errors)."""
+def share_unpaired(name: str, below: float | None = None) -> Measure:
+    """A two-proportion comparison of a 1.0 / 0.0 per-answer array (compliance, fact errors,
+    conflicts); with ``below``, of the share of a per-answer value under it (low groundedness)."""
     def measure(b: GroupSample, c: GroupSample, rng: np.random.Generator, s: Settings) -> Estimate | None:
         xb, xc = getattr(b, name), getattr(c, name)
+        if below is not None:
+            xb, xc = (xb < below).astype(float), (xc < below).astype(float)
         counts = GroupSample(ok=int(xb.sum()), requests=int(xb.size))
         other = GroupSample(ok=int(xc.sum()), requests=int(xc.size))
         return rate("ok", "requests")(counts, other, rng, s)

@@ -80,7 +80,7 @@ def legend_lines(resamples: int, seed: int, confidence: float, alpha: float) -> 
         f"{SYMBOLS[BETTER]} better · {SYMBOLS[WORSE]} worse · {SYMBOLS[SAME]} no significant change "
         f"(p >= {alpha:g}) · n/a: a side has no data for this row.",
         "Δ = candidate - baseline; for % rows Δ is in percentage points. Lower is better for latencies, "
-        "error / interruption / stall rates and rounds; higher for throughput, goodput, connection reuse, "
+        "error / interruption / stall rates, rounds and L3's conflict and low-groundedness rates; higher for throughput, goodput, connection reuse, "
         "session completion and quality.",
         f"{level} CI of Δ: percentile bootstrap, {resamples:,} resamples, seed {seed} (requests resampled for "
         "percentiles, whole requests for ITL, 1-s intervals for tokens/s and goodput). p: the bootstrap's, a "

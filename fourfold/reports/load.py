@@ -25,7 +25,7 @@ Anything wrong raises :class:`RunDirError` (exit code 2) naming the file and the
 ``session@A`` / ``session@B``; the ``@variant`` suffix is dropped so both variants meet in one
 group. Session facts come from the record that ends a session: ``extra["session_completed"]``
 (bool) and ``extra["rounds"]`` (int) (see :mod:`levels.l4_session`); L3 retrieval quality from
-``extra["recall_at_k"]`` and ``extra["precision_at_k"]`` (see :mod:`measure.rag`). Every
+``extra["recall_at_k"]``, ``extra["precision_at_k"]`` and ``extra["conflict"]`` (see :mod:`measure.rag`). Every
 per-request value (TPOT, interrupted, end time, goodput) is a vectorised form from
 :mod:`measure.metrics`, the same formula summary.json's statistics use per record.
 """
@@ -357,6 +357,8 @@ def _sample(entries: list[Entry], variant: str | None, slo_ms: dict[str, float] 
         known = np.isfinite(values)
         setattr(sample, name, values[known])
         setattr(sample, f"{name}_items", items[known])
+    conflict = frame["conflict"].to_numpy(dtype=float)      # L3: ok requests whose service reported ids
+    sample.conflict = conflict[ok & np.isfinite(conflict)]
     _add_scores(sample, entries, variant)
     return sample
 

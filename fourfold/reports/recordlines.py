@@ -53,8 +53,9 @@ __all__ = ["BLOCK_BYTES", "EXTRA_KEYS", "NUMBER_COLUMNS", "SCALARS", "TEXT_COLUM
 SCALARS = ("level", "scenario", "variant", "item_id", "warmup", "started_at", "status",
            "error_class", "ttfb_ms", "ttft_ms", "e2e_ms", "queue_ms", "output_tokens", "terminal", "conn_reused")
 REQUIRED = ("level", "scenario", "error_class", "started_at")
-# read from ``extra``: L4 on the record that ends a session, L3 retrieval quality
-EXTRA_KEYS = ("session_completed", "rounds", "recall_at_k", "precision_at_k")
+# read from ``extra``: L4 on the record that ends a session, L3 retrieval quality and the conflict
+# flag (true/false: 1/0; :func:`fourfold.measure.rag.annotate`)
+EXTRA_KEYS = ("session_completed", "rounds", "recall_at_k", "precision_at_k", "conflict")
 # the SCALARS as a block holds them: numbers (float64, NaN for null; a flag 0/1) and texts (str or None)
 NUMBER_COLUMNS = plausible.NUMBER_FIELDS     # ("started_at", "status", ..., "warmup", "terminal")
 FLAG_COLUMNS = ("warmup", "terminal")

@@ -70,6 +70,7 @@ class GroupSample:
     recall_items: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
     precision: np.ndarray = field(default_factory=lambda: np.zeros(0))       # L3 context precision@k
     precision_items: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
+    conflict: np.ndarray = field(default_factory=lambda: np.zeros(0))        # L3: 1.0 / 0.0 per ok request with ids
     similarity: np.ndarray = field(default_factory=lambda: np.zeros(0))
     similarity_items: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
     groundedness: np.ndarray = field(default_factory=lambda: np.zeros(0))
