@@ -20,6 +20,8 @@ How each kind of metric is tested:
 | output tokens/s, goodput | all tokens (good requests) / wall time | bootstrap of 1-second intervals |
 | error, interruption, stall rate, reuse, completion, compliance, L3 conflict rate, low groundedness (< 0.6) | proportion | bootstrap CI; two-proportion z-test (Fisher exact for small counts) |
 | TTFT structured - plain, rounds, similarity mean, L3 recall@k / precision@k | mean (difference of means) | bootstrap of means |
+| server telemetry mean (`telemetry.<source>.<metric>.mean`) | mean of the samples, first and last dropped | bootstrap of samples (serially correlated: the interval is optimistic); the verdict is descriptive |
+| server telemetry max | largest sample | values only: no test, verdict n/a |
 | similarity p5 | nearest-rank quantile | bootstrap (exact order-statistic draws) |
 | similarity mean, compliance, recall / precision@k, same items on both sides | mean per-item difference | paired bootstrap over items; sign-flip permutation p |
 
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 from fourfold.fingerprint.rag import LOW_GROUNDEDNESS
 from fourfold.reports import bootstrap as bs
+from fourfold.reports import telemetry as tm
 from fourfold.reports.estimators import (
     goodput_total,
     itl_quantile,
@@ -44,6 +47,8 @@ from fourfold.reports.estimators import (
     quantile_of,
     rate,
     share_unpaired,
+    telemetry_max,
+    telemetry_mean,
 )
 from fourfold.reports.sample import (
     BETTER,
@@ -62,7 +67,8 @@ from fourfold.reports.sample import (
 )
 
 __all__ = ["BETTER", "DEFAULT_SETTINGS", "METRICS", "NA", "SAME", "WORSE", "Estimate", "GroupSample", "ItlSample",
-           "Metric", "Row", "Settings", "compare_groups", "pairs"]
+           "Metric", "Row", "Settings", "compare_groups", "pairs",
+           "telemetry_metrics"]
 
 
 METRICS: tuple[Metric, ...] = (
@@ -118,11 +124,20 @@ def error_class_metrics(baseline: GroupSample, candidate: GroupSample) -> list[M
     return [Metric(f"error_rate.{name}", f"errors: {name}", "%", "lower", rate_of(name)) for name in names]
 
 
+def telemetry_metrics(baseline: GroupSample, candidate: GroupSample) -> list[Metric]:
+    """Two rows per server gauge either side sampled (``telemetry.server.mem_bw_util_pct.mean`` and
+    ``.max``): the mean of the steady samples, tested; the max, values only (verdict n/a)."""
+    return [Metric(f"telemetry.{name}.{stat}", tm.label_of(name, stat), tm.unit_of(name), tm.better_of(name),
+                   (telemetry_mean if stat == "mean" else telemetry_max)(name))
+            for name in tm.gauge_names(baseline.telemetry, candidate.telemetry) for stat in ("mean", "max")]
+
+
 def compare_groups(group: str, baseline: GroupSample, candidate: GroupSample,
                    settings: Settings = DEFAULT_SETTINGS) -> list[Row]:
-    """Every metric of one group with data on a side: METRICS, then :func:`error_class_metrics`."""
+    """Every metric of one group with data on a side: METRICS, then :func:`error_class_metrics`,
+    then :func:`telemetry_metrics`."""
     rows = []
-    for metric in (*METRICS, *error_class_metrics(baseline, candidate)):
+    for metric in (*METRICS, *error_class_metrics(baseline, candidate), *telemetry_metrics(baseline, candidate)):
         rng = bs.row_rng(settings.seed, group, metric.key)
         est = metric.measure(baseline, candidate, rng, settings)
         if est is None:

@@ -23,7 +23,8 @@ from fourfold.reports.sample import (
 )
 
 __all__ = ["goodput_total", "itl_quantile", "mean_of", "output_tps", "pairs", "pct", "penalty", "per_item",
-           "per_second", "per_user", "quantile_of", "rate", "share_unpaired", "tokens_total"]
+           "per_second", "per_user", "quantile_of", "rate", "share_unpaired", "telemetry_max",
+           "telemetry_mean", "tokens_total"]
 
 
 def quantile_of(name: str, q: float) -> Measure:
@@ -97,6 +98,33 @@ def steady(series: np.ndarray | None) -> np.ndarray:
     if series is None:
         return np.zeros(0)
     return series[1:-1] if len(series) >= 5 else series
+
+
+def telemetry_mean(name: str) -> Measure:
+    """Mean of a server series (one sample per --sample-interval) without its first and last
+    samples (:func:`steady`); interval: bootstrap of the samples (they are serially correlated, so
+    the interval is narrower than a block bootstrap's would be)."""
+    def measure(b: GroupSample, c: GroupSample, rng: np.random.Generator, s: Settings) -> Estimate | None:
+        xb, xc = steady(b.telemetry.get(name)), steady(c.telemetry.get(name))
+        if not xb.size and not xc.size:
+            return None
+        est = Estimate(float(xb.mean()) if xb.size else None, float(xc.mean()) if xc.size else None,
+                       "bootstrap of samples", int(xb.size), int(xc.size))
+        if xb.size >= 2 and xc.size >= 2:
+            est.deltas = bs.mean_replicates(xc, s.resamples, rng) - bs.mean_replicates(xb, s.resamples, rng)
+        return est
+    return measure
+
+
+def telemetry_max(name: str) -> Measure:
+    """The largest sample of a server series (every sample): values only, no test (verdict n/a)."""
+    def measure(b: GroupSample, c: GroupSample, rng: np.random.Generator, s: Settings) -> Estimate | None:
+        xb, xc = b.telemetry.get(name, np.zeros(0)), c.telemetry.get(name, np.zeros(0))
+        if not xb.size and not xc.size:
+            return None
+        return Estimate(float(xb.max()) if xb.size else None, float(xc.max()) if xc.size else None,
+                        "values only", int(xb.size), int(xc.size))
+    return measure
 
 
 def rate(count: str, total: str, scale: float = 100.0) -> Measure:

@@ -70,6 +70,8 @@ from fourfold.reports.records import (
 )
 from fourfold.reports.scores import SCORES_FILE
 from fourfold.reports.scores import read_scores as _read_scores  # (a module global: tests replace it)
+from fourfold.reports.telemetry import join as join_telemetry
+from fourfold.reports.telemetry import read_telemetry
 
 __all__ = ["SCORES_FILE", "RunData", "RunDirError", "base_scenario", "group_names", "group_samples", "load_run", "load_runs",
            "prompt_kinds", "run_variants"]
@@ -90,6 +92,7 @@ class RunData:
     scores: pd.DataFrame | None
     stall_ms: float
     kinds: dict[str, str] = field(default_factory=dict)    # item id -> "structured" / "plain"
+    telemetry: dict[str, np.ndarray] = field(default_factory=dict)   # server_metrics.json (reports.telemetry)
 
     @property
     def records(self) -> pd.DataFrame:
@@ -157,7 +160,8 @@ def load_run(path: str | os.PathLike[str], *, stall_ms: float | None = None, cac
     label = meta.get("label")
     if not isinstance(label, str) or not label:
         label = run_dir.name
-    return RunData(run_dir, label, meta, summary, table, scores.frame, threshold, prompt_kinds(run_dir, settings))
+    return RunData(run_dir, label, meta, summary, table, scores.frame, threshold, prompt_kinds(run_dir, settings),
+                   read_telemetry(run_dir))
 
 
 def _read_table(records_path: Path, threshold: float) -> RecordTable:
@@ -360,6 +364,7 @@ def _sample(entries: list[Entry], variant: str | None, slo_ms: dict[str, float] 
     conflict = frame["conflict"].to_numpy(dtype=float)      # L3: ok requests whose service reported ids
     sample.conflict = conflict[ok & np.isfinite(conflict)]
     _add_scores(sample, entries, variant)
+    sample.telemetry = join_telemetry([run.telemetry for run, _, _ in entries])    # each group: its runs' server
     return sample
 
 

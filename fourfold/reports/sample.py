@@ -82,6 +82,8 @@ class GroupSample:
     error_classes: dict[str, int] = field(default_factory=dict)   # failed requests per error class
     jitter_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))      # per ok request (measure.metrics)
     pulse_hz: np.ndarray = field(default_factory=lambda: np.zeros(0))       # per ok request, 0 = smooth
+    # server telemetry of the group's runs, "server.mem_bw_util_pct" -> samples (reports.telemetry)
+    telemetry: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
