@@ -81,7 +81,9 @@ def legend_lines(resamples: int, seed: int, confidence: float, alpha: float) -> 
         f"(p >= {alpha:g}) · n/a: a side has no data for this row.",
         "Δ = candidate - baseline; for % rows Δ is in percentage points. Lower is better for latencies, "
         "error / interruption / stall rates, rounds and L3's conflict and low-groundedness rates; higher for throughput, goodput, connection reuse, "
-        "session completion and quality.",
+        "session completion and quality. Server telemetry rows (server: / nvidia-smi:, from server_metrics.json) "
+        "are descriptive: their mean is compared over the samples, higher reading as more of the GPU used; their "
+        "max rows are values only (n/a).",
         f"{level} CI of Δ: percentile bootstrap, {resamples:,} resamples, seed {seed} (requests resampled for "
         "percentiles, whole requests for ITL, 1-s intervals for tokens/s and goodput). p: the bootstrap's, a "
         "two-proportion z-test (Fisher exact for small counts) for rates, a sign-flip permutation test for "

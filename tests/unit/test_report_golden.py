@@ -9,6 +9,7 @@ quality drop, paired). The bootstrap is seeded, so the text is the same on every
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -31,8 +32,13 @@ CANDIDATE = RunSpec("candidate", seed=12, ttft_plain=(170.0, 8.0), ttft_structur
 def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     base = tmp_path_factory.mktemp("golden")
     dataset = write_dataset(base / "items.jsonl")
-    return (write_run(base / "runs", BASELINE, dataset=dataset),
+    runs = (write_run(base / "runs", BASELINE, dataset=dataset),
             write_run(base / "runs", CANDIDATE, dataset=dataset, now_s=BASELINE_T1))
+    for run, bandwidth in zip(runs, (40.0, 90.0)):      # server telemetry: memory-bandwidth util, KV cache
+        samples = [{"t_s": BASELINE_T1 + i, "server.mem_bw_util_pct": bandwidth + i % 3,
+                    "server.kv_cache_usage_pct": 10.0 + i} for i in range(12)]
+        (run / "server_metrics.json").write_text(json.dumps(samples), encoding="utf-8")
+    return runs
 
 
 def _check_golden(name: str, text: str) -> None:
@@ -80,4 +86,7 @@ def test_fail_on_worse_exits_3(runs, tmp_path, capsys):
 
 def test_identical_runs_show_no_change(runs):
     report = report_from_paths([runs[0], runs[0]], settings=Settings(resamples=500))
-    assert {row.verdict for row in report.comparisons[0].rows} == {"no significant change"}
+    rows = report.comparisons[0].rows
+    assert {row.verdict for row in rows if row.test != "values only"} == {"no significant change"}
+    assert {row.metric for row in rows if row.test == "values only"} == {      # telemetry maxima: no test
+        "telemetry.server.mem_bw_util_pct.max", "telemetry.server.kv_cache_usage_pct.max"}
