@@ -5,8 +5,9 @@ the local runner or the master) sets Locust's extension points (``web_ui.templat
 
 - ``extended_tabs`` / ``extended_tables``: a tab "LLM" (key ``llm``, URL ``/?tab=llm``) with one
   row per level:scenario and an Aggregated row: TTFT p50/p95/p99, ITL p50/p99, TPOT p50, E2E
-  p50/p95/p99, output tokens/s, stall, interruption and error rates, connection reuse and
-  goodput; and a tab "LLM SLO" (key ``slo``) with the ``--slo`` verdicts on the data so far.
+  p50/p95/p99, stream rhythm (jitter p50 and pulse frequency, 0 = smooth: summary.json's
+  ``jitter_ms`` p50 and ``pulse_hz``), output tokens/s, stall, interruption and error rates,
+  connection reuse and goodput; and a tab "LLM SLO" (key ``slo``) with the ``--slo`` verdicts on the data so far.
   The rows reach the page as ``extended_stats`` appended to ``/stats/requests`` (an
   ``after_request`` hook), so they refresh with Locust's own table. On the master they are the
   workers' merged stats (workers report every 3 s).
@@ -47,7 +48,7 @@ TAB_KEY, SLO_TAB_KEY = "llm", "slo"
 SAMPLE_INTERVAL_S, WINDOW_S, MAX_POINTS = 2.0, 10.0, 1800
 MASTER_LAG_S = 4          # workers report every 3 s: the master's last seconds are incomplete
 
-# (csv key, tab title, kind): kind says how the tab shows it (ms, pct, num, int, text)
+# (csv key, tab title, kind): kind says how the tab shows it (ms, pct, num, hz, int, text)
 COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("name", "level:scenario", "text"),
     ("requests", "requests", "int"),
@@ -61,6 +62,8 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("e2e_p50_ms", "E2E p50 ms", "ms"),
     ("e2e_p95_ms", "E2E p95 ms", "ms"),
     ("e2e_p99_ms", "E2E p99 ms", "ms"),
+    ("jitter_p50_ms", "jitter p50 ms", "ms"),
+    ("pulse_hz", "pulse Hz", "hz"),
     ("output_tps", "output tok/s", "num"),
     ("stall_rate", "stall %", "pct"),
     ("interruption_rate", "interrupted %", "pct"),
@@ -101,6 +104,8 @@ def _show(value: Any, kind: str) -> Any:
         return f"{100 * value:.2f}"
     if kind == "num":
         return f"{value:.1f}"
+    if kind == "hz":
+        return f"{value:.2f}"
     return value
 
 

@@ -7,6 +7,7 @@ import io
 import json
 import re
 import subprocess
+import time
 
 import pytest
 
@@ -41,7 +42,8 @@ def test_llm_tab_csv_charts_and_start_form_on_a_local_run(tmp_path, locustfile):
         table = next(t for t in args["extended_tables"] if t["key"] == "llm")
         titles = [c["title"] for c in table["structure"]]
         assert titles[:6] == ["level:scenario", "requests", "failures", "TTFT p50 ms", "TTFT p95 ms", "TTFT p99 ms"]
-        assert {"stall %", "interrupted %", "conn reuse %", "goodput req/s", "output tok/s"} <= set(titles)
+        assert {"stall %", "interrupted %", "conn reuse %", "goodput req/s", "output tok/s", "jitter p50 ms",
+                "pulse Hz"} <= set(titles)
         assert all("_" not in c["key"] for c in table["structure"])   # the frontend camel-cases row keys
         assert {f["href"] for f in args["extended_csv_files"]} == {"./fourfold/llm.csv", "./fourfold/charts"}
         # fourfold's options are in the start form with their defaults; the secret is masked, not in the page
@@ -116,10 +118,14 @@ def test_llm_tab_csv_charts_and_start_form_on_a_local_run(tmp_path, locustfile):
 def test_master_web_ui_merges_both_workers_into_the_llm_tab(tmp_path, locustfile):
     web_port, master_port = free_port(), free_port()
     base = f"http://127.0.0.1:{web_port}"
-    common = ["-f", locustfile("l1_throughput.py"), "--sim-profile", "flat", "--max-tokens", "16"]
+    # the candidate's stream rhythm, every answer pulsing (its own profile: half of them), no 4 s stall;
+    # 80 tokens: long enough to pulse (>= 60) and to show two periods of ~0.3 s
+    profile = tmp_path / "pulsing.json"
+    profile.write_text(json.dumps({"extends": "candidate", "pulse": {"probability": 1.0, "stall_every_requests": 0}}))
+    common = ["-f", locustfile("l1_throughput.py"), "--sim-profile", str(profile), "--max-tokens", "80"]
     master = start_locust([*common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
                            str(master_port), "--web-host", "127.0.0.1", "--web-port", str(web_port),
-                           "--autostart", "-u", "6", "-r", "6", "--run-time", "5s", "--autoquit", "30",
+                           "--autostart", "-u", "6", "-r", "6", "--run-time", "8s", "--autoquit", "30",
                            "--expect-workers", "2", "--slo", "ttft_p99<=10s"], tmp_path)
     workers = [subprocess.Popen([*LOCUST, *common, "--worker", "--master-host", "127.0.0.1",
                                  "--master-port", str(master_port)], cwd=tmp_path, env=locust_env(),
@@ -134,15 +140,24 @@ def test_master_web_ui_merges_both_workers_into_the_llm_tab(tmp_path, locustfile
         report = wait_for(both_workers_running, 40, what="two busy workers and LLM rows")
         assert report["worker_count"] == 2
 
+        seen: list[tuple[float, int]] = []
+
         def agreed():
-            """Once stopped, the tab and Locust's own row (both merged from the workers' reports) agree."""
+            """Once stopped, the tab and Locust's own row (both merged from the workers' reports) agree,
+            and have for longer than a worker's report interval (3 s): a worker sends the samples of
+            its last seconds with its next periodic report, not with its "stopped" message."""
             report = get_json(base + "/stats/requests")
             if not report or report["state"] != "stopped":
                 return None
             mine, theirs = row(extended(report, "llm"), "Aggregated"), locust_row(report, "l1:saturation")
-            return mine["requests"] if mine and theirs and mine["requests"] == theirs["num_requests"] else None
+            if not (mine and theirs and mine["requests"] == theirs["num_requests"]):
+                return None
+            if not seen or seen[-1][1] != mine["requests"]:
+                seen.append((time.monotonic(), mine["requests"]))
+            return mine["requests"] if time.monotonic() - seen[-1][0] > 3.5 else None
 
-        assert wait_for(agreed, 20, interval=0.3, what="the tab to agree with Locust's row") > 0
+        assert wait_for(agreed, 30, interval=0.3, what="the tab to agree with Locust's row") > 0
+        final_rows = extended(get_json(base + "/stats/requests"), "llm")
         master_out = finish(master, timeout=40, terminate=True)   # SIGTERM: Locust's normal shutdown
         worker_outs = [finish(w, timeout=20) for w in workers]
     finally:
@@ -154,5 +169,11 @@ def test_master_web_ui_merges_both_workers_into_the_llm_tab(tmp_path, locustfile
     assert len(seen) == 2 and all(n > 0 for n in seen), worker_outs
     summary = json.loads((only_run_dir(tmp_path) / "summary.json").read_text())
     final = re.search(r"LLM\s+l1:saturation\s+(\d+)", master_out)      # Locust's final table
-    assert final and summary["total"]["requests"] == int(final.group(1))
+    assert final and summary["total"]["requests"] == int(final.group(1)), master_out[-3000:]
     assert summary["slo"]["passed"] and summary["slo"]["verdicts"][0]["status"] == "pass"
+    # the stream-rhythm columns: the workers' merged statistics, the numbers summary.json gives
+    for block, name in ((summary["groups"][0], "l1:saturation"), (summary["total"], "Aggregated")):
+        shown = row(final_rows, name)
+        assert shown["requests"] == block["requests"]
+        assert shown["jitterP50Ms"] == f"{block['jitter_ms']['p50']:.1f}" and float(shown["jitterP50Ms"]) > 0
+        assert shown["pulseHz"] == f"{block['pulse_hz']:.2f}" and 2.0 <= float(shown["pulseHz"]) <= 5.0
