@@ -84,7 +84,7 @@ def register(parser: Any) -> None:
     add("--run-dir", default="runs", help="Base directory of run directories")
     add("--label", default="", help="Label of this run (part of the run directory's name)")
     add("--no-record-text", action="store_true", default=False, help="Do not keep answer text in records.jsonl")
-    add("--metrics-url", dest="metrics_url", action="append", default=[],
+    add("--metrics-url", dest="metrics_url", action="append", default=[], env_var="LOCUST_METRICS_URL",
         help="Prometheus /metrics endpoint sampled during the run, repeatable or comma-separated (the engine's "
              "and a DCGM exporter's: the first URL listed wins a metric both give; default: <host>/metrics; "
              "'off' disables)")

@@ -56,3 +56,14 @@ def test_compare_shows_more_memory_bandwidth_on_the_candidate(runs, tmp_path):
     top = rows["telemetry.server.mem_bw_util_pct.max"]
     assert float(top["candidate_value"]) > 85 >= 42 >= float(top["baseline_value"]) and top["verdict"] == "n/a"
     assert "server: memory-bandwidth util mean" in (tmp_path / "report.md").read_text(encoding="utf-8")
+
+
+def test_repeated_metrics_urls_are_each_sampled_and_a_failing_one_is_said_once(tmp_path):
+    refused = ["http://127.0.0.1:9/metrics", "http://127.0.0.1:9/dcgm"]       # the discard port: refused
+    proc, run = _run(tmp_path / "urls", "flat", "--metrics-url", refused[0], "--metrics-url", refused[1])
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    for url in refused:
+        assert out.count(f"server metrics from {url}:") == 1         # once, though sampled every second
+    block = json.loads((run / "summary.json").read_text())["server_metrics"]
+    assert block["metrics_urls"] == refused and sorted(block["errors"]) == sorted(refused)
