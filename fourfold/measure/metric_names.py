@@ -262,10 +262,24 @@ METRICS: tuple[MetricDef, ...] = (
     _d("kv_cache_usage", "%", "the engine's KV-cache usage (vllm:kv_cache_usage_perc, sglang:token_usage, ×100 "
        "from --metrics-url), sampled once per --sample-interval; mean or max over the samples", where=(),
        stats=("mean", "max")),
+    _d("server_running", "requests", "sequences the engine is generating (vllm:num_requests_running, "
+       "sglang:num_running_reqs, tgi_batch_current_size from --metrics-url), sampled once per --sample-interval; "
+       "mean or max over the samples (report rows only)", where=(), stats=("mean", "max")),
+    _d("server_waiting", "requests", "requests queued in the engine (vllm:num_requests_waiting, "
+       "sglang:num_queue_reqs, tgi_queue_size), sampled once per --sample-interval; mean or max over the samples "
+       "(report rows only)", where=(), stats=("mean", "max")),
+    _d("gpu_mem_used", "MiB", "GPU memory in use, summed over the GPUs nvidia-smi sees (memory.used), sampled once "
+       "per --sample-interval; mean or max (report rows only). Limits: the local machine's GPUs, so only when "
+       "fourfold runs on the server", where=(), stats=("mean", "max")),
+    _d("gpu_mem_total", "MiB", "GPU memory of the GPUs nvidia-smi sees (memory.total; report rows only)", where=(),
+       stats=("mean", "max")),
 )
-# the telemetry metrics above -> their canonical name in the sampler's rows (measure.prom.CANONICAL)
+# the telemetry metrics above -> their canonical name in the sampler's rows (measure.prom.CANONICAL);
+# the SLO gate takes the first three (the utilisations, in %), the report shows a row per gauge
 TELEMETRY_CANONICAL = {"gpu_util": "gpu_util_pct", "gpu_mem_bw_util": "mem_bw_util_pct",
                        "kv_cache_usage": "kv_cache_usage_pct"}
+TELEMETRY_REPORTED = {**TELEMETRY_CANONICAL, "server_running": "running", "server_waiting": "waiting",
+                      "gpu_mem_used": "gpu_mem_used_mib", "gpu_mem_total": "gpu_mem_total_mib"}
 
 _BY_NAME = {m.name: m for m in METRICS}
 
@@ -288,6 +302,13 @@ def resolve(key: str) -> tuple[MetricDef, str | None] | None:
     """``"error_rate"`` -> (error_rate, None); ``"ttft_p95"`` -> (ttft_ms, "p95"); None if unknown."""
     if key in _BY_NAME:
         return _BY_NAME[key], None
+    if key.startswith("telemetry."):          # the report's telemetry.<source>.<canonical>.<mean|max>
+        series, _, stat = key.removeprefix("telemetry.").rpartition(".")
+        canonical = series.partition(".")[2]
+        for name, known in TELEMETRY_REPORTED.items():
+            if known == canonical and stat in _BY_NAME[name].stats:
+                return _BY_NAME[name], stat
+        return None
     short, _, stat = key.rpartition("_")
     for metric in METRICS:
         if metric.kind == "distribution" and metric.short == short and (stat in metric.stats or
@@ -363,8 +384,10 @@ def _shown(m: MetricDef) -> str:
         if m.decimals is not None:
             how += f"{'; ' if how else ''}{m.decimals} decimals"
         parts.append(where + (f" ({how})" if how else "") + (f" as `{m.key}`" if m.key else ""))
-    if not parts and m.unit == "%":           # server telemetry: summary.json's server_metrics, by the SLO gate
-        parts.append("server_metrics, --slo (" + ", ".join(f"`{m.short}_{stat}`" for stat in m.stats) + ")")
+    if not parts and m.name in TELEMETRY_REPORTED:     # server telemetry: summary.json's server_metrics
+        rows = f"report (`telemetry.<source>.{TELEMETRY_REPORTED[m.name]}.{{mean,max}}`)"
+        slo = ", --slo (" + ", ".join(f"`{m.short}_{stat}`" for stat in m.stats) + ")"
+        parts.append("server_metrics, " + rows + (slo if m.name in TELEMETRY_CANONICAL else ""))
     return ", ".join(parts)
 
 
