@@ -43,6 +43,7 @@ from typing import Any, Literal
 from fourfold.errors import SLOSpecError
 from fourfold.measure.metric_names import TELEMETRY_CANONICAL, names_where, summary_value
 from fourfold.measure.metrics import SLO_METRICS
+from fourfold.measure.record import FAILURE_CLASSES
 
 # the names a clause may use, from the metric registry (measure.metric_names): the latencies,
 # shares and per-second rates of summary.json's groups, and the quality block's scores
@@ -55,6 +56,7 @@ QUALITY_METRICS = tuple(f"{m.short}_{stat}" if m.kind == "distribution" else m.n
 TELEMETRY_METRICS = {f"{short}_{stat}": (canonical, stat) for short, canonical in TELEMETRY_CANONICAL.items()
                      for stat in ("mean", "max")}      # SLO name -> (sampler's canonical name, statistic)
 TELEMETRY_SOURCES = ("server", "nvidia_smi")          # the sampler's row prefixes: --metrics-url, nvidia-smi
+CLASS_RATE_METRICS = tuple(f"error_rate.{name}" for name in sorted(FAILURE_CLASSES))   # one class's share
 LOWER_QUALITY = ("fact_error_rate",)     # quality metrics that count bad answers: a ceiling, not a floor
 AGGREGATED = "Aggregated"
 PASS_EXIT_CODE, MISS_EXIT_CODE = 0, 3
@@ -67,7 +69,7 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt}
 _OP_ALIASES = {"≤": "<=", "≥": ">=", "=<": "<=", "=>": ">="}
 _CLAUSE_RE = re.compile(
-    r"^(?P<metric>[A-Za-z0-9_]+)\s*(?:@\s*(?P<scope>[^\s<>=≤≥]+))?\s*"
+    r"^(?P<metric>[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)?)\s*(?:@\s*(?P<scope>[^\s<>=≤≥]+))?\s*"
     r"(?P<op><=|>=|=<|=>|<|>|≤|≥)\s*"
     r"(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(?P<unit>[A-Za-z%/]+)?$")
 _SPLIT_RE = re.compile(r"[,;\n]")
@@ -79,7 +81,7 @@ def metric_kind(metric: str) -> Kind | None:
     base, _, stat = metric.rpartition("_")
     if base in LATENCY_BASES and stat in LATENCY_STATS:
         return "latency"
-    if metric in RATE_METRICS:
+    if metric in RATE_METRICS or metric in CLASS_RATE_METRICS:
         return "rate"
     if metric in THROUGHPUT_METRICS:
         return "throughput"
@@ -93,7 +95,8 @@ def metric_kind(metric: str) -> Kind | None:
 def valid_metrics_text() -> str:
     """The metric names a spec may use, for error messages and --help."""
     return (f"latency {{{','.join(LATENCY_BASES)}}}_{{{','.join(LATENCY_STATS)}}} (ms or s); "
-            f"rates {', '.join(RATE_METRICS)} (% or a fraction); "
+            f"rates {', '.join(RATE_METRICS)}, error_rate.<class> for a class of {', '.join(sorted(FAILURE_CLASSES))} "
+            "(% or a fraction); "
             f"throughput {', '.join(THROUGHPUT_METRICS)} (per second, no unit); "
             f"quality {', '.join(QUALITY_METRICS)} (% or a fraction, after `fourfold score`); "
             f"server telemetry {', '.join(TELEMETRY_METRICS)} (% or a fraction, no @scope)")
@@ -373,11 +376,21 @@ def _measure(slo: SLO, summary: dict[str, Any], quality: str) -> Verdict:
     if group is None:
         return Verdict(slo, "no_data", reason=f"no requests for {slo.scope} in this run "
                        f"(level:scenario seen: {_scopes(summary)})")
-    value = summary_value(group, slo.metric)
+    value = class_rate(group, slo.metric) if slo.metric in CLASS_RATE_METRICS else summary_value(group, slo.metric)
     if value is None:
         return Verdict(slo, "no_data", reason=f"no value for {slo.metric} "
                        f"({group.get('requests', 0)} requests, {group.get('ok', 0)} ok)")
     return _judge(slo, value)
+
+
+def class_rate(group: dict[str, Any], metric: str) -> float | None:
+    """``error_rate.<class>``: that class's failed requests / all requests of the group (its
+    ``errors`` counts, as the report's per-class rows); None when the group has no request."""
+    requests, errors = group.get("requests"), group.get("errors")
+    if not isinstance(requests, numbers.Real) or not requests or not isinstance(errors, dict):
+        return None
+    count = errors.get(metric.removeprefix("error_rate."), 0)
+    return float(count) / float(requests) if isinstance(count, numbers.Real) else None
 
 
 def _judge(slo: SLO, value: Any) -> Verdict:

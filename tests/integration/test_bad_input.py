@@ -82,6 +82,21 @@ def test_a_locust_run_against_a_misbehaving_target_keeps_every_record(server, tm
     assert summary["total"]["requests"] == len(records) - cancelled
 
 
+def test_a_per_class_error_rate_gates_a_run(server, tmp_path, locustfile):
+    """``--slo error_rate.rate_limited<1%``: the gate reads that class's share of the summary's requests,
+    the same figure as the report's ``error_rate.rate_limited`` row; a miss exits 3."""
+    proc = run_locust(["-f", locustfile("l1_throughput.py"), "--headless", "-u", "2", "-r", "2", "-t", "4s",
+                       "--host", server.url, "--warmup-requests", "0", "--read-timeout", "5", "--metrics-url", "off",
+                       "--slo", "error_rate.rate_limited<1%,error_rate.connect_error<1%"], tmp_path)
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    summary = json.loads((only_run_dir(tmp_path) / "summary.json").read_text())
+    total = summary["total"]
+    limited, connect = summary["slo"]["verdicts"]
+    assert limited["status"] == "miss" and connect["status"] == "pass" and connect["measured"] == 0.0
+    assert limited["measured"] == pytest.approx(total["errors"]["rate_limited"] / total["requests"])
+    assert limited["measured"] > 0.01
+
+
 # ---- what real targets were seen to do (fourfold#20) ----------------------------------------------
 
 def _send(server, fault: str, read_timeout_s: float = 5, client=None):  # noqa: ANN001, ANN202
