@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fourfold.cli.report import DEMO_DURATION_S, DEMO_USERS
 from fourfold.errors import FourfoldError, UsageError
 from fourfold.locustfiles import LOCUSTFILE_DIR
 from fourfold.measure.runread import latest_run
@@ -56,8 +57,8 @@ DEMO_LEVELS: dict[str, LevelPlan] = {
 @dataclass(frozen=True)
 class DemoOptions:
     out_dir: Path = Path("reports-out/demo")
-    duration_s: int = 30
-    users: int = 8
+    duration_s: int = DEMO_DURATION_S
+    users: int = DEMO_USERS
     levels: tuple[str, ...] | None = None       # None: every level whose locustfile exists
     seed: int = 0                               # the simulators' seed (the bootstrap's is in settings)
     score: bool = True

@@ -155,12 +155,14 @@ def test_baseline_itl_jitter_is_small() -> None:
 def test_pulse_schedule() -> None:
     profile = load_profile("candidate", {"pulse.probability": 1.0, "pulse.pause_jitter_ms": 0, "itl_jitter_ms": 0})
     plan = make_plan(profile, Answer("word " * 70), _facts("p"), 0, reword=False)   # 70 tokens exactly
-    assert [i for i, _ in plan.pauses] == [10, 30, 50]
+    assert [i for i, _ in plan.pauses] == [15, 35, 55]
     assert all(ms == 200.0 for _, ms in plan.pauses)
     gaps = [round(b - a, 6) for a, b in zip(plan.offsets_ms, plan.offsets_ms[1:])]
-    assert gaps[:9] == [5.0] * 9                       # tokens 1..9: the fast burst
-    assert gaps[9] == 215.0                            # pause before token 10 (+ the normal 15 ms step)
-    assert gaps[10:19] == [5.0] * 9 and gaps[19] == 15.0
+    assert gaps[:14] == [2.0] * 14                     # tokens 1..14: the fast burst
+    assert gaps[14] == 215.0                           # pause before token 15 (+ the normal 15 ms step)
+    assert gaps[15:29] == [2.0] * 14 and gaps[29:34] == [15.0] * 5
+    period = sum(gaps[15:35])                          # one burst, the steps and a pause: 20 tokens
+    assert period == 318.0 < 20 * load_profile("baseline").itl_ms     # ~3.1 Hz, still ahead of the baseline
     short = make_plan(profile, Answer("word " * 30), _facts("p"), 0, reword=False)
     assert short.pauses == []                          # below min_output_tokens
 
