@@ -45,11 +45,11 @@ def token_counts_line(total: dict[str, Any], facts: dict[str, Any]) -> str:
     """Where the run's token counts came from (``--tokenizer``, ``--synthetic``): one line."""
     requests = int(total.get("requests") or 0)
     by_tokenizer = int(total.get("output_tokens_tokenizer") or 0)
-    chunks = max(0, int(total.get("output_tokens_estimated") or 0) - by_tokenizer)
+    estimated = max(0, int(total.get("output_tokens_estimated") or 0) - by_tokenizer)   # chunk counts, text estimates
     input_usage, input_tokenizer = int(total.get("input_tokens_usage") or 0), int(total.get("input_tokens_tokenizer") or 0)
     line = (f"token counts: input usage={input_usage} tokenizer={input_tokenizer} "
             f"none={max(0, requests - input_usage - input_tokenizer)}; output usage="
-            f"{max(0, requests - by_tokenizer - chunks)} tokenizer={by_tokenizer} chunks={chunks}")
+            f"{max(0, requests - by_tokenizer - estimated)} tokenizer={by_tokenizer} estimated={estimated}")
     if facts.get("synthetic"):
         line += f"; synthetic {facts['synthetic']} (input lengths: {facts.get('synthetic_lengths', 'estimate')})"
     if facts.get("tokenizer"):

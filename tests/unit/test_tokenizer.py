@@ -127,7 +127,7 @@ def test_send_counts_with_the_tokenizer_when_the_server_sends_no_usage(tokenizer
     total = summary["total"]
     assert (total["input_tokens_usage"], total["input_tokens_tokenizer"], total["output_tokens_tokenizer"]) == (1, 1, 1)
     line = format_summary({**summary, "token_counts": {"tokenizer": "tok.json", "synthetic": None}})
-    assert "token counts: input usage=1 tokenizer=1 none=1; output usage=1 tokenizer=1 chunks=1; tokenizer tok.json" in line
+    assert "token counts: input usage=1 tokenizer=1 none=1; output usage=1 tokenizer=1 estimated=1; tokenizer tok.json" in line
     assert "token counts" not in format_summary(summary)
 
 
