@@ -108,3 +108,26 @@ def test_the_report_renders_the_section_as_html_not_preformatted_markdown():
     page = render_report_html(report)
     assert "<h2>Article check</h2>" in page and "<pre>## Article check" not in page
     assert "## Article check" in render_report_markdown(report)
+
+
+def test_two_runs_of_one_version_reproduce_nothing(tmp_path):
+    """Two run directories drawn from the same distributions (different seeds), read and compared as
+    `fourfold compare` does: no up/down row of the article may come out "reproduced"; the
+    fingerprint's about-equal row is non-inferior, as two equal versions are."""
+    from fourfold.reports.load import load_run
+    from fourfold.reports.report import build_report
+    from tests.unit.test_report_data import RunSpec, write_dataset, write_run
+
+    dataset = write_dataset(tmp_path / "items.jsonl")
+    runs = [load_run(write_run(tmp_path / "runs", RunSpec(label, seed=seed, n=400, pause_every=30), dataset=dataset),
+                     cache=False) for label, seed in (("a", 11), ("b", 12))]
+    report = build_report(Side("a", [runs[0]]), [Side("b", [runs[1]])], SETTINGS)
+    findings = check_rows(report.comparisons[0].rows)
+    measured = [f for f in findings if f.outcome != NOT_MEASURED]
+    assert {f.claim.metrics[0] for f in measured} >= {"e2e_p95", "e2e_p99", "itl_p99", "stall_rate",
+                                                      "ttft_structured_penalty", "similarity_mean"}
+    for finding in measured:
+        if finding.claim.direction == article.EQUAL:
+            assert finding.outcome == REPRODUCED, finding
+        else:
+            assert finding.outcome == NOT_REPRODUCED and finding.why.startswith("not significant"), finding
