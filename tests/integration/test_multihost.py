@@ -156,9 +156,9 @@ def target(hosts, tmp_path_factory):
 
 def _received(hosts: Hosts, sim: SimProcess) -> int:
     """Generation requests the simulator saw, read from inside the target namespace."""
-    code = ("import re, urllib.request as u; t = u.urlopen(%r + '/metrics', timeout=5).read().decode(); "
-            "print(re.search(r'^fourfold_sim_received_total(?:\\{[^}]*\\})? (\\S+)', t, re.M).group(1))") % sim.url
-    out = subprocess.run([*hosts.exec("target"), sys.executable, "-c", code], capture_output=True, text=True,
+    code = ("import re, sys, urllib.request as u; t = u.urlopen(sys.argv[1] + '/metrics', timeout=5).read().decode(); "
+            "print(re.search(r'^fourfold_sim_received_total(?:\\{[^}]*\\})? (\\S+)', t, re.M).group(1))")
+    out = subprocess.run([*hosts.exec("target"), sys.executable, "-c", code, sim.url], capture_output=True, text=True,
                          timeout=30, check=True).stdout
     return int(float(out))
 
