@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.packaging.dockerfile import IMAGE_LOCUSTFILES, image_command
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.packaging]
 
@@ -130,3 +131,26 @@ def test_demo_stock_and_own_locustfiles_run_from_an_empty_directory(installed, t
                            "ttft_p95<=1ms"], cwd=work, env=env, capture_output=True, text=True, timeout=120)
     assert gate.returncode == 3 and "ttft_p95" in gate.stdout, gate.stdout + gate.stderr   # a relative run dir
     assert _files(site) == before, "a command wrote into the installation"
+
+
+def test_the_container_images_command_runs_from_an_unrelated_directory(installed, tmp_path):
+    """The Dockerfile's ENTRYPOINT + CMD and ENV, as the image would run them (no daemon here): its
+    locustfile link resolved to the installed package's folder, the run time cut to 4 s."""
+    bin_dir, site, _ = installed
+    argv, image_env = image_command(REPO / "Dockerfile")
+    assert argv[0] == "locust"
+    argv = [str(bin_dir / "python"), "-m", "locust", *argv[1:]]
+    argv[argv.index("-t") + 1] = "4s"
+    env = _env(bin_dir)
+    env.update({k: v.replace(IMAGE_LOCUSTFILES, str(site / "fourfold" / "locustfiles")) for k, v in image_env.items()})
+    assert Path(env["LOCUST_LOCUSTFILE"]).is_file()
+    home = tmp_path / "home"
+    home.mkdir()
+    out = _run([*argv, "--max-tokens", "8"], home, env, 120)
+    assert "Traceback" not in out.stdout + out.stderr
+    [run] = list((home / "runs").iterdir())
+    summary = json.loads((run / "summary.json").read_text())
+    meta = json.loads((run / "meta.json").read_text())
+    assert summary["total"]["ok"] >= 4 and summary["total"]["failures"] == 0, summary["total"]
+    assert summary["records"] == len((run / "records.jsonl").read_text().splitlines())
+    assert meta["embedded_target"]["profile"] == "baseline"      # no --host: the embedded simulator answered
