@@ -237,6 +237,9 @@ def test_l1_across_hosts_merges_every_record_and_gates_on_the_master(hosts, targ
     assert summary["records"] == len(records) == sum(per_worker) == sent
     assert summary["total"]["ok"] == sum(1 for r in records if r.error_class == "ok" and not r.warmup)
     assert summary["workers"] == {"count": 2, "stopped_reporting": [], "unaccounted": 0}
+    telemetry = summary["server_metrics"]                      # sampled by the master, from its own host
+    assert telemetry["metrics_urls"] == [sim.url + "/metrics"] and not telemetry["errors"], telemetry
+    assert telemetry["metrics"]["server.running"]["samples"] >= 2
     verdicts = {v["metric"]: v["status"] for v in summary["slo"]["verdicts"]}
     assert verdicts == {"ttft_p95": "pass", "e2e_p99": "miss"}, summary["slo"]
     assert summary["slo"]["exit_code"] == 3 and summary["slo"]["failed"] == 1
