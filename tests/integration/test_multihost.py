@@ -164,10 +164,10 @@ def _received(hosts: Hosts, sim: SimProcess) -> int:
 
 
 def _distributed(hosts: Hosts, base: Path, common: list[str], master_args: list[str],
-                 kill_after_lines: int = 0) -> tuple[subprocess.Popen[str], str, list[str], float]:
+                 kill_after_lines: int = 0) -> tuple[subprocess.Popen[str], str, list[str], float, list[subprocess.Popen[str]]]:
     """A headless run: master in its namespace, one worker in each worker namespace. With
     ``kill_after_lines``, worker2 gets SIGKILL once the master's records.jsonl has that many lines.
-    Returns (master, its output, each worker's output, the kill's wall-clock time or 0)."""
+    Returns (master, its output, each worker's output, the kill's wall-clock time or 0, the workers)."""
     dirs = {role: base / role for role in ("master", "worker1", "worker2")}
     for path in dirs.values():
         path.mkdir()
@@ -195,7 +195,7 @@ def _distributed(hosts: Hosts, base: Path, common: list[str], master_args: list[
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate(timeout=10)
-    return master, out, outs, killed_at
+    return master, out, outs, killed_at, workers
 
 
 def _measured(worker_out: str) -> tuple[int, str]:
@@ -220,13 +220,14 @@ def test_l1_across_hosts_merges_every_record_and_gates_on_the_master(hosts, targ
     sim, _ = target
     before = _received(hosts, sim)
     common = ["-f", str(REPO / "locustfiles" / "l1_throughput.py"), "--max-tokens", "12", "--ignore-eos"]
-    master, out, outs, _ = _distributed(
+    master, out, outs, _, workers = _distributed(
         hosts, tmp_path, common,
         ["-u", "4", "-r", "4", "-t", "5s", "--host", sim.url, "--label", "mh-l1",
          "--slo", "ttft_p95<=30s,e2e_p99<=1ms"])
     sent = _received(hosts, sim) - before
     assert "Traceback" not in out and not any("Traceback" in o for o in outs), out[-3000:]
     assert master.returncode == 3, out[-3000:]                  # the gate: e2e_p99<=1ms missed, on the master
+    assert [w.returncode for w in workers] == [0, 0], outs
     run = only_run_dir(tmp_path / "master")
     for role in ("worker1", "worker2"):                         # no run directory on a worker
         assert not (tmp_path / role / "runs").exists()
@@ -249,7 +250,7 @@ def test_l3_across_hosts_names_the_killed_worker(hosts, target, tmp_path):
     sim, rag_url = target
     before = _received(hosts, sim)
     common = ["-f", str(REPO / "locustfiles" / "l3_rag.py")]
-    master, out, outs, killed_at = _distributed(
+    master, out, outs, killed_at, _ = _distributed(
         hosts, tmp_path, common, ["-u", "4", "-r", "4", "-t", "9s", "--host", rag_url, "--label", "mh-l3"],
         kill_after_lines=8)
     sent = _received(hosts, sim) - before
