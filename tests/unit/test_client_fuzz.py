@@ -22,6 +22,7 @@ from fourfold.measure.transport import ChunkedDecoder
 
 RECORDED = Path(__file__).resolve().parents[1] / "recorded"
 STREAMS = {"vllm_chat": "openai", "vllm_chat_reasoning": "openai", "llamacpp_chat": "openai", "tgi_chat": "openai",
+           "llamacpp_captured_stop": "openai", "llamacpp_captured_length": "openai",
            "anthropic_messages": "anthropic", "anthropic_messages_crlf": "anthropic",
            "anthropic_thinking_tools": "anthropic", "triton_generate_stream": "triton"}
 ITEM = Item(id="q", messages=({"role": "user", "content": "hi"},))

@@ -50,6 +50,15 @@ EXPECTED = {
     "llamacpp_chat": ("openai", dict(
         text="Hello! How can I help you today? 😊", content_deltas=10, output_tokens=11, input_tokens=18,
         finish_reason="stop", terminal=True, error_class=""), {"prompt_ms": 31.442, "predicted_ms": 126.351}),
+    # captured from llama-cpp-python 0.3.36's server (tests/recorded/README.md): no usage in the stream
+    # although the length one asked for stream_options.include_usage, no timings block, CRLF-free
+    "llamacpp_captured_stop": ("openai", dict(
+        text="L'Étoile, la Marseillaise. Paris is the capital of France and a major city in Europe's capital of "
+             "France.", content_deltas=29, output_tokens=None, input_tokens=None, finish_reason="stop",
+        terminal=True, error_class=""), {}),
+    "llamacpp_captured_length": ("openai", dict(
+        text="Once upon a time, in the land of Eldrador,", content_deltas=12, output_tokens=None,
+        input_tokens=None, finish_reason="length", terminal=True, error_class=""), {}),
     "tgi_chat": ("openai", dict(
         text="Deep learning is a subset of machine learning", content_deltas=8, output_tokens=8,
         input_tokens=21, finish_reason="length", terminal=True, error_class=""), {}),
@@ -108,6 +117,20 @@ def test_each_delta_counts_in_the_read_that_completes_its_event(name: str) -> No
     assert sum(counts) == completion.content_deltas and set(counts) <= {0, 1}
     if name == "vllm_chat":   # role chunk, 13 tokens, finish chunk, usage chunk, [DONE]
         assert counts == [0] + [1] * 13 + [0, 0, 0]
+
+
+@pytest.mark.parametrize("name, fields", [
+    ("llamacpp_captured_stop", dict(output_tokens=29, input_tokens=37, finish_reason="stop")),
+    ("llamacpp_captured_length", dict(output_tokens=12, input_tokens=43, finish_reason="length")),
+])
+def test_captured_non_streaming_body(name: str, fields: dict[str, Any]) -> None:
+    """The same requests non-streaming: one JSON body with usage (the stream had none)."""
+    raw = (RECORDED / f"{name}.json").read_bytes()
+    streamed = run("openai", [recorded(name)])[0]
+    for cuts in ([raw], [raw[i:i + 1] for i in range(len(raw))]):
+        completion = run("openai", cuts, streaming=False)[0]
+        assert (completion.text, completion.terminal, completion.error_class) == (streamed.text, True, "")
+        assert {key: getattr(completion, key) for key in fields} == fields
 
 
 def test_crlf_variant_matches_lf() -> None:
