@@ -55,7 +55,7 @@ def test_a_refused_target_gets_few_attempts_per_user_and_the_backoff_is_reported
     assert len(per_user) == 2 and all(4 <= n <= 8 for n in per_user.values()), per_user
     backoff = run.summary["backoff"]
     assert backoff["connect_errors"] == len(run.records)           # each attempt one record, each counted
-    assert backoff["longest_wait_s"] == 3.2
+    assert backoff["longest_wait_s"] in (1.6, 3.2)     # 3.2 on a quiet machine; a loaded one starts users late
     assert 4.0 <= backoff["wait_s"] <= 2 * 4                       # two users, each waiting most of the 4 s
     assert f"fourfold: {len(run.records)} connect errors; users backed off" in run.stdout
 
