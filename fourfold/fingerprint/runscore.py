@@ -19,7 +19,8 @@ A record sent with ``ignore_eos`` (L1 against the embedded simulator, or ``--ign
 answer padded to ``max_tokens`` (the simulator repeats the reference; a real engine keeps
 generating past its end-of-sequence token): it is flagged ``forced_length``, its similarity is
 computed on the padded text, and it is left out of structure compliance (a repeated list
-delivers too many items). Score runs that do not force the length for quality. An answer the
+delivers too many items). One that still ended by ``finish_reason: "stop"`` was not padded (a
+server that ignores ``ignore_eos``, as llama-cpp-python's does) and is scored as sent. Score runs that do not force the length for quality. An answer the
 server cut at ``max_tokens`` (error class ``truncated``) is flagged ``truncated`` and left out of
 structure compliance too (it cannot deliver the items it had not reached): ``quality``
 ``truncated_n`` counts them.
@@ -211,7 +212,9 @@ def score_records(records: Sequence[RequestRecord], items: dict[str, Item], embe
             requested = requested_items(item.prompt)
             source = "prompt" if requested is not None else ""
         delivered = count_items(record.text, prefer_table=asks_for_table(item.prompt))
-        forced = bool(record.extra.get("ignore_eos"))
+        # a server that does not honour ignore_eos (llama.cpp's Python server) ends some answers by "stop":
+        # those were not padded, so they are scored like any other answer
+        forced = bool(record.extra.get("ignore_eos")) and record.finish_reason != "stop"
         cut = record.error_class == "truncated"
         chinese = is_chinese(record.text)
         punct = punctuation_counts(record.text) if chinese else None
