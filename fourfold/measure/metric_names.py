@@ -111,7 +111,8 @@ METRICS: tuple[MetricDef, ...] = (
        "(ok requests with ≥ 3 chunks; a steady stream is near 0, the article's smooth version < 5 ms). Limits: a "
        "gap is between network reads, so tokens a server sends together count as one chunk", where=_REPORTED,
        report=("jitter_p50",)),
-    _n("pulse_hz", "rate", "Hz", "stream rhythm: median (summary.json reads it off a histogram, within alpha) over ok requests with ≥ 8 content chunks of each one's "
+    _n("pulse_hz", "rate", "Hz", "stream rhythm: median (summary.json reads it off a histogram, within alpha) over the "
+       "*pulsing* ok requests (≥ 8 content chunks, a pulse found; 0 when none pulses) of each one's "
        "pulse frequency, the peak of the spectrum of its token-arrival rate (10 ms bins) between 0.5 Hz (or 2 "
        "periods of the stream) and 20 Hz (or 1 / 4 median gaps) holding ≥ 15 % of the rate's power; 0 for a stream "
        "with no such peak (smooth). Limits: a stream shorter than 2 periods cannot show that period (4 Hz needs "
@@ -119,6 +120,8 @@ METRICS: tuple[MetricDef, ...] = (
        report=True),
     _n("requests_pulsing", "count", "requests", "ok requests whose pulse frequency is above 0 (of those with ≥ 8 "
        "content chunks)"),
+    _n("requests_rhythm", "count", "requests", "ok requests with ≥ 8 content chunks: those whose pulse frequency "
+       "was looked for"),
     # counts over measured requests (warm-up and cancelled ones are in no statistic)
     _n("requests", "count", "requests", "measured requests (not warm-up, not cancelled)", where=("summary", "rag"),
        report=True),
@@ -168,6 +171,9 @@ METRICS: tuple[MetricDef, ...] = (
     _n("stall_rate", "ratio", "fraction", "requests_with_stall / requests", report=True),
     _n("conn_reuse", "ratio", "fraction", "conn_reused / conn_known", report=True),
     _n("goodput_ratio", "ratio", "fraction", "good / requests"),
+    _n("pulse_share", "ratio", "fraction", "stream rhythm: requests_pulsing / requests_rhythm, the share of the streams "
+       "that pulse (the article: part of the long answers). Limits: the report estimates it from the evenly spread "
+       "sample of up to 1,000 requests its ITL intervals use", report=True),
     # after the run: fourfold score (summary.json "quality" block, rounded to 4 decimals) and the comparison's own
     _d("similarity", "cos", "cosine(MiniLM(answer), MiniLM(reference)) per scored answer", where=("quality", "report"),
        report=("similarity_mean", "similarity_p5"), stats=QUALITY_STATS, decimals=4),

@@ -146,7 +146,7 @@ def pulse_hz(record: RequestRecord) -> float | None:
     offsets = record.chunk_offsets_ms
     if len(offsets) < MIN_PULSE_CHUNKS:
         return None
-    return pulse_frequency_hz(offsets) or 0.0
+    return pulse_hz_of_gaps(np.diff(np.asarray(offsets, dtype=np.float64)))   # as the report computes it
 
 
 def pulse_hz_of_gaps(gaps: np.ndarray) -> float | None:

@@ -82,11 +82,12 @@ __all__ = ["COUNTERS", "HISTOGRAMS", "QUANTILES", "SLO_METRICS", "GroupStats", "
 
 HISTOGRAMS = ("ttfb_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "output_tokens", "queue_ms",
               "request_tps", "jitter_ms")
-PULSE_HIST = "pulse_hz"      # per-request pulse frequency (0: smooth); the summary shows its p50 as pulse_hz
+PULSE_HIST = "pulse_hz"      # pulse frequency of each pulsing request; the summary shows its p50 as pulse_hz
 COUNTERS = ("requests", "ok", "failures", "interrupted", "stalls", "requests_with_stall", "good",
             "output_tokens_total", "output_tokens_estimated", "output_tokens_tokenizer", "input_tokens_usage",
             "input_tokens_tokenizer", "conn_reused", "conn_new", "conn_reconnects",
-            "usage_implausible", "no_terminal_event", "unsolicited_responses", "requests_pulsing")
+            "usage_implausible", "no_terminal_event", "unsolicited_responses", "requests_pulsing",
+            "requests_rhythm")
 QUANTILES = (("p50", 0.50), ("p90", 0.90), ("p95", 0.95), ("p99", 0.99))
 DEFAULT_STALL_THRESHOLD_MS = 150.0
 TOTAL_LEVEL, TOTAL_SCENARIO = "Aggregated", ""
@@ -172,8 +173,10 @@ class GroupStats:
                 h["jitter_ms"].add(jitter)
                 pulse = pulse_hz(record)
                 if pulse is not None:
-                    h[PULSE_HIST].add(pulse)
-                    c["requests_pulsing"] += pulse > 0
+                    c["requests_rhythm"] += 1
+                    if pulse > 0:
+                        h[PULSE_HIST].add(pulse)
+                        c["requests_pulsing"] += 1
             for stage, ms in record.server_timing.items():     # Server-Timing, Triton's inference_time
                 self.server_ms.setdefault(stage, LogHistogram(self.alpha)).add(ms)
         ended = end_s(record)
@@ -273,7 +276,9 @@ class GroupStats:
         for name in HISTOGRAMS:
             out[name] = _hist_summary(self.hists[name])
         pulse = self.hists[PULSE_HIST]
-        out["pulse_hz"] = pulse.quantiles([0.5])[0] if pulse.count else None   # median stream, 0 = smooth
+        # the median pulsing stream's frequency (0 when none pulses), and the share of streams that pulse
+        out["pulse_hz"] = pulse.quantiles([0.5])[0] if pulse.count else (0.0 if c["requests_rhythm"] else None)
+        out["pulse_share"] = ratio(c["requests_pulsing"], c["requests_rhythm"])
         if self.server_ms:     # server-side time per stage, as the server reported it (ok requests)
             out["server_timing_ms"] = {stage: _hist_summary(hist) for stage, hist in sorted(self.server_ms.items())}
         return out

@@ -23,7 +23,7 @@ from fourfold.reports.sample import (
 )
 
 __all__ = ["goodput_total", "itl_quantile", "mean_of", "output_tps", "pairs", "pct", "penalty", "per_item",
-           "per_second", "per_user", "quantile_of", "rate", "share_unpaired", "telemetry_max",
+           "per_second", "per_user", "pulse_frequency", "quantile_of", "rate", "share_unpaired", "telemetry_max",
            "telemetry_mean", "tokens_total"]
 
 
@@ -246,17 +246,31 @@ def per_item(values: str, items: str, unpaired: Measure, scale: float = 1.0) -> 
     return measure
 
 
-def share_unpaired(name: str, below: float | None = None) -> Measure:
+def share_unpaired(name: str, below: float | None = None, above: float | None = None) -> Measure:
     """A two-proportion comparison of a 1.0 / 0.0 per-answer array (compliance, fact errors,
-    conflicts); with ``below``, of the share of a per-answer value under it (low groundedness)."""
+    conflicts); with ``below`` / ``above``, of the share of a per-answer value under / over it (low
+    groundedness, pulsing streams)."""
     def measure(b: GroupSample, c: GroupSample, rng: np.random.Generator, s: Settings) -> Estimate | None:
         xb, xc = getattr(b, name), getattr(c, name)
+        if not xb.size and not xc.size:
+            return None
         if below is not None:
             xb, xc = (xb < below).astype(float), (xc < below).astype(float)
+        if above is not None:
+            xb, xc = (xb > above).astype(float), (xc > above).astype(float)
         counts = GroupSample(ok=int(xb.sum()), requests=int(xb.size))
         other = GroupSample(ok=int(xc.sum()), requests=int(xc.size))
         return rate("ok", "requests")(counts, other, rng, s)
     return measure
+
+
+def pulse_frequency(b: GroupSample, c: GroupSample, rng: np.random.Generator, s: Settings) -> Estimate | None:
+    """The median pulse frequency of each side's *pulsing* streams, as summary.json's ``pulse_hz``;
+    bootstrap of those streams. A side where no stream pulses keeps its zeros (0.0 over all of them)."""
+    def pulsing(g: GroupSample) -> GroupSample:
+        values = g.pulse_hz[g.pulse_hz > 0]
+        return GroupSample(pulse_hz=values if values.size else g.pulse_hz)
+    return quantile_of("pulse_hz", 0.5)(pulsing(b), pulsing(c), rng, s)
 
 
 def pct(q: float) -> str:

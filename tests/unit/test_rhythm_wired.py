@@ -62,16 +62,22 @@ def test_summary_console_and_slo_show_the_rhythm():
     summary = stats_of([record(pulsed(), i) for i in range(3)] + [record(smooth(), 3 + i) for i in range(2)])
     total = summary["total"]
     assert total["requests_pulsing"] == 3 and total["jitter_ms"]["count"] == 5
-    assert total["pulse_hz"] == pytest.approx(4.0, abs=0.1)                  # the median stream pulses
+    assert total["pulse_hz"] == pytest.approx(4.0, abs=0.1)                  # the median pulsing stream
+    assert (total["requests_rhythm"], total["pulse_share"]) == (5, 0.6)
     assert total["jitter_ms"]["p95"] == pytest.approx(57.93, rel=0.01)
     table = format_summary(summary).splitlines()
     assert table[1].endswith("stall% jitter p50 pulse Hz")
     assert table[2].endswith(f"{total['jitter_ms']['p50']:.1f} {total['pulse_hz']:8.1f}")
     verdicts = evaluate(parse_spec("pulse_hz<2, jitter_p95<50ms, jitter_p50<100ms, pulse_hz<=5hz"), summary)
     assert [v.status for v in verdicts] == ["miss", "miss", "pass", "pass"]
-    assert verdicts[0].message == "pulse_hz < 2 missed at Aggregated: measured 3.96 Hz"
+    assert verdicts[0].message == "pulse_hz < 2 missed at Aggregated: measured 3.97 Hz"
     smooth_only = stats_of([record(smooth(), i) for i in range(4)])
-    assert [v.status for v in evaluate(parse_spec("pulse_hz<2,jitter_p95<50ms"), smooth_only)] == ["pass", "pass"]
+    assert (smooth_only["total"]["pulse_hz"], smooth_only["total"]["pulse_share"]) == (0.0, 0.0)
+    assert [v.status for v in evaluate(parse_spec("pulse_hz<2,jitter_p95<50ms,pulse_share<10%"), smooth_only)] == \
+        ["pass", "pass", "pass"]
+    # one pulsing stream among many smooth ones: its frequency is the run's, its share says how rare
+    few = stats_of([record(pulsed(), 0)] + [record(smooth(), 1 + i) for i in range(9)])["total"]
+    assert few["pulse_hz"] == pytest.approx(4.0, abs=0.1) and few["pulse_share"] == 0.1
 
 
 def test_the_report_has_a_row_each_and_agrees_with_the_summary(tmp_path):
