@@ -92,5 +92,6 @@ def unit_of(name: str) -> str:
 def better_of(name: str) -> str:
     """The direction a verdict reads: descriptive only (the server's load, not a quality of the
     answer). Higher for utilisation and the rest (the article reads more memory bandwidth used as
-    better use of the GPU), lower for requests waiting."""
-    return "lower" if name.endswith(".waiting") else "higher"
+    better use of the GPU), lower for requests waiting and KV-cache usage (headroom before the engine
+    has to preempt or evict)."""
+    return "lower" if name.endswith((".waiting", ".kv_cache_usage_pct")) else "higher"

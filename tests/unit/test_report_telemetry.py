@@ -65,3 +65,10 @@ def test_load_run_reads_server_metrics_beside_the_cache(tmp_path):
     (run / "server_metrics.json").write_text("[{")
     with pytest.warns(RuntimeWarning, match="telemetry is left out"):
         assert read_telemetry(run) == {}
+
+
+def test_the_direction_of_each_telemetry_row():
+    from fourfold.reports.telemetry import better_of
+
+    assert better_of("server.mem_bw_util_pct") == better_of("nvidia_smi.gpu_util_pct") == "higher"
+    assert better_of("server.waiting") == better_of("server.kv_cache_usage_pct") == "lower"
