@@ -12,10 +12,14 @@ first; both are idempotent per parser and per environment.
 - ``init``: the environment's Runtime; with no ``--host`` (local runner or master), the level's
   embedded targets (the LLM simulator, and for L3 the reference RAG service) start on loopback
   and ``environment.host`` points at them, so workers and the web UI form see the address.
-- ``test_start``: settings re-read (workers receive the master's options only now), the run
-  directory opened, the server-metrics sampler started for levels that want it.
-- ``test_stop`` / ``quitting``: sampler stopped, ``summary.json`` written, the LLM summary
-  printed, embedded targets stopped.
+- ``test_start``: settings re-read (workers receive the master's options only now), a new test
+  begun (after a finished one: new statistics and a new run directory), the run directory opened,
+  the server-metrics sampler started for levels that want it.
+- ``test_stop``: sampler stopped; a worker ships its last records at once; with the web UI (Stop)
+  the test is finished: the levels' blocks, ``summary.json``, the LLM summary printed
+  (:func:`finish_test`). Each web-UI test has its own run directory.
+- ``quitting``: users stopped, the current test finished (a headless run's only one; nothing when
+  the web UI's last test was stopped already), embedded targets stopped.
 """
 
 from __future__ import annotations
@@ -89,6 +93,9 @@ def _on_init(environment: Any, **_kw: Any) -> None:
             exc.show()
             raise SystemExit(exc.exit_code) from None
         _preload_quitting_path()
+        from fourfold.levels import webui_report
+
+        webui_report.register(environment)  # LLM metrics in Locust's HTML report and --csv files
     if getattr(environment, "web_ui", None) is not None:   # local runner or master with the web UI
         from fourfold.levels import webui
 
@@ -138,6 +145,7 @@ def _on_test_start(environment: Any, **_kw: Any) -> None:
     from fourfold.levels.runtime import get_runtime
 
     runtime = get_runtime(environment)
+    runtime.begin_test()                     # after a Stop in the web UI: a new test, a new run directory
     runtime.settings = Settings.from_options(environment.parsed_options)
     slogate.configure(environment, runtime)
     if getattr(environment.parsed_options, "fourfold_embedded", False):
@@ -157,10 +165,17 @@ def _on_test_start(environment: Any, **_kw: Any) -> None:
 
 
 def _on_test_stop(environment: Any, **_kw: Any) -> None:
+    """The test's users are stopped. A worker ships its last records now (before it tells the
+    master it stopped, so they reach the master before the master's own ``test_stop``). With the
+    web UI (Stop, or the end of ``--run-time``) the test is finished here: summary.json into its
+    run directory; headless runs finish at ``quitting``, as the process exits."""
     from fourfold.levels.runtime import get_runtime
 
     runtime = get_runtime(environment)
     runtime.stop_background()
+    if runtime.is_worker:
+        _report_now(environment)
+        return
     sampler = getattr(runtime, "sampler", None)
     if sampler is not None:
         runtime.sampler = None
@@ -169,13 +184,23 @@ def _on_test_stop(environment: Any, **_kw: Any) -> None:
             runtime.open_run().write_json("server_metrics.json", sampler.series())
         except OSError as exc:
             log.error("fourfold: server_metrics.json not written: %s", exc.strerror or exc)
+    options = environment.parsed_options
+    if options is not None and not getattr(options, "headless", False) and not runtime.quitting:
+        finish_test(environment)
+
+
+def _report_now(environment: Any) -> None:
+    """Worker: send the stats report (and with it this test's last records) to the master now."""
+    send = getattr(environment.runner, "_send_stats", None)
+    if send is None:
+        return
+    try:
+        send()
+    except Exception as exc:  # noqa: BLE001 - the master is gone: Locust reports that itself
+        log.debug("fourfold: the last report of the test was not sent: %s", exc)
 
 
 def _on_quitting(environment: Any, **_kw: Any) -> None:
-    from fourfold.levels.ledger import worker_lines
-    from fourfold.levels.runtime import get_runtime
-    from fourfold.measure.console import format_summary
-
     runtime = getattr(environment, "fourfold_runtime", None)
     if runtime is None:
         return
@@ -183,9 +208,27 @@ def _on_quitting(environment: Any, **_kw: Any) -> None:
         log.info("fourfold worker: %d records measured, %d shipped to the master (worker %s)",
                  runtime.records_seen, runtime.records_shipped + len(runtime.pending), environment.runner.client_id)
         return
+    runtime.quitting = True
     _stop_users_first(environment)
     _on_test_stop(environment)
-    summary = get_runtime(environment).finish()
+    finish_test(environment)
+    stop_embedded()
+
+
+def finish_test(environment: Any) -> dict[str, Any] | None:
+    """Close the current test (once; not on workers): the levels' blocks (``finish`` listeners of
+    :func:`register_level`, the last registered first), summary.json, the console summary and the
+    SLO verdicts. The summary, or None when the test was already finished."""
+    from fourfold.levels.ledger import worker_lines
+    from fourfold.levels.runtime import get_runtime
+    from fourfold.measure.console import format_summary
+
+    runtime = get_runtime(environment)
+    if runtime.is_worker or runtime.finished:
+        return None
+    for finisher in reversed(runtime.finishers):
+        finisher(environment)
+    summary = runtime.finish()
     if summary is not None:
         print(format_summary(summary), file=sys.stderr if environment.parsed_options is None else sys.stdout)
         assert runtime.writer is not None
@@ -199,7 +242,7 @@ def _on_quitting(environment: Any, **_kw: Any) -> None:
                 print(line, flush=True)
         print(f"fourfold: run directory {runtime.writer.run_dir}", flush=True)
     slogate.finish(environment, runtime, summary)
-    stop_embedded()
+    return summary
 
 
 def _stop_users_first(environment: Any) -> None:
@@ -249,14 +292,20 @@ def register(environment: Any, **_kw: Any) -> None:
     ev.quitting.add_listener(_on_quitting)
 
 
-def register_level(environment: Any, key: str, init: Any = None, **listeners: Any) -> None:
-    """A level's ``init`` listener: the shared registration first, then the level's ``init`` work and
-    its ``event_name=listener`` pairs, once per environment. Order matters: a level's listeners come
-    after the shared ones, so its ``quitting`` listener (fired in reverse) runs before the summary."""
+def register_level(environment: Any, key: str, init: Any = None, finish: Any = None, **listeners: Any) -> None:
+    """A level's ``init`` listener: the shared registration first, then the level's ``init`` work,
+    its ``finish`` listener (``fn(environment)``, run by :func:`finish_test` before each test's
+    summary is written: the level's block into ``summary_extra``) and its ``event_name=listener``
+    pairs, once per environment. Order matters: a level's listeners come after the shared ones, so
+    its ``quitting`` listener (fired in reverse) runs before the summary."""
+    from fourfold.levels.runtime import get_runtime
+
     register(environment)
     if not first_time(environment, key):
         return
     if init is not None:
         init(environment)
+    if finish is not None:
+        get_runtime(environment).finishers.append(finish)
     for event_name, listener in listeners.items():
         getattr(environment.events, event_name).add_listener(listener)

@@ -103,7 +103,7 @@ def add_arguments(parser: Any, **_kw: Any) -> None:
 
 def register(environment: Any, **_kw: Any) -> None:
     """``init`` listener: the shared listeners, then L2's (so L2's quitting listener runs first)."""
-    hooks.register_level(environment, "l2", _on_init, test_start=_on_test_start, quitting=_on_quitting)
+    hooks.register_level(environment, "l2", _on_init, finish=_on_finish, test_start=_on_test_start)
 
 
 # ---- users ----
@@ -353,6 +353,7 @@ def _on_test_start(environment: Any, **_kw: Any) -> None:
     runner = environment.runner
     if isinstance(runner, WorkerRunner) or options is None:
         return
+    state.stats = GatewayStats()             # each test its own (web UI: Stop, then New)
     dispatchers = 1
     if isinstance(runner, MasterRunner):
         users = int(getattr(options, "num_users", 0) or 0)
@@ -365,27 +366,17 @@ def _on_test_start(environment: Any, **_kw: Any) -> None:
     setattr(options, DISPATCHERS_ATTR, dispatchers)     # forwarded to workers with the spawn message
 
 
-def _on_quitting(environment: Any, **_kw: Any) -> None:
+def _on_finish(environment: Any, **_kw: Any) -> None:
+    """Each test's end (``hooks.finish_test``, users stopped): the ``l2`` block of its summary."""
     from fourfold.levels.runtime import get_runtime
 
     runtime = getattr(environment, "fourfold_runtime", None)
     state = getattr(environment, "fourfold_l2", None)
     if runtime is None or state is None or runtime.is_worker or runtime.finished:
         return
-    _stop_users_first(environment)
     report, notes = l2_report(get_runtime(environment).stats.summary(), state, environment.parsed_options)
     runtime.summary_extra["l2"] = report
     runtime.summary_extra.setdefault("notes", []).extend(notes)
-
-
-def _stop_users_first(environment: Any) -> None:
-    """On a stop signal ``quitting`` fires while users still run (levels.hooks does the same): stop
-    them first, so the dispatchers file their reports (and workers their last) before the report."""
-    from locust.runners import STATE_RUNNING, STATE_SPAWNING
-
-    runner = environment.runner
-    if runner is not None and runner.state in (STATE_RUNNING, STATE_SPAWNING):
-        runner.quit()
 
 
 def l2_report(summary: dict[str, Any], state: L2State, options: Any) -> tuple[dict[str, Any], list[str]]:

@@ -135,7 +135,7 @@ def add_arguments(parser: Any, **_kw: Any) -> None:
 
 def register(environment: Any, **_kw: Any) -> None:
     """``init`` listener: the shared listeners, then L3's."""
-    hooks.register_level(environment, "l3", _on_init, test_start=_on_test_start, quitting=_on_quitting)
+    hooks.register_level(environment, "l3", _on_init, finish=_on_finish, test_start=_on_test_start)
 
 
 class RagUser(LLMUser):
@@ -288,9 +288,9 @@ def _on_worker_report(environment: Any, client_id: str, data: dict[str, Any], **
             stats.add(RequestRecord.from_dict(raw))
 
 
-def _on_quitting(environment: Any, **_kw: Any) -> None:
-    """Runs before levels.hooks' quitting listener (Locust fires quitting in reverse order), so the
-    rag block is in ``summary_extra`` when the summary is written."""
+def _on_finish(environment: Any, **_kw: Any) -> None:
+    """Each test's end (``hooks.finish_test``, before its summary is written): the rag block of this
+    test's RagStats (made anew at each test start) into ``summary_extra``, and on the console."""
     stats = getattr(environment, "fourfold_rag", None)
     runtime = getattr(environment, "fourfold_runtime", None)
     if stats is None or runtime is None or runtime.is_worker or runtime.finished:

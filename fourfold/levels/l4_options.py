@@ -14,9 +14,16 @@ from typing import Any
 from fourfold.levels.l4_ab import parse_split
 
 
+L4_DESTS = ("think_scale", "patience_scale", "sessions_per_user", "ab_split", "ab_host", "ab_profile", "ab_seed")
+
+
 def register(parser: Any) -> None:
-    """Add the L4 options to Locust's argument parser."""
-    add = parser.add_argument
+    """Add the L4 options to Locust's argument parser: every level parses them (command line,
+    ``LOCUST_*``, locust.conf), the web UI's start form shows them only for L4 (:func:`show_in_web_ui`)."""
+
+    def add(*args: Any, **kwargs: Any) -> Any:
+        return parser.add_argument(*args, include_in_web_ui=False, **kwargs)
+
     add("--think-scale", type=float, default=1.0,
         help="L4: multiply every persona's think time between turns (0 = no think time)")
     add("--patience-scale", type=float, default=1.0,
@@ -32,6 +39,14 @@ def register(parser: Any) -> None:
     add("--ab-profile", default="candidate",
         help="L4 sticky A/B: profile of the embedded simulator of variant B (variant A uses --sim-profile)")
     add("--ab-seed", type=int, default=0, help="L4 sticky A/B: seed of the user -> variant hash")
+
+
+def show_in_web_ui(parser: Any) -> None:
+    """L4's own parser listener: its options in the web UI's start form (Locust reads the
+    ``include_in_web_ui`` mark of each action when it builds the form)."""
+    for action in parser._actions:
+        if action.dest in L4_DESTS:
+            action.include_in_web_ui = True
 
 
 @dataclass(frozen=True)

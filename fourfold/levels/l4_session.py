@@ -43,7 +43,7 @@ from fourfold.errors import ScriptError, UsageError
 from fourfold.levels import hooks
 from fourfold.levels.base import LLMUser, make_client, simulator_gateway_args
 from fourfold.levels.l4_ab import SplitError, assign_variant
-from fourfold.levels.l4_options import SessionSettings
+from fourfold.levels.l4_options import SessionSettings, show_in_web_ui
 from fourfold.levels.l4_scripts import Conversation, SessionScript, script_from_dict
 from fourfold.levels.l4_stats import SessionStats, format_sessions
 from fourfold.levels.options import Settings
@@ -143,9 +143,17 @@ def _simulator_args(settings: Settings) -> list[str]:
     return args
 
 
+def add_arguments(parser: Any, **_kw: Any) -> None:
+    """``init_command_line_parser`` listener: the shared options (L4's among them, parsed by every
+    level), and L4's shown in the web UI's start form (other levels' forms leave them out)."""
+    hooks.add_arguments(parser)
+    show_in_web_ui(parser)
+
+
 def register(environment: Any, **_kw: Any) -> None:
     """``init`` listener: the shared listeners, then L4's (its options are among the shared ones)."""
-    hooks.register_level(environment, "l4", _on_init, test_start=_on_test_start, quitting=_on_quitting)
+    hooks.register_level(environment, "l4", _on_init, finish=_on_finish, test_start=_on_test_start,
+                         quitting=_on_quitting)
 
 
 class SessionUser(LLMUser):
@@ -153,7 +161,7 @@ class SessionUser(LLMUser):
 
     level = "l4"
     scenario = "session"
-    level_listeners = (hooks.add_arguments, register)
+    level_listeners = (add_arguments, register)
 
     def __init__(self, environment: Any) -> None:
         super().__init__(environment)
@@ -320,11 +328,28 @@ def _on_test_start(environment: Any, **_kw: Any) -> None:
     if _is_l4(environment):
         run = get_session_run(environment)
         run.settings = SessionSettings.from_options(environment.parsed_options)   # workers: the master's
+        runtime = getattr(environment, "fourfold_runtime", None)
+        if runtime is not None and not runtime.is_worker:    # each test its own (web UI: Stop, then New)
+            run.stats = SessionStats()
+            run.printed = False
+
+
+def _on_finish(environment: Any, **_kw: Any) -> None:
+    """Each test's end (``hooks.finish_test``): this test's ``sessions`` block, on the console too."""
+    run = getattr(environment, "fourfold_sessions", None)
+    runtime = getattr(environment, "fourfold_runtime", None)
+    if run is None or runtime is None or runtime.is_worker:
+        return
+    run.publish()
+    summary = runtime.summary_extra.get("sessions")
+    if summary and not run.printed:
+        run.printed = True
+        print(format_sessions(summary), file=sys.stderr if environment.parsed_options is None else sys.stdout)
 
 
 def _on_quitting(environment: Any, **_kw: Any) -> None:
     # Locust fires ``quitting`` in reverse order: this runs before levels.hooks' listener, which
-    # writes summary.json from the ``sessions`` block kept current by SessionRun.publish().
+    # writes summary.json (with the ``sessions`` block of _on_finish) after the users stopped here.
     run = getattr(environment, "fourfold_sessions", None)
     if run is None:
         return
@@ -332,11 +357,8 @@ def _on_quitting(environment: Any, **_kw: Any) -> None:
     if runtime is not None and not runtime.is_worker:
         runner = environment.runner      # a stop signal: stop users before variant B's target goes away
         if runner is not None and runner.state in (STATE_RUNNING, STATE_SPAWNING):
+            runtime.quitting = True          # hooks' finish_test writes the summary (after the last reports)
             runner.quit()
-        summary = runtime.summary_extra.get("sessions")
-        if summary and not run.printed:      # quitting can fire twice (a signal, then the runner's end)
-            run.printed = True
-            print(format_sessions(summary), file=sys.stderr if environment.parsed_options is None else sys.stdout)
     run.stop_targets()
 
 

@@ -59,6 +59,9 @@ class Runtime:
         self._flusher: gevent.Greenlet | None = None
         self.started_at: float | None = None
         self.finished = False
+        self.quitting = False                          # the process is shutting down (``quitting`` fired)
+        self.tests = 0                                 # tests begun in this process (web UI: Start, New)
+        self.finishers: list[Any] = []                 # a level's fn(environment) adding its summary block
         self.sampler: Any = None
         self.background: set[gevent.Greenlet] = set()   # e.g. mirror requests in flight
 
@@ -101,7 +104,7 @@ class Runtime:
                 request_type="LLM",
                 name=f"{record.level}:{record.scenario}",
                 response_time=record.e2e_ms or 0.0,
-                response_length=record.output_tokens,
+                response_length=record.response_bytes,     # Locust: "Average size (bytes)"
                 exception=None if record.ok else _RequestFailed(record.error_class, record.error_detail),
                 context={"item_id": record.item_id},
             )
@@ -116,6 +119,9 @@ class Runtime:
         """Append to records.jsonl; never raises (it runs on a user's greenlet, also while the run
         stops it): a record that cannot be written is a counted loss, reported once on the console."""
         writer = self.writer
+        if self.finished and writer is not None:   # after Stop: the records of the test just summarised
+            log.warning("fourfold: a record arrived after %s was summarised; appended to its records.jsonl",
+                        writer.run_dir)
         if writer is None:
             try:
                 writer = self.open_run()
@@ -136,6 +142,23 @@ class Runtime:
     @property
     def records_lost(self) -> int:
         return self.lost_unopened + (self.writer.records_lost if self.writer is not None else 0)
+
+    # ---- one test after another (web UI: Stop, then New) ----
+    def begin_test(self) -> None:
+        """At ``test_start``: after a finished test, a fresh one: new statistics, counts and run
+        directory (opened by :meth:`open_run`), so no figure of one test reaches another's summary."""
+        self.tests += 1
+        if not self.finished:
+            return
+        self.stats = LLMStats(stall_threshold_ms=self.stats.stall_threshold_ms, slo_ms=dict(self.stats.slo_ms),
+                              alpha=self.stats.alpha)
+        self.writer = None
+        self.lost_unopened = 0
+        self.loss_reported = False
+        self.backoff = Backoff()
+        self.summary_extra = {}
+        self.started_at = None
+        self.finished = False
 
     # ---- run directory (local runner or master) ----
     def open_run(self) -> RunWriter:

@@ -205,6 +205,8 @@ class LLMWebUI:
         self.environment = environment
         self.window = TTFTWindow()
         self._greenlet: gevent.Greenlet | None = None
+        self.test_seen = 0                  # the runtime's test count the window belongs to
+        self.test_started_s: float | None = None
 
     @property
     def stats(self) -> Any:
@@ -231,7 +233,7 @@ class LLMWebUI:
         state = getattr(runner, "state", "")
         if state in ("spawning", "running"):   # leave out the seconds still filling up
             series = trim_series(series, int(time.time()) - (MASTER_LAG_S if self._is_master() else 0))
-        return {"keys": keys, "key": key, "state": state,
+        return {"keys": keys, "key": key, "state": state, "t0_s": self.test_started_s,
                 "window_s": self.window.window_s, "stall_threshold_ms": stats.stall_threshold_ms,
                 "note": "merged from the workers' reports (every 3 s)" if self._is_master() else "",
                 "series": series, "ttft_window": self.window.columns(key)}
@@ -240,10 +242,12 @@ class LLMWebUI:
         return bool(getattr(self.environment.fourfold_runtime, "is_master", False))
 
     def _sample_forever(self) -> None:
-        last_count = -1
+        last_count = 0
         while True:
             gevent.sleep(SAMPLE_INTERVAL_S)
             try:
+                if not self._follow_test():
+                    continue
                 hists = ttft_histograms(self.stats)
                 count = hists[TOTAL_LEVEL].count
                 running = getattr(self.environment.runner, "state", "") in ("spawning", "running")
@@ -252,6 +256,16 @@ class LLMWebUI:
                     last_count = count
             except Exception:  # noqa: BLE001 - a chart sample must never end the run
                 log.exception("fourfold: sampling the TTFT window for the charts failed")
+
+    def _follow_test(self) -> bool:
+        """A new test (the runtime's statistics are new): a new window, its axis from the test's
+        start. False before the first test: nothing to sample yet."""
+        runtime = self.environment.fourfold_runtime
+        if runtime.tests != self.test_seen:
+            self.test_seen = runtime.tests
+            self.window = TTFTWindow(self.window.window_s)
+            self.test_started_s = runtime.started_at or time.time()
+        return self.test_seen > 0
 
     def start(self) -> None:
         if self._greenlet is None:

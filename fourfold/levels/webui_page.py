@@ -66,7 +66,7 @@ function legend(id, lines) {
   document.getElementById(id).innerHTML = lines.map((l, i) =>
     `<span><i style="background:${COLORS[i % COLORS.length]}"></i>${l.name}</span>`).join("");
 }
-function draw(id, xs, lines) {
+function draw(id, xs, lines, t0) {
   const svg = document.getElementById(id);
   while (svg.firstChild) svg.removeChild(svg.firstChild);
   const W = svg.clientWidth || 900, H = svg.clientHeight || 240, L = 56, R = 12, T = 10, B = 24;
@@ -76,7 +76,7 @@ function draw(id, xs, lines) {
     el("text", {x: W / 2, y: H / 2, "text-anchor": "middle", class: "empty"}, svg).textContent = "no data yet";
     return;
   }
-  const x0 = xs[0], x1 = Math.max(xs[xs.length - 1], x0 + 1), ymax = niceMax(Math.max(...values));
+  const x0 = t0 ? Math.min(Math.floor(t0), xs[0]) : xs[0], x1 = Math.max(xs[xs.length - 1], x0 + 1), ymax = niceMax(Math.max(...values));
   const sx = x => L + (x - x0) / (x1 - x0) * (W - L - R), sy = y => H - B - y / ymax * (H - T - B);
   for (let i = 0; i <= 4; i++) {
     const y = ymax * i / 4;
@@ -114,11 +114,11 @@ async function refresh() {
     document.getElementById("note").textContent = data.note || "";
     const w = data.ttft_window, s = data.series;
     const ttft = [{name: "p50", ys: w.p50}, {name: "p95", ys: w.p95}, {name: "p99", ys: w.p99}];
-    legend("legend-ttft", ttft); draw("ttft", w.t_s, ttft);
+    legend("legend-ttft", ttft); draw("ttft", w.t_s, ttft, data.t0_s);
     const tps = [{name: "output tokens/s", ys: s.output_tokens}];
-    legend("legend-tps", tps); draw("tps", s.t_s, tps);
+    legend("legend-tps", tps); draw("tps", s.t_s, tps, data.t0_s);
     const st = [{name: "stalls", ys: s.stalls}, {name: "failed requests", ys: s.failures}];
-    legend("legend-stalls", st); draw("stalls", s.t_s, st);
+    legend("legend-stalls", st); draw("stalls", s.t_s, st, data.t0_s);
   } catch (err) {
     document.getElementById("note").textContent = "cannot reach the Locust web UI: " + err;
   }
