@@ -7,6 +7,7 @@
     fourfold check runs/<run> --slo ci/slo.toml      # gate a finished run (exit 3: an SLO missed)
     fourfold compare runs/<baseline> runs/<candidate> --out reports-out   # comparison report
     fourfold demo [--quick]                          # baseline vs candidate on the simulator, end to end
+    fourfold sweep --slo 'ttft_p95<=500ms'           # the highest request rate that meets the SLO
     fourfold dataset inspect data.json               # what fourfold reads in a dataset file (convert: to JSONL)
 
 Every subcommand returns an exit code: 0 done, 1 an error, 2 a usage error (bad arguments, a
@@ -28,6 +29,7 @@ from fourfold.cli import dataset as dataset_cmd
 from fourfold.cli import mirror as mirror_cmd
 from fourfold.cli import probe as probe_cmd
 from fourfold.cli import report as report_cmd
+from fourfold.cli import sweep as sweep_cmd
 from fourfold.errors import (
     DatasetError,
     FaultError,
@@ -156,6 +158,8 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace, list[str]], int], b
     "compare": ("compare a baseline run with candidates: Markdown, HTML and CSV report", report_cmd.run_compare,
                 False),
     "demo": ("baseline vs candidate on the simulator: run, score, compare", report_cmd.run_demo, False),
+    "sweep": ("find the highest request rate that meets an SLO: probe, then a searched open-loop rate per run",
+              sweep_cmd.run, True),
     "dataset": ("inspect a dataset file (format, items, lengths) or convert it to fourfold JSONL",
                 dataset_cmd.run, False),
 }
@@ -183,6 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
             report_cmd.add_demo_arguments(cmd)
         elif name == "dataset":
             dataset_cmd.add_arguments(cmd)
+        elif name == "sweep":
+            sweep_cmd.add_arguments(cmd)
     return parser
 
 

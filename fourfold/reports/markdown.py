@@ -66,7 +66,8 @@ def _comparison(comparison: Comparison, level: int) -> list[str]:
     for group in comparison.groups():
         gb, gc = base.groups.get(group), cand.groups.get(group)
         counts = (f"baseline {gb.requests if gb else 0} requests ({gb.failures if gb else 0} failed), "
-                  f"candidate {gc.requests if gc else 0} ({gc.failures if gc else 0} failed)")
+                  f"candidate {gc.requests if gc else 0} ({gc.failures if gc else 0} failed)") if gb or gc \
+            else "from the sweeps' brackets (summary.json `sweep`), not from requests"
         rows = [row_cells(r) for r in comparison.rows if r.group == group]
         lines += [f"{'#' * (level + 1)} {cell(group)}", "", counts, "", *_table(HEADER, ALIGN, rows), ""]
     return lines

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fourfold.errors import UsageError
+from fourfold.reports.capacity import capacity_row, read_sweep
 from fourfold.reports.compare import DEFAULT_SETTINGS, GroupSample, Row, Settings, compare_groups
 from fourfold.reports.load import RunData, group_samples, load_runs, run_variants
 
@@ -148,6 +149,9 @@ def report_from_paths(paths: list[str | os.PathLike[str]], *, variants: list[str
     ``cache``: read and write the runs' columnar cache (:mod:`fourfold.reports.cache`)."""
     if not paths:
         raise UsageError("give a baseline run directory and at least one candidate")
+    sweeps = [read_sweep(path) for path in paths]
+    if len(paths) > 1 and not variants and all(sweeps):
+        return _sweep_report(paths, [s for s in sweeps if s], settings, slo_ms, stall_ms, cache)
     runs = load_runs(paths, stall_ms=stall_ms, cache=cache)
     if variants or len(runs) == 1:
         if len(runs) != 1:
@@ -172,6 +176,28 @@ def report_from_paths(paths: list[str | os.PathLike[str]], *, variants: list[str
         return build_report(sides[0], sides[1:], settings, slo_ms)
     sides = [Side(run.label, [run]) for run in runs]
     return build_report(sides[0], sides[1:], settings, slo_ms)
+
+
+def _sweep_report(paths: list[str | os.PathLike[str]], sweeps: list[dict], settings: Settings,
+                  slo_ms: dict[str, float] | None, stall_ms: float | None, cache: bool) -> Report:
+    """Sweeps (``fourfold sweep``): the capacity row (:mod:`fourfold.reports.capacity`), then the
+    rows of each side's run at its own capacity (the highest rate that passed; else its lowest)."""
+    at_capacity = []
+    for path, block in zip(paths, sweeps, strict=True):
+        rates = sorted(block.get("rates") or [], key=lambda r: r["offered_rps"])
+        chosen = [r for r in rates if r["offered_rps"] == block.get("capacity_rps")] or rates[:1]
+        if not chosen:
+            raise UsageError(f"{path}: a sweep without any rate run; nothing to compare")
+        at_capacity.append(Path(path) / chosen[0]["run_dir"])
+    runs = load_runs(at_capacity, stall_ms=stall_ms, cache=cache)
+    sides = [Side(Path(path).name, [run]) for path, run in zip(paths, runs, strict=True)]
+    report = build_report(sides[0], sides[1:], settings, slo_ms)
+    for comparison, block in zip(report.comparisons, sweeps[1:], strict=True):
+        comparison.rows.insert(0, capacity_row(sweeps[0], block))
+    report.notes.insert(0, "capacity: the highest offered rate that met the sweep's SLO, bracket [last pass, first "
+                        "miss]; overlapping brackets are no significant change. The other rows compare each "
+                        "side's run at its own capacity (different offered rates).")
+    return report
 
 
 def write_report(report: Report, out_dir: str | os.PathLike[str], *, html: bool = True) -> dict[str, Path]:

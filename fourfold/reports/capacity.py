@@ -1,0 +1,88 @@
+"""Capacity sweeps in reports: reading a sweep directory, the capacity row, the latency-vs-rate plot.
+
+A sweep directory (``fourfold sweep``) holds ``summary.json`` with a ``sweep`` block (rates,
+capacity, bracket, knee; :mod:`fourfold.measure.sweep`) and the per-rate run directories under
+``runs/``. When every run given to ``fourfold compare`` is a sweep, the comparison gets one
+*capacity* row per candidate: capacity = the highest rate that met the SLO, with the bracket
+``[last pass, first miss]`` as its uncertainty. The verdict is read from the brackets, not from a
+statistical test: *better* when the candidate's last pass is at or above the baseline's first
+miss, *worse* when the candidate's first miss is at or below the baseline's last pass, otherwise
+(the brackets overlap) *no significant change*. The row's interval is the range of differences
+the two brackets allow.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from fourfold.measure.runread import read_summary
+from fourfold.reports.sample import BETTER, NA, SAME, WORSE, Row
+
+__all__ = ["CAPACITY_GROUP", "capacity_row", "read_sweep", "sweep_plot"]
+
+CAPACITY_GROUP = "sweep"
+
+
+def read_sweep(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The ``sweep`` block of a sweep directory's summary.json, or None when it is not a sweep."""
+    summary = read_summary(Path(path)) if Path(path).is_dir() else None
+    block = summary.get("sweep") if summary else None
+    return block if isinstance(block, dict) else None
+
+
+def _bracket(block: dict[str, Any]) -> tuple[float, float | None]:
+    low, high = (list(block.get("bracket_rps") or []) + [0.0, None])[:2]
+    return float(low or 0.0), (None if high is None else float(high))
+
+
+def capacity_row(baseline: dict[str, Any], candidate: dict[str, Any]) -> Row:
+    """The capacity row of two sweep blocks (see module docstring)."""
+    base_low, base_high = _bracket(baseline)
+    cand_low, cand_high = _bracket(candidate)
+    base, cand = baseline.get("capacity_rps"), candidate.get("capacity_rps")
+    slo = baseline.get("slo") or ""
+    label = f"capacity ({slo})" if slo == candidate.get("slo") else "capacity (SLOs differ)"
+    n_base, n_cand = len(baseline.get("rates") or []), len(candidate.get("rates") or [])
+    if base is None or cand is None or base_high is None or cand_high is None:
+        return Row(CAPACITY_GROUP, "capacity_rps", label, "req/s", "higher", base, cand, None, None, None, None,
+                   None, NA, "sweep brackets (a side has no pass or no miss)", n_base, n_cand)
+    delta = cand - base
+    if cand_low >= base_high:
+        verdict = BETTER
+    elif cand_high <= base_low:
+        verdict = WORSE
+    else:
+        verdict = SAME
+    return Row(CAPACITY_GROUP, "capacity_rps", label, "req/s", "higher", float(base), float(cand), delta,
+               100 * delta / abs(base) if base else None, cand_low - base_high, cand_high - base_low, None, verdict,
+               "sweep brackets: overlapping brackets are no significant change", n_base, n_cand)
+
+
+def sweep_plot(block: dict[str, Any], path: str | os.PathLike[str], title: str = "capacity sweep") -> Path:
+    """TTFT and E2E p50/p95 against the offered rate, the bracket shaded; written as SVG to ``path``."""
+    from fourfold.reports.plots import COLORS, _figure, _pyplot, text
+
+    rates = sorted(block.get("rates") or [], key=lambda r: r["offered_rps"])
+    fig, ax = _figure(text(title), "offered rate (requests/s)", "latency (ms, log scale)")
+    x = [r["offered_rps"] for r in rates]
+    for i, (name, label) in enumerate((("ttft_ms", "TTFT"), ("e2e_ms", "E2E"))):
+        for q, style in (("p50", ":"), ("p95", "-")):
+            y = [(r.get("latency_ms") or {}).get(name, {}).get(q) for r in rates]
+            points = [(a, b) for a, b in zip(x, y, strict=True) if b is not None and b > 0]
+            if points:
+                ax.plot(*zip(*points, strict=True), style, marker="o", color=COLORS[i], label=f"{label} {q}",
+                        linewidth=1.3, markersize=3)
+    for r in rates:
+        if not r.get("passed"):
+            ax.axvline(r["offered_rps"], color="#d62728", linewidth=0.5, alpha=0.4)
+    low, high = _bracket(block)
+    if block.get("capacity_rps") is not None and high is not None:
+        ax.axvspan(low, high, color="#2ca02c", alpha=0.15, label=f"capacity {low:.2f}-{high:.2f}/s")
+    ax.set_yscale("log")
+    ax.legend(fontsize=7)
+    target = Path(path)
+    fig.savefig(target, format="svg", bbox_inches="tight", metadata={"Date": None})
+    _pyplot().close(fig)
+    return target

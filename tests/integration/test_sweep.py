@@ -1,0 +1,90 @@
+"""``fourfold sweep`` against the simulator, whose capacity follows from its profile.
+
+The simulator runs with ``--max-batch B --max-concurrency B``: an engine that generates at most
+B sequences at once and queues the rest (vLLM's ``max_num_seqs``), so a request's TTFT holds its
+wait in that queue. With prefill, orchestrator and cold starts switched off and every answer cut
+to T = 32 tokens (``--max-tokens 32 --ignore-eos``), one generation takes
+S = ttft_ms + (T - 1) * itl_ms = 80 + 31 * 20 = 700 ms, and with constant arrivals no request
+waits below B / S requests per second while above it the queue (and TTFT) grows without bound:
+the capacity under a TTFT SLO is B / S, 5.71/s for B = 4 and 11.43/s for B = 8.
+
+A run of D seconds resolves that edge only so far: at (1 + e) x B / S the wait grows by e per
+second, so rates up to e = (SLO - ttft_ms) / (0.95 D) above the capacity can still pass (3.3 % for
+300 ms and 7 s); the bracket is checked against the capacity with that resolution.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from fourfold.cli import main
+from fourfold.targets.sim.profile import load_profile
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+TOKENS = 32
+SLO_MS = 300.0
+DURATION_S = 7.0
+OVERRIDES = ("orchestrator_ms=0", "cold_requests=0", "prefill_ms_per_1k_tokens=0")
+
+
+def expected_capacity_rps(max_batch: int) -> float:
+    profile = load_profile("baseline", {})
+    service_ms = profile.ttft_ms + (TOKENS - 1) * profile.itl_ms
+    return max_batch / (service_ms / 1000)
+
+
+def resolution() -> float:
+    return (SLO_MS - load_profile("baseline", {}).ttft_ms) / (0.95 * DURATION_S * 1000)
+
+
+@pytest.fixture(scope="module")
+def sweeps(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sweeps")
+    found = {}
+    for max_batch in (4, 8):
+        argv = ["sweep", "--slo", f"ttft_p95<={SLO_MS:g}ms", "--duration-s", f"{DURATION_S:g}", "--probe-s", "5",
+                "--sim-max-batch", str(max_batch), "--sim-max-concurrency", str(max_batch),
+                "--out", str(out), "--label", f"b{max_batch}", "--max-tokens", str(TOKENS), "--ignore-eos"]
+        for override in OVERRIDES:
+            argv += ["--sim-set", override]
+        started = time.monotonic()
+        assert main(argv) == 0
+        elapsed_s = time.monotonic() - started
+        (sweep_dir,) = out.glob(f"*-b{max_batch}")
+        found[max_batch] = (sweep_dir, json.loads((sweep_dir / "summary.json").read_text())["sweep"], elapsed_s)
+    return found
+
+
+@pytest.mark.parametrize("max_batch", [4, 8])
+def test_sweep_finds_the_profiles_capacity(sweeps, max_batch, capsys):
+    sweep_dir, block, elapsed_s = sweeps[max_batch]
+    expected = expected_capacity_rps(max_batch)
+    low, high = block["bracket_rps"]
+    print(f"B={max_batch}: capacity {block['capacity_rps']:.2f}/s, bracket [{low:.2f}, {high:.2f}], "
+          f"expected {expected:.2f}/s, {elapsed_s:.0f} s")
+    assert block["converged"] and (high - low) / low <= 0.10
+    assert abs(block["capacity_rps"] - expected) / expected <= 0.10
+    assert low <= expected * (1 + resolution()) and expected < high       # the bracket holds the answer
+    assert elapsed_s < 180
+    rates = block["rates"]
+    assert 3 <= len(rates) <= 10 and len({r["offered_rps"] for r in rates}) == len(rates)   # searched, not a grid
+    for rate in rates:
+        assert (sweep_dir / rate["run_dir"] / "summary.json").is_file()
+        assert rate["passed"] == (rate["offered_rps"] <= block["capacity_rps"])
+        assert set(rate["latency_ms"]) == {"ttft_ms", "itl_ms", "e2e_ms"}
+    assert (sweep_dir / "sweep.svg").read_text().startswith("<?xml")
+    assert "capacity:" in (sweep_dir / "sweep.txt").read_text()
+
+
+def test_compare_two_sweeps_has_a_capacity_row(sweeps, tmp_path, capsys):
+    (small, _, _), (large, _, _) = sweeps[4], sweeps[8]
+    assert main(["compare", str(small), str(large), "--out", str(tmp_path), "--resamples", "200"]) == 0
+    row = next(line for line in (tmp_path / "report.csv").read_text().splitlines() if ",capacity_rps," in line)
+    assert row.split(",")[14] == "better"                  # the brackets do not overlap
+    assert main(["compare", str(small), str(small), "--out", str(tmp_path), "--resamples", "200"]) == 0
+    row = next(line for line in (tmp_path / "report.csv").read_text().splitlines() if ",capacity_rps," in line)
+    assert row.split(",")[14] == "no significant change"

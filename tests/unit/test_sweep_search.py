@@ -1,0 +1,119 @@
+"""The capacity sweep's search (fourfold.measure.sweep): a fake target with a known capacity."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from fourfold.measure.slo import parse_spec
+from fourfold.measure.sweep import (
+    RatePoint,
+    SearchPlan,
+    bracket,
+    find_knee,
+    format_table,
+    next_rate,
+    rate_point,
+    search,
+)
+
+
+def fake_target(capacity_rps: float, calls: list[float], *, saturate_above: float | None = None):
+    def measure(rate: float) -> RatePoint:
+        calls.append(rate)
+        saturated = saturate_above is not None and rate > saturate_above
+        passed = rate <= capacity_rps and not saturated
+        return RatePoint(rate, passed, "" if passed else "miss", saturated=saturated,
+                         latency_ms={"ttft_ms": {"p95": 100.0 if rate <= capacity_rps else 1000.0}})
+    return measure
+
+
+@pytest.mark.parametrize(("capacity", "start", "hint"), [
+    (5.71, 8.6, 11.4),       # the probe overestimates (a tight SLO): the search goes down first
+    (11.43, 8.6, 11.4),      # the probe's throughput is the capacity
+    (40.0, 8.6, 11.4),       # the probe underestimates: the climb goes past its hint
+    (0.9, 10.0, 12.0),       # ten times below the start
+])
+@pytest.mark.parametrize("tolerance", [0.10, 0.05])
+def test_search_brackets_a_known_capacity_within_the_tolerance(capacity, start, hint, tolerance):
+    calls: list[float] = []
+    result = search(fake_target(capacity, calls), start, SearchPlan(tolerance=tolerance), upper_hint_rps=hint)
+    low, high = result.bracket_rps
+    assert result.converged, result.stopped
+    assert low <= capacity < high
+    assert (high - low) / low <= tolerance
+    assert result.capacity_rps == low
+    assert len(calls) <= SearchPlan().max_runs    # bounded: no fixed grid
+    assert len(set(calls)) == len(calls)          # never the same rate twice
+
+
+def test_search_never_runs_above_a_miss_and_stops_at_max_runs():
+    calls: list[float] = []
+    result = search(fake_target(11.0, calls, saturate_above=6.0), 8.0, SearchPlan(tolerance=0.01, max_runs=4),
+                    upper_hint_rps=12.0)
+    assert len(calls) == 4 and not result.converged and "4 runs" in result.stopped
+    assert calls[0] == 8.0 and all(rate < 8.0 for rate in calls[1:])      # saturated at 8: nothing higher
+    low, high = result.bracket_rps
+    assert low <= 6.0 < high
+
+
+def test_every_rate_missing_ends_below_min_rps():
+    calls: list[float] = []
+    result = search(fake_target(0.001, calls), 4.0, SearchPlan(min_rps=0.1))
+    assert result.capacity_rps is None and result.bracket_rps[0] == 0.0
+    assert "every rate missed" in result.stopped
+    assert min(calls) >= 0.1
+
+
+def test_next_rate_steps():
+    plan = SearchPlan(tolerance=0.1, growth=1.5)
+    ok, miss = (lambda r: RatePoint(r, True)), (lambda r: RatePoint(r, False, "x"))
+    assert next_rate([], 7.5, plan, 10.0) == (7.5, "")
+    assert next_rate([ok(7.5)], 7.5, plan, 10.0)[0] == pytest.approx(11.0)     # just above the probe's rate
+    assert next_rate([ok(12.0)], 7.5, plan, 10.0)[0] == pytest.approx(18.0)    # past it: by growth
+    assert next_rate([miss(9.0)], 9.0, plan)[0] == pytest.approx(4.0)           # down by growth ** 2
+    assert next_rate([ok(4.0), miss(9.0)], 9.0, plan)[0] == pytest.approx(6.0)  # geometric midpoint
+    rate, why = next_rate([ok(10.0), miss(10.9)], 9.0, plan)
+    assert rate is None and "within 10 %" in why
+    # a pass above a miss (noise) does not count: the bracket is below the lowest miss
+    assert bracket([ok(4.0), miss(6.0), ok(8.0)]) == (4.0, 6.0)
+
+
+def test_knee_is_where_ttft_p95_doubles():
+    def point(rate: float, p95: float) -> RatePoint:
+        return RatePoint(rate, True, latency_ms={"ttft_ms": {"p95": p95}})
+    assert find_knee([point(4, 100), point(6, 150), point(8, 260), point(9, 150)]) == 6
+    assert find_knee([]) is None
+
+
+SUMMARY = {
+    "total": {"requests": 50, "error_rate": 0.0, "goodput_rps": 5.5,
+              "ttft_ms": {"p50": 80.0, "p95": 120.0, "p99": 150.0}, "itl_ms": {"p50": 20.0, "p95": 21.0, "p99": 22.0},
+              "e2e_ms": {"p50": 700.0, "p95": 760.0, "p99": 800.0}},
+    "groups": [],
+    "l2": {"open_loop": {"sent_rps": 5.9, "completed_rps": 5.6, "target_kept_up": True, "generator_kept_up": True}},
+}
+
+
+def test_rate_point_from_a_summary():
+    point = rate_point(6.0, SUMMARY, parse_spec("ttft_p95<=300ms"))
+    assert point.passed and point.reason == "" and point.achieved_rps == 5.6 and point.sent_rps == 5.9
+    assert point.latency_ms["e2e_ms"]["p95"] == 760.0
+    missed = rate_point(6.0, SUMMARY, parse_spec("ttft_p95<=100ms"))
+    assert not missed.passed and "ttft_p95" in missed.reason
+    saturated = dict(SUMMARY, l2={"open_loop": {"target_kept_up": False}})
+    point = rate_point(6.0, saturated, parse_spec("ttft_p95<=300ms"))
+    assert not point.passed and point.saturated and "saturated" in point.reason
+    failing = dict(SUMMARY, total=dict(SUMMARY["total"], error_rate=0.2))
+    assert "errors climbed" in rate_point(6.0, failing, parse_spec("ttft_p95<=300ms"), max_error_rate=0.05).reason
+    assert RatePoint.from_dict(point.to_dict()) == point
+
+
+def test_table_states_capacity_bracket_and_knee():
+    result = search(fake_target(5.0, []), 4.0, SearchPlan(tolerance=0.1), upper_hint_rps=6.0)
+    text = "\n".join(format_table(result, "ttft_p95 <= 300 ms"))
+    low, high = result.bracket_rps
+    assert f"capacity: {low:.2f} requests/s, bracket [{low:.2f}, {high:.2f}] (converged" in text
+    assert "knee:" in text and text.count("MISSES") == sum(not p.passed for p in result.points)
+    assert math.isclose(result.capacity_rps or 0, low)
