@@ -48,7 +48,7 @@ def report_section(summary: dict[str, Any], verdicts: list[Verdict], slo_error: 
         cells += [_ms((group.get(key) or {}).get(q)) for _, key in _PERCENTILES for q in _QUANTILES]
         tps = group.get("output_tps")
         cells.append("" if tps is None else f"{tps:.1f}")
-        cells.append(", ".join(f"{name} x{n}" for name, n in (group.get("errors") or {}).items()))
+        cells.append(", ".join(f"{name} x{n}" for name, n in (group.get("errors") or {}).items() if name != "ok"))
         rows.append(cells)
     parts = [f'<section id="{SECTION_ID}" style="font-family:sans-serif;margin:2em auto;max-width:1200px">',
              "<h2>LLM metrics (fourfold)</h2>", _table(head, rows), "<h3>SLO verdicts</h3>"]

@@ -7,6 +7,8 @@ the browser does (``/swarm``, ``/stop``), then master + 2 workers (L1) the same 
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
 import subprocess
@@ -15,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import LOCUST, free_port, locust_env
+from tests.conftest import LOCUST, free_port, locust_env, only_run_dir, run_locust
 from tests.integration.webui_support import (
     finish,
     get_json,
@@ -110,3 +112,60 @@ def test_l3_stop_then_new_writes_two_run_directories(tmp_path, locustfile):
         total += summary["total"]["requests"]
     assert out.count("fourfold: run directory") == 2 and out.count("recall@") >= 2, out[-3000:]
     assert total > 20
+
+
+def test_master_stop_then_new_merges_both_workers_into_each_run_directory(tmp_path, locustfile):
+    web_port, master_port = free_port(), free_port()
+    base = f"http://127.0.0.1:{web_port}"
+    common = ["-f", locustfile("l3_rag.py"), "--sim-profile", "flat", "--max-tokens", "16"]
+    master = start_locust([*common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
+                           str(master_port), "--web-host", "127.0.0.1", "--web-port", str(web_port)], tmp_path)
+    workers = [subprocess.Popen([*LOCUST, *common, "--worker", "--master-host", "127.0.0.1",
+                                 "--master-port", str(master_port)], cwd=tmp_path, env=locust_env(),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    shown: list[int] = []
+    try:
+        _, _, page = wait_for(lambda: (r := http_get(base + "/"))[0] == 200 and r, 40, what="the web UI")
+        host = json.loads(re.search(r"window\.templateArgs = (\{.*?\})\s*</script>", page, re.S).group(1))["host"]
+        for at_least in (12, 8):
+            wait_for(lambda: len([w for w in (get_json(base + "/stats/requests") or {}).get("workers") or ()
+                                  if w["state"] == "ready"]) == 2, 40, what="two ready workers")
+            report = _one_test(base, {"user_count": "4", "spawn_rate": "4", "host": host}, "l3:rag", at_least)
+            shown.append(locust_row(report, "l3:rag")["num_requests"])
+            wait_for(lambda n=len(shown): len([p for p in _run_dirs(tmp_path) if (p / "summary.json").is_file()])
+                     == n, 20, what="summary.json written on Stop")
+            # Locust's merged row is final at Stop: the workers sent their last records before "stopped"
+            assert locust_row(get_json(base + "/stats/requests") or {}, "l3:rag")["num_requests"] == shown[-1]
+    finally:
+        master_out = finish(master, timeout=40, terminate=True)
+        for proc in workers:
+            finish(proc, timeout=20)
+    assert master.returncode == 0, master_out[-3000:]
+    runs = _run_dirs(tmp_path)
+    assert len(runs) == 2, master_out[-3000:]
+    for run, locust_count in zip(runs, shown, strict=True):
+        summary = json.loads((run / "summary.json").read_text())
+        records = _measured(_records(run))
+        assert summary["records"] == len(_records(run)) and summary["records_lost"] == 0
+        assert summary["total"]["requests"] == len(records) == locust_count
+        assert summary["rag"]["requests"] == len(records)
+        assert summary["total"]["output_tokens_total"] == sum(r["output_tokens"] or 0 for r in records)
+        assert summary["workers"]["count"] == 2 and summary["workers"]["stopped_reporting"] == []
+
+
+def test_headless_html_report_and_csv_hold_the_llm_metrics(tmp_path, locustfile):
+    done = run_locust(["-f", locustfile("l1_throughput.py"), "--headless", "-u", "2", "-r", "2", "-t", "3s",
+                       "--sim-profile", "flat", "--max-tokens", "16", "--slo", "ttft_p95<=5s",
+                       "--html", "report.html", "--csv", "out"], tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    summary = json.loads((only_run_dir(tmp_path) / "summary.json").read_text())   # one run directory, as ever
+    page = (tmp_path / "report.html").read_text()
+    assert page.count('id="fourfold-llm"') == 1 and "window.templateArgs" in page      # Locust's report, extended
+    flat = page.replace("\n", "")
+    assert re.search(r"<td[^>]*>Aggregated</td><td[^>]*>" + str(summary["total"]["requests"]) + "<", flat)
+    assert "ttft_p95 &lt;= 5000 ms" in page and ">pass<" in flat                      # the SLO verdict
+    assert (tmp_path / "out_stats.csv").is_file()                                      # Locust's own, beside ours
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "out_llm.csv").read_text())))
+    assert [r["name"] for r in rows] == ["l1:saturation", "Aggregated"]
+    assert int(rows[-1]["requests"]) == summary["total"]["requests"]
+    assert float(rows[-1]["ttft_p95_ms"]) == pytest.approx(summary["total"]["ttft_ms"]["p95"])
