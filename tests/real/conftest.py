@@ -93,9 +93,10 @@ def engine_timings(log: str) -> list[dict[str, float]]:
 
 def start_llama_server(tmp: Path, *, n_threads: int = N_THREADS, n_ctx: int = N_CTX,
                        interrupt_requests: bool = False) -> LlamaServer:
-    """The server on a free port, once it answers ``/v1/models``. ``interrupt_requests`` is the server's
-    own default (True: a request that arrives cuts the running stream short, test_interrupts.py); the
-    tests' server queues requests instead (False), as a load test against it should."""
+    """The server on a free port, once it answers ``/v1/models``. ``interrupt_requests`` True is the
+    server's own default: a request that arrives cuts the running stream short
+    (test_tools.py::test_stock_server_cuts_a_running_stream_when_another_arrives); the tests' server
+    queues requests instead (False), as a load test against it should."""
     port = free_port()
     log_path = tmp / f"llama-server-{port}.log"
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path()), "--model_alias", MODEL_ALIAS,

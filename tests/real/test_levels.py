@@ -5,8 +5,8 @@ What llama.cpp (through llama-cpp-python) really does, and what these tests hold
   from the content chunks (``output_tokens_source: "chunks"``); non-streaming bodies carry usage;
 - an answer cut at ``max_tokens`` ends with ``finish_reason: "length"`` and no usage: ``truncated``
   without ``--ignore-eos`` (which llama-cpp-python does not honour either), ``ok`` with it;
-- one model, one lock: requests are served one at a time (``--interrupt_requests false`` here;
-  the default cuts the running stream short, test_interrupts.py);
+- one model, one lock: requests are served one at a time (``--interrupt_requests false`` here; the
+  default cuts the running stream short: test_tools.py::test_stock_server_cuts_a_running_stream_when_another_arrives);
 - ``/metrics`` answers 404: the L1 sampler says so once, not once per sample.
 """
 
@@ -48,7 +48,7 @@ def test_l1_every_request_classified_and_cut_answers_are_truncated(l1_run):
         assert r["terminal"] and r["text"], r
         assert r["output_tokens_source"] == "chunks" and r["content_chunks"] <= r["output_tokens"] <= MAX_TOKENS
         if r["finish_reason"] == "length":          # no usage in the stream: the chunks are the count
-            assert r["error_class"] == "truncated" and r["output_tokens"] >= MAX_TOKENS - 4
+            assert r["error_class"] == "truncated" and r["output_tokens"] >= MAX_TOKENS - 8
         else:
             assert (r["finish_reason"], r["error_class"]) == ("stop", "ok")
     assert any(r["finish_reason"] == "length" for r in run.measured)
@@ -63,7 +63,7 @@ def test_l1_ttft_and_itl_agree_with_the_engines_own_timings(l1_run):
     prompt_ms = statistics.median(t["prompt_ms"] for t in timings)
     ttft = statistics.median(r["ttft_ms"] for r in run.measured)
     itl = run.summary["total"]["itl_ms"]["p50"]
-    assert ttft >= 0.8 * prompt_ms, (ttft, prompt_ms)
+    assert ttft >= 0.5 * prompt_ms, (ttft, prompt_ms)
     assert ttft <= prompt_ms + 10 * decode_ms + 500, (ttft, prompt_ms, decode_ms)
     assert 0.5 * decode_ms <= itl <= 4 * decode_ms + 5, (itl, decode_ms)
     assert run.summary["total"]["output_tps"] > 0
