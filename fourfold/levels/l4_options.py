@@ -13,7 +13,6 @@ from typing import Any
 
 from fourfold.levels.l4_ab import parse_split
 
-
 L4_DESTS = ("think_scale", "patience_scale", "sessions_per_user", "ab_split", "ab_host", "ab_profile", "ab_seed")
 
 

@@ -305,6 +305,32 @@ def _protect_secrets(web_ui: Any, base: str) -> None:
                     [(k, v) for k, v in form.items(multi=True) if k not in empty])
 
 
+def form_list_values(values: list[str]) -> list[str]:
+    """A repeatable option's values as the start form sends them (one field, comma-separated)."""
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def _read_list_options(web_ui: Any, base: str) -> None:
+    """Locust's ``/swarm`` converts a list-valued option by the type of its current elements, and an
+    empty list (``--metrics-url`` not given) reads as a list of ints: any value, even the empty field
+    the browser always sends, is then a 500. Read those fields here, as strings, before Locust does."""
+    from flask import request
+    from werkzeug.datastructures import ImmutableMultiDict
+
+    @web_ui.app.before_request
+    def _list_options_as_strings() -> None:
+        options = web_ui.environment.parsed_options
+        if request.method != "POST" or request.path != f"{base}/swarm" or options is None:
+            return
+        form = request.form
+        lists = {name for name in form if name != "user_classes" and isinstance(getattr(options, name, None), list)}
+        for name in lists:
+            setattr(options, name, form_list_values(form.getlist(name)))
+        if lists:
+            request.form = ImmutableMultiDict(  # type: ignore[misc]
+                [(k, v) for k, v in form.items(multi=True) if k not in lists])
+
+
 def register(environment: Any) -> LLMWebUI | None:
     """Add the LLM tab, the SLO tab, the CSV and the charts page to ``environment.web_ui``."""
     web_ui = getattr(environment, "web_ui", None)
@@ -326,6 +352,7 @@ def register(environment: Any) -> LLMWebUI | None:
     base = (getattr(environment.parsed_options, "web_base_path", "") or "").rstrip("/")
     app, auth = web_ui.app, web_ui.auth_required_if_enabled
     _protect_secrets(web_ui, base)
+    _read_list_options(web_ui, base)
     from fourfold.levels.webui_page import CHARTS_HTML
 
     @app.after_request

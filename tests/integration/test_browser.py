@@ -6,10 +6,13 @@ land in ``test-artifacts/`` (git-ignored) for a human to look at.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
+import time
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -108,3 +111,66 @@ def test_chromium_renders_the_llm_tab_and_the_charts(tmp_path, locustfile):
     finally:
         out = finish(proc, terminate=True)
     assert proc.returncode == 0, out[-3000:]
+
+
+shown: list[str] = [""]      # the page's text at the last look (for the failure message)
+
+
+def llm_tab_row(browser: Any) -> bool:
+    """Open the LLM tab; True when it shows an l3:rag row."""
+    browser.click_button("LLM")
+    shown.append(browser.evaluate("document.body.innerText") or "")
+    return any(line.startswith("l3:rag\t") for line in shown[-1].splitlines())
+
+
+def test_chromium_stop_then_new_makes_two_run_directories(tmp_path, locustfile):
+    """A user in the browser: Start on the L3 form, Stop, New, Start, Stop (buttons clicked through
+    the DevTools protocol); two run directories whose summaries hold their own records."""
+    from tests.integration.cdp import Browser
+
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = start_locust(["-f", locustfile("l3_rag.py"), "--web-host", "127.0.0.1", "--web-port", str(port),
+                         "-u", "3", "-r", "3", "--sim-profile", "flat", "--max-tokens", "16"], tmp_path)
+    browser = None
+
+    def state() -> str:
+        return (get_json(base + "/stats/requests") or {}).get("state", "")
+
+    def summaries() -> list[Path]:
+        runs = tmp_path / "runs"
+        return sorted(p for p in runs.iterdir() if (p / "summary.json").is_file()) if runs.is_dir() else []
+
+    try:
+        wait_for(lambda: get_json(base + "/stats/requests"), 40, what="the web UI")
+        browser = Browser(CHROMIUM, tmp_path / "cdp-profile", free_port())
+        browser.goto(base + "/?tab=llm")
+        wait_for(lambda: browser.evaluate("document.readyState") == "complete", 20, what="the page to load")
+        time.sleep(1.0)                      # let the page's scripts attach their handlers to the form
+        for test, at_least in enumerate((10, 6), start=1):
+            if test > 1:
+                wait_for(lambda: browser.click_button("New"), 15, what="the New button")
+            wait_for(lambda: browser.click_button("Start"), 20, what="the form's Start button")
+            wait_for(lambda: state() == "running", 20, what=f"test {test} to run")
+            wait_for(lambda n=at_least: (r := row(extended(get_json(base + "/stats/requests"), "llm"), "Aggregated"))
+                     and r["requests"] >= n, 40, what=f"{at_least} requests in test {test}")
+            try:
+                wait_for(lambda: llm_tab_row(browser), 15, what="the LLM tab's l3:rag row in the page")
+            except AssertionError:
+                raise AssertionError(f"no l3:rag row in the LLM tab: {shown[-1][-1500:]}") from None
+            wait_for(lambda: browser.click_button("Stop"), 15, what="the Stop button")
+            wait_for(lambda: state() == "stopped", 30, what=f"test {test} to stop")
+            wait_for(lambda n=test: len(summaries()) == n, 20, what=f"summary.json of test {test}")
+    finally:
+        if browser is not None:
+            browser.quit()
+        out = finish(proc, terminate=True)
+    assert proc.returncode == 0, out[-3000:]
+    runs = summaries()
+    assert len(runs) == 2 and len(list((tmp_path / "runs").iterdir())) == 2, out[-3000:]
+    for run in runs:
+        summary = json.loads((run / "summary.json").read_text())
+        records = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines() if line.strip()]
+        measured = [r for r in records if not r.get("warmup") and r.get("error_class") != "cancelled"]
+        assert summary["records"] == len(records) and summary["total"]["requests"] == len(measured) > 0
+        assert summary["rag"]["requests"] == len(measured)

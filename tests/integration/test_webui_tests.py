@@ -71,7 +71,9 @@ def test_l3_stop_then_new_writes_two_run_directories(tmp_path, locustfile):
         extra = args["extra_options"]
         assert "rag_recall_k" in extra and "stall_ms" in extra
         assert not L4_ONLY & set(extra), sorted(L4_ONLY & set(extra))      # the L3 form: no L4-only option
-        fields = {"user_count": "3", "spawn_rate": "3", "host": args["host"]}
+        # the browser sends every field, the empty --metrics-url too (a list option: Locust's /swarm
+        # read an empty list's values as ints, a 500, until fourfold read them first)
+        fields = {"user_count": "3", "spawn_rate": "3", "host": args["host"], "metrics_url": ""}
         first = _one_test(base, fields, "l3:rag", 12)
         assert not (tmp_path / "runs").exists() or len(_run_dirs(tmp_path)) == 1
         runs = wait_for(lambda: [p for p in _run_dirs(tmp_path) if (p / "summary.json").is_file()], 15,
@@ -132,8 +134,8 @@ def test_master_stop_then_new_merges_both_workers_into_each_run_directory(tmp_pa
                                   if w["state"] == "ready"]) == 2, 40, what="two ready workers")
             report = _one_test(base, {"user_count": "4", "spawn_rate": "4", "host": host}, "l3:rag", at_least)
             shown.append(locust_row(report, "l3:rag")["num_requests"])
-            wait_for(lambda n=len(shown): len([p for p in _run_dirs(tmp_path) if (p / "summary.json").is_file()])
-                     == n, 20, what="summary.json written on Stop")
+            wait_for(lambda: len([p for p in _run_dirs(tmp_path) if (p / "summary.json").is_file()])
+                     == len(shown), 20, what="summary.json written on Stop")
             # Locust's merged row is final at Stop: the workers sent their last records before "stopped"
             assert locust_row(get_json(base + "/stats/requests") or {}, "l3:rag")["num_requests"] == shown[-1]
     finally:

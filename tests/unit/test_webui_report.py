@@ -6,6 +6,7 @@ from html.parser import HTMLParser
 
 import pytest
 
+from fourfold.levels.webui import form_list_values
 from fourfold.levels.webui_report import SECTION_ID, inject, report_section
 from fourfold.measure.slo import evaluate, parse_spec
 from tests.unit.test_webui_rows import stats_with_records
@@ -69,3 +70,13 @@ def test_report_section_without_verdicts(verdicts: list, error: str, says: str) 
 ])
 def test_inject(page: str, expected: str) -> None:
     assert inject(page, "S") == expected
+
+
+@pytest.mark.parametrize(("values", "expected"), [
+    ([""], []),
+    (["http://a/metrics"], ["http://a/metrics"]),
+    (["http://a/metrics, http://b:9400/metrics"], ["http://a/metrics", "http://b:9400/metrics"]),
+    (["x", "y,"], ["x", "y"]),
+])
+def test_form_list_values(values: list[str], expected: list[str]) -> None:
+    assert form_list_values(values) == expected
