@@ -140,7 +140,7 @@ def sweep(args: argparse.Namespace, rest: list[str], say: Callable[[str], None])
     from fourfold.measure.gate import load_slo
     from fourfold.measure.runlog import RunWriter
     from fourfold.measure.slo import to_spec
-    from fourfold.measure.sweep import SearchPlan, format_table, rate_point, search
+    from fourfold.measure.sweep import SearchPlan, format_table, knee_metric, rate_point, search
     from fourfold.reports.capacity import sweep_plot
 
     _check(args)
@@ -172,7 +172,8 @@ def sweep(args: argparse.Namespace, rest: list[str], say: Callable[[str], None])
                 + ("meets the SLO" if point.passed else f"MISSES ({point.reason})"))
             return point
 
-        result = search(measure, 0.75 * probe["throughput_rps"], plan, upper_hint_rps=probe["throughput_rps"])
+        result = search(measure, 0.75 * probe["throughput_rps"], plan, upper_hint_rps=probe["throughput_rps"],
+                        knee_on=knee_metric(slos))
     finally:
         if simulator is not None:
             simulator.stop()

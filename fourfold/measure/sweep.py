@@ -12,13 +12,18 @@ comes next and what the runs say, from plain numbers:
   up by ``growth`` (at first straight to just above the probe's throughput) while every rate
   passes, down by ``growth ** 2`` while every rate misses; once a pass and a miss bracket the
   capacity, the geometric midpoint, until ``(first miss - last pass) / last pass <= tolerance``.
-  Nothing is run above a miss, so a saturated or failing target ends the climb at once.
+  Nothing is run above a miss, so a saturated or failing target ends the climb at once. When the
+  bracket closes, its first miss is run once more unless it saturated: a rate passes when either
+  run passed. Other work on the load generator's machine only adds latency, so a lone miss can
+  be noise and a pass cannot (with constant arrivals; a Poisson run can pass by luck).
 - :func:`search` drives ``next_rate`` with a measure function and returns a :class:`SweepResult`:
   the capacity (the highest rate that passed, below every miss), its bracket ``[last pass, first
   miss]``, the knee and why the search stopped.
 
-The *knee* is where latency starts to climb: the highest measured rate whose TTFT p95 is at
-most ``KNEE_FACTOR`` times that of the lowest measured rate, every lower rate within it too.
+The *knee* is where latency starts to climb: the highest measured rate whose latency is at most
+``KNEE_FACTOR`` times that of the lowest measured rate, every lower rate within it too. The
+latency is the SLO's first TTFT / ITL / E2E percentile clause (:func:`knee_metric`; TTFT p95 when
+it has none): a server that slows every stream instead of queueing moves E2E, not TTFT.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from typing import Any
 from fourfold.measure.slo import SLO, evaluate
 
 __all__ = ["KNEE_FACTOR", "RatePoint", "SearchPlan", "SweepResult", "bracket", "find_knee", "format_table",
-           "next_rate", "rate_point", "search"]
+           "knee_metric", "next_rate", "rate_point", "search"]
 
 KNEE_FACTOR = 2.0
 LATENCIES = ("ttft_ms", "itl_ms", "e2e_ms")
@@ -70,6 +75,7 @@ class SearchPlan:
     growth: float = 1.5              # factor up while every rate passes (down: growth ** 2)
     min_rps: float = 0.05            # below this rate the search gives up going down
     max_rps: float = 10_000.0        # above this rate the search gives up going up
+    confirm_miss: bool = True        # run the closing bracket's first miss again (unless it saturated)
 
     def __post_init__(self) -> None:
         if not 0 < self.tolerance < 1:
@@ -86,10 +92,12 @@ class SweepResult:
     converged: bool                  # the bracket is within the tolerance
     stopped: str                     # why the search stopped
     knee_rps: float | None
+    knee_metric: tuple[str, str] = ("ttft_ms", "p95")
 
     def to_dict(self) -> dict[str, Any]:
         return {"capacity_rps": self.capacity_rps, "bracket_rps": list(self.bracket_rps),
                 "converged": self.converged, "stopped": self.stopped, "knee_rps": self.knee_rps,
+                "knee_metric": _metric_name(self.knee_metric),
                 "rates": [p.to_dict() for p in sorted(self.points, key=lambda p: p.offered_rps)]}
 
 
@@ -121,12 +129,24 @@ def rate_point(offered_rps: float, summary: dict[str, Any], slos: Sequence[SLO],
                      run_dir=run_dir)
 
 
+def _passed_rates(points: Sequence[RatePoint]) -> set[float]:
+    return {p.offered_rps for p in points if p.passed}
+
+
 def bracket(points: Sequence[RatePoint]) -> tuple[float | None, float | None]:
-    """(highest pass below every miss, lowest miss); None where there is none."""
-    misses = [p.offered_rps for p in points if not p.passed]
+    """(highest pass below every miss, lowest miss); None where there is none. A rate run twice
+    passes when either run passed (see :func:`next_rate`'s confirmation)."""
+    passed = _passed_rates(points)
+    misses = [p.offered_rps for p in points if not p.passed and p.offered_rps not in passed]
     high = min(misses) if misses else None
-    passes = [p.offered_rps for p in points if p.passed and (high is None or p.offered_rps < high)]
+    passes = [rate for rate in passed if high is None or rate < high]
     return (max(passes) if passes else None), high
+
+
+def _unconfirmed(points: Sequence[RatePoint], rate: float) -> bool:
+    """A miss at ``rate`` that was run once and did not saturate: it may be noise."""
+    runs = [p for p in points if p.offered_rps == rate]
+    return len(runs) == 1 and not runs[0].saturated
 
 
 def next_rate(points: Sequence[RatePoint], start_rps: float, plan: SearchPlan = SearchPlan(),
@@ -136,6 +156,8 @@ def next_rate(points: Sequence[RatePoint], start_rps: float, plan: SearchPlan = 
     above it)."""
     low, high = bracket(points)
     if low is not None and high is not None and (high - low) / low <= plan.tolerance:
+        if plan.confirm_miss and _unconfirmed(points, high) and len(points) < plan.max_runs:
+            return high, "confirming the first miss"
         return None, f"bracketed within {100 * plan.tolerance:g} %"
     if len(points) >= plan.max_runs:
         return None, f"{plan.max_runs} runs done before the bracket closed to {100 * plan.tolerance:g} %"
@@ -157,25 +179,40 @@ def next_rate(points: Sequence[RatePoint], start_rps: float, plan: SearchPlan = 
     return math.sqrt(low * high), ""
 
 
-def find_knee(points: Sequence[RatePoint], factor: float = KNEE_FACTOR) -> float | None:
-    """The highest rate whose TTFT p95 is within ``factor`` x the lowest rate's, every lower one too."""
+def knee_metric(slos: Sequence[SLO]) -> tuple[str, str]:
+    """The latency the knee follows: the first SLO clause on a TTFT / ITL / E2E p50/p95/p99, else TTFT p95."""
+    for slo in slos:
+        base, _, stat = slo.metric.rpartition("_")
+        if f"{base}_ms" in LATENCIES and stat in QUANTILES:
+            return f"{base}_ms", stat
+    return "ttft_ms", "p95"
+
+
+def _metric_name(metric: tuple[str, str]) -> str:
+    return f"{metric[0].removesuffix('_ms')}_{metric[1]}"
+
+
+def find_knee(points: Sequence[RatePoint], factor: float = KNEE_FACTOR,
+              metric: tuple[str, str] = ("ttft_ms", "p95")) -> float | None:
+    """The highest rate whose ``metric`` is within ``factor`` x the lowest rate's, every lower one too."""
+    name, stat = metric
     ordered = sorted(points, key=lambda p: p.offered_rps)
     if not ordered:
         return None
-    base = ordered[0].latency_ms.get("ttft_ms", {}).get("p95")
+    base = ordered[0].latency_ms.get(name, {}).get(stat)
     if base is None:
         return None
     knee = None
     for point in ordered:
-        p95 = point.latency_ms.get("ttft_ms", {}).get("p95")
-        if p95 is None or p95 > factor * base:
+        value = point.latency_ms.get(name, {}).get(stat)
+        if value is None or value > factor * base:
             break
         knee = point.offered_rps
     return knee
 
 
 def search(measure: Callable[[float], RatePoint], start_rps: float, plan: SearchPlan = SearchPlan(),
-           upper_hint_rps: float | None = None) -> SweepResult:
+           upper_hint_rps: float | None = None, knee_on: tuple[str, str] = ("ttft_ms", "p95")) -> SweepResult:
     """Run ``measure(rate)`` at the rates :func:`next_rate` picks until it says stop."""
     if not start_rps > 0:
         raise ValueError(f"the start rate must be > 0, got {start_rps}")
@@ -187,7 +224,8 @@ def search(measure: Callable[[float], RatePoint], start_rps: float, plan: Search
         points.append(measure(rate))
     low, high = bracket(points)
     converged = low is not None and high is not None and (high - low) / low <= plan.tolerance
-    return SweepResult(points, low, (low or 0.0, high), converged, stopped, find_knee(points))
+    return SweepResult(points, low, (low or 0.0, high), converged, stopped,
+                       find_knee(points, metric=knee_on), knee_on)
 
 
 def _ms(value: float | None) -> str:
@@ -216,7 +254,8 @@ def format_table(result: SweepResult, slo_text: str) -> list[str]:
         upper = f"{high:.2f}" if high is not None else "not found"
         lines.append(f"capacity: {result.capacity_rps:.2f} requests/s, bracket [{low:.2f}, {upper}] "
                      f"({'converged' if result.converged else 'NOT converged'}: {result.stopped})")
-    lines.append(f"knee: {_rps(result.knee_rps)}/s (TTFT p95 within {KNEE_FACTOR:g}x the lowest rate's)")
+    lines.append(f"knee: {_rps(result.knee_rps)}/s ({_metric_name(result.knee_metric)} within "
+                 f"{KNEE_FACTOR:g}x the lowest rate's)")
     for p in sorted(result.points, key=lambda p: p.offered_rps):
         if p.reason:
             lines.append(f"  {p.offered_rps:.2f}/s: {p.reason}")

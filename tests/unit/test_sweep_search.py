@@ -13,6 +13,7 @@ from fourfold.measure.sweep import (
     bracket,
     find_knee,
     format_table,
+    knee_metric,
     next_rate,
     rate_point,
     search,
@@ -45,14 +46,37 @@ def test_search_brackets_a_known_capacity_within_the_tolerance(capacity, start, 
     assert (high - low) / low <= tolerance
     assert result.capacity_rps == low
     assert len(calls) <= SearchPlan().max_runs    # bounded: no fixed grid
-    assert len(set(calls)) == len(calls)          # never the same rate twice
+    assert calls[-1] == high and calls.count(high) == 2          # the closing miss is confirmed once
+    assert len(set(calls)) == len(calls) - 1                     # no other rate twice
+
+
+def test_a_lone_noisy_miss_is_run_again_and_the_search_recovers():
+    calls: list[float] = []
+    clean = fake_target(11.43, [])
+
+    def noisy(rate: float) -> RatePoint:        # the machine was busy during the third run only
+        calls.append(rate)
+        if len(calls) == 3:
+            return RatePoint(rate, False, "ttft_p95 missed")
+        return clean(rate)
+
+    result = search(noisy, 8.3, SearchPlan(tolerance=0.1), upper_hint_rps=11.0)
+    low, high = result.bracket_rps
+    assert result.converged and low <= 11.43 < high, calls
+    assert calls.count(calls[2]) == 2                            # the noisy rate was run again
+
+
+def test_a_saturated_miss_is_not_confirmed():
+    calls: list[float] = []
+    search(fake_target(5.0, calls, saturate_above=5.0), 4.0, SearchPlan(tolerance=0.1), upper_hint_rps=5.0)
+    assert len(set(calls)) == len(calls)
 
 
 def test_search_never_runs_above_a_miss_and_stops_at_max_runs():
     calls: list[float] = []
     result = search(fake_target(11.0, calls, saturate_above=6.0), 8.0, SearchPlan(tolerance=0.01, max_runs=4),
                     upper_hint_rps=12.0)
-    assert len(calls) == 4 and not result.converged and "4 runs" in result.stopped
+    assert len(calls) == 4 and not result.converged and "4 runs" in result.stopped, calls
     assert calls[0] == 8.0 and all(rate < 8.0 for rate in calls[1:])      # saturated at 8: nothing higher
     low, high = result.bracket_rps
     assert low <= 6.0 < high
@@ -74,10 +98,12 @@ def test_next_rate_steps():
     assert next_rate([ok(12.0)], 7.5, plan, 10.0)[0] == pytest.approx(18.0)    # past it: by growth
     assert next_rate([miss(9.0)], 9.0, plan)[0] == pytest.approx(4.0)           # down by growth ** 2
     assert next_rate([ok(4.0), miss(9.0)], 9.0, plan)[0] == pytest.approx(6.0)  # geometric midpoint
-    rate, why = next_rate([ok(10.0), miss(10.9)], 9.0, plan)
+    rate, why = next_rate([ok(10.0), miss(10.9), miss(10.9)], 9.0, plan)
     assert rate is None and "within 10 %" in why
     # a pass above a miss (noise) does not count: the bracket is below the lowest miss
     assert bracket([ok(4.0), miss(6.0), ok(8.0)]) == (4.0, 6.0)
+    assert bracket([ok(4.0), miss(6.0), ok(6.0), miss(7.0)]) == (6.0, 7.0)    # either run passed: a pass
+    assert next_rate([ok(10.0), miss(10.9)], 9.0, plan)[0] == 10.9              # the closing miss, again
 
 
 def test_knee_is_where_ttft_p95_doubles():
@@ -85,6 +111,13 @@ def test_knee_is_where_ttft_p95_doubles():
         return RatePoint(rate, True, latency_ms={"ttft_ms": {"p95": p95}})
     assert find_knee([point(4, 100), point(6, 150), point(8, 260), point(9, 150)]) == 6
     assert find_knee([]) is None
+    # a server that slows streams instead of queueing: E2E climbs, TTFT does not
+    flat_ttft = [RatePoint(r, True, latency_ms={"ttft_ms": {"p95": 100.0}, "e2e_ms": {"p95": e2e}})
+                 for r, e2e in ((4.7, 717.0), (6.9, 1488.0), (10.3, 2711.0))]
+    assert find_knee(flat_ttft) == 10.3
+    assert find_knee(flat_ttft, metric=knee_metric(parse_spec("error_rate<1%,e2e_p95<=1.5s"))) == 4.7
+    assert knee_metric(parse_spec("error_rate<1%")) == ("ttft_ms", "p95")
+    assert knee_metric(parse_spec("itl_p99<=50ms")) == ("itl_ms", "p99")
 
 
 SUMMARY = {
