@@ -121,6 +121,11 @@ def start_llama_server(tmp: Path, *, n_threads: int = N_THREADS, n_ctx: int = N_
                 raise RuntimeError(f"llama_cpp.server did not answer /v1/models in {START_TIMEOUT_S:g}s:\n"
                                    f"{log_path.read_text()[-3000:]}") from None
             time.sleep(0.3)
+    # one tiny completion first: the first decode allocates llama.cpp's compute buffers (seconds on a busy CPU)
+    warm = json.dumps({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}).encode()
+    with urllib.request.urlopen(urllib.request.Request(url + "/v1/chat/completions", data=warm, headers={
+            "content-type": "application/json"}), timeout=START_TIMEOUT_S) as response:
+        response.read()
     import llama_cpp
 
     return LlamaServer(url, process, log_path, n_threads, n_ctx, version=llama_cpp.__version__)

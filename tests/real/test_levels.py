@@ -146,4 +146,5 @@ def test_l4_a_few_sessions(llama, tmp_path):
     for session in {r["extra"]["session_id"] for r in run.measured}:
         history = [r["extra"]["messages"] for r in run.measured if r["extra"]["session_id"] == session]
         assert history == sorted(history) and history[0] == 1, history     # the conversation grows turn by turn
-    assert run.summary["sessions"]["total"]["ended"] == 2, run.summary["sessions"]["total"]   # one per user
+    sessions = run.summary["sessions"]["total"]
+    assert sessions["started"] == 2 and sessions["ended"] + sessions["cut"] == 2 and sessions["ended"] >= 1, sessions

@@ -65,9 +65,9 @@ def two_configurations(llama, stock_server, tmp_path_factory):
     """L1, one user (nothing to interrupt), the same prompts: the session's server (2 threads) and the
     stock one (1 thread)."""
     base = tmp_path_factory.mktemp("compare")
-    extra = ["--max-tokens", "24", "--warmup-requests", "1", "--metrics-url", "off"]
-    two = run_real(llama, base / "two", "l1_throughput.py", users=1, seconds=6, extra=[*extra, "--label", "threads2"])
-    one = run_real(stock_server, base / "one", "l1_throughput.py", users=1, seconds=6,
+    extra = ["--max-tokens", "24", "--warmup-requests", "0", "--metrics-url", "off"]
+    two = run_real(llama, base / "two", "l1_throughput.py", users=1, seconds=8, extra=[*extra, "--label", "threads2"])
+    one = run_real(stock_server, base / "one", "l1_throughput.py", users=1, seconds=8,
                    extra=[*extra, "--label", "threads1"])
     return base, two, one
 
