@@ -102,7 +102,7 @@ def add_arguments(parser: Any, **_kw: Any) -> None:
 
 
 def register(environment: Any, **_kw: Any) -> None:
-    """``init`` listener: the shared listeners, then L2's (so L2's quitting listener runs first)."""
+    """``init`` listener: the shared listeners, then L2's (its ``l2`` block: a finish listener)."""
     hooks.register_level(environment, "l2", _on_init, finish=_on_finish, test_start=_on_test_start)
 
 

@@ -8,7 +8,8 @@
   it counts with (``parsed_options.fourfold_stats_config``) and workers use those, since a
   worker's own command line may differ and the master refuses to merge stats counted with
   other thresholds.
-- ``finish(environment, runtime, summary)`` (``quitting``, local runner or master): verdicts on
+- ``finish(environment, runtime, summary)`` (each test's end, ``hooks.finish_test``: a web-UI Stop or,
+  headless, ``quitting``; local runner or master): verdicts on
   the final merged summary (its ``server_metrics`` block is in: ``hooks._on_test_stop`` stops the
   sampler before the summary is written, so telemetry clauses judge the whole run), the table printed, the ``slo`` block added to ``summary.json``,
   ``--junit`` written, and ``environment.process_exit_code = 3`` when any SLO failed. Quality
