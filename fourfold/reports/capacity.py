@@ -17,7 +17,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from fourfold.errors import SLOSpecError
 from fourfold.measure.runread import read_summary
+from fourfold.measure.slo import SLO, parse_spec
 from fourfold.reports.sample import BETTER, NA, SAME, WORSE, Row
 
 __all__ = ["CAPACITY_GROUP", "capacity_row", "read_sweep", "sweep_plot"]
@@ -60,8 +62,18 @@ def capacity_row(baseline: dict[str, Any], candidate: dict[str, Any]) -> Row:
                "sweep brackets: overlapping brackets are no significant change", n_base, n_cand)
 
 
+def _latency_slos(spec: str) -> list[SLO]:
+    """The spec's TTFT and E2E p50/p95 clauses (the curves drawn), for their threshold lines."""
+    try:
+        slos = parse_spec(spec) if spec else []
+    except SLOSpecError:
+        return []
+    return [slo for slo in slos if slo.metric in ("ttft_p50", "ttft_p95", "e2e_p50", "e2e_p95") and not slo.scope]
+
+
 def sweep_plot(block: dict[str, Any], path: str | os.PathLike[str], title: str = "capacity sweep") -> Path:
-    """TTFT and E2E p50/p95 against the offered rate, the bracket shaded; written as SVG to ``path``."""
+    """TTFT and E2E p50/p95 against the offered rate, the SLO's thresholds on them dashed, the bracket
+    shaded; written as SVG to ``path``."""
     from fourfold.reports.plots import COLORS, _figure, _pyplot, text
 
     rates = sorted(block.get("rates") or [], key=lambda r: r["offered_rps"])
@@ -77,6 +89,8 @@ def sweep_plot(block: dict[str, Any], path: str | os.PathLike[str], title: str =
     for r in rates:
         if not r.get("passed"):
             ax.axvline(r["offered_rps"], color="#d62728", linewidth=0.5, alpha=0.4)
+    for slo in _latency_slos(block.get("slo") or ""):
+        ax.axhline(slo.threshold, color="grey", linewidth=0.8, linestyle="--", label=text(f"SLO {slo.label}"))
     low, high = _bracket(block)
     if block.get("capacity_rps") is not None and high is not None:
         ax.axvspan(low, high, color="#2ca02c", alpha=0.15, label=f"capacity {low:.2f}-{high:.2f}/s")

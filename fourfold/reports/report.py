@@ -152,6 +152,10 @@ def report_from_paths(paths: list[str | os.PathLike[str]], *, variants: list[str
     sweeps = [read_sweep(path) for path in paths]
     if len(paths) > 1 and not variants and all(sweeps):
         return _sweep_report(paths, [s for s in sweeps if s], settings, slo_ms, stall_ms, cache)
+    for path, sweep in zip(paths, sweeps, strict=True):
+        if sweep:
+            raise UsageError(f"{path} is a sweep directory (fourfold sweep): compare it with another sweep, "
+                             f"or give one of its runs ({Path(path) / 'runs'}/...)")
     runs = load_runs(paths, stall_ms=stall_ms, cache=cache)
     if variants or len(runs) == 1:
         if len(runs) != 1:

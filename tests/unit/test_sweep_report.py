@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from fourfold.cli import main
-from fourfold.reports.capacity import capacity_row, read_sweep, sweep_plot
+from fourfold.measure.slo import parse_spec
+from fourfold.reports.capacity import _latency_slos, capacity_row, read_sweep, sweep_plot
 
 
 def block(capacity: float | None, low: float, high: float | None, slo: str = "ttft_p95<=300ms") -> dict:
@@ -42,6 +43,8 @@ def test_read_sweep_and_plot(tmp_path):
     assert read_sweep(tmp_path) == {"capacity_rps": 5.8}
     svg = sweep_plot(block(5.8, 5.8, 6.1), tmp_path / "sweep.svg").read_text()
     assert svg.startswith("<?xml") and "<svg" in svg
+    assert _latency_slos("ttft_p95<=300ms,error_rate<1%,e2e_p95@l2:open<=1s") == parse_spec("ttft_p95<=300ms")
+    assert _latency_slos("not a spec") == []
 
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -56,3 +59,11 @@ def test_bad_sweep_options_are_one_line_and_exit_2_before_anything_starts(argv, 
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("fourfold: error:") and message in err[-1]
     assert not any(tmp_path.iterdir())                      # no sweep directory, no simulator, no run
+
+
+def test_a_sweep_among_plain_runs_is_a_usage_error(tmp_path, capsys):
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    (sweep / "summary.json").write_text('{"kind": "sweep", "sweep": {"capacity_rps": 5.8}}')
+    assert main(["compare", str(sweep), str(tmp_path / "other"), "--out", str(tmp_path / "out")]) == 2
+    assert "is a sweep directory" in capsys.readouterr().err
