@@ -290,6 +290,9 @@ def register(environment: Any, **_kw: Any) -> None:
     ev.test_start.add_listener(_on_test_start)
     ev.test_stop.add_listener(_on_test_stop)
     ev.quitting.add_listener(_on_quitting)
+    from fourfold.levels import livequality
+
+    livequality.register(environment)      # --score-live: after the shared test_start (the run directory open)
 
 
 def register_level(environment: Any, key: str, init: Any = None, finish: Any = None, **listeners: Any) -> None:

@@ -106,6 +106,12 @@ def register(parser: Any) -> None:
              "a missed SLO makes the run exit 3")
     add("--junit", default="", include_in_web_ui=False,
         help="Write the SLO verdicts as JUnit XML to this path (one testcase per SLO)")
+    add("--score-live", action="store_true", default=False,
+        help="Score a sample of the answers while the test runs, in a separate process (MiniLM similarity "
+             "and structure compliance, as 'fourfold score'): the web UI's LLM quality tab, summary.json quality_live")
+    add("--score-live-every", type=int, default=10, help="--score-live: score 1 in N answers")
+    add("--score-live-max-per-s", type=float, default=5.0,
+        help="--score-live: score at most this many answers a second (0: no cap)")
     _register_l4(parser)   # L4 session flow and sticky A/B (levels/l4_options.py)
 
 
@@ -166,6 +172,9 @@ class Settings:
     rag_corpus: str = ""
     slo: str = ""
     junit: str = ""
+    score_live: bool = False                # --score-live (levels.livequality)
+    score_live_every: int = 10
+    score_live_max_per_s: float = 5.0
 
     def __post_init__(self) -> None:
         check_values(self)
@@ -224,6 +233,9 @@ class Settings:
             rag_corpus=str(get("rag_corpus", "")),
             slo=get("slo", ""),
             junit=get("junit", ""),
+            score_live=bool(get("score_live", False)),
+            score_live_every=int(get("score_live_every", 10)),
+            score_live_max_per_s=float(get("score_live_max_per_s", 5.0)),
         )
 
     def request_headers(self) -> dict[str, str]:
@@ -306,6 +318,8 @@ VALUE_RULES: tuple[tuple[str, str, str], ...] = (
     ("--sim-max-concurrency", "sim_max_concurrency", _AT_LEAST_0),
     ("--sim-keepalive-timeout-s", "sim_keepalive_timeout_s", _AT_LEAST_0),
     ("--rag-top-k", "rag_top_k", _AT_LEAST_1),
+    ("--score-live-every", "score_live_every", _AT_LEAST_1),
+    ("--score-live-max-per-s", "score_live_max_per_s", _AT_LEAST_0),
 )
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")    # an HTTP header name (RFC 9110 token)
 
