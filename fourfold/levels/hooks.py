@@ -295,11 +295,14 @@ def register(environment: Any, **_kw: Any) -> None:
     livequality.register(environment)      # --score-live: after the shared test_start (the run directory open)
 
 
-def register_level(environment: Any, key: str, init: Any = None, finish: Any = None, **listeners: Any) -> None:
+def register_level(environment: Any, key: str, init: Any = None, finish: Any = None, block: Any = None,
+                   **listeners: Any) -> None:
     """A level's ``init`` listener: the shared registration first, then the level's ``init`` work,
     its ``finish`` listener (``fn(environment)``, run by :func:`finish_test` before each test's
     summary is written: the level's block into ``summary_extra``) and its ``event_name=listener``
-    pairs, once per environment. Order matters: a level's listeners come after the shared ones, so
+    pairs, once per environment. ``block`` (``fn(environment) -> {"rag": {...}}``, ``{}`` when it has
+    nothing) is the level's summary block over the data so far, the one its finish listener writes:
+    the web UI's live panels (``/fourfold/levels.json``) call it too. Order matters: a level's listeners come after the shared ones, so
     its ``quitting`` listener (fired in reverse) runs before the summary."""
     from fourfold.levels.runtime import get_runtime
 
@@ -310,5 +313,26 @@ def register_level(environment: Any, key: str, init: Any = None, finish: Any = N
         init(environment)
     if finish is not None:
         get_runtime(environment).finishers.append(finish)
+    if block is not None:
+        get_runtime(environment).blocks.append(block)
     for event_name, listener in listeners.items():
         getattr(environment.events, event_name).add_listener(listener)
+
+
+def live_blocks(environment: Any) -> dict[str, Any]:
+    """The levels' summary blocks over the data so far (local runner or master: the workers' merged
+    data), from the same functions that write them into summary.json; a finished test's blocks as
+    written. ``server_metrics``: the sampler's summary so far."""
+    runtime = getattr(environment, "fourfold_runtime", None)
+    if runtime is None or runtime.is_worker:
+        return {}
+    blocks: dict[str, Any] = {}
+    for block in runtime.blocks:
+        blocks.update(block(environment) or {})
+    sampler = runtime.sampler
+    if sampler is not None:
+        blocks["server_metrics"] = sampler.summary()
+    if runtime.finished:
+        blocks.update({key: runtime.summary_extra[key] for key in (*blocks, "server_metrics")
+                       if key in runtime.summary_extra})
+    return blocks

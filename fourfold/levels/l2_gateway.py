@@ -103,7 +103,8 @@ def add_arguments(parser: Any, **_kw: Any) -> None:
 
 def register(environment: Any, **_kw: Any) -> None:
     """``init`` listener: the shared listeners, then L2's (its ``l2`` block: a finish listener)."""
-    hooks.register_level(environment, "l2", _on_init, finish=_on_finish, test_start=_on_test_start)
+    hooks.register_level(environment, "l2", _on_init, finish=_on_finish, block=l2_block,
+                         test_start=_on_test_start)
 
 
 # ---- users ----
@@ -379,6 +380,15 @@ def _on_finish(environment: Any, **_kw: Any) -> None:
     runtime.summary_extra.setdefault("notes", []).extend(notes)
 
 
+def l2_block(environment: Any) -> dict[str, Any]:
+    """``{"l2": report}`` over the data so far (:func:`l2_report`, as at the test's end): the web UI."""
+    runtime = getattr(environment, "fourfold_runtime", None)
+    state = getattr(environment, "fourfold_l2", None)
+    if runtime is None or state is None or runtime.is_worker:
+        return {}
+    return {"l2": l2_report(runtime.stats.summary(), state, environment.parsed_options)[0]}
+
+
 def l2_report(summary: dict[str, Any], state: L2State, options: Any) -> tuple[dict[str, Any], list[str]]:
     """``summary.json``'s ``l2`` block and the console lines, from LLMStats' summary and GatewayStats."""
     settings = state.settings
@@ -422,4 +432,4 @@ def l2_report(summary: dict[str, Any], state: L2State, options: Any) -> tuple[di
     return report, notes
 
 
-__all__ = ["GatewayUser", "H1User", "H2User", "OpenLoopUser", "l2_report"]
+__all__ = ["GatewayUser", "H1User", "H2User", "OpenLoopUser", "l2_block", "l2_report"]

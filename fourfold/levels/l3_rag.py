@@ -135,7 +135,8 @@ def add_arguments(parser: Any, **_kw: Any) -> None:
 
 def register(environment: Any, **_kw: Any) -> None:
     """``init`` listener: the shared listeners, then L3's."""
-    hooks.register_level(environment, "l3", _on_init, finish=_on_finish, test_start=_on_test_start)
+    hooks.register_level(environment, "l3", _on_init, finish=_on_finish, block=rag_block,
+                         test_start=_on_test_start)
 
 
 class RagUser(LLMUser):
@@ -288,18 +289,26 @@ def _on_worker_report(environment: Any, client_id: str, data: dict[str, Any], **
             stats.add(RequestRecord.from_dict(raw))
 
 
-def _on_finish(environment: Any, **_kw: Any) -> None:
-    """Each test's end (``hooks.finish_test``, before its summary is written): the rag block of this
-    test's RagStats (made anew at each test start) into ``summary_extra``, and on the console."""
+def rag_block(environment: Any) -> dict[str, Any]:
+    """``{"rag": block}`` of this test's RagStats so far (a master's: fed by the workers' records);
+    what :func:`_on_finish` writes into summary.json, and the web UI's live L3 panel."""
     stats = getattr(environment, "fourfold_rag", None)
     runtime = getattr(environment, "fourfold_runtime", None)
-    if stats is None or runtime is None or runtime.is_worker or runtime.finished:
-        return
+    if stats is None or runtime is None or runtime.is_worker:
+        return {}
     block = stats.summary()
     described = runtime.meta_extra.get("rag") or {}
     block["service"] = described.get("service") or runtime.meta_extra.get("embedded_rag_service")
     block["questions_file"], block["corpus_file"] = described.get("questions"), described.get("corpus")
-    runtime.summary_extra["rag"] = block
-    print(format_rag(block), file=sys.stdout if environment.parsed_options is not None else sys.stderr)
+    return {"rag": block}
 
 
+def _on_finish(environment: Any, **_kw: Any) -> None:
+    """Each test's end (``hooks.finish_test``, before its summary is written): the rag block of this
+    test's RagStats (made anew at each test start) into ``summary_extra``, and on the console."""
+    runtime = getattr(environment, "fourfold_runtime", None)
+    found = rag_block(environment)
+    if not found or runtime.finished:
+        return
+    runtime.summary_extra.update(found)
+    print(format_rag(found["rag"]), file=sys.stdout if environment.parsed_options is not None else sys.stderr)

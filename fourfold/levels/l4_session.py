@@ -128,6 +128,12 @@ class SessionRun:
                 log.exception("fourfold: stopping the variant-B simulator failed")
 
 
+def sessions_block(environment: Any) -> dict[str, Any]:
+    """``{"sessions": ...}`` so far (what :meth:`SessionRun.publish` writes): the web UI's L4 panel."""
+    run = getattr(environment, "fourfold_sessions", None)
+    return {"sessions": run.stats.summary()} if run is not None else {}
+
+
 def get_session_run(environment: Any) -> SessionRun:
     run = getattr(environment, "fourfold_sessions", None)
     if run is None:
@@ -152,8 +158,8 @@ def add_arguments(parser: Any, **_kw: Any) -> None:
 
 def register(environment: Any, **_kw: Any) -> None:
     """``init`` listener: the shared listeners, then L4's (its options are among the shared ones)."""
-    hooks.register_level(environment, "l4", _on_init, finish=_on_finish, test_start=_on_test_start,
-                         quitting=_on_quitting)
+    hooks.register_level(environment, "l4", _on_init, finish=_on_finish, block=sessions_block,
+                         test_start=_on_test_start, quitting=_on_quitting)
 
 
 class SessionUser(LLMUser):
@@ -362,4 +368,4 @@ def _on_quitting(environment: Any, **_kw: Any) -> None:
     run.stop_targets()
 
 
-__all__ = ["DEFAULT_SESSIONS", "SessionUser", "get_session_run", "register", "session_scripts"]
+__all__ = ["DEFAULT_SESSIONS", "SessionUser", "get_session_run", "register", "session_scripts", "sessions_block"]

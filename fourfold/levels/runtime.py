@@ -62,6 +62,7 @@ class Runtime:
         self.quitting = False                          # the process is shutting down (``quitting`` fired)
         self.tests = 0                                 # tests begun in this process (web UI: Start, New)
         self.finishers: list[Any] = []                 # a level's fn(environment) adding its summary block
+        self.blocks: list[Any] = []                    # a level's fn(environment) -> its blocks so far ({"rag": ...})
         self.sampler: Any = None
         self.background: set[gevent.Greenlet] = set()   # e.g. mirror requests in flight
 

@@ -44,7 +44,7 @@ from fourfold.measure.slo import Verdict
 from fourfold.measure.stats import TOTAL_LEVEL
 
 log = logging.getLogger("fourfold")
-TAB_KEY, SLO_TAB_KEY = "llm", "slo"
+TAB_KEY, SLO_TAB_KEY, LEVEL_TAB_KEY = "llm", "slo", "level"
 SAMPLE_INTERVAL_S, WINDOW_S, MAX_POINTS = 2.0, 10.0, 1800
 MASTER_LAG_S = 4          # workers report every 3 s: the master's last seconds are incomplete
 
@@ -73,6 +73,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
 )
 _PERCENTILE_KEY = re.compile(r"^([a-z0-9]+)_(p\d+)_ms$")
 SLO_COLUMNS = (("slo", "SLO"), ("scope", "scope"), ("measured", "measured"), ("verdict", "verdict"))
+LEVEL_COLUMNS = (("panel", "panel"), ("metric", "metric"), ("value", "value"))
 
 
 # ---- pure: rows ----
@@ -217,8 +218,23 @@ class LLMWebUI:
 
     def extended_stats(self) -> list[dict[str, Any]]:
         gate = get_gate(self.environment)
-        return [{"key": TAB_KEY, "data": ui_rows(self.rows())},
-                {"key": SLO_TAB_KEY, "data": slo_rows(live_verdicts(self.environment), gate.error)}]
+        rows = self.rows()
+        return [{"key": TAB_KEY, "data": ui_rows(rows)},
+                {"key": SLO_TAB_KEY, "data": slo_rows(live_verdicts(self.environment), gate.error)},
+                {"key": LEVEL_TAB_KEY, "data": self.levels(rows)["panels"]}]
+
+    def levels(self, rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """``/fourfold/levels.json``: the loaded level's blocks so far (on a master: merged from the
+        workers), from the functions that write them into summary.json, and the panels' rows."""
+        from fourfold.levels.hooks import live_blocks
+        from fourfold.levels.webui_panels import panel_rows, stage_means
+
+        runtime = self.environment.fourfold_runtime
+        total = (rows if rows is not None else self.rows())[-1]
+        blocks = live_blocks(self.environment)
+        return {"level": runtime.level, "test": runtime.tests, "finished": runtime.finished,
+                "state": getattr(self.environment.runner, "state", ""), "blocks": blocks, "stream": total,
+                "stage_means_ms": stage_means(blocks.get("rag") or {}), "panels": panel_rows(blocks, total)}
 
     def charts_data(self, key: str) -> dict[str, Any]:
         stats = self.stats
@@ -342,10 +358,17 @@ def register(environment: Any) -> LLMWebUI | None:
     environment.fourfold_webui = ui
     structure = [{"key": camel(key), "title": title} for key, title, _ in COLUMNS]
     web_ui.template_args["extended_tabs"] = [{"title": "LLM", "key": TAB_KEY},
-                                             {"title": "LLM SLO", "key": SLO_TAB_KEY}]
+                                             {"title": "LLM SLO", "key": SLO_TAB_KEY},
+                                             {"title": "LLM level", "key": LEVEL_TAB_KEY}]
     web_ui.template_args["extended_tables"] = [
         {"key": TAB_KEY, "structure": structure},
-        {"key": SLO_TAB_KEY, "structure": [{"key": k, "title": t} for k, t in SLO_COLUMNS]}]
+        {"key": SLO_TAB_KEY, "structure": [{"key": k, "title": t} for k, t in SLO_COLUMNS]},
+        {"key": LEVEL_TAB_KEY, "structure": [{"key": k, "title": t} for k, t in LEVEL_COLUMNS]}]
+    from fourfold.levels.livequality import QUALITY_COLUMNS, QUALITY_TAB_KEY, quality_stats   # --score-live
+
+    web_ui.template_args["extended_tabs"].append({"title": "LLM quality", "key": QUALITY_TAB_KEY})
+    web_ui.template_args["extended_tables"].append(
+        {"key": QUALITY_TAB_KEY, "structure": [{"key": k, "title": t} for k, t in QUALITY_COLUMNS]})
     web_ui.template_args["extended_csv_files"] = [
         {"href": "./fourfold/llm.csv", "title": "Download LLM metrics CSV (fourfold)"},
         {"href": "./fourfold/charts", "title": "LLM charts over time (fourfold)"}]
@@ -353,6 +376,7 @@ def register(environment: Any) -> LLMWebUI | None:
     app, auth = web_ui.app, web_ui.auth_required_if_enabled
     _protect_secrets(web_ui, base)
     _read_list_options(web_ui, base)
+    from fourfold.levels.livequality import live_block
     from fourfold.levels.webui_page import CHARTS_HTML
 
     @app.after_request
@@ -360,7 +384,7 @@ def register(environment: Any) -> LLMWebUI | None:
         if request.path == f"{base}/stats/requests" and response.status_code == 200 and response.is_json:
             try:
                 data = json.loads(response.get_data())
-                data["extended_stats"] = ui.extended_stats()
+                data["extended_stats"] = ui.extended_stats() + quality_stats(environment)
                 response.set_data(json.dumps(data))
             except Exception:  # noqa: BLE001 - never break Locust's own table
                 log.exception("fourfold: adding the LLM rows to /stats/requests failed")
@@ -373,8 +397,11 @@ def register(environment: Any) -> LLMWebUI | None:
     def llm_json() -> Response:
         gate = get_gate(environment)
         body = {"rows": ui.rows(), "slo": [v.to_dict() for v in live_verdicts(environment)],
-                "slo_error": gate.error}
+                "slo_error": gate.error, "quality_live": live_block(environment)}
         return Response(json.dumps(body), mimetype="application/json")
+
+    def levels_json() -> Response:
+        return Response(json.dumps(ui.levels()), mimetype="application/json")
 
     def charts() -> Response:
         return Response(CHARTS_HTML, mimetype="text/html")
@@ -383,7 +410,7 @@ def register(environment: Any) -> LLMWebUI | None:
         return Response(json.dumps(ui.charts_data(request.args.get("key", ""))), mimetype="application/json")
 
     for path, view in (("llm.csv", llm_csv), ("llm.json", llm_json), ("charts", charts),
-                       ("charts.json", charts_json)):
+                       ("charts.json", charts_json), ("levels.json", levels_json)):
         app.add_url_rule(f"{base}/fourfold/{path}", endpoint=f"fourfold_{view.__name__}", view_func=auth(view))
     ui.start()
     log.info("fourfold: LLM tab at /?tab=%s, charts at %s/fourfold/charts", TAB_KEY, base)

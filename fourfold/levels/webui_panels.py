@@ -1,0 +1,123 @@
+"""The web UI's per-level live panels: the loaded level's summary blocks as rows (pure functions).
+
+Their input is what ``/fourfold/levels.json`` serves: the levels' blocks over the data so far
+(:func:`fourfold.levels.hooks.live_blocks`, the same functions that write summary.json's ``rag``,
+``l2``, ``sessions`` and ``server_metrics`` blocks) and the Aggregated row of the LLM tab (the
+merged LLMStats summary). One row per figure: ``{"panel", "metric", "value"}``, in the tab
+"LLM level" and on the charts page, which also draws the L3 stage means as a stacked bar.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+STREAM = (("output_tps", "output tok/s", "num"), ("tpot_p50_ms", "TPOT p50 ms", "ms"),
+          ("stall_rate", "stall %", "pct"), ("pulse_hz", "pulse Hz", "hz"),
+          ("jitter_p50_ms", "jitter p50 ms", "ms"))
+TELEMETRY_FIRST = ("gpu_util", "gpu_mem_bw_util", "kv_cache_usage")
+
+
+def show(value: Any, kind: str) -> str:
+    if value is None:
+        return "-"
+    if kind == "pct":
+        return f"{100 * value:.2f} %"
+    if kind == "ms" or kind == "num":
+        return f"{value:.1f}"
+    if kind == "hz":
+        return f"{value:.2f}"
+    if kind == "ratio":
+        return f"{value:.3f}"
+    return str(value)
+
+
+def _row(panel: str, metric: str, value: Any, kind: str = "text") -> dict[str, str]:
+    return {"panel": panel, "metric": metric, "value": show(value, kind)}
+
+
+def stream_rows(total: dict[str, Any]) -> list[dict[str, str]]:
+    """Every level: throughput, TPOT and the stream rhythm of the Aggregated row."""
+    return [_row("stream", title, total.get(key), kind) for key, title, kind in STREAM]
+
+
+def telemetry_rows(block: dict[str, Any]) -> list[dict[str, str]]:
+    """Server telemetry (``server_metrics``): each metric's last value, mean and max so far."""
+    metrics = block.get("metrics") or {}
+    names = [n for n in TELEMETRY_FIRST if n in metrics] + sorted(n for n in metrics if n not in TELEMETRY_FIRST)
+    rows = [_row("telemetry", name, f"last {m.get('last')}  mean {m.get('mean')}  max {m.get('max')}")
+            for name in names for m in (metrics[name],)]
+    if not rows:
+        rows = [_row("telemetry", "samples", "none yet" if not block.get("errors") else
+                     "; ".join(f"{k}: {v}" for k, v in sorted(block["errors"].items())))]
+    return rows
+
+
+def rag_rows(rag: dict[str, Any]) -> list[dict[str, str]]:
+    k = rag.get("k")
+    rows = [_row("L3", "requests (ok)", f"{rag.get('requests')} ({rag.get('ok')})"),
+            _row("L3", f"recall@{k}", rag.get("recall_at_k"), "ratio"),
+            _row("L3", f"context precision@{k}", rag.get("precision_at_k"), "ratio"),
+            _row("L3", "conflict rate", rag.get("conflict_rate"), "pct"),
+            _row("L3", "effective tok/s", rag.get("effective_tps"), "num")]
+    for name, hist in stage_means(rag).items():
+        rows.append(_row("L3", f"stage {name} mean ms", hist, "ms"))
+    return rows
+
+
+def stage_means(rag: dict[str, Any]) -> dict[str, float | None]:
+    """The stage breakdown's means (ms), in the block's stage order, then ``other``."""
+    means = {name: (h or {}).get("mean") for name, h in (rag.get("stages_ms") or {}).items()}
+    if means:
+        means["other"] = (rag.get("other_ms") or {}).get("mean")
+    return means
+
+
+def l2_rows(l2: dict[str, Any]) -> list[dict[str, str]]:
+    rows: list[dict[str, str]] = []
+    for base, ladder in (l2.get("ladder") or {}).items():
+        if not isinstance(ladder, dict):          # "hold_s"
+            continue
+        steps = ladder.get("steps") or []
+        if steps:
+            rows.append(_row("L2", f"{base}: current step", f"{steps[-1].get('users')} users"))
+        for step in steps:
+            rows.append(_row("L2", f"{base}: {step.get('users')} users TTFT p95 ms", step.get("ttft_p95_ms"), "ms"))
+        rows.append(_row("L2", f"{base}: knee (users)", ladder.get("knee_users") or "not yet"))
+    loop = l2.get("open_loop")
+    if loop:
+        rows += [_row("L2", "offered req/s", loop.get("offered_rps"), "num"),
+                 _row("L2", "sent req/s", loop.get("sent_rps"), "num"),
+                 _row("L2", "completed req/s", loop.get("completed_rps"), "num")]
+    for base, conn in (l2.get("connections") or {}).items():
+        rows += [_row("L2", f"{base}: connections reused / new", f"{conn.get('conn_reused')} / {conn.get('conn_new')}"),
+                 _row("L2", f"{base}: reconnects", conn.get("conn_reconnects"))]
+    return rows
+
+
+def session_rows(sessions: dict[str, Any]) -> list[dict[str, str]]:
+    rows: list[dict[str, str]] = []
+    variants = {**(sessions.get("by_variant") or {}), "all": sessions.get("total") or {}}
+    for name, one in variants.items():
+        rows += [_row("L4", f"{name}: sessions ended", one.get("ended")),
+                 _row("L4", f"{name}: completion", one.get("completion_rate"), "pct"),
+                 _row("L4", f"{name}: abandonment", one.get("abandonment_rate"), "pct"),
+                 _row("L4", f"{name}: rounds per session", one.get("rounds_mean"), "ratio")]
+    return rows
+
+
+def panel_rows(blocks: dict[str, Any], total: dict[str, Any]) -> list[dict[str, str]]:
+    """The rows of the "LLM level" tab: the level's own panels, stream rhythm, telemetry."""
+    rows: list[dict[str, str]] = []
+    if blocks.get("rag"):
+        rows += rag_rows(blocks["rag"])
+    if blocks.get("l2"):
+        rows += l2_rows(blocks["l2"])
+    if blocks.get("sessions"):
+        rows += session_rows(blocks["sessions"])
+    rows += stream_rows(total)
+    if blocks.get("server_metrics"):
+        rows += telemetry_rows(blocks["server_metrics"])
+    return rows
+
+
+__all__ = ["panel_rows", "stage_means", "stream_rows"]
