@@ -205,10 +205,40 @@ def register(environment: Any) -> LiveQuality | None:
     return live
 
 
+QUALITY_TAB_KEY = "quality"
+QUALITY_COLUMNS = (("metric", "live quality (--score-live)"), ("value", "value"))
+
+
+def quality_rows(block: dict[str, Any] | None) -> list[dict[str, str]]:
+    """The web UI's "LLM quality" tab: the block's figures as (metric, value) rows (pure)."""
+    if block is None:
+        return [{"metric": "off", "value": "start the test with --score-live"}]
+
+    def num(value: Any, pattern: str = "{:.3f}") -> str:
+        return "-" if value is None else pattern.format(value)
+
+    structure = "-" if not block["structure_n"] else \
+        f"{num(block['structure_compliance'], '{:.1%}')} of {block['structure_n']}"
+    rows = [("answers scored", f"{block['scored']} (1 in {block['every']}, " + \
+            (f"at most {block['max_per_s']:g}/s)" if block["max_per_s"] else "no cap)")),
+            ("similarity mean", num(block["similarity_mean"])), ("similarity p5", num(block["similarity_p5"])),
+            ("structure compliance", structure),
+            ("waiting / dropped / over the cap", f"{block['pending']} / {block['dropped']} / {block['capped']}"),
+            ("scorer CPU", f"{block['scorer_cpu_s']:.1f} s" + ("" if block["scorer_ready"] else " (loading the model)"))]
+    if block.get("error"):
+        rows.append(("error", block["error"]))
+    return [{"metric": metric, "value": value} for metric, value in rows]
+
+
+def quality_stats(environment: Any) -> list[dict[str, Any]]:
+    """The "LLM quality" tab's entry of Locust's ``extended_stats``."""
+    return [{"key": QUALITY_TAB_KEY, "data": quality_rows(live_block(environment))}]
+
+
 def live_block(environment: Any) -> dict[str, Any] | None:
     """The current test's ``quality_live`` block, or None without ``--score-live``."""
     live = getattr(environment, "fourfold_live_quality", None)
     return live.block() if live is not None and live.enabled else None
 
 
-__all__ = ["LIVE_SCORES_FILE", "LiveQuality", "live_block", "register"]
+__all__ = ["LIVE_SCORES_FILE", "QUALITY_COLUMNS", "QUALITY_TAB_KEY", "LiveQuality", "live_block", "quality_rows", "quality_stats", "register"]

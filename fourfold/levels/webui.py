@@ -364,7 +364,7 @@ def register(environment: Any) -> LLMWebUI | None:
         {"key": TAB_KEY, "structure": structure},
         {"key": SLO_TAB_KEY, "structure": [{"key": k, "title": t} for k, t in SLO_COLUMNS]},
         {"key": LEVEL_TAB_KEY, "structure": [{"key": k, "title": t} for k, t in LEVEL_COLUMNS]}]
-    from fourfold.levels.livequality import QUALITY_COLUMNS, QUALITY_TAB_KEY, quality_stats   # --score-live
+    from fourfold.levels.livequality import QUALITY_COLUMNS, QUALITY_TAB_KEY, quality_stats  # --score-live
 
     web_ui.template_args["extended_tabs"].append({"title": "LLM quality", "key": QUALITY_TAB_KEY})
     web_ui.template_args["extended_tables"].append(

@@ -94,3 +94,17 @@ def test_a_full_queue_drops_and_counts_without_waiting():
     assert (block["sampled"], block["dropped"], live.queue.qsize()) == (livequality.QUEUE_SIZE + 7, 7,
                                                                         livequality.QUEUE_SIZE)
     assert block["pending"] == livequality.QUEUE_SIZE and block["scored"] == 0
+
+
+def test_quality_rows_show_the_block_or_how_to_turn_it_on():
+    from fourfold.levels.livequality import quality_rows
+
+    block = {"scored": 12, "every": 10, "max_per_s": 5.0, "similarity_mean": 0.91234, "similarity_p5": None,
+             "structure_n": 4, "structure_compliance": 0.75, "pending": 1, "dropped": 2, "capped": 3,
+             "scorer_cpu_s": 4.26, "scorer_ready": False, "error": "boom"}
+    assert [(r["metric"], r["value"]) for r in quality_rows(block)] == [
+        ("answers scored", "12 (1 in 10, at most 5/s)"), ("similarity mean", "0.912"), ("similarity p5", "-"),
+        ("structure compliance", "75.0% of 4"), ("waiting / dropped / over the cap", "1 / 2 / 3"),
+        ("scorer CPU", "4.3 s (loading the model)"), ("error", "boom")]
+    assert quality_rows({**block, "max_per_s": 0, "error": ""})[0]["value"] == "12 (1 in 10, no cap)"
+    assert quality_rows(None) == [{"metric": "off", "value": "start the test with --score-live"}]
