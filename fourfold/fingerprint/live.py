@@ -120,12 +120,12 @@ def serve(lines: Any, out: Any, embedder: Any = None) -> int:
     first_line = next(lines, "")
     try:
         items = _load_items(json.loads(first_line) if first_line.strip() else {})
-    except Exception as exc:  # noqa: BLE001 - any failure is one line back to the parent
+        if embedder is None:
+            embedder = make_embedder(threads=1)
+            embedder.encode(["fourfold live quality"])     # the model loaded before the first answer waits on it
+    except Exception as exc:  # noqa: BLE001 - any failure (no dataset, no model) is one line back to the parent
         _send(out, {"error": f"{type(exc).__name__}: {exc}"})
         return 1
-    if embedder is None:
-        embedder = make_embedder(threads=1)
-        embedder.encode(["fourfold live quality"])     # the model loaded before the first answer waits on it
     _send(out, {"ready": True, "items": len(items)})
     for line in lines:
         if not line.strip():
