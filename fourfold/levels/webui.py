@@ -36,8 +36,10 @@ from typing import Any
 
 import gevent
 
+from fourfold.levels.hooks import live_blocks
 from fourfold.levels.options import SECRET_OPTIONS
 from fourfold.levels.slogate import get_gate, live_verdicts
+from fourfold.levels.webui_panels import series_columns
 from fourfold.measure.histogram import LogHistogram
 from fourfold.measure.metric_names import summary_value
 from fourfold.measure.slo import Verdict
@@ -208,6 +210,8 @@ class LLMWebUI:
         self._greenlet: gevent.Greenlet | None = None
         self.test_seen = 0                  # the runtime's test count the window belongs to
         self.test_started_s: float | None = None
+        self.telemetry: list[dict[str, Any]] = []       # the sampler's rows of this test (kept after its stop)
+        self.stage_points: deque[dict[str, Any]] = deque(maxlen=MAX_POINTS)   # L3 stage means by time
 
     @property
     def stats(self) -> Any:
@@ -226,7 +230,6 @@ class LLMWebUI:
     def levels(self, rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """``/fourfold/levels.json``: the loaded level's blocks so far (on a master: merged from the
         workers), from the functions that write them into summary.json, and the panels' rows."""
-        from fourfold.levels.hooks import live_blocks
         from fourfold.levels.webui_panels import panel_rows, stage_means
 
         runtime = self.environment.fourfold_runtime
@@ -252,7 +255,19 @@ class LLMWebUI:
         return {"keys": keys, "key": key, "state": state, "t0_s": self.test_started_s,
                 "window_s": self.window.window_s, "stall_threshold_ms": stats.stall_threshold_ms,
                 "note": "merged from the workers' reports (every 3 s)" if self._is_master() else "",
-                "series": series, "ttft_window": self.window.columns(key)}
+                "series": series, "ttft_window": self.window.columns(key),
+                "telemetry": series_columns(self.telemetry), "stages": series_columns(list(self.stage_points))}
+
+    def _sample_levels(self, now_s: float) -> None:
+        """Each sample: the sampler's rows so far, and the L3 stage means (from the live rag block)."""
+        runtime = self.environment.fourfold_runtime
+        if runtime.sampler is not None:
+            self.telemetry = runtime.sampler.series()
+        from fourfold.levels.webui_panels import stage_means
+
+        means = stage_means(live_blocks(self.environment).get("rag") or {}) if runtime.blocks else {}
+        if any(v is not None for v in means.values()):
+            self.stage_points.append({"t_s": round(now_s, 3), **means})
 
     def _is_master(self) -> bool:
         return bool(getattr(self.environment.fourfold_runtime, "is_master", False))
@@ -269,6 +284,7 @@ class LLMWebUI:
                 running = getattr(self.environment.runner, "state", "") in ("spawning", "running")
                 if running or count != last_count:
                     self.window.sample(time.time(), hists)
+                    self._sample_levels(time.time())
                     last_count = count
             except Exception:  # noqa: BLE001 - a chart sample must never end the run
                 log.exception("fourfold: sampling the TTFT window for the charts failed")
@@ -280,6 +296,7 @@ class LLMWebUI:
         if runtime.tests != self.test_seen:
             self.test_seen = runtime.tests
             self.window = TTFTWindow(self.window.window_s)
+            self.telemetry, self.stage_points = [], deque(maxlen=MAX_POINTS)
             self.test_started_s = runtime.started_at or time.time()
         return self.test_seen > 0
 

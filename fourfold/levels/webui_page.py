@@ -1,8 +1,10 @@
 """The charts page served at ``/fourfold/charts``: one self-contained HTML file (inline SVG + JS).
 
 No CDN, no build step, nothing fetched from outside: the page polls ``charts.json`` (next to it)
-every two seconds and draws three SVG line charts: TTFT percentiles over a sliding window,
-output tokens/s per second, and stalls (and failed requests) per second.
+every two seconds and draws SVG line charts: TTFT percentiles over a sliding window, output
+tokens/s per second, stalls (and failed requests) per second, server telemetry (the sampler's
+rows) and, for L3, the stage means over time; it polls ``levels.json`` for the level's panel (the
+rows of the "LLM level" tab) and draws the L3 stage breakdown as a stacked bar.
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ CHARTS_HTML = """<!doctype html>
   .empty { fill: #9aa3b0; font-size: 13px; }
   select { font: inherit; }
   a { color: #2457c5; }
+  table.panel { border-collapse: collapse; }
+  table.panel td { padding: 2px 10px; border-bottom: 1px solid #eceff3; }
+  .bar { display: flex; height: 22px; border-radius: 4px; overflow: hidden; margin: 6px 0; }
+  .bar div { color: #fff; font-size: 11px; line-height: 22px; padding: 0 4px; white-space: nowrap; overflow: hidden; }
 </style>
 </head>
 <body>
@@ -37,12 +43,18 @@ CHARTS_HTML = """<!doctype html>
   &nbsp; state <b id="state">-</b> &nbsp; <span id="note"></span>
   &nbsp; <a href="../?tab=llm">back to Locust's LLM tab</a> &middot; <a href="llm.csv">CSV</a>
 </div>
+<div class="chart"><h2>Level panel (<span id="level">-</span>, test <span id="test">-</span>)</h2>
+  <div id="stagebar" class="bar"></div><table class="panel" id="panel"></table></div>
 <div class="chart"><h2>TTFT percentiles (ms, sliding window of <span id="win">10</span> s)</h2>
   <div class="legend" id="legend-ttft"></div><svg id="ttft"></svg></div>
 <div class="chart"><h2>Output tokens/s (by the second each chunk arrived)</h2>
   <div class="legend" id="legend-tps"></div><svg id="tps"></svg></div>
 <div class="chart"><h2>Stalls per second (gaps between content chunks above <span id="stall">150</span> ms) and failed requests</h2>
   <div class="legend" id="legend-stalls"></div><svg id="stalls"></svg></div>
+<div class="chart"><h2>L3 stage means (ms, cumulative over the test)</h2>
+  <div class="legend" id="legend-stages"></div><svg id="stages"></svg></div>
+<div class="chart"><h2>Server telemetry (the sampler's rows: /metrics, nvidia-smi)</h2>
+  <div class="legend" id="legend-telemetry"></div><svg id="telemetry"></svg></div>
 <script>
 "use strict";
 const COLORS = ["#2457c5", "#e8871e", "#c93c3c", "#3a9a5b", "#7b53c1"];
@@ -99,7 +111,33 @@ function draw(id, xs, lines, t0) {
                        "data-series": line.name}, svg);
   });
 }
+function columns(cols) {
+  return Object.keys(cols).filter(k => k !== "t_s").map(k => ({name: k, ys: cols[k]}));
+}
+async function refreshLevel() {
+  const resp = await fetch("levels.json", {cache: "no-store"});
+  const data = await resp.json();
+  document.getElementById("level").textContent = data.level;
+  document.getElementById("test").textContent = data.test;
+  const table = document.getElementById("panel");
+  table.replaceChildren(...data.panels.map(r => {
+    const tr = document.createElement("tr");
+    for (const v of [r.panel, r.metric, r.value]) tr.appendChild(document.createElement("td")).textContent = v;
+    return tr;
+  }));
+  const means = Object.entries(data.stage_means_ms || {}).filter(([, v]) => v > 0);
+  const sum = means.reduce((a, [, v]) => a + v, 0);
+  document.getElementById("stagebar").replaceChildren(...means.map(([name, v], i) => {
+    const div = document.createElement("div");
+    div.style.width = (100 * v / sum).toFixed(2) + "%";
+    div.style.background = COLORS[i % COLORS.length];
+    div.dataset.stage = name;
+    div.textContent = `${name} ${v.toFixed(1)} ms`;
+    return div;
+  }));
+}
 async function refresh() {
+  refreshLevel().catch(() => {});
   try {
     const resp = await fetch("charts.json?key=" + encodeURIComponent(sel.value || ""), {cache: "no-store"});
     const data = await resp.json();
@@ -119,6 +157,10 @@ async function refresh() {
     legend("legend-tps", tps); draw("tps", s.t_s, tps, data.t0_s);
     const st = [{name: "stalls", ys: s.stalls}, {name: "failed requests", ys: s.failures}];
     legend("legend-stalls", st); draw("stalls", s.t_s, st, data.t0_s);
+    const sg = columns(data.stages);
+    legend("legend-stages", sg); draw("stages", data.stages.t_s, sg, data.t0_s);
+    const tm = columns(data.telemetry);
+    legend("legend-telemetry", tm); draw("telemetry", data.telemetry.t_s, tm, data.t0_s);
   } catch (err) {
     document.getElementById("note").textContent = "cannot reach the Locust web UI: " + err;
   }

@@ -14,7 +14,8 @@ from typing import Any
 STREAM = (("output_tps", "output tok/s", "num"), ("tpot_p50_ms", "TPOT p50 ms", "ms"),
           ("stall_rate", "stall %", "pct"), ("pulse_hz", "pulse Hz", "hz"),
           ("jitter_p50_ms", "jitter p50 ms", "ms"))
-TELEMETRY_FIRST = ("gpu_util", "gpu_mem_bw_util", "kv_cache_usage")
+TELEMETRY_FIRST = ("server.gpu_util_pct", "server.mem_bw_util_pct", "server.kv_cache_usage_pct", "server.running",
+                   "server.waiting")
 
 
 def show(value: Any, kind: str) -> str:
@@ -120,4 +121,13 @@ def panel_rows(blocks: dict[str, Any], total: dict[str, Any]) -> list[dict[str, 
     return rows
 
 
-__all__ = ["panel_rows", "stage_means", "stream_rows"]
+def series_columns(rows: list[dict[str, Any]], max_names: int = 8) -> dict[str, list[Any]]:
+    """Rows ``{"t_s": .., name: value, ..}`` (the sampler's, or stage means by time) as columns for a
+    chart: ``t_s`` and each name (the telemetry names first), None where a row lacks it."""
+    names = [n for n in TELEMETRY_FIRST if any(n in r for r in rows)]
+    names += sorted({n for r in rows for n in r if n != "t_s" and n not in names})
+    names = names[:max_names]
+    return {"t_s": [r.get("t_s") for r in rows], **{n: [r.get(n) for r in rows] for n in names}}
+
+
+__all__ = ["panel_rows", "series_columns", "stage_means", "stream_rows"]

@@ -92,6 +92,12 @@ def test_l3_live_panel_moves_while_running_and_equals_the_summary_at_stop(tmp_pa
         later = wait_for(lambda: (x := _rag_live(base, rag["requests"] + 5)) and x, 40, what="the block moving")
         assert later["blocks"]["rag"]["requests"] > rag["requests"]
         assert sum(later["stage_means_ms"].values()) > 0
+        stages = wait_for(lambda: (c := get_json(base + "/fourfold/charts.json")) and c["stages"]["t_s"] and c, 20,
+                          what="the stage means over time")["stages"]
+        names = [n for n in stages if n != "t_s"]
+        assert set(names) == set(later["stage_means_ms"]) and all(v > 0 for v in stages[names[0]] if v is not None)
+        status, _, page = http_get(base + "/fourfold/charts")
+        assert status == 200 and "levels.json" in page and 'id="stagebar"' in page
         assert http_post_form(base + "/stop", {})["success"] is True
         wait_for(lambda: (get_json(base + "/stats/requests") or {}).get("state") == "stopped", 30, what="stopped")
         _check_final(base, tmp_path)
@@ -134,3 +140,29 @@ def test_master_two_workers_live_panel_is_merged(tmp_path, locustfile):
     conflicts = [r["extra"]["conflict"] for r in ok if "conflict" in r["extra"]]
     if conflicts:
         assert rag["conflict_rate"] == pytest.approx(sum(map(bool, conflicts)) / len(conflicts), rel=1e-9)
+
+
+def test_l1_telemetry_panel_and_chart_follow_the_sampler(tmp_path, locustfile):
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = start_locust(["-f", locustfile("l1_throughput.py"), "--web-host", "127.0.0.1", "--web-port", str(port),
+                         "--sample-interval", "0.5", *COMMON], tmp_path)
+    try:
+        host = _host(base)
+        assert http_post_form(base + "/swarm", {"user_count": "2", "spawn_rate": "2", "host": host,
+                                                "metrics_url": ""})["success"] is True
+        live = wait_for(lambda: (x := get_json(base + "/fourfold/levels.json")) and
+                        ((x["blocks"].get("server_metrics") or {}).get("metrics") or {}).get("server.kv_cache_usage_pct") and x,
+                        30, what="telemetry in the live block")
+        assert any(r["panel"] == "telemetry" and r["metric"] == "server.kv_cache_usage_pct" for r in live["panels"])
+        assert any(r["metric"] == "output tok/s" and r["value"] != "-" for r in live["panels"])
+        tele = wait_for(lambda: (c := get_json(base + "/fourfold/charts.json")) and len(c["telemetry"]["t_s"]) >= 2
+                        and c["telemetry"], 30, what="the telemetry chart's rows")
+        assert "server.kv_cache_usage_pct" in tele and tele["server.kv_cache_usage_pct"][-1] is not None
+        assert http_post_form(base + "/stop", {})["success"] is True
+        summary = json.loads(wait_for(lambda: _summaries(tmp_path), 20, what="summary.json")[0].read_text())
+        final = get_json(base + "/fourfold/levels.json")
+        assert final["blocks"]["server_metrics"] == summary["server_metrics"]      # as written at Stop
+    finally:
+        out = finish(proc, terminate=True)
+    assert proc.returncode == 0, out[-3000:]

@@ -41,11 +41,21 @@ def test_l2_l4_and_telemetry_panels():
           "connections": {"h1": {"conn_reused": 90, "conn_new": 10, "conn_reconnects": 2}}}
     sessions = {"by_variant": {"A": {"ended": 4, "completion_rate": 0.75, "abandonment_rate": 0.25, "rounds_mean": 2.5}},
                 "total": {"ended": 4, "completion_rate": 0.75, "abandonment_rate": 0.25, "rounds_mean": 2.5}}
-    telemetry = {"metrics": {"kv_cache_usage": {"last": 0.4, "mean": 0.3, "max": 0.5}}, "errors": {}}
+    telemetry = {"metrics": {"server.kv_cache_usage_pct": {"last": 0.4, "mean": 0.3, "max": 0.5}}, "errors": {}}
     shown = _shown(panel_rows({"l2": l2, "sessions": sessions, "server_metrics": telemetry}, {}))
     assert shown[("L2", "ladder: current step")] == "4 users"
     assert shown[("L2", "ladder: 4 users TTFT p95 ms")] == "900.0" and shown[("L2", "ladder: knee (users)")] == "4"
     assert shown[("L2", "offered req/s")] == "10.0" and shown[("L2", "completed req/s")] == "9.0"
     assert shown[("L2", "h1: connections reused / new")] == "90 / 10" and shown[("L2", "h1: reconnects")] == "2"
     assert shown[("L4", "A: completion")] == "75.00 %" and shown[("L4", "all: rounds per session")] == "2.500"
-    assert shown[("telemetry", "kv_cache_usage")] == "last 0.4  mean 0.3  max 0.5"
+    assert shown[("telemetry", "server.kv_cache_usage_pct")] == "last 0.4  mean 0.3  max 0.5"
+
+
+def test_series_columns_put_the_telemetry_names_first_and_fill_gaps_with_none():
+    from fourfold.levels.webui_panels import series_columns
+
+    cols = series_columns([{"t_s": 1.0, "server.running": 2.0, "server.kv_cache_usage_pct": 40.0},
+                           {"t_s": 2.0, "server.running": 3.0}])
+    assert list(cols) == ["t_s", "server.kv_cache_usage_pct", "server.running"]
+    assert cols["server.kv_cache_usage_pct"] == [40.0, None] and cols["t_s"] == [1.0, 2.0]
+    assert series_columns([]) == {"t_s": []}
