@@ -6,7 +6,8 @@ reads jobs from its stdin and writes results to its stdout, one JSON line each:
 
 - first line in: ``{"meta": <meta.json-like dict>, "run_dir": "..."}``: the run's dataset is
   resolved and read as ``fourfold score`` reads it (:func:`fourfold.fingerprint.runscore.resolve_dataset`,
-  ``load_run_dataset``); the child answers ``{"ready": true, "items": n}`` (or ``{"error": "..."}``);
+  ``load_run_dataset``) and the model loaded; the child answers ``{"ready": true, "items": n, "cpu_s": ...}``
+  (or ``{"error": "..."}``);
 - then ``{"test": n, "record": {...}}`` per sampled answer (the fields scoring reads: ids, level,
   scenario, variant, text, finish_reason, error_class, extra), answered by
   ``{"test": n, "row": <a scores.jsonl line>, "cpu_s": ...}`` or ``{"test": n, "skipped": reason, ...}``.
@@ -126,7 +127,7 @@ def serve(lines: Any, out: Any, embedder: Any = None) -> int:
     except Exception as exc:  # noqa: BLE001 - any failure (no dataset, no model) is one line back to the parent
         _send(out, {"error": f"{type(exc).__name__}: {exc}"})
         return 1
-    _send(out, {"ready": True, "items": len(items)})
+    _send(out, {"ready": True, "items": len(items), "cpu_s": round(time.process_time(), 3)})
     for line in lines:
         if not line.strip():
             continue
