@@ -4,9 +4,10 @@ The load generator (gevent) must never run a model forward pass: it would hold u
 timing. So the scoring lives in a plain Python child, ``python -m fourfold.fingerprint.live``, that
 reads jobs from its stdin and writes results to its stdout, one JSON line each:
 
+- the model loads first (the parent may start the child before its first test);
 - first line in: ``{"meta": <meta.json-like dict>, "run_dir": "..."}``: the run's dataset is
   resolved and read as ``fourfold score`` reads it (:func:`fourfold.fingerprint.runscore.resolve_dataset`,
-  ``load_run_dataset``) and the model loaded; the child answers ``{"ready": true, "items": n, "cpu_s": ...}``
+  ``load_run_dataset``); the child answers ``{"ready": true, "items": n, "cpu_s": ...}``
   (or ``{"error": "..."}``);
 - then ``{"test": n, "record": {...}}`` per sampled answer (the fields scoring reads: ids, level,
   scenario, variant, text, finish_reason, error_class, extra), answered by
@@ -118,12 +119,12 @@ def serve(lines: Any, out: Any, embedder: Any = None) -> int:
     from fourfold.measure.record import RequestRecord
 
     lines = iter(lines)
-    first_line = next(lines, "")
     try:
-        items = _load_items(json.loads(first_line) if first_line.strip() else {})
-        if embedder is None:
+        if embedder is None:    # the model loads first: the parent may start this child before its test starts
             embedder = make_embedder(threads=1)
-            embedder.encode(["fourfold live quality"])     # the model loaded before the first answer waits on it
+            embedder.encode(["fourfold live quality"])
+        first_line = next(lines, "")
+        items = _load_items(json.loads(first_line) if first_line.strip() else {})
     except Exception as exc:  # noqa: BLE001 - any failure (no dataset, no model) is one line back to the parent
         _send(out, {"error": f"{type(exc).__name__}: {exc}"})
         return 1

@@ -39,7 +39,7 @@ from fourfold.fingerprint.score import ScoreRow, summarize
 log = logging.getLogger("fourfold")
 QUEUE_SIZE = 256
 FINISH_WAIT_S = 5.0            # at a test's end, how long answers still being scored are waited for
-LOAD_WAIT_S = 30.0             # ... and how long a scorer still loading its model is
+LOAD_WAIT_S = 30.0             # ... and how long a scorer still loading its model is (then 5 s more)
 LIVE_SCORES_FILE = "scores_live.jsonl"
 
 
@@ -50,6 +50,8 @@ class LiveQuality:
         self.proc: Any = None
         self.error = ""
         self.ready = False
+        self.ready_at: float | None = None
+        self.fed = False                # the child was told the run's dataset and is fed answers
         self.cpu_s = 0.0
         self._greenlets: list[gevent.Greenlet] = []
         self.begin(0)
@@ -90,16 +92,25 @@ class LiveQuality:
         }
 
     # ---- the child ----
-    def start(self) -> None:
+    def spawn(self) -> None:
+        """The child, loading its model (at init with ``--score-live`` given, so it loads before the test)."""
         if self.proc is not None:
             return
         env = {**os.environ, "FOURFOLD_LIVE_PARENT": str(os.getpid()), "HF_HUB_OFFLINE": "1"}
         self.proc = gsubprocess.Popen([sys.executable, "-m", "fourfold.fingerprint.live"], stdin=gsubprocess.PIPE,
                                       stdout=gsubprocess.PIPE, stderr=gsubprocess.DEVNULL, env=env)
+        self._greenlets = [gevent.spawn(self._read)]
+
+    def start(self) -> None:
+        """At a test's start: the child spawned, and at the first test told the run's dataset, then fed."""
+        self.spawn()
+        if self.fed:
+            return
         writer = self.runtime.writer
         first = {"meta": self.runtime.meta(), "run_dir": str(writer.run_dir) if writer else self.runtime.settings.run_dir}
         self._send(first)
-        self._greenlets = [gevent.spawn(self._feed), gevent.spawn(self._read)]
+        self.fed = True
+        self._greenlets.append(gevent.spawn(self._feed))
 
     def _send(self, message: dict[str, Any]) -> None:
         self.proc.stdin.write((json.dumps(message, ensure_ascii=False) + "\n").encode("utf-8"))
@@ -122,7 +133,7 @@ class LiveQuality:
                 continue
             self.cpu_s = float(message.get("cpu_s", self.cpu_s))
             if message.get("ready"):
-                self.ready = True
+                self.ready, self.ready_at = True, time.monotonic()
             elif "error" in message:
                 self.error = str(message["error"])
                 log.error("fourfold: --score-live: %s", self.error)
@@ -144,7 +155,7 @@ class LiveQuality:
             self.proc.wait(timeout=3)
         except Exception:  # noqa: BLE001 - still running or gone: make sure it ends
             self.proc.kill()
-        self.proc = None
+        self.proc, self.fed = None, False
 
     # ---- the test's end ----
     def finish(self, environment: Any) -> None:
@@ -155,8 +166,9 @@ class LiveQuality:
             return
         started = time.monotonic()
         while self.proc is not None and self.block()["pending"] and not self.error:
-            waited = time.monotonic() - started
-            if waited > LOAD_WAIT_S or (self.ready and waited > FINISH_WAIT_S):
+            now = time.monotonic()
+            if now - started > LOAD_WAIT_S + FINISH_WAIT_S or \
+                    (self.ready_at is not None and now - max(started, self.ready_at) > FINISH_WAIT_S):
                 break
             gevent.sleep(0.1)
         self.runtime.summary_extra["quality_live"] = self.block()
@@ -198,10 +210,15 @@ def register(environment: Any) -> LiveQuality | None:
         try:
             live.start()
         except OSError as exc:
-            live.error = f"the scorer process could not start: {exc}"
+            live.error = live.error or f"the scorer process could not start: {exc}"
             log.error("fourfold: --score-live: %s", live.error)
 
     environment.events.test_start.add_listener(_on_test_start)
+    if runtime.settings.score_live:
+        try:
+            live.spawn()
+        except OSError as exc:
+            live.error = f"the scorer process could not start: {exc}"
     return live
 
 
