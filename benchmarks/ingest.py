@@ -76,14 +76,17 @@ def errors_from_records(run_dir: Path, window: tuple[float, float]) -> dict:
     return {"ttft_err": ttft_err, "itl_err": itl_err, "lag": lag, "admission": admission, "tokens": tokens_in_window}
 
 
-def run_fourfold(url: str, streams: int, duration_s: float, max_tokens: int) -> dict:
+def run_fourfold(url: str, streams: int, duration_s: float, max_tokens: int, score_live: bool = False) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
+        # --score-live needs the answers' text; its scorer starts with an empty embedding cache
+        live = ["--score-live"] if score_live else ["--no-record-text"]
+        env = {**os.environ, "FOURFOLD_CACHE_DIR": str(Path(tmp) / ".cache")}
         command = [*pin(0), sys.executable, "-m", "locust", "-f", str(REPO / "locustfiles" / "l1_throughput.py"),
                    "--headless", "-u", str(streams), "-r", str(streams), "-t", f"{duration_s:g}s",
                    "--host", url, "--max-tokens", str(max_tokens), "--ignore-eos", "--warmup-requests", "1",
-                   "--metrics-url", "off", "--no-record-text", "--run-dir", tmp, "--label", "ingest",
+                   "--metrics-url", "off", *live, "--run-dir", tmp, "--label", "ingest",
                    "--loglevel", "WARNING", "--only-summary"]
-        proc = subprocess.Popen(command, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(command, cwd=tmp, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         ps = psutil.Process(proc.pid)
         warm_s = min(5.0, duration_s / 4)
         time.sleep(warm_s)
@@ -91,8 +94,9 @@ def run_fourfold(url: str, streams: int, duration_s: float, max_tokens: int) -> 
         time.sleep(max(1.0, duration_s - warm_s - 2.0))
         times_b, wall_b = ps.cpu_times(), time.time()
         proc.wait(timeout=duration_s + 60)
-        run_dir = next(p for p in Path(tmp).iterdir() if p.is_dir())
+        run_dir = next(p for p in Path(tmp).iterdir() if p.is_dir() and not p.name.startswith("."))
         found = errors_from_records(run_dir, (wall_a, wall_b))
+        found["quality_live"] = json.loads((run_dir / "summary.json").read_text()).get("quality_live")
     found["cpu_s"] = (times_b.user + times_b.system) - (times_a.user + times_a.system)
     found["sys_s"], found["wall_s"] = times_b.system - times_a.system, wall_b - wall_a
     return found
@@ -129,6 +133,7 @@ def row(name: str, found: dict) -> dict:
         "sys_ms_per_1k_tokens": 1e6 * found["sys_s"] / tokens if tokens else None,   # of which in the kernel
         "tokens_per_s": tokens / found["wall_s"] if found["wall_s"] else None,
         "requests": len(found["ttft_err"]),
+        **({"quality_live": found["quality_live"]} if found.get("quality_live") else {}),
     }
 
 
@@ -143,6 +148,8 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=20.0, help="seconds per client run")
     parser.add_argument("--max-tokens", type=int, default=200)
     parser.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
+    parser.add_argument("--score-live", action="store_true",
+                        help="run fourfold with --score-live (1 in 10 answers scored by a child process)")
     args = parser.parse_args()
     results = []
     for itl in args.itl_ms:
@@ -150,7 +157,8 @@ def main() -> int:
                               prefix=pin(1))
         try:
             raw = row("raw-socket", run_raw(sim.url, args.streams, args.duration, args.max_tokens))
-            ours = row("fourfold", run_fourfold(sim.url, args.streams, args.duration, args.max_tokens))
+            ours = row("fourfold", run_fourfold(sim.url, args.streams, args.duration, args.max_tokens,
+                                                 args.score_live))
         finally:
             sim.stop()
         for r in (raw, ours):
@@ -173,6 +181,11 @@ def main() -> int:
                   f"{fmt(r['itl_err_p50_ms']):>11} {fmt(r['itl_err_p99_ms']):>7} "
                   f"{fmt(r['cpu_ms_per_1k_tokens'], 1):>13} {fmt(r['sys_ms_per_1k_tokens'], 1):>9} "
                   f"{fmt(r['tokens_per_s'], 0):>8} {fmt(ratio):>10}")
+            live = r.get("quality_live")
+            if live:
+                print(f"{'':>14} --score-live: {live['scored']} answers scored (sampled {live['sampled']}, dropped "
+                      f"{live['dropped']}, capped {live['capped']}), similarity mean {live['similarity_mean']}, "
+                      f"scorer CPU {live['scorer_cpu_s']} s (its model's load included)")
     return 0
 
 
