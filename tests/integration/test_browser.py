@@ -123,6 +123,24 @@ def llm_tab_row(browser: Any) -> bool:
     return any(line.startswith("l3:rag\t") for line in shown[-1].splitlines())
 
 
+def level_tab(browser: Any) -> dict[str, str]:
+    """Open the LLM level tab; its L3 rows as {metric: value} (empty while none is shown)."""
+    browser.click_button("LLM level")
+    shown.append(browser.evaluate("document.body.innerText") or "")
+    cells = [line.split("\t") for line in shown[-1].splitlines() if line.startswith("L3\t")]
+    return {c[1]: c[2] for c in cells if len(c) >= 3}
+
+
+def l3_panel_moved(browser: Any, before: dict[str, str]) -> dict[str, str] | None:
+    """The L3 panel with recall@k and a stage mean shown, its request count past ``before``'s."""
+    panel = level_tab(browser)
+    recall = next((v for k, v in panel.items() if k.startswith("recall@")), "-")
+    stages = [k for k in panel if k.startswith("stage ")]
+    if recall == "-" or not stages or panel.get("requests (ok)") == before.get("requests (ok)"):
+        return None
+    return panel
+
+
 def test_chromium_stop_then_new_makes_two_run_directories(tmp_path, locustfile):
     """A user in the browser: Start on the L3 form, Stop, New, Start, Stop (buttons clicked through
     the DevTools protocol); two run directories whose summaries hold their own records."""
@@ -149,7 +167,8 @@ def test_chromium_stop_then_new_makes_two_run_directories(tmp_path, locustfile):
         time.sleep(1.0)                      # let the page's scripts attach their handlers to the form
         for test, at_least in enumerate((10, 6), start=1):
             if test > 1:
-                wait_for(lambda: browser.click_button("New"), 15, what="the New button")
+                wait_for(lambda: browser.click_button("New"), 30, what="the New button")
+                time.sleep(1.0)              # the form just opened: let its handlers attach (else a native submit)
             wait_for(lambda: browser.click_button("Start"), 20, what="the form's Start button")
             wait_for(lambda: state() == "running", 20, what=f"test {test} to run")
             wait_for(lambda n=at_least: (r := row(extended(get_json(base + "/stats/requests"), "llm"), "Aggregated"))
@@ -158,6 +177,14 @@ def test_chromium_stop_then_new_makes_two_run_directories(tmp_path, locustfile):
                 wait_for(lambda: llm_tab_row(browser), 15, what="the LLM tab's l3:rag row in the page")
             except AssertionError:
                 raise AssertionError(f"no l3:rag row in the LLM tab: {shown[-1][-1500:]}") from None
+            try:      # the LLM level tab: recall@k and the stage breakdown, moving while the test runs
+                first = wait_for(lambda: l3_panel_moved(browser, {}), 20, what="the L3 panel")
+                moved = wait_for(lambda seen=first: l3_panel_moved(browser, seen), 20, what="the L3 panel to move")
+            except AssertionError:
+                raise AssertionError(f"no moving L3 panel in the LLM level tab (test {test}, {state()}): "
+                                     f"{shown[-1][-1500:]}") from None
+            assert 0 <= float(moved[next(k for k in moved if k.startswith("recall@"))]) <= 1
+            assert all(float(v) > 0 for k, v in moved.items() if k.startswith("stage ") and v != "-")
             wait_for(lambda: browser.click_button("Stop"), 15, what="the Stop button")
             wait_for(lambda: state() == "stopped", 30, what=f"test {test} to stop")
             wait_for(lambda n=test: len(summaries()) == n, 20, what=f"summary.json of test {test}")
