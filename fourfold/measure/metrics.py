@@ -146,7 +146,9 @@ def pulse_hz(record: RequestRecord) -> float | None:
     offsets = record.chunk_offsets_ms
     if len(offsets) < MIN_PULSE_CHUNKS:
         return None
-    return pulse_hz_of_gaps(np.diff(np.asarray(offsets, dtype=np.float64)))   # as the report computes it
+    # as the report computes it: from the gaps, which it keeps as float32 (a borderline stream's
+    # spectrum can tip either way on the last bits)
+    return pulse_hz_of_gaps(np.diff(np.asarray(offsets, dtype=np.float64)).astype(np.float32))
 
 
 def pulse_hz_of_gaps(gaps: np.ndarray) -> float | None:
