@@ -308,7 +308,7 @@ def _on_finish(environment: Any, **_kw: Any) -> None:
     test's RagStats (made anew at each test start) into ``summary_extra``, and on the console."""
     runtime = getattr(environment, "fourfold_runtime", None)
     found = rag_block(environment)
-    if not found or runtime.finished:
+    if not found or runtime is None or runtime.finished:
         return
     runtime.summary_extra.update(found)
     print(format_rag(found["rag"]), file=sys.stdout if environment.parsed_options is not None else sys.stderr)

@@ -9,11 +9,11 @@ import random
 import re
 
 from fourfold.targets.sim.answers import DEFAULT_PROMPTS_PATH, Answer, AnswerBook
-from fourfold.targets.sim.generate import EN_OPENERS, SURNAMES, GenerationKnobs, generate, slip_candidates
 from fourfold.targets.sim.cli import build_parser, config_from_args
 from fourfold.targets.sim.gateway import GatewayConfig
-from fourfold.targets.sim.perturb import count_items
+from fourfold.targets.sim.generate import EN_OPENERS, SURNAMES, GenerationKnobs, generate, slip_candidates
 from fourfold.targets.sim.metrics import SimCounters, TokenRate, gpu_gauges, render_metrics
+from fourfold.targets.sim.perturb import count_items
 from fourfold.targets.sim.plan import RequestFacts, make_plan
 from fourfold.targets.sim.profile import load_profile
 
