@@ -22,7 +22,7 @@ from fourfold.reports.sample import (
     Settings,
 )
 
-__all__ = ["goodput_total", "itl_quantile", "mean_of", "output_tps", "pairs", "pct", "penalty", "per_item",
+__all__ = ["goodput_total", "itl_quantile", "mean_of", "means", "output_tps", "pairs", "pct", "penalty", "per_item",
            "per_second", "per_user", "pulse_frequency", "quantile_of", "rate", "share_unpaired", "telemetry_max",
            "telemetry_mean", "tokens_total"]
 
@@ -105,14 +105,7 @@ def telemetry_mean(name: str) -> Measure:
     samples (:func:`steady`); interval: bootstrap of the samples (they are serially correlated, so
     the interval is narrower than a block bootstrap's would be)."""
     def measure(b: GroupSample, c: GroupSample, rng: np.random.Generator, s: Settings) -> Estimate | None:
-        xb, xc = steady(b.telemetry.get(name)), steady(c.telemetry.get(name))
-        if not xb.size and not xc.size:
-            return None
-        est = Estimate(float(xb.mean()) if xb.size else None, float(xc.mean()) if xc.size else None,
-                       "bootstrap of samples", int(xb.size), int(xc.size))
-        if xb.size >= 2 and xc.size >= 2:
-            est.deltas = bs.mean_replicates(xc, s.resamples, rng) - bs.mean_replicates(xb, s.resamples, rng)
-        return est
+        return means(steady(b.telemetry.get(name)), steady(c.telemetry.get(name)), "bootstrap of samples", rng, s)
     return measure
 
 
@@ -192,16 +185,20 @@ def penalty(b: GroupSample, c: GroupSample, rng: np.random.Generator, s: Setting
     return est
 
 
+def means(xb: np.ndarray, xc: np.ndarray, test: str, rng: np.random.Generator, s: Settings) -> Estimate | None:
+    """Each side's mean; the difference's replicates by a bootstrap of each side when both have two values."""
+    if not xb.size and not xc.size:
+        return None
+    est = Estimate(float(xb.mean()) if xb.size else None, float(xc.mean()) if xc.size else None,
+                   test, int(xb.size), int(xc.size))
+    if xb.size >= 2 and xc.size >= 2:
+        est.deltas = bs.mean_replicates(xc, s.resamples, rng) - bs.mean_replicates(xb, s.resamples, rng)
+    return est
+
+
 def mean_of(name: str, scale: float = 1.0) -> Measure:
     def measure(b: GroupSample, c: GroupSample, rng: np.random.Generator, s: Settings) -> Estimate | None:
-        xb, xc = scale * getattr(b, name), scale * getattr(c, name)
-        if not xb.size and not xc.size:
-            return None
-        est = Estimate(float(xb.mean()) if xb.size else None, float(xc.mean()) if xc.size else None,
-                       "bootstrap of means", int(xb.size), int(xc.size))
-        if xb.size >= 2 and xc.size >= 2:
-            est.deltas = bs.mean_replicates(xc, s.resamples, rng) - bs.mean_replicates(xb, s.resamples, rng)
-        return est
+        return means(scale * getattr(b, name), scale * getattr(c, name), "bootstrap of means", rng, s)
     return measure
 
 
