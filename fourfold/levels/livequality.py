@@ -194,13 +194,7 @@ def register(environment: Any) -> LiveQuality | None:
         return None
     live = LiveQuality(runtime)
     environment.fourfold_live_quality = live
-    write = runtime._write
-
-    def _write_and_offer(record: Any) -> None:      # every record the run directory gets, also offered here
-        write(record)
-        live.offer(record)
-
-    runtime._write = _write_and_offer              # type: ignore[method-assign]
+    runtime.record_listeners.append(live.offer)     # every record the run directory gets, also offered here
     runtime.finishers.insert(0, live.finish)        # finishers run last first: this one after the levels'
 
     def _on_test_start(**_kw: Any) -> None:

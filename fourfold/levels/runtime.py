@@ -62,6 +62,7 @@ class Runtime:
         self.quitting = False                          # the process is shutting down (``quitting`` fired)
         self.tests = 0                                 # tests begun in this process (web UI: Start, New)
         self.finishers: list[Any] = []                 # a level's fn(environment) adding its summary block
+        self.record_listeners: list[Any] = []          # fn(record) after each record the run directory gets
         self.blocks: list[Any] = []                    # a level's fn(environment) -> its blocks so far ({"rag": ...})
         self.sampler: Any = None
         self.background: set[gevent.Greenlet] = set()   # e.g. mirror requests in flight
@@ -133,6 +134,8 @@ class Runtime:
         writer.append(record)
         if writer.records_lost:
             self._report_loss(writer.loss_reason)
+        for listener in self.record_listeners:          # e.g. --score-live's sampler (never blocks)
+            listener(record)
 
     def _report_loss(self, reason: str) -> None:
         if not self.loss_reported:
