@@ -14,6 +14,8 @@ the ``init`` event; nothing happens on import). The runtime owns the three sinks
 Beside them, the counts of :mod:`fourfold.levels.ledger`: connect-error backoff (``backoff``) and,
 on a master, which worker stopped reporting with how many of its requests unaccounted for
 (``workers``: each worker sends its count of requests started every second, and with each report).
+Both are each test's own: after a web-UI Stop, New starts them afresh (a worker's count, kept per
+process, is taken from where the last test left it), as it does the statistics and the run directory.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class Runtime:
         self.requests_started = 0                      # sent or sending (a request stopped unsent is taken back)
         self.backoff = Backoff()
         self.ledger = WorkerLedger()                   # master: per worker, started vs. records received
+        self.started_before: dict[str, int] = {}       # master: each worker's count of started requests at this test's start
         self.level = ""
         self.meta_extra: dict[str, Any] = {}
         self.summary_extra: dict[str, Any] = {}
@@ -160,6 +163,8 @@ class Runtime:
         self.lost_unopened = 0
         self.loss_reported = False
         self.backoff = Backoff()
+        self.started_before = {w: t.started for w, t in self.ledger.workers.items()}   # workers count per process
+        self.ledger = WorkerLedger()
         self.summary_extra = {}
         self.started_at = None
         self.finished = False
@@ -267,13 +272,19 @@ class Runtime:
         for raw in records:
             self._write(RequestRecord.from_dict(raw))
         self.ledger.received(client_id, len(records))
-        self.ledger.heard(client_id, payload.get("started"))
+        self._heard(client_id, payload.get("started"))
+
+    def _heard(self, worker: str, started: Any) -> None:
+        """A worker's count of requests started, since its process began: this test's share to the ledger."""
+        if isinstance(started, int):
+            started = max(0, started - self.started_before.get(worker, 0))
+        self.ledger.heard(worker, started)
 
     def on_progress(self, environment: Any = None, msg: Any = None, **_kw: Any) -> None:
         """Master: a worker's ``fourfold_progress`` message (its count of requests started)."""
         data = getattr(msg, "data", None)
         if isinstance(data, dict):
-            self.ledger.heard(str(msg.node_id), data.get("started"))
+            self._heard(str(msg.node_id), data.get("started"))
 
     def _send_progress(self) -> None:
         """Worker: tell the master every second how many requests this process started."""

@@ -12,7 +12,8 @@
   headless, ``quitting``; local runner or master): verdicts on
   the final merged summary (its ``server_metrics`` block is in: ``hooks._on_test_stop`` stops the
   sampler before the summary is written, so telemetry clauses judge the whole run), the table printed, the ``slo`` block added to ``summary.json``,
-  ``--junit`` written, and ``environment.process_exit_code = 3`` when any SLO failed. Quality
+  ``--junit`` written, and ``environment.process_exit_code = 3`` when any SLO failed (the last
+  test's verdict: a web-UI test that meets its SLO clears an earlier test's 3). Quality
   clauses are skipped here: ``fourfold check`` judges them after ``fourfold score``.
 - ``live_verdicts(environment)``: the same verdicts on the stats so far (the web UI's SLO tab).
 """
@@ -107,9 +108,20 @@ def live_verdicts(environment: Any) -> list[Verdict]:
 
 
 def finish(environment: Any, runtime: Runtime, summary: dict[str, Any] | None) -> list[Verdict]:
-    """Judge the final summary; print, record, write JUnit and set the exit code (not on workers)."""
+    """Judge the final summary; print, record, write JUnit and set the exit code (not on workers).
+
+    The exit code is the last test's verdict: a web-UI session's earlier miss is cleared by a later
+    test that meets its SLO (or has none), as Locust's own ``--exit-code-on-error`` counts only the
+    last test's errors (its statistics restart with each test). Each test's verdict stays in its
+    run directory's ``summary.json``."""
     gate = get_gate(environment)
-    if runtime.is_worker or summary is None or not gate.slos:
+    if runtime.is_worker:
+        return []
+    earlier = getattr(environment, "fourfold_exit_code", None)
+    if earlier is not None and environment.process_exit_code == earlier:
+        environment.process_exit_code = None          # an earlier test's miss: this test decides now
+    environment.fourfold_exit_code = None
+    if summary is None or not gate.slos:
         return []
     verdicts = evaluate(gate.slos, summary, quality="skip")
     block = summary_block(gate.slos, verdicts)
@@ -124,7 +136,7 @@ def finish(environment: Any, runtime: Runtime, summary: dict[str, Any] | None) -
         print(f"fourfold: SLO verdicts as JUnit XML in {path}", flush=True)
     code = exit_code(verdicts)
     if code:
-        environment.process_exit_code = code
+        environment.process_exit_code = environment.fourfold_exit_code = code
     return verdicts
 
 

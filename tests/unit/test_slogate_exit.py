@@ -1,0 +1,42 @@
+"""The process exit code of a web-UI session with several tests: the last test's SLO verdict
+(:func:`fourfold.levels.slogate.finish`, called at each test's end), as Locust's own
+``--exit-code-on-error`` counts only the last test's errors."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from fourfold.levels import slogate
+from fourfold.measure.slo import parse_spec
+from tests.unit.test_slo import _summary
+
+MEETS, MISSES, NO_SLO = "ttft_p95<=450ms", "ttft_p95<=400ms", ""      # the summary's TTFT p95 is 430 ms
+
+
+def _session(specs: list[str], exit_code_before: int | None = None) -> int | None:
+    """Finish one test per spec in one process; the exit code Locust would use (None: its own rules)."""
+    environment = SimpleNamespace(process_exit_code=exit_code_before)
+    runtime = SimpleNamespace(is_worker=False, writer=None, settings=SimpleNamespace(junit=""))
+    for spec in specs:
+        environment.fourfold_gate = slogate.Gate(source=spec, slos=parse_spec(spec) if spec else [])
+        slogate.finish(environment, runtime, _summary())
+    return environment.process_exit_code
+
+
+@pytest.mark.parametrize(("specs", "code"), [
+    ([MISSES], 3),
+    ([MEETS], None),
+    ([MISSES, MEETS], None),          # Stop, New: the second test met its SLO
+    ([MEETS, MISSES], 3),
+    ([MISSES, NO_SLO], None),         # the second test had no --slo: no verdict, no 3
+    ([MISSES, MEETS, MISSES], 3),
+])
+def test_the_exit_code_is_the_last_tests_verdict(specs: list[str], code: int | None, capsys) -> None:
+    assert _session(specs) == code
+    assert capsys.readouterr().out.count("MISSED") == sum(s == MISSES for s in specs)
+
+
+def test_a_code_set_by_someone_else_is_kept_when_the_slo_is_met() -> None:
+    assert _session([MEETS], exit_code_before=1) == 1
