@@ -36,7 +36,7 @@ import gevent.pool
 from locust import task
 
 from fourfold.errors import OptionError
-from fourfold.levels import hooks
+from fourfold.levels import hooks, sweep_live
 from fourfold.levels.arrivals import dispatcher_seed, trace_gaps, trace_offered, trace_share
 from fourfold.levels.base import LLMUser, selected_items
 from fourfold.levels.l2_options import GatewaySettings
@@ -66,6 +66,8 @@ class L2State:
     def __init__(self, settings: GatewaySettings) -> None:
         self.settings = settings
         self.stats = GatewayStats()
+        self.sweep: sweep_live.Controller | None = None       # --sweep: this test's search (local runner, master)
+        self.step_box = sweep_live.StepBox()                   # --sweep: the step a dispatcher offers next
 
     def on_report_to_master(self, client_id: str, data: dict[str, Any]) -> None:
         data["fourfold_l2"] = self.stats.take_wire()
@@ -120,7 +122,7 @@ class GatewayBase(LLMUser):
     def check_inputs(cls, options: Any, settings: Settings) -> None:
         """At ``init`` (:mod:`fourfold.levels.inputs`): the prompts and L2's options."""
         super().check_inputs(options, settings)
-        GatewaySettings.from_options(options)
+        sweep_live.check_inputs(hasattr(cls, "dispatch"), GatewaySettings.from_options(options), settings)
 
     def __init__(self, environment: Any) -> None:
         super().__init__(environment)
@@ -233,6 +235,8 @@ class OpenLoopUser(GatewayBase):
         dispatchers = max(1, int(getattr(self.environment.parsed_options, DISPATCHERS_ATTR, 1) or 1))
         process = self.gateway.arrivals.share(dispatchers)
         index = max(0, int(getattr(self.environment.runner, "worker_index", 0) or 0))
+        if self.gateway.sweep:       # the rates come from the sweep's controller (fourfold.levels.sweep_live)
+            sweep_live.run_dispatcher(self, self.l2.step_box, dispatchers, index)
         entries: Any = None
         if is_trace(self.items):      # this dispatcher's share of the trace, each entry at its own time
             share = trace_share(arrival_offsets_s(self.items, self.settings.trace_speed), dispatchers, index)
@@ -330,7 +334,7 @@ def _on_parser(parser: Any, **_kw: Any) -> None:
 
 
 def _on_init(environment: Any, **_kw: Any) -> None:
-    get_state(environment)
+    sweep_live.register(environment, get_state(environment))
     options = environment.parsed_options
     if options is not None and getattr(options, "fourfold_embedded", False) and getattr(options, "http2", False):
         log.warning("fourfold: --http2 against the embedded simulator: it speaks HTTP/1.1 only, and over "
@@ -365,6 +369,7 @@ def _on_test_start(environment: Any, **_kw: Any) -> None:
     for cls in _open_loop_classes(environment):
         cls.fixed_count = dispatchers
     setattr(options, DISPATCHERS_ATTR, dispatchers)     # forwarded to workers with the spawn message
+    sweep_live.begin(environment, state, str(getattr(options, "slo", "") or ""), dispatchers)
 
 
 def _on_finish(environment: Any, **_kw: Any) -> None:
@@ -375,6 +380,7 @@ def _on_finish(environment: Any, **_kw: Any) -> None:
     state = getattr(environment, "fourfold_l2", None)
     if runtime is None or state is None or runtime.is_worker or runtime.finished:
         return
+    sweep_live.end(state)
     report, notes = l2_report(get_runtime(environment).stats.summary(), state, environment.parsed_options)
     runtime.summary_extra["l2"] = report
     runtime.summary_extra.setdefault("notes", []).extend(notes)
@@ -412,6 +418,9 @@ def l2_report(summary: dict[str, Any], state: L2State, options: Any) -> tuple[di
         report["rate_limited"] = limited
         notes.append("L2 rate limits: " + ", ".join(f"HTTP {code} x{n}" for code, n in limited.items())
                      + ("" if settings.honour_retry_after else " (Retry-After not honoured: --honour-retry-after)"))
+    if state.sweep is not None:
+        report["sweep"] = state.sweep.block()
+        notes.extend(state.sweep.lines())
     if state.stats.dispatchers:
         group = next((g for g in groups if g["scenario"] == OpenLoopUser.scenario), None)
         arrivals = settings.arrivals

@@ -43,6 +43,13 @@ def register(parser: Any) -> None:
         help="Open loop: most requests in flight per dispatcher; arrivals beyond it wait or drop")
     add("--max-in-flight-policy", default="wait", choices=list(IN_FLIGHT_POLICIES),
         help="Open loop: an arrival that finds --max-in-flight requests in flight waits (queues) or is dropped")
+    add("--sweep", action="store_true", default=False,
+        help="Open loop: step the offered rate (from --arrival-rate) by a search until it brackets the highest "
+             "rate whose SLO (--slo, else --slo-ttft-p95-ms) holds; then the test stops (docs/sweep.md)")
+    add("--sweep-step-s", type=float, default=10.0, help="--sweep: seconds each rate is offered")
+    add("--sweep-tolerance", type=float, default=0.10,
+        help="--sweep: stop when (first miss - last pass) / last pass <= this")
+    add("--sweep-max-steps", type=int, default=12, help="--sweep: rates offered at most")
 
 
 @dataclass(frozen=True)
@@ -57,8 +64,15 @@ class GatewaySettings:
     arrival_seed: int = 0
     max_in_flight: int = 256
     max_in_flight_policy: str = "wait"
+    sweep: bool = False
+    sweep_step_s: float = 10.0
+    sweep_tolerance: float = 0.10
+    sweep_max_steps: int = 12
 
     def __post_init__(self) -> None:
+        if not (1 <= self.sweep_step_s < math.inf and 0 < self.sweep_tolerance < 1 and self.sweep_max_steps >= 2):
+            raise ValueError(f"--sweep-step-s must be >= 1, --sweep-tolerance within (0, 1) and --sweep-max-steps "
+                             f">= 2, got {self.sweep_step_s}, {self.sweep_tolerance} and {self.sweep_max_steps}")
         if not 0 < self.ladder_hold_s < math.inf:
             raise ValueError(f"--ladder-hold-s must be a number > 0, got {self.ladder_hold_s}")
         if not 0 < self.slo_ttft_p95_ms < math.inf:
@@ -91,6 +105,10 @@ class GatewaySettings:
             arrival_seed=int(get("arrival_seed", 0)),
             max_in_flight=int(get("max_in_flight", 256)),
             max_in_flight_policy=str(get("max_in_flight_policy", "wait")),
+            sweep=bool(get("sweep", False)),
+            sweep_step_s=float(get("sweep_step_s", 10.0)),
+            sweep_tolerance=float(get("sweep_tolerance", 0.10)),
+            sweep_max_steps=int(get("sweep_max_steps", 12)),
         )
 
 

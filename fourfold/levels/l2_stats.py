@@ -23,6 +23,8 @@ from fourfold.levels.ladder import parse_step_scenario
 from fourfold.measure.histogram import LogHistogram
 from fourfold.measure.record import RequestRecord
 
+SWEEP_BASE = "sweep"             # --sweep: each step's records are "sweep@<rate>/s" (fourfold.levels.sweep_live)
+
 QUEUE_P99_WARN_MS = 100.0        # open loop: client queueing above this means the generator fell behind
 KEPT_UP_RATIO = 0.95             # sent / scheduled arrivals below this: the generator could not keep up
 # The target fell behind when the requests in flight keep growing: their mean over the last quarter
@@ -159,9 +161,12 @@ def _hist_summary(hist: LogHistogram) -> dict[str, Any]:
 
 
 def base_of(scenario: str) -> str:
-    """``ladder@32`` -> ``ladder``: connection facts are reported per ladder, not per step."""
+    """``ladder@32`` -> ``ladder``, ``sweep@12.5/s`` -> ``sweep``: connection facts are reported per
+    ladder or sweep, not per step."""
     parsed = parse_step_scenario(scenario)
-    return parsed[0] if parsed else scenario
+    if parsed:
+        return parsed[0]
+    return SWEEP_BASE if scenario.startswith(f"{SWEEP_BASE}@") else scenario
 
 
 def connections_report(groups: list[dict[str, Any]], stats: GatewayStats) -> dict[str, dict[str, Any]]:

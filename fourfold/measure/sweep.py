@@ -36,7 +36,7 @@ from typing import Any
 from fourfold.measure.slo import SLO, evaluate
 
 __all__ = ["KNEE_FACTOR", "RatePoint", "SearchPlan", "SweepResult", "bracket", "find_knee", "format_table",
-           "knee_metric", "next_rate", "rate_point", "search"]
+           "knee_metric", "next_rate", "rate_point", "result_of", "search"]
 
 KNEE_FACTOR = 2.0
 LATENCIES = ("ttft_ms", "itl_ms", "e2e_ms")
@@ -58,6 +58,7 @@ class RatePoint:
     saturated: bool = False                  # requests in flight kept growing
     latency_ms: dict[str, dict[str, float | None]] = field(default_factory=dict)   # ttft_ms -> p50/p95/p99
     run_dir: str = ""
+    scenario: str = ""                       # --sweep: the step's scenario name in the run's records
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -222,9 +223,15 @@ def search(measure: Callable[[float], RatePoint], start_rps: float, plan: Search
         if rate is None:
             break
         points.append(measure(rate))
+    return result_of(points, plan, stopped, knee_on)
+
+
+def result_of(points: Sequence[RatePoint], plan: SearchPlan, stopped: str,
+              knee_on: tuple[str, str] = ("ttft_ms", "p95")) -> SweepResult:
+    """The :class:`SweepResult` of the points so far (a finished search, or one still running)."""
     low, high = bracket(points)
     converged = low is not None and high is not None and (high - low) / low <= plan.tolerance
-    return SweepResult(points, low, (low or 0.0, high), converged, stopped,
+    return SweepResult(list(points), low, (low or 0.0, high), converged, stopped,
                        find_knee(points, metric=knee_on), knee_on)
 
 
