@@ -89,9 +89,37 @@ def l2_rows(l2: dict[str, Any]) -> list[dict[str, str]]:
         rows += [_row("L2", "offered req/s", loop.get("offered_rps"), "num"),
                  _row("L2", "sent req/s", loop.get("sent_rps"), "num"),
                  _row("L2", "completed req/s", loop.get("completed_rps"), "num")]
+    rows += sweep_rows(l2.get("sweep") or {})
     for base, conn in (l2.get("connections") or {}).items():
         rows += [_row("L2", f"{base}: connections reused / new", f"{conn.get('conn_reused')} / {conn.get('conn_new')}"),
                  _row("L2", f"{base}: reconnects", conn.get("conn_reconnects"))]
+    return rows
+
+
+def sweep_rows(sweep: dict[str, Any]) -> list[dict[str, str]]:
+    """``--sweep`` (``l2.sweep``): the rate offered now, each rate judged so far, then the bracket."""
+    if not sweep:
+        return []
+
+    def rps(value: Any) -> str:
+        return "-" if value is None else f"{value:.2f}"
+
+    metric = sweep.get("knee_metric") or "ttft_p95"
+    name, _, stat = metric.rpartition("_")
+    done = sweep.get("finished")
+    rows = [_row("L2 sweep", "offering now (req/s)", f"done: {sweep.get('stopped')}" if done
+                 else rps(sweep.get("current_rps")))]
+    for point in sweep.get("rates") or []:
+        latency = ((point.get("latency_ms") or {}).get(f"{name}_ms") or {}).get(stat)
+        rows.append(_row("L2 sweep", f"{point.get('scenario') or rps(point.get('offered_rps'))}: {metric} ms, "
+                         "achieved req/s, SLO", f"{show(latency, 'ms')}, {rps(point.get('achieved_rps'))}, "
+                         + ("meets" if point.get("passed") else "MISSES")))
+    low, high = (list(sweep.get("bracket_rps") or []) + [None, None])[:2]
+    if sweep.get("capacity_rps") is not None or high is not None:
+        rows.append(_row("L2 sweep", f"capacity req/s (SLO {sweep.get('slo')})",
+                         f"{rps(sweep.get('capacity_rps'))} in [{rps(low)}, {rps(high)}]"
+                         + ("" if sweep.get("converged") else " (not converged yet)")))
+    rows.append(_row("L2 sweep", "knee (req/s)", rps(sweep.get("knee_rps"))))
     return rows
 
 

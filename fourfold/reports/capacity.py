@@ -1,6 +1,7 @@
 """Capacity sweeps in reports: reading a sweep directory, the capacity row, the latency-vs-rate plot.
 
-A sweep directory (``fourfold sweep``) holds ``summary.json`` with a ``sweep`` block (rates,
+A run with ``--sweep`` (``l2_open_loop.py``) holds the same block as ``l2.sweep`` in its own
+summary.json, every rate a step of that one run. A sweep directory (``fourfold sweep``) holds ``summary.json`` with a ``sweep`` block (rates,
 capacity, bracket, knee; :mod:`fourfold.measure.sweep`) and the per-rate run directories under
 ``runs/``. When every run given to ``fourfold compare`` is a sweep, the comparison gets one
 *capacity* row per candidate: capacity = the highest rate that met the SLO, with the bracket
@@ -28,9 +29,12 @@ CAPACITY_GROUP = "sweep"
 
 
 def read_sweep(path: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The ``sweep`` block of a sweep directory's summary.json, or None when it is not a sweep."""
+    """The ``sweep`` block of a sweep directory's summary.json, or the ``l2.sweep`` block of a run
+    with ``--sweep`` (its rates' ``run_dir`` is ``""``: the run itself); None when it is neither."""
     summary = read_summary(Path(path)) if Path(path).is_dir() else None
     block = summary.get("sweep") if summary else None
+    if block is None and summary:
+        block = (summary.get("l2") or {}).get("sweep")
     return block if isinstance(block, dict) else None
 
 
