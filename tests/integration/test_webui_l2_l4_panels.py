@@ -1,0 +1,135 @@
+"""The L2 and L4 live panels (issue 19) in master + 2 workers web-UI runs: ``/fourfold/levels.json``
+and the "LLM level" tab show the workers' merged figures, the same as the test's summary.json and
+its records. The web UI is driven over HTTP as the browser does (``/swarm``, ``/stop``); the L3 and
+L1 panels: test_webui_levels.py, whose helpers these tests share.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fourfold.levels.webui_panels import l2_rows, session_rows
+from fourfold.measure.histogram import LogHistogram
+from fourfold.measure.record import RequestRecord
+from tests.conftest import LOCUST, free_port, locust_env
+from tests.integration.test_webui_levels import _host, _records, _summaries
+from tests.integration.test_webui_session import _ready_workers
+from tests.integration.webui_support import extended, finish, get_json, http_post_form, start_locust, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+@contextmanager
+def _master_and_two_workers(args: list[str], cwd: Path) -> Iterator[tuple[str, str]]:
+    """A web-UI master and two workers on loopback, both workers ready; yields (base URL, host)."""
+    web_port, master_port = free_port(), free_port()
+    base = f"http://127.0.0.1:{web_port}"
+    master = start_locust([*args, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
+                           str(master_port), "--web-host", "127.0.0.1", "--web-port", str(web_port)], cwd)
+    workers = [subprocess.Popen([*LOCUST, *args, "--worker", "--master-host", "127.0.0.1", "--master-port",
+                                 str(master_port)], cwd=cwd, env=locust_env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    try:
+        host = _host(base)
+        wait_for(lambda: _ready_workers(base) == 2, 40, what="two ready workers")
+        yield base, host
+    finally:
+        out = finish(master, timeout=40, terminate=True)
+        for proc in workers:
+            finish(proc, timeout=20)
+    assert master.returncode == 0, out[-3000:]
+
+
+def _level(base: str, key: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    live = get_json(base + "/fourfold/levels.json") or {}
+    block = (live.get("blocks") or {}).get(key)
+    return (live, block) if block else None
+
+
+def _shown(base: str) -> dict[str, str]:
+    return {r["metric"]: r["value"] for r in extended(get_json(base + "/stats/requests"), "level")}
+
+
+def _measured(run: Path) -> list[dict[str, Any]]:
+    return [r for r in _records(run) if not r.get("warmup") and r.get("error_class") != "cancelled"]
+
+
+def test_l2_ladder_panel_is_merged_and_equals_the_summary_and_records(tmp_path, locustfile):
+    """Ladder 2 then 8 users on a simulator with 2 slots (queue above) and ~0.25 s answers: 2 users
+    never wait, 8 wait ~0.35 s (the slots' 8 req/s for 8 users each thinking 0.4 s), so against
+    150 ms the knee is 2; the simulator closes connections idle for 0.2 s, so every request after a
+    user's first reconnects."""
+    profile = tmp_path / "gateway.json"
+    profile.write_text(json.dumps({"extends": "flat", "itl_ms": 30.0}))
+    args = ["-f", locustfile("l2_gateway.py"), "--ladder", "2,8", "--ladder-hold-s", "3", "--sim-profile", str(profile),
+            "--max-tokens", "8", "--ignore-eos", "--sim-max-concurrency", "2", "--sim-over-limit", "queue",
+            "--slo-ttft-p95-ms", "150", "--think-time-s", "0.4", "--sim-keepalive-timeout-s", "0.2"]
+    with _master_and_two_workers(args, tmp_path) as (base, host):
+        assert http_post_form(base + "/swarm", {"host": host})["success"] is True
+        first, l2 = wait_for(lambda: (x := _level(base, "l2")) and x[1].get("ladder") and x, 30, what="the live ladder")
+        assert first["state"] == "running" and l2["ladder"]["ladder"]["steps"][-1]["users"] == 2
+        assert any(r["metric"] == "ladder: current step" and r["value"] == "2 users" for r in first["panels"])
+        wait_for(lambda: (x := _level(base, "l2")) and x[1]["ladder"]["ladder"]["steps"][-1]["users"] == 8, 20,
+                 what="the ladder's second step, live")
+        summary_path = wait_for(lambda: _summaries(tmp_path), 30, what="summary.json at the ladder's end")[0]
+        live, l2 = _level(base, "l2") or ({}, {})
+        shown = _shown(base)
+    summary = json.loads(summary_path.read_text())
+    assert live["finished"] is True and l2 == summary["l2"]
+    assert {r["metric"]: r["value"] for r in l2_rows(summary["l2"])}.items() <= shown.items()
+    ladder = summary["l2"]["ladder"]["ladder"]
+    assert [s["users"] for s in ladder["steps"]] == [2, 8] and ladder["knee_users"] == summary["l2"]["knee_users"] == 2
+    assert shown["ladder: knee (users)"] == "2" and shown["ladder: current step"] == "8 users"
+    records = _measured(summary_path.parent)
+    for step in ladder["steps"]:                   # each step's figures: the two workers' records merged
+        mine = [r for r in records if r["scenario"] == f"ladder@{step['users']}"]
+        hist = LogHistogram()
+        for r in mine:
+            if RequestRecord.from_dict(r).ok and r["ttft_ms"] is not None:
+                hist.add(r["ttft_ms"])
+        assert step["requests"] == len(mine) >= 3 and step["ttft_p95_ms"] == hist.quantiles([0.95])[0]
+        assert shown[f"ladder: {step['users']} users TTFT p95 ms"] == f"{step['ttft_p95_ms']:.1f}"
+    assert ladder["steps"][1]["ttft_p95_ms"] > 150 >= ladder["steps"][0]["ttft_p95_ms"]
+    conn = summary["l2"]["connections"]["ladder"]
+    assert conn["requests"] == len(records) and conn["conn_reused"] == sum(r["conn_reused"] is True for r in records)
+    assert conn["conn_new"] == sum(r["conn_reused"] is False for r in records)
+    assert conn["conn_reconnects"] == sum(bool(r["conn_reconnected"]) for r in records) > 0
+    assert shown["ladder: reconnects"] == str(conn["conn_reconnects"])
+    assert shown["ladder: connections reused / new"] == f"{conn['conn_reused']} / {conn['conn_new']}"
+
+
+def test_l4_ab_session_panel_is_merged_and_equals_the_summary_and_records(tmp_path, locustfile):
+    """8 users, one session each, A/B 50/50: A (stepwise) reveals one goal fact per answer, B (flat)
+    all at once; once every session ended, the live panel (still running) is the summary written on Stop."""
+    args = ["-f", locustfile("l4_session.py"), "--think-scale", "0", "--sessions-per-user", "1",
+            "--ab-split", "50/50", "--sim-profile", "stepwise", "--ab-profile", "flat"]
+    with _master_and_two_workers(args, tmp_path) as (base, host):
+        assert http_post_form(base + "/swarm", {"user_count": "8", "spawn_rate": "8", "host": host})["success"]
+        live, sessions = wait_for(lambda: (x := _level(base, "sessions")) and x[1]["total"]["ended"] == 8 and x, 40,
+                                  what="8 sessions ended, live")
+        assert live["state"] == "running" and set(sessions["by_variant"]) == {"A", "B"}
+        rows = {r["metric"]: r["value"] for r in live["panels"]}
+        assert {r["metric"]: r["value"] for r in session_rows(sessions)}.items() <= rows.items()
+        assert http_post_form(base + "/stop", {})["success"] is True
+        summary_path = wait_for(lambda: _summaries(tmp_path), 30, what="summary.json written on Stop")[0]
+        final = _level(base, "sessions")
+    summary = json.loads(summary_path.read_text())
+    assert sessions == summary["sessions"] == (final or ({}, {}))[1]          # live (running) = written on Stop
+    finals = [r for r in _records(summary_path.parent) if r["extra"].get("final")]
+    assert len(finals) == 8
+    for variant, block in summary["sessions"]["by_variant"].items():
+        mine = [r["extra"] for r in finals if r["variant"] == variant]
+        assert block["ended"] == len(mine) > 0
+        assert block["completion_rate"] == sum(e["outcome"] == "completed" for e in mine) / len(mine)
+        assert block["abandonment_rate"] == sum(e["outcome"] == "abandoned" for e in mine) / len(mine)
+        assert block["rounds_mean"] == pytest.approx(sum(e["rounds"] for e in mine) / len(mine), rel=1e-12)
+        assert rows[f"{variant}: completion"] == f"{100 * block['completion_rate']:.2f} %"
+        assert rows[f"{variant}: rounds per session"] == f"{block['rounds_mean']:.3f}"
+    assert summary["sessions"]["by_variant"]["B"]["rounds"] == {"1": summary["sessions"]["by_variant"]["B"]["ended"]}
