@@ -82,9 +82,12 @@ def _cmd_score(args: argparse.Namespace, rest: list[str]) -> int:
 
     if args.batch_size < 1 or (args.threads is not None and args.threads < 1):
         raise UsageError("--batch-size and --threads must be at least 1")
+    if not 0.0 <= args.unk_threshold <= 1.0:
+        raise UsageError(f"--unk-threshold must be a share in [0, 1], got {args.unk_threshold:g}")
     embedder = make_embedder(batch_size=args.batch_size, threads=args.threads, use_cache=not args.no_cache,
-                             cache_dir=args.cache_dir)
-    result = score_run(args.run_dir, embedder, dataset=args.dataset, chunk_size=args.batch_size)
+                             cache_dir=args.cache_dir, backend=args.embed_backend, model_path=args.embed_model)
+    result = score_run(args.run_dir, embedder, dataset=args.dataset, chunk_size=args.batch_size,
+                       unk_threshold=args.unk_threshold)
     print(format_quality(result))
     if not args.no_compare_cache:
         _leave_compare_cache(args.run_dir)
@@ -117,6 +120,15 @@ def _add_score_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--no-cache", action="store_true", help="do not read or write the embedding cache")
     cmd.add_argument("--cache-dir", default=None,
                      help="cache directory (default: $FOURFOLD_CACHE_DIR or ./.fourfold-cache)")
+    cmd.add_argument("--embed-backend", default=None, metavar="{auto,torch-fp32,torch-bf16}",
+                     help="auto (default; env FOURFOLD_EMBED_BACKEND): torch-bf16 autocast where the CPU has "
+                          "AMX-bf16, else torch-fp32")
+    cmd.add_argument("--embed-model", default=None, metavar="PATH",
+                     help="a local sentence-transformers model directory instead of the bundled all-MiniLM-L6-v2 "
+                          "(its name and weights sha256 are recorded)")
+    cmd.add_argument("--unk-threshold", type=float, default=0.2,
+                     help="an answer with more than this share of [UNK] word pieces is low-confidence: its "
+                          "similarity is left out of the means (default 0.2)")
     cmd.add_argument("--dataset", default=None, help="the run's dataset, when meta.json's path does not resolve")
     cmd.add_argument("--no-compare-cache", action="store_true",
                      help="do not leave compare-cache.npz (the columnar copy fourfold compare reads)")

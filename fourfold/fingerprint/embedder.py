@@ -18,6 +18,19 @@
 - :class:`CachedEmbedder` puts the cache in front of any embedder: each distinct text is encoded
   once, ever, per model.
 
+Backends (``backend=``, ``--embed-backend``, env ``FOURFOLD_EMBED_BACKEND``): ``torch-fp32`` (the
+reference), ``torch-bf16`` (the same model under ``torch.autocast(bfloat16)``; vectors differ from
+fp32 ones by ~1e-4 in cosine, so they are cached under their own id) and ``auto`` (the default):
+bf16 only where ``/proc/cpuinfo`` lists ``amx_bf16`` (:func:`auto_backend`), since without AMX
+bf16 is slower than fp32. OpenVINO and ONNX Runtime are not offered (docs/fingerprint.md says why).
+
+Any local sentence-transformers model directory can stand in for the bundled one
+(``model_path=``, ``--embed-model``): :func:`check_model_dir` refuses a path that is none (a
+``UsageError``, exit 2); :meth:`MiniLMEmbedder.describe` gives the model's name, the sha256 of its
+weight files and the backend, which ``fourfold score`` records. :meth:`MiniLMEmbedder.unk_shares`
+is the share of each text's word pieces the tokenizer maps to its unknown token (``[UNK]``), read
+with the ``tokenizers`` library (no torch import).
+
 Errors: :class:`ModelUnavailable` (a ``FourfoldError``) names the missing package and the fix.
 """
 
@@ -36,11 +49,15 @@ import numpy as np
 from fourfold.errors import ModelUnavailable, UsageError
 
 __all__ = [
+    "BACKENDS",
     "CachedEmbedder",
     "Embedder",
     "EmbeddingCache",
     "MiniLMEmbedder",
     "ModelUnavailable",
+    "auto_backend",
+    "check_model_dir",
+    "choose_backend",
     "default_cache_path",
     "default_threads",
     "minilm_path",
@@ -52,6 +69,14 @@ MINILM_DIM = 384
 DEFAULT_BATCH_SIZE = 32
 CACHE_DIR_ENV = "FOURFOLD_CACHE_DIR"
 THREADS_ENV = "FOURFOLD_EMBED_THREADS"
+BACKEND_ENV = "FOURFOLD_EMBED_BACKEND"
+BACKENDS = ("auto", "torch-fp32", "torch-bf16")
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".onnx", ".h5", ".msgpack")
+
+# no dependency may phone home: set before anything imports huggingface_hub / transformers
+for _name, _value in (("HF_HUB_DISABLE_TELEMETRY", "1"), ("DO_NOT_TRACK", "1"), ("HF_HUB_OFFLINE", "1"),
+                      ("TRANSFORMERS_OFFLINE", "1"), ("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1")):
+    os.environ.setdefault(_name, _value)
 
 
 @runtime_checkable
@@ -71,6 +96,77 @@ def default_threads() -> int:
             raise UsageError(f"{THREADS_ENV}={env!r} is not a whole number of threads") from None
     cores = os.cpu_count() or 1
     return 1 if cores <= 2 else min(4, cores // 2)
+
+
+def auto_backend(cpuinfo: str) -> str:
+    """``torch-bf16`` when ``cpuinfo`` (the text of /proc/cpuinfo) has the ``amx_bf16`` flag, else ``torch-fp32``."""
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "flags" and "amx_bf16" in value.split():
+            return "torch-bf16"
+    return "torch-fp32"
+
+
+def choose_backend(requested: str | None = None, cpuinfo: str | None = None) -> str:
+    """The backend to run: ``requested``, else ``$FOURFOLD_EMBED_BACKEND``, else ``auto``;
+    ``auto`` resolves by :func:`auto_backend` on ``cpuinfo`` (default: /proc/cpuinfo)."""
+    name = (requested or os.environ.get(BACKEND_ENV, "") or "auto").strip()
+    if name not in BACKENDS:
+        raise UsageError(f"unknown embedding backend {name!r}; expected one of {', '.join(BACKENDS)}")
+    if name != "auto":
+        return name
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
+        except OSError:
+            cpuinfo = ""
+    return auto_backend(cpuinfo)
+
+
+def check_model_dir(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a sentence-transformers model directory; UsageError (exit 2) when it is none."""
+    model = Path(path)
+    if not model.is_dir():
+        raise UsageError(f"--embed-model {str(model)!r}: no such directory")
+    if not (model / "modules.json").is_file() and not (model / "config.json").is_file():
+        raise UsageError(f"--embed-model {str(model)!r} is not a sentence-transformers model directory "
+                         "(no modules.json or config.json)")
+    if not _weight_files(model):
+        raise UsageError(f"--embed-model {str(model)!r} holds no weight files ({', '.join(WEIGHT_SUFFIXES)})")
+    return model
+
+
+def _weight_files(path: Path) -> list[Path]:
+    return sorted(f for f in path.rglob("*") if f.is_file() and f.name.endswith(WEIGHT_SUFFIXES))
+
+
+_SHA_MEMO: dict[tuple[str, int, int], str] = {}
+
+
+def weights_sha256(path: Path) -> str:
+    """sha256 over the model's weight files (relative name and bytes of each, sorted by name)."""
+    digest = hashlib.sha256()
+    for file in _weight_files(path):
+        stat = file.stat()
+        memo = (str(file.resolve()), stat.st_size, stat.st_mtime_ns)
+        if memo not in _SHA_MEMO:
+            one = hashlib.sha256()
+            with open(file, "rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    one.update(block)
+            _SHA_MEMO[memo] = one.hexdigest()
+        digest.update(file.relative_to(path).as_posix().encode() + b"\0" + _SHA_MEMO[memo].encode())
+    return digest.hexdigest()
+
+
+def model_name(path: Path) -> str:
+    """The bundled model's name, else the directory's name."""
+    try:
+        if path.resolve() == minilm_path().resolve():
+            return "all-MiniLM-L6-v2"
+    except ModelUnavailable:
+        pass
+    return path.resolve().name
 
 
 def minilm_path() -> Path:
@@ -111,15 +207,21 @@ class MiniLMEmbedder:
     dim = MINILM_DIM
 
     def __init__(self, batch_size: int = DEFAULT_BATCH_SIZE, threads: int | None = None,
-                 device: str = "cpu", model_path: str | os.PathLike[str] | None = None) -> None:
+                 device: str = "cpu", model_path: str | os.PathLike[str] | None = None,
+                 backend: str | None = None) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-        self.model_path = Path(model_path) if model_path is not None else minilm_path()
+        self.model_path = check_model_dir(model_path) if model_path is not None else minilm_path()
         self.batch_size = batch_size
         self.threads = threads if threads and threads > 0 else default_threads()
         self.device = device
-        self.model_id = f"all-MiniLM-L6-v2:{_model_fingerprint(self.model_path)}"
+        self.backend = choose_backend(backend)
+        self.name = model_name(self.model_path)
+        # fp32 keeps the id it always had (existing caches stay valid); bf16 vectors get their own
+        self.model_id = f"{self.name}:{_model_fingerprint(self.model_path)}" + \
+            (":bf16" if self.backend == "torch-bf16" else "")
         self._model: Any = None
+        self._tokenizer: Any = None
         self.calls = 0            # encode() calls that ran the model
         self.texts_encoded = 0    # texts that went through the model
 
@@ -133,7 +235,7 @@ class MiniLMEmbedder:
             return self._model
         os.environ["HF_HUB_OFFLINE"] = "1"
         os.environ["TRANSFORMERS_OFFLINE"] = "1"
-        os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+        os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
         try:
             import torch
             from sentence_transformers import SentenceTransformer
@@ -161,13 +263,52 @@ class MiniLMEmbedder:
         if torch.get_num_threads() != self.threads:
             torch.set_num_threads(self.threads)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)
-        vectors = model.encode([texts[i] for i in order], batch_size=self.batch_size, convert_to_numpy=True,
-                               normalize_embeddings=True, show_progress_bar=False)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.backend == "torch-bf16"):
+            vectors = model.encode([texts[i] for i in order], batch_size=self.batch_size, convert_to_numpy=True,
+                                   normalize_embeddings=True, show_progress_bar=False)
+        vectors = np.asarray(vectors, dtype=np.float32)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)   # bf16 output: re-normalise in fp32
+        vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
         out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
         out[np.asarray(order)] = vectors
         self.calls += 1
         self.texts_encoded += len(texts)
         return out
+
+    def describe(self) -> dict[str, str]:
+        """What scored: the model's name, sha256 of its weights, the backend and the cache id."""
+        return {"name": self.name, "path": str(self.model_path), "weights_sha256": weights_sha256(self.model_path),
+                "backend": self.backend, "id": self.model_id}
+
+    def unk_shares(self, texts: Sequence[str]) -> list[float | None]:
+        """Per text, the share of its word pieces (the whole text, no padding or truncation) that
+        are the tokenizer's unknown token; None for a text without any piece, or
+        for every text when the model has no tokenizer.json or no unknown token."""
+        if self._tokenizer is None:
+            self._tokenizer = _load_tokenizer(self.model_path)
+        tokenizer, unk_id = self._tokenizer
+        if tokenizer is None or not texts:
+            return [None] * len(texts)
+        shares: list[float | None] = []
+        for encoding in tokenizer.encode_batch(list(texts), add_special_tokens=False):
+            ids = encoding.ids
+            shares.append(sum(1 for i in ids if i == unk_id) / len(ids) if ids else None)
+        return shares
+
+
+def _load_tokenizer(path: Path) -> tuple[Any, int | None]:
+    """(tokenizers.Tokenizer, unknown token id) from tokenizer.json, or (None, None)."""
+    file = path / "tokenizer.json"
+    try:
+        from tokenizers import Tokenizer
+        tokenizer = Tokenizer.from_file(str(file))
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+    except Exception:  # noqa: BLE001 - no tokenizers package or no readable tokenizer.json: no unk share
+        return None, None
+    unk = getattr(tokenizer.model, "unk_token", None) or "[UNK]"
+    unk_id = tokenizer.token_to_id(unk)
+    return (tokenizer, unk_id) if unk_id is not None else (None, None)
 
 
 def text_key(text: str) -> bytes:
@@ -261,7 +402,14 @@ class EmbeddingCache:
 
 
 class CachedEmbedder:
-    """An :class:`Embedder` that asks ``cache`` first and encodes only the texts it lacks."""
+    """An :class:`Embedder` that asks ``cache`` first and encodes only the texts it lacks
+    (``describe`` and ``unk_shares`` are the inner embedder's)."""
+
+    def __getattr__(self, name: str) -> Any:
+        inner = self.__dict__.get("inner")
+        if inner is not None and name in ("describe", "unk_shares", "backend", "name"):
+            return getattr(inner, name)
+        raise AttributeError(name)
 
     def __init__(self, inner: Embedder, cache: EmbeddingCache, model_id: str | None = None) -> None:
         self.inner = inner

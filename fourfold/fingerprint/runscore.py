@@ -13,7 +13,17 @@ For each scored record (a :class:`fourfold.fingerprint.score.ScoreRow`, one line
 - ``similarity``: the best cosine of the answer's embedding to the item's reference answers;
 - ``requested_items`` (the item's ``requested_items`` field, else read from its prompt),
   ``delivered_items`` and ``compliant``;
-- ``fullwidth_share`` with its counts, for Chinese answers.
+- ``fullwidth_share`` with its counts, for Chinese answers;
+- ``unk_share``: the share of the answer's word pieces the model's tokenizer maps to ``[UNK]``;
+  above ``unk_threshold`` (default 0.2, ``--unk-threshold``) the row is ``low_confidence``: the
+  model did not see most of the answer, so its similarity is kept in the row but left out of
+  the similarity mean/p5/p50 (``quality`` ``low_confidence_n`` counts them);
+- ``char_f1``: the best character-bigram F1 to a reference (:mod:`fourfold.fingerprint.lexical`),
+  which works for scripts the model barely knows.
+
+``quality.embedder`` records what scored: the model's name, the sha256 of its weights, the
+backend (``torch-fp32``/``torch-bf16``) and the cache id; ``fourfold compare`` warns when two runs
+were scored by different ones.
 
 A record sent with ``ignore_eos`` (L1 against the embedded simulator, or ``--ignore-eos``) has an
 answer padded to ``max_tokens`` (the simulator repeats the reference; a real engine keeps
@@ -55,6 +65,7 @@ from fourfold.fingerprint.embedder import (
     MiniLMEmbedder,
     default_cache_path,
 )
+from fourfold.fingerprint.lexical import best_char_f1
 from fourfold.fingerprint.rag import check_facts, format_rag_quality, rag_dataset, rag_quality, run_corpus
 from fourfold.fingerprint.score import ScoreRow, groundedness, max_similarity, quality_block
 from fourfold.fingerprint.structure import (
@@ -76,6 +87,7 @@ __all__ = ["SCORES_FILE", "RunScore", "format_quality", "make_embedder", "resolv
 
 SCORES_FILE = "scores.jsonl"
 DEFAULT_DATASET = DATA_DIR / "prompts" / "prompts.jsonl"
+DEFAULT_UNK_THRESHOLD = 0.2
 
 
 @dataclass
@@ -92,9 +104,11 @@ class RunScore:
 
 
 def make_embedder(batch_size: int = DEFAULT_BATCH_SIZE, threads: int | None = None, use_cache: bool = True,
-                  cache_dir: str | os.PathLike[str] | None = None) -> Embedder:
-    """The MiniLM embedder, behind the disk cache unless ``use_cache`` is False."""
-    embedder = MiniLMEmbedder(batch_size=batch_size, threads=threads)
+                  cache_dir: str | os.PathLike[str] | None = None, backend: str | None = None,
+                  model_path: str | os.PathLike[str] | None = None) -> Embedder:
+    """The MiniLM embedder (or the model at ``model_path``) on ``backend`` (default: ``auto`` or
+    ``$FOURFOLD_EMBED_BACKEND``), behind the disk cache unless ``use_cache`` is False."""
+    embedder = MiniLMEmbedder(batch_size=batch_size, threads=threads, backend=backend, model_path=model_path)
     if not use_cache:
         return embedder
     return CachedEmbedder(embedder, EmbeddingCache(default_cache_path(cache_dir)))
@@ -193,14 +207,17 @@ def embed_texts(embedder: Embedder, texts: Iterable[str], chunk_size: int = DEFA
 
 
 def score_records(records: Sequence[RequestRecord], items: dict[str, Item], embedder: Embedder, *,
-                  chunk_size: int = DEFAULT_BATCH_SIZE, progress: bool | None = None) -> list[ScoreRow]:
+                  chunk_size: int = DEFAULT_BATCH_SIZE, progress: bool | None = None,
+                  unk_threshold: float = DEFAULT_UNK_THRESHOLD) -> list[ScoreRow]:
     """One :class:`ScoreRow` per record (records must have a known ``item_id``: see select_records)."""
     texts = [r.text for r in records]
     for record in records:
         texts.extend(items[record.item_id].references)
     vectors = embed_texts(embedder, texts, chunk_size=chunk_size, progress=progress)
+    unk_shares = getattr(embedder, "unk_shares", None)
+    unks = unk_shares([r.text for r in records]) if unk_shares is not None else [None] * len(records)
     rows = []
-    for record in records:
+    for record, unk in zip(records, unks):
         item = items[record.item_id]
         refs = [vectors[ref] for ref in item.references]
         similarity = max_similarity(vectors[record.text], np.stack(refs)) if refs else None
@@ -225,7 +242,9 @@ def score_records(records: Sequence[RequestRecord], items: dict[str, Item], embe
             compliant=judged_compliance(requested, delivered.n, forced=forced, truncated=cut),
             chinese=chinese, fullwidth_punct=punct.fullwidth if punct else 0,
             halfwidth_punct=punct.halfwidth if punct else 0, fullwidth_share=punct.share if punct else None,
-            forced_length=forced, truncated=cut,
+            forced_length=forced, truncated=cut, unk_share=unk,
+            low_confidence=similarity is not None and unk is not None and unk > unk_threshold,
+            char_f1=best_char_f1(record.text, item.references),
         ))
     return rows
 
@@ -244,7 +263,8 @@ def _write_scores(path: Path, rows: Sequence[ScoreRow]) -> None:
 
 
 def score_run(run_dir: str | os.PathLike[str], embedder: Embedder, *, dataset: str | os.PathLike[str] | None = None,
-              chunk_size: int = DEFAULT_BATCH_SIZE, progress: bool | None = None, write: bool = True) -> RunScore:
+              chunk_size: int = DEFAULT_BATCH_SIZE, progress: bool | None = None, write: bool = True,
+              unk_threshold: float = DEFAULT_UNK_THRESHOLD) -> RunScore:
     """Score ``run_dir`` (see module docstring); with ``write``, write scores.jsonl and summary.json."""
     started = time.perf_counter()
     path = Path(run_dir)
@@ -264,13 +284,16 @@ def score_run(run_dir: str | os.PathLike[str], embedder: Embedder, *, dataset: s
     except ValueError as exc:
         raise UsageError(f"cannot read the run's dataset: {exc}") from None
     records, skipped = select_records(read_records(path), items)     # RecordsFormatError, SchemaError
-    rows = score_records(records, items, embedder, chunk_size=chunk_size, progress=progress)
+    rows = score_records(records, items, embedder, chunk_size=chunk_size, progress=progress,
+                         unk_threshold=unk_threshold)
     is_l3 = (meta or {}).get("level") == "l3"
     fact_check = check_facts(rows, records, run_corpus(meta, path)) if is_l3 else ""   # before quality_block
     quality = {
         **quality_block(rows),
         "skipped": dict(sorted(skipped.items())),
         "model": getattr(embedder, "model_id", type(embedder).__qualname__),
+        "embedder": describe_embedder(embedder),
+        "unk_threshold": unk_threshold,
         "dataset": str(dataset_path),
         "scores_file": SCORES_FILE,
         "scored_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -283,6 +306,15 @@ def score_run(run_dir: str | os.PathLike[str], embedder: Embedder, *, dataset: s
     return RunScore(path, dataset_path, rows, quality, dict(skipped), time.perf_counter() - started, write)
 
 
+def describe_embedder(embedder: Embedder) -> dict[str, str]:
+    """The embedder's name, weights sha256, backend and id (an embedder without ``describe``: its id)."""
+    describe = getattr(embedder, "describe", None)
+    if describe is not None:
+        return dict(describe())
+    name = getattr(embedder, "model_id", type(embedder).__qualname__)
+    return {"name": name, "weights_sha256": "", "backend": "", "id": name}
+
+
 def _fmt(value: float | None, pattern: str = "{:.3f}") -> str:
     return "-" if value is None else pattern.format(value)
 
@@ -292,7 +324,12 @@ def format_quality(result: RunScore) -> str:
     quality = result.quality
     skipped = ", ".join(f"{n} {reason}" for reason, n in sorted(result.skipped.items())) or "none"
     lines = [f"{result.run_dir}: {quality['total']['n']} answers scored in {result.seconds:.1f} s "
-             f"(skipped: {skipped})", ""]
+             f"(skipped: {skipped})"]
+    about = quality.get("embedder") or {}
+    if about:
+        lines.append(f"embedder: {about.get('name')} (weights sha256 {str(about.get('weights_sha256'))[:12]}), "
+                     f"backend {about.get('backend') or '-'}")
+    lines.append("")
     header = ("group", "answers", "sim mean", "sim p5", "sim p50", "structure", "full-width")
     table = [header]
     groups = {**quality["by_scenario"], "total": quality["total"]}
@@ -307,6 +344,13 @@ def format_quality(result: RunScore) -> str:
     for row in table:
         lines.append("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in
                                enumerate(zip(row, widths))).rstrip())
+    total = quality["total"]
+    low = total.get("low_confidence_n", 0)
+    lines += ["", f"low-confidence: {low} of {total['n']} answers had more than "
+                  f"{quality.get('unk_threshold', DEFAULT_UNK_THRESHOLD):.0%} [UNK] word pieces: their similarity "
+                  "is left out of sim mean/p5/p50 (the model cannot read them)"
+                  + (f"; char-bigram F1 mean {total['char_f1_mean']:.3f} over {total['char_f1_n']} answers"
+                     if total.get("char_f1_mean") is not None else "")]
     forced = quality["total"]["forced_length_n"]
     if forced:
         lines += ["", f"note: {forced} answers were forced to max_tokens (ignore_eos): their similarity is "

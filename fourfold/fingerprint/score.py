@@ -12,7 +12,11 @@
 - :func:`distribution`: n, mean, p5 and p50 of a run's similarities. Percentiles interpolate
   linearly between the closest ranks (numpy's default, Hyndman-Fan type 7).
 - :func:`summarize` / :func:`quality_block`: the ``quality`` block of ``summary.json``, per
-  ``level:scenario`` and in total, from :class:`ScoreRow`s.
+  ``level:scenario`` and in total, from :class:`ScoreRow`s. ``similarity_mean``/``p5``/``p50``
+  are over the answers the embedding model could judge: a ``low_confidence`` row (its share of
+  ``[UNK]`` word pieces above the threshold, see runscore) is counted in ``low_confidence_n``
+  and left out of them; ``char_f1_mean`` (fingerprint.lexical) is over every answer with a
+  reference.
 """
 
 from __future__ import annotations
@@ -129,6 +133,9 @@ class ScoreRow:
     fact_checked: int | None = None       # L3: labelled facts the answer states (fingerprint.facts); None: no facts
     fact_errors: int | None = None        # L3: of those, stated with another value
     fact_error: bool | None = None        # fact_errors > 0; None when no fact was checked
+    unk_share: float | None = None        # share of the answer's word pieces that are [UNK]; None: not measured
+    low_confidence: bool = False          # unk_share above the threshold: the similarity cannot be trusted
+    char_f1: float | None = None          # best character-bigram F1 to a reference (fingerprint.lexical)
 
     @property
     def group(self) -> str:
@@ -136,7 +143,7 @@ class ScoreRow:
 
     def to_dict(self) -> dict[str, Any]:
         data = dict(self.__dict__)
-        for key in ("similarity", "fullwidth_share", "groundedness"):
+        for key in ("similarity", "fullwidth_share", "groundedness", "unk_share", "char_f1"):
             if data[key] is not None:
                 data[key] = round(data[key], 6)
         return data
@@ -148,7 +155,8 @@ def _round(value: float | None, digits: int = 4) -> float | None:
 
 def summarize(rows: Sequence[ScoreRow]) -> dict[str, Any]:
     """n, similarity mean/p5/p50, structure compliance and full-width punctuation share of ``rows``."""
-    dist = distribution(r.similarity for r in rows if r.similarity is not None)
+    dist = distribution(r.similarity for r in rows if r.similarity is not None and not r.low_confidence)
+    lexical = [r.char_f1 for r in rows if r.char_f1 is not None]
     judged = [r.compliant for r in rows if r.compliant is not None]
     facts = [r.fact_error for r in rows if r.fact_error is not None]
     chinese = [r for r in rows if r.chinese]
@@ -160,6 +168,9 @@ def summarize(rows: Sequence[ScoreRow]) -> dict[str, Any]:
         "similarity_mean": _round(dist.mean),
         "similarity_p5": _round(dist.p5),
         "similarity_p50": _round(dist.p50),
+        "low_confidence_n": sum(1 for r in rows if r.low_confidence and r.similarity is not None),
+        "char_f1_n": len(lexical),
+        "char_f1_mean": _round(math.fsum(lexical) / len(lexical)) if lexical else None,
         "structure_n": len(judged),
         "structure_compliance": _round(sum(judged) / len(judged)) if judged else None,
         "chinese_n": len(chinese),

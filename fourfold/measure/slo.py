@@ -176,10 +176,11 @@ class Verdict:
     def message(self) -> str:
         """One line naming the SLO, the measured value and what went wrong."""
         measured = self.slo.format_value(self.measured)
+        note = f" ({self.reason})" if self.reason else ""
         if self.status == "pass":
-            return f"{self.slo.label} met at {self.slo.target}: measured {measured}"
+            return f"{self.slo.label} met at {self.slo.target}: measured {measured}{note}"
         if self.status == "miss":
-            return f"{self.slo.label} missed at {self.slo.target}: measured {measured}"
+            return f"{self.slo.label} missed at {self.slo.target}: measured {measured}{note}"
         return f"{self.slo.label} at {self.slo.target}: {self.reason}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -364,6 +365,8 @@ def _measure(slo: SLO, summary: dict[str, Any], quality: str) -> Verdict:
         if not isinstance(scores, dict):
             return Verdict(slo, "no_data", reason=f"no scored answers for {slo.scope}")
         value = summary_value(scores, slo.metric)
+        if slo.metric.startswith("similarity"):
+            return _similarity(slo, value, scores, block)
         if value is None:
             why = ("no scored answer had a reference answer" if slo.metric.startswith("similarity") else
                    "no scored answer stated a labelled fact (L3 only; a corpus without `facts` is not measured)"
@@ -381,6 +384,22 @@ def _measure(slo: SLO, summary: dict[str, Any], quality: str) -> Verdict:
         return Verdict(slo, "no_data", reason=f"no value for {slo.metric} "
                        f"({group.get('requests', 0)} requests, {group.get('ok', 0)} ok)")
     return _judge(slo, value)
+
+
+def _similarity(slo: SLO, value: Any, scores: dict[str, Any], block: dict[str, Any]) -> Verdict:
+    """A similarity floor over the answers the model could read: unjudged (fails) when the
+    low-confidence ones (mostly [UNK]) outnumber them; the verdict names the model and backend."""
+    about: dict[str, Any] = block["embedder"] if isinstance(block.get("embedder"), dict) else {}
+    scorer = f"scored by {about.get('name') or block.get('model', '?')}, backend {about.get('backend') or '?'}"
+    low, judged = scores.get("low_confidence_n") or 0, scores.get("similarity_n") or 0
+    if low and low > judged:
+        return Verdict(slo, "no_data", reason=f"unjudged: {low} of {low + judged} answers are low-confidence "
+                       f"(mostly [UNK] to the embedding model; {scorer}): a quality floor cannot pass on them")
+    if value is None:
+        return Verdict(slo, "no_data", reason=f"{slo.metric} is empty: no scored answer had a reference answer")
+    low_note = f"; {low} low-confidence answers left out" if low else ""
+    verdict = _judge(slo, value)
+    return verdict if verdict.status == "no_data" else Verdict(slo, verdict.status, verdict.measured, scorer + low_note)
 
 
 def class_rate(group: dict[str, Any], metric: str) -> float | None:

@@ -34,6 +34,7 @@ from fourfold.reports.glossary import (
 )
 from fourfold.reports.load import RunData, group_names
 from fourfold.reports.report import Report, Side
+from fourfold.reports.scores import scoring_notes
 
 __all__ = ["render_html", "waveform_records"]
 
@@ -187,7 +188,7 @@ def render_html(report: Report) -> str:
                     "<th>n plain / structured</th></tr>"
                     + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in structured)
                     + "</table>")
-    for note in report.notes:
+    for note in [*report.notes, *scoring_notes(list({id(r): r for s in report.sides for r in s.runs}.values()))]:
         body.append(f'<p class="note">{e(note)}</p>')
     for section in report.sections:
         body.append(section.html or f"<pre>{e(section.markdown)}</pre>")

@@ -24,6 +24,7 @@ from fourfold.reports.glossary import (
     verdict_text,
 )
 from fourfold.reports.report import Comparison, Report, Side
+from fourfold.reports.scores import scoring_notes
 
 __all__ = ["cell", "render_markdown", "render_tables", "structured_cells", "structured_rows"]
 
@@ -119,8 +120,9 @@ def render_markdown(report: Report) -> str:
                   "≤ 3 ms after.", "",
                   *_table(("group", "side", "plain TTFT mean (ms)", "structured TTFT mean (ms)", "B - A (ms)",
                            "n plain / structured"), ("---", "---", "---:", "---:", "---:", "---:"), structured), ""]
-    if report.notes:
-        lines += ["Notes:", "", *(f"- {note}" for note in report.notes), ""]
+    notes = [*report.notes, *scoring_notes(list({id(r): r for s in report.sides for r in s.runs}.values()))]
+    if notes:
+        lines += ["Notes:", "", *(f"- {note}" for note in notes), ""]
     for section in report.sections:
         lines += [section.markdown.rstrip(), ""]
     lines += ["---", "", *(f"{line}  " for line in legend_lines(s.resamples, s.seed, s.confidence, s.alpha)), "",

@@ -1,8 +1,15 @@
 """``scores.jsonl`` (what ``fourfold score`` writes after a run) as the frame a comparison reads.
 
 One row per scored answer: its level, scenario, variant and item, and ``similarity``,
-``compliant`` and ``groundedness`` (NaN where absent). A line that is not JSON is skipped and
-counted; a JSON line that is not a score row (no ``item_id``) is a :class:`RunDirError`.
+``compliant`` and ``groundedness`` (NaN where absent). A row marked ``low_confidence`` (the
+embedding model could not read most of the answer: its ``[UNK]`` share was over the threshold)
+has its similarity read as NaN, as ``fourfold score`` leaves it out of the similarity figures.
+A line that is not JSON is skipped and counted; a JSON line that is not a score row (no
+``item_id``) is a :class:`RunDirError`.
+
+:func:`scoring_notes` gives the report's lines about how the runs were scored: a warning when
+runs were scored by different embedding models or backends (summary.json ``quality.embedder``),
+and each run's low-confidence count and character-bigram F1 mean.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from fourfold.errors import RunDirError
 from fourfold.reports.cache import CachedScores
 from fourfold.reports.records import loads_or_none
 
-__all__ = ["SCORES_FILE", "SCORE_COLUMNS", "read_scores"]
+__all__ = ["SCORES_FILE", "SCORE_COLUMNS", "read_scores", "scoring_notes"]
 
 SCORES_FILE = "scores.jsonl"
 SCORE_BLOCK_BYTES = 8 << 20
@@ -31,7 +38,7 @@ def read_scores(path: Path) -> CachedScores:
     with json.loads when a block does not decode; a missing column is None)."""
     if not path.is_file():
         return CachedScores(None)
-    columns: dict[str, list[Any]] = {name: [] for name in SCORE_COLUMNS}
+    columns: dict[str, list[Any]] = {name: [] for name in (*SCORE_COLUMNS, "low_confidence")}
     bad = 0
     lineno = 0
     with open(path, "rb") as fh:
@@ -58,6 +65,8 @@ def read_scores(path: Path) -> CachedScores:
     frame = pd.DataFrame({name: _text_categories(columns[name]) for name in ("level", "scenario", "variant", "item_id")})
     for name in ("similarity", "compliant", "groundedness", "fact_error"):
         frame[name] = _numbers(np.array(columns[name], dtype=object))
+    low = np.fromiter((v is True for v in columns["low_confidence"]), dtype=bool, count=len(frame))
+    frame.loc[low, "similarity"] = np.nan
     return CachedScores(frame[list(SCORE_COLUMNS)], bad)
 
 
@@ -90,3 +99,39 @@ def _number(value: Any) -> float:
     if isinstance(value, bool):
         return 1.0 if value else 0.0
     return float(value) if isinstance(value, (int, float)) else math.nan
+
+
+def _embedder_of(summary: dict[str, Any] | None) -> str | None:
+    """'name (weights sha256 ..., backend ...)' of a scored run, or None when it was not scored."""
+    quality = (summary or {}).get("quality")
+    if not isinstance(quality, dict):
+        return None
+    about = quality.get("embedder")
+    if not isinstance(about, dict):           # scored before the embedder was recorded
+        return f"{quality.get('model', 'unknown model')} (backend not recorded)"
+    sha = str(about.get("weights_sha256") or "")[:12]
+    return f"{about.get('name', '?')} (weights sha256 {sha or '?'}, backend {about.get('backend') or '?'})"
+
+
+def scoring_notes(runs: list[Any]) -> list[str]:
+    """Report notes on how ``runs`` (objects with ``label`` and ``summary``; baseline first) were
+    scored: one warning when their embedders differ, one line per run with low-confidence answers."""
+    notes: list[str] = []
+    scored = [(run.label, _embedder_of(run.summary)) for run in runs]
+    scored = [(label, about) for label, about in scored if about is not None]
+    if len({about for _, about in scored}) > 1:
+        notes.append("WARNING: the runs were scored with different embedding models or backends, so their "
+                     "similarities are not comparable: " + "; ".join(f"{label}: {about}" for label, about in scored)
+                     + ". Re-score them alike (`fourfold score RUN --embed-backend ... --embed-model ...`).")
+    for run in runs:
+        quality = (run.summary or {}).get("quality")
+        total = quality.get("total") if isinstance(quality, dict) else None
+        if not isinstance(quality, dict) or not isinstance(total, dict) or not total.get("low_confidence_n"):
+            continue
+        f1 = total.get("char_f1_mean")
+        notes.append(f"{run.label}: {total['low_confidence_n']} of {total.get('n', '?')} answers are low-confidence "
+                     f"(more than {quality.get('unk_threshold', 0.2):.0%} of their word pieces are [UNK] to the "
+                     "embedding model): their similarity is left out of every similarity figure"
+                     + (f"; character-bigram F1 mean {f1:.3f} over {total.get('char_f1_n')} answers"
+                        if isinstance(f1, (int, float)) else ""))
+    return notes

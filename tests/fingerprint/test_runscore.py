@@ -156,7 +156,8 @@ def test_cli_score(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pyte
     run_dir = _write_run(tmp_path, [_record(1, "open-llm", ITEMS["open-llm"].references[0])], summary={})
     assert cli_main(["score", str(run_dir), "--batch-size", "8", "--threads", "1", "--no-cache"]) == 0
     out = capsys.readouterr().out
-    assert made == {"batch_size": 8, "threads": 1, "use_cache": False, "cache_dir": None}
+    assert made == {"batch_size": 8, "threads": 1, "use_cache": False, "cache_dir": None, "backend": None,
+                    "model_path": None}
     assert re.search(r"^l2:ladder\s+1\s+1\.000\s+1\.000\s+1\.000\s+-\s+-$", out, re.M), out
     assert "wrote" in out and (run_dir / SCORES_FILE).exists()
     # the run is left with the columnar copy fourfold compare reads, valid for these scores

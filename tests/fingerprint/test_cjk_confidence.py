@@ -1,0 +1,102 @@
+"""Chinese answers the model barely reads: [UNK] share, low_confidence, the char-bigram F1 beside
+the similarity, the console line, the SLO gate; and --embed-model with any local model directory."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from test_runscore import ITEMS, WordHashEmbedder, _record, _write_run
+
+from fourfold.cli import main as cli_main
+from fourfold.fingerprint.embedder import MiniLMEmbedder, minilm_path
+from fourfold.fingerprint.lexical import best_char_f1, char_f1
+from fourfold.fingerprint.runscore import SCORES_FILE, format_quality, score_run
+from fourfold.measure.slo import evaluate, parse_spec
+
+EN, ZH = ITEMS["qa-three-points"].references[0], ITEMS["zh-sleep-five"].references[0]
+
+
+class TokenizedHashEmbedder(WordHashEmbedder):
+    """WordHashEmbedder with the real MiniLM tokenizer's [UNK] shares (no torch)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unk_shares = MiniLMEmbedder().unk_shares
+
+
+def test_char_f1() -> None:
+    assert char_f1("量子退火", "量子退火") == 1.0
+    assert char_f1("量子退火", "睡眠不足") == 0.0
+    assert char_f1("量子退火原理", "量子计算原理") == pytest.approx(2 * 2 / (5 + 5))   # 量子, 原理
+    assert char_f1("Hello, world!", "hello world") == 1.0                             # case, punctuation
+    assert char_f1("...", "abc") is None and best_char_f1("ab", []) is None
+
+
+def _run(tmp_path: Path, texts: list[tuple[str, str]]) -> Path:
+    return _write_run(tmp_path, [_record(i, item, text) for i, (item, text) in enumerate(texts)], summary={})
+
+
+def test_chinese_answers_are_low_confidence(tmp_path: Path) -> None:
+    run_dir = _run(tmp_path, [("qa-three-points", EN), ("zh-sleep-five", ZH)])
+    result = score_run(run_dir, TokenizedHashEmbedder(), progress=False)
+    rows = [json.loads(line) for line in (run_dir / SCORES_FILE).read_text().splitlines()]
+    en, zh = rows
+    assert en["unk_share"] == 0.0 and en["low_confidence"] is False and en["char_f1"] == 1.0
+    assert zh["unk_share"] > 0.2 and zh["low_confidence"] is True and zh["char_f1"] == 1.0
+    assert zh["similarity"] == 1.0                              # kept in the row, left out of the figures
+    total = result.quality["total"]
+    assert (total["low_confidence_n"], total["similarity_n"], total["char_f1_n"]) == (1, 1, 2)
+    assert result.quality["unk_threshold"] == 0.2
+    assert "low-confidence: 1 of 2 answers" in format_quality(result)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    verdict, = evaluate(parse_spec("similarity_mean>=0.9"), summary)
+    assert verdict.status == "pass" and "1 low-confidence answers left out" in verdict.message
+    # a threshold of 1.0 trusts every answer
+    result = score_run(run_dir, TokenizedHashEmbedder(), progress=False, unk_threshold=1.0)
+    assert result.quality["total"]["low_confidence_n"] == 0 and result.quality["total"]["similarity_n"] == 2
+
+
+def test_quality_floor_cannot_pass_on_low_confidence_answers(tmp_path: Path) -> None:
+    run_dir = _run(tmp_path, [("zh-sleep-five", ZH), ("zh-sleep-five", ZH), ("qa-three-points", EN)])
+    score_run(run_dir, TokenizedHashEmbedder(), progress=False)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    verdicts = evaluate(parse_spec("similarity_mean>=0.5, similarity_p5>=0.5, structure_compliance>=0"), summary)
+    assert [v.status for v in verdicts] == ["no_data", "no_data", "pass"]
+    assert "unjudged: 2 of 3 answers are low-confidence" in verdicts[0].message
+    assert "scored by word-hash-64" in verdicts[0].message
+
+
+def test_cli_unk_threshold_and_bad_embed_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    import fourfold.fingerprint.runscore as runscore
+
+    monkeypatch.setattr(runscore, "make_embedder", lambda **kwargs: TokenizedHashEmbedder())
+    run_dir = _run(tmp_path, [("zh-sleep-five", ZH)])
+    assert cli_main(["score", str(run_dir), "--no-compare-cache", "--unk-threshold", "0.9"]) == 0
+    assert "low-confidence: 0 of 1 answers" in capsys.readouterr().out
+    assert cli_main(["score", str(run_dir), "--unk-threshold", "2"]) == 2
+    assert "--unk-threshold must be a share in [0, 1]" in capsys.readouterr().err
+    monkeypatch.undo()
+    for bad in (tmp_path / "missing", run_dir):                  # no directory; a directory that is no model
+        assert cli_main(["score", str(run_dir), "--no-cache", "--embed-model", str(bad)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "--embed-model" in err[0], err
+    assert cli_main(["score", str(run_dir), "--no-cache", "--embed-backend", "openvino"]) == 2
+    assert "unknown embedding backend 'openvino'" in capsys.readouterr().err
+
+
+def test_embed_model_copy_scores_the_same(tmp_path: Path, minilm: MiniLMEmbedder) -> None:
+    copy = tmp_path / "my-minilm"
+    shutil.copytree(minilm_path(), copy)
+    run_dir = _run(tmp_path, [("qa-three-points", EN), ("zh-sleep-five", ZH)])
+    bundled = score_run(run_dir, minilm, progress=False)
+    other = MiniLMEmbedder(model_path=copy, backend="torch-fp32")
+    copied = score_run(run_dir, other, progress=False)
+    assert [r.similarity for r in copied.rows] == pytest.approx([r.similarity for r in bundled.rows], abs=1e-6)
+    about, reference = copied.quality["embedder"], bundled.quality["embedder"]
+    assert about["name"] == "my-minilm" and reference["name"] == "all-MiniLM-L6-v2"
+    assert about["weights_sha256"] == reference["weights_sha256"] and len(about["weights_sha256"]) == 64
+    assert about["backend"] == "torch-fp32" and about["path"] == str(copy)
