@@ -355,6 +355,7 @@ def _on_test_start(environment: Any, **_kw: Any) -> None:
         state.settings = GatewaySettings.from_options(options)
     except ValueError as exc:
         log.error("fourfold: %s (keeping the previous L2 settings)", exc)
+    state.step_box = sweep_live.StepBox()   # --sweep: no step of a previous test (web UI) is offered again
     runner = environment.runner
     if isinstance(runner, WorkerRunner) or options is None:
         return

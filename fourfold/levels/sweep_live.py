@@ -261,7 +261,7 @@ def register(environment: Any, state: Any) -> None:
     if runner is None:
         return
     if not isinstance(runner, MasterRunner):
-        runner.register_message(STEP_MSG, state.step_box.on_step)
+        runner.register_message(STEP_MSG, lambda environment, msg, **kw: state.step_box.on_step(environment, msg))
     if not isinstance(runner, WorkerRunner):
         runner.register_message(DONE_MSG, lambda environment, msg, **kw: state.sweep and state.sweep.on_done(
             environment, msg))

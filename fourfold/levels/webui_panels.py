@@ -118,7 +118,7 @@ def sweep_rows(sweep: dict[str, Any]) -> list[dict[str, str]]:
     if sweep.get("capacity_rps") is not None or high is not None:
         rows.append(_row("L2 sweep", f"capacity req/s (SLO {sweep.get('slo')})",
                          f"{rps(sweep.get('capacity_rps'))} in [{rps(low)}, {rps(high)}]"
-                         + ("" if sweep.get("converged") else " (not converged yet)")))
+                         + ("" if sweep.get("converged") else " (not converged)" if done else " (not converged yet)")))
     rows.append(_row("L2 sweep", "knee (req/s)", rps(sweep.get("knee_rps"))))
     return rows
 
