@@ -55,7 +55,8 @@ class Runtime:
         self.requests_started = 0                      # sent or sending (a request stopped unsent is taken back)
         self.backoff = Backoff()
         self.ledger = WorkerLedger()                   # master: per worker, started vs. records received
-        self.started_before: dict[str, int] = {}       # master: each worker's count of started requests at this test's start
+        self.started_told: dict[str, int] = {}         # master: each worker's count of started requests, as last told
+        self.started_before: dict[str, int] = {}       # ... and as it stood when this test began
         self.level = ""
         self.meta_extra: dict[str, Any] = {}
         self.summary_extra: dict[str, Any] = {}
@@ -163,7 +164,7 @@ class Runtime:
         self.lost_unopened = 0
         self.loss_reported = False
         self.backoff = Backoff()
-        self.started_before = {w: t.started for w, t in self.ledger.workers.items()}   # workers count per process
+        self.started_before = dict(self.started_told)   # a worker counts per process, not per test
         self.ledger = WorkerLedger()
         self.summary_extra = {}
         self.started_at = None
@@ -277,6 +278,7 @@ class Runtime:
     def _heard(self, worker: str, started: Any) -> None:
         """A worker's count of requests started, since its process began: this test's share to the ledger."""
         if isinstance(started, int):
+            self.started_told[worker] = started        # the last word, requests stopped unsent taken back
             started = max(0, started - self.started_before.get(worker, 0))
         self.ledger.heard(worker, started)
 
