@@ -14,7 +14,10 @@
   sampler before the summary is written, so telemetry clauses judge the whole run), the table printed, the ``slo`` block added to ``summary.json``,
   ``--junit`` written, and ``environment.process_exit_code = 3`` when any SLO failed (the last
   test's verdict: a web-UI test that meets its SLO clears an earlier test's 3). Quality
-  clauses are skipped here: ``fourfold check`` judges them after ``fourfold score``.
+  clauses are skipped here: ``fourfold check`` judges them after ``fourfold score``. A run
+  with ``l2.sweep`` (``--sweep``) mixes every offered rate, and its search already judged the SLO
+  rate by rate: :func:`sweep_decision` replaces the whole run's verdict (one line; exit 3 only when
+  no rate met the SLO), the whole run's verdicts are still recorded in the ``slo`` block.
 - ``live_verdicts(environment)``: the same verdicts on the stats so far (the web UI's SLO tab).
 """
 
@@ -29,6 +32,7 @@ from fourfold.levels.runtime import Runtime
 from fourfold.measure.gate import load_slo, write_junit
 from fourfold.measure.slo import (
     SLO,
+    MISS_EXIT_CODE,
     SLOSpecError,
     Verdict,
     evaluate,
@@ -107,6 +111,26 @@ def live_verdicts(environment: Any) -> list[Verdict]:
     return evaluate(gate.slos, summary, quality="skip")
 
 
+def sweep_decision(summary: dict[str, Any]) -> tuple[int, str] | None:
+    """For a run whose summary holds ``l2.sweep``: (exit code, the line printed instead of the whole
+    run's verdicts); None for any other run. The sweep judged the SLO on each rate's own records, so
+    the run meets it when some rate did (exit 0, the capacity named) and misses it (3) when no rate
+    did, including when the test stopped before any rate was judged."""
+    sweep = (summary.get("l2") or {}).get("sweep")
+    if not isinstance(sweep, dict):
+        return None
+    rates = sweep.get("rates") or []
+    head = "fourfold: --sweep: the SLO was judged per rate (l2.sweep), not on the whole run, which mixes every rate"
+    capacity = sweep.get("capacity_rps")
+    if capacity is None:
+        why = (f"no rate of {len(rates)} met it" if rates else "the test stopped before any rate was judged")
+        return MISS_EXIT_CODE, f"{head}: {why} (exit {MISS_EXIT_CODE})"
+    low, high = (list(sweep.get("bracket_rps") or []) + [None, None])[:2]
+    upper = "no miss" if high is None else f"{high:.2f}"
+    state = "converged" if sweep.get("converged") else f"not converged: {sweep.get('stopped') or 'stopped'}"
+    return 0, f"{head}: capacity {capacity:.2f} requests/s, bracket [{(low or 0.0):.2f}, {upper}] ({state})"
+
+
 def finish(environment: Any, runtime: Runtime, summary: dict[str, Any] | None) -> list[Verdict]:
     """Judge the final summary; print, record, write JUnit and set the exit code (not on workers).
 
@@ -126,7 +150,13 @@ def finish(environment: Any, runtime: Runtime, summary: dict[str, Any] | None) -
     verdicts = evaluate(gate.slos, summary, quality="skip")
     block = summary_block(gate.slos, verdicts)
     block["source"] = gate.source
-    print(format_verdicts(verdicts), flush=True)
+    per_rate = sweep_decision(summary)
+    if per_rate is not None:
+        block["whole_run_exit_code"], block["exit_code"] = block["exit_code"], per_rate[0]
+        block["judged"] = "per rate (l2.sweep)"
+        print(per_rate[1], flush=True)
+    else:
+        print(format_verdicts(verdicts), flush=True)
     if runtime.writer is not None:
         runtime.writer.write_summary({**summary, "slo": block})
     junit = runtime.settings.junit
@@ -134,10 +164,10 @@ def finish(environment: Any, runtime: Runtime, summary: dict[str, Any] | None) -
         run_dir = str(runtime.writer.run_dir) if runtime.writer is not None else ""
         path = write_junit(junit, verdicts, run_dir=run_dir, spec=to_spec(gate.slos))
         print(f"fourfold: SLO verdicts as JUnit XML in {path}", flush=True)
-    code = exit_code(verdicts)
+    code = exit_code(verdicts) if per_rate is None else per_rate[0]
     if code:
         environment.process_exit_code = environment.fourfold_exit_code = code
     return verdicts
 
 
-__all__ = ["Gate", "configure", "finish", "get_gate", "live_verdicts"]
+__all__ = ["Gate", "configure", "finish", "get_gate", "live_verdicts", "sweep_decision"]

@@ -40,3 +40,30 @@ def test_the_exit_code_is_the_last_tests_verdict(specs: list[str], code: int | N
 
 def test_a_code_set_by_someone_else_is_kept_when_the_slo_is_met() -> None:
     assert _session([MEETS], exit_code_before=1) == 1
+
+
+def _sweep(capacity: float | None, rates: int = 2, converged: bool = True) -> dict:
+    return {"rates": [{"offered_rps": 6.0 + i} for i in range(rates)], "capacity_rps": capacity,
+            "bracket_rps": [capacity or 0.0, 9.0], "converged": converged, "stopped": "-t ended the test"}
+
+
+@pytest.mark.parametrize(("sweep", "code", "says"), [
+    (_sweep(8.55), 0, "capacity 8.55 requests/s, bracket [8.55, 9.00] (converged)"),
+    (_sweep(8.0, converged=False), 0, "capacity 8.00 requests/s, bracket [8.00, 9.00] (not converged: -t ended"),
+    (_sweep(None), 3, "no rate of 2 met it (exit 3)"),
+    (_sweep(None, rates=0), 3, "the test stopped before any rate was judged (exit 3)"),
+])
+def test_a_sweep_run_is_judged_per_rate_not_as_a_whole(sweep: dict, code: int, says: str, capsys) -> None:
+    decision = slogate.sweep_decision({"l2": {"sweep": sweep}})
+    assert decision is not None and decision[0] == code and says in decision[1]
+    environment = SimpleNamespace(process_exit_code=None, fourfold_gate=slogate.Gate(MISSES, parse_spec(MISSES)))
+    runtime = SimpleNamespace(is_worker=False, writer=None, settings=SimpleNamespace(junit=""))
+    slogate.finish(environment, runtime, {**_summary(), "l2": {"sweep": sweep}})   # the whole run misses
+    out = capsys.readouterr().out
+    assert environment.process_exit_code == (code or None)
+    assert "MISSED" not in out and says in out and "judged per rate" in out
+
+
+def test_a_run_without_a_sweep_has_no_per_rate_decision() -> None:
+    assert slogate.sweep_decision(_summary()) is None
+    assert slogate.sweep_decision({"l2": {"ladder": {}}}) is None
