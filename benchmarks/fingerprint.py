@@ -94,6 +94,9 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3,
                         help="measurements per setting, batched and one-at-a-time alternating; the best "
                              "of each is reported (default 3)")
+    parser.add_argument("--backend", default="torch-fp32",
+                        help="embedding backend (default torch-fp32, the reference; benchmarks/fingerprint_backends.py "
+                             "compares fp32 with bf16)")
     parser.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
     args = parser.parse_args()
 
@@ -103,7 +106,7 @@ def main() -> int:
     import sentence_transformers  # noqa: F401
     import torch
     import_s = time.perf_counter() - started
-    first = MiniLMEmbedder(threads=args.threads[0], batch_size=args.batch_size[0])
+    first = MiniLMEmbedder(threads=args.threads[0], batch_size=args.batch_size[0], backend=args.backend)
     started = time.perf_counter()
     model = first.load()
     load_s = time.perf_counter() - started
@@ -115,7 +118,7 @@ def main() -> int:
     vectors = None
     for threads in args.threads:
         for batch_size in args.batch_size:
-            embedder = MiniLMEmbedder(threads=threads, batch_size=batch_size)
+            embedder = MiniLMEmbedder(threads=threads, batch_size=batch_size, backend=args.backend)
             embedder._model = model                               # share the loaded weights
             single_texts = answers[: args.single]
             batched = single = 0.0
@@ -149,7 +152,7 @@ def main() -> int:
 
     facts = {
         "answers": len(answers), "tokens_min": lengths[0], "tokens_median": lengths[len(lengths) // 2],
-        "tokens_max": lengths[-1], "cpu_count": os.cpu_count(), "torch": torch.__version__,
+        "tokens_max": lengths[-1], "cpu_count": os.cpu_count(), "torch": torch.__version__, "backend": first.backend,
         "import_s": round(import_s, 2), "load_s": round(load_s, 2),
         "cached_in_process_answers_per_s": round(cached_rate), "cached_new_process_s": round(new_process_s, 2),
         "loadavg_before": [round(x, 2) for x in load_before], "loadavg_after": [round(x, 2) for x in load_after],
@@ -158,7 +161,7 @@ def main() -> int:
         print(json.dumps({"facts": facts, "rows": rows}, indent=1))
         return 0
     print(f"{facts['answers']} answers of {facts['tokens_min']}-{facts['tokens_max']} word pieces "
-          f"(median {facts['tokens_median']}); {facts['cpu_count']} CPUs; torch {facts['torch']}; "
+          f"(median {facts['tokens_median']}); {facts['cpu_count']} CPUs; torch {facts['torch']} ({facts['backend']}); "
           f"load average {facts['loadavg_before'][0]} before, {facts['loadavg_after'][0]} after")
     print(f"import torch + sentence-transformers {facts['import_s']} s, model load {facts['load_s']} s\n")
     print("| mode | threads | batch | answers/s batched | answers/s one at a time | batching speed-up |")

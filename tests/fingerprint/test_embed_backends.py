@@ -14,7 +14,13 @@ import pytest
 
 from fourfold.data import DATA_DIR
 from fourfold.errors import UsageError
-from fourfold.fingerprint.embedder import MiniLMEmbedder, auto_backend, choose_backend
+from fourfold.fingerprint.embedder import (
+    CachedEmbedder,
+    EmbeddingCache,
+    MiniLMEmbedder,
+    auto_backend,
+    choose_backend,
+)
 from fourfold.measure.items import load_items
 from fourfold.targets.sim.generate import GenerationKnobs, generate
 
@@ -39,11 +45,13 @@ def test_backend_from_env_and_bad_name(monkeypatch: pytest.MonkeyPatch) -> None:
         choose_backend(None, NO_AMX)
 
 
-def test_cache_id_carries_the_backend() -> None:
+def test_cache_id_carries_the_backend(tmp_path) -> None:
     fp32, bf16 = MiniLMEmbedder(backend="torch-fp32"), MiniLMEmbedder(backend="torch-bf16")
     assert fp32.model_id.startswith("all-MiniLM-L6-v2:") and not fp32.model_id.endswith(":bf16")
     assert bf16.model_id == fp32.model_id + ":bf16"
     assert bf16.describe()["backend"] == "torch-bf16" and len(bf16.describe()["weights_sha256"]) == 64
+    cached = CachedEmbedder(bf16, EmbeddingCache(tmp_path / "cache.sqlite3"))
+    assert cached.model_id == bf16.model_id and cached.describe() == bf16.describe()    # what `fourfold score` records
 
 
 def bundled_pairs(per_language: int = 8) -> list[tuple[str, str]]:
