@@ -39,7 +39,9 @@ def _rows_add_up(summary: dict, records: list[dict]) -> None:
 
 
 def test_sweep_in_one_run_finds_the_simulators_capacity(tmp_path, locustfile):
-    result = run_locust(["-f", locustfile("l2_open_loop.py"), "--headless", "-t", "60s", *COMMON], tmp_path, timeout=90)
+    # --slo gates the run by the sweep's per-rate verdicts: exit 0 although the whole run (every rate) misses
+    result = run_locust(["-f", locustfile("l2_open_loop.py"), "--headless", "-t", "60s", *COMMON,
+                         "--slo", "ttft_p95<=150ms"], tmp_path, timeout=90)
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = only_run_dir(tmp_path)
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -51,6 +53,8 @@ def test_sweep_in_one_run_finds_the_simulators_capacity(tmp_path, locustfile):
     assert high > CAPACITY_RPS and sweep["rates"][0]["offered_rps"] == 6.0
     _rows_add_up(summary, _measured(run_dir))
     assert f"capacity: {sweep['capacity_rps']:.2f} requests/s" in table       # the console table
+    assert "the SLO was judged per rate" in table and summary["slo"]["exit_code"] == 0
+    assert summary["slo"]["whole_run_exit_code"] == 3
 
 
 def test_sweep_on_a_master_sends_each_rate_to_the_worker(tmp_path, locustfile):
