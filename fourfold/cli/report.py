@@ -2,6 +2,7 @@
 
     fourfold compare runs/<baseline> runs/<candidate> [runs/<more> ...] --out reports-out
     fourfold compare runs/<ab run> [--variants A B]      # two variants of one run (L4 sticky A/B)
+    fourfold compare runs/<sweep>                        # one sweep (--sweep run or sweep dir): its sweep.svg
     fourfold demo [--quick] [--duration 30] [--users 8] [--levels l1,l2] --out reports-out/demo
 """
 
@@ -108,6 +109,10 @@ def run_compare(args: argparse.Namespace, rest: list[str]) -> int:
 
     settings, slo_ms, stall_ms = _settings(args), parse_slo(args.goodput_slo), _checked_stall_ms(args.stall_ms)
     check_out_dir(args.out)
+    if len(args.runs) == 1 and not args.variants:
+        plotted = _one_sweep(args.runs[0], args.out)
+        if plotted is not None:
+            return plotted
     report = report_from_paths(args.runs, variants=args.variants, settings=settings, slo_ms=slo_ms,
                                stall_ms=stall_ms, cache=not args.no_cache)
     try:
@@ -122,6 +127,26 @@ def run_compare(args: argparse.Namespace, rest: list[str]) -> int:
     worse = [f"{r.group} {r.label}" for c in report.comparisons for r in c.rows if r.verdict == "worse"]
     if args.fail_on_worse and worse:
         raise GateFailed(f"{len(worse)} row(s) worse: " + "; ".join(worse))
+    return 0
+
+
+def _one_sweep(path: str, out: str) -> int | None:
+    """One sweep (a ``--sweep`` run or a ``fourfold sweep`` directory): its latency-vs-offered-rate
+    plot as ``<out>/sweep.svg`` and its capacity line; None when ``path`` is not a sweep."""
+    from fourfold.reports.capacity import read_sweep, sweep_plot, sweep_rates_text
+
+    block = read_sweep(path)
+    if block is None:
+        return None
+    try:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        target = sweep_plot(block, Path(out) / "sweep.svg", title=f"{Path(path).name}: {block.get('slo') or ''}")
+    except OSError as exc:
+        raise UsageError(f"--out {out}: cannot write sweep.svg ({exc.strerror or exc})") from None
+    capacity, bracket = block.get("capacity_rps"), block.get("bracket_rps") or []
+    found = "no rate met the SLO" if capacity is None else f"capacity {capacity:.2f} requests/s, bracket {bracket}"
+    print(f"{path}: one sweep ({block.get('slo') or 'no SLO'}): {found}; rates: {sweep_rates_text(block)}")
+    print(f"wrote {target} (compare two sweeps for the capacity row)")
     return 0
 
 

@@ -31,8 +31,8 @@ from fourfold.levels.options import Settings
 from fourfold.levels.runtime import Runtime
 from fourfold.measure.gate import load_slo, write_junit
 from fourfold.measure.slo import (
-    SLO,
     MISS_EXIT_CODE,
+    SLO,
     SLOSpecError,
     Verdict,
     evaluate,

@@ -1,7 +1,7 @@
 """Capacity sweeps in reports: reading a sweep directory, the capacity row, the latency-vs-rate plot.
 
 A run with ``--sweep`` (``l2_open_loop.py``) holds the same block as ``l2.sweep`` in its own
-summary.json, every rate a step of that one run. A sweep directory (``fourfold sweep``) holds ``summary.json`` with a ``sweep`` block (rates,
+summary.json, every rate a step of that one run (scenario ``sweep@RATE/s``; :func:`is_live_sweep`). A sweep directory (``fourfold sweep``) holds ``summary.json`` with a ``sweep`` block (rates,
 capacity, bracket, knee; :mod:`fourfold.measure.sweep`) and the per-rate run directories under
 ``runs/``. When every run given to ``fourfold compare`` is a sweep, the comparison gets one
 *capacity* row per candidate: capacity = the highest rate that met the SLO, with the bracket
@@ -23,7 +23,8 @@ from fourfold.measure.runread import read_summary
 from fourfold.measure.slo import SLO, parse_spec
 from fourfold.reports.sample import BETTER, NA, SAME, WORSE, Row
 
-__all__ = ["CAPACITY_GROUP", "capacity_row", "read_sweep", "sweep_plot"]
+__all__ = ["CAPACITY_GROUP", "capacity_row", "is_live_sweep", "read_sweep", "sweep_plot", "sweep_plot_uri",
+           "sweep_rates_text"]
 
 CAPACITY_GROUP = "sweep"
 
@@ -36,6 +37,18 @@ def read_sweep(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     if block is None and summary:
         block = (summary.get("l2") or {}).get("sweep")
     return block if isinstance(block, dict) else None
+
+
+def is_live_sweep(block: dict[str, Any]) -> bool:
+    """A run's own ``l2.sweep`` (``--sweep``: every rate a step, scenario ``sweep@RATE/s``), not a
+    sweep directory's ``sweep`` block."""
+    return "step_s" in block or any(r.get("run_dir") == "" for r in block.get("rates") or [])
+
+
+def sweep_rates_text(block: dict[str, Any]) -> str:
+    """The offered rates, ascending, each with its verdict: ``6.00/s meets, 9.00/s MISSES``."""
+    rates = sorted(block.get("rates") or [], key=lambda r: r["offered_rps"])
+    return ", ".join(f"{r['offered_rps']:.2f}/s {'meets' if r.get('passed') else 'MISSES'}" for r in rates)
 
 
 def _bracket(block: dict[str, Any]) -> tuple[float, float | None]:
@@ -78,7 +91,24 @@ def _latency_slos(spec: str) -> list[SLO]:
 def sweep_plot(block: dict[str, Any], path: str | os.PathLike[str], title: str = "capacity sweep") -> Path:
     """TTFT and E2E p50/p95 against the offered rate, the SLO's thresholds on them dashed, the bracket
     shaded; written as SVG to ``path``."""
-    from fourfold.reports.plots import COLORS, _figure, _pyplot, text
+    from fourfold.reports.plots import _pyplot
+
+    fig = _sweep_figure(block, title)
+    target = Path(path)
+    fig.savefig(target, format="svg", bbox_inches="tight", metadata={"Date": None})
+    _pyplot().close(fig)
+    return target
+
+
+def sweep_plot_uri(block: dict[str, Any], title: str = "capacity sweep") -> str:
+    """:func:`sweep_plot` as an SVG data URI (the HTML report's)."""
+    from fourfold.reports.plots import _data_uri
+
+    return _data_uri(_sweep_figure(block, title))
+
+
+def _sweep_figure(block: dict[str, Any], title: str):  # type: ignore[no-untyped-def]
+    from fourfold.reports.plots import COLORS, _figure, text
 
     rates = sorted(block.get("rates") or [], key=lambda r: r["offered_rps"])
     fig, ax = _figure(text(title), "offered rate (requests/s)", "latency (ms, log scale)")
@@ -100,7 +130,4 @@ def sweep_plot(block: dict[str, Any], path: str | os.PathLike[str], title: str =
         ax.axvspan(low, high, color="#2ca02c", alpha=0.15, label=f"capacity {low:.2f}-{high:.2f}/s")
     ax.set_yscale("log")
     ax.legend(fontsize=7)
-    target = Path(path)
-    fig.savefig(target, format="svg", bbox_inches="tight", metadata={"Date": None})
-    _pyplot().close(fig)
-    return target
+    return fig

@@ -104,7 +104,7 @@ def _read_record(run: RunData, line_offset: int) -> dict[str, Any] | None:
 def waveform_records(side: Side, group: str) -> list[PickedRecord]:
     """The typical (median E2E) and the worst (most stalls, then longest E2E; the first such
     record on ties) ok request of a side."""
-    candidates = [(run, _group_rows(run, group, side.variant)) for run in side.runs]
+    candidates = [(run, _group_rows(run, side.source_group(group), side.variant)) for run in side.runs]
     candidates = [(run, rows) for run, rows in candidates if rows.size]
     if not candidates:
         return []
@@ -159,6 +159,15 @@ def _group_section(report: Report, group: str) -> str:
             f"<h4>Stream waveforms</h4>\n{_waveforms(report, group)}")
 
 
+def _sweep_plots(report: Report) -> str:
+    """Latency against the offered rate, one plot per sweep side; the alt text lists the rates."""
+    from fourfold.reports.capacity import sweep_plot_uri, sweep_rates_text
+
+    figures = [_img(sweep_plot_uri(block, f"latency vs offered rate: {label}"),
+                    f"latency vs offered rate, {label}: {sweep_rates_text(block)}") for label, block in report.sweeps]
+    return f"<h3>Latency vs offered rate</h3>\n<div class=\"plots\">{''.join(figures)}</div>"
+
+
 def _sides_table(report: Report) -> str:
     rows = []
     for role, side in zip(("baseline", *["candidate"] * len(report.comparisons)), report.sides):
@@ -181,6 +190,8 @@ def render_html(report: Report) -> str:
         for group in comparison.groups():
             body.append(f"<h3>{e(group)}</h3>")
             body.append(_rows_html([r for r in comparison.rows if r.group == group]))
+            if group in comparison.group_notes:
+                body.append(f'<p class="note">{e(comparison.group_notes[group])}</p>')
     structured = [structured_cells(row) for row in structured_rows(report)]
     if structured:
         body.append("<h2>First-token cost of structured prompts</h2><table><tr><th>group</th><th>side</th>"
@@ -193,6 +204,8 @@ def render_html(report: Report) -> str:
     for section in report.sections:
         body.append(section.html or f"<pre>{e(section.markdown)}</pre>")
     body.append("<h2>Plots</h2>")
+    if report.sweeps:
+        body.append(_sweep_plots(report))
     groups = list(dict.fromkeys(g for c in report.comparisons for g in c.groups()))
     body += [_group_section(report, group) for group in groups]
     body.append("<hr>" + "".join(f'<p class="note">{e(line)}</p>' for line in

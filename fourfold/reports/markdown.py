@@ -71,6 +71,8 @@ def _comparison(comparison: Comparison, level: int) -> list[str]:
             else "from the sweeps' brackets (summary.json `sweep`), not from requests"
         rows = [row_cells(r) for r in comparison.rows if r.group == group]
         lines += [f"{'#' * (level + 1)} {cell(group)}", "", counts, "", *_table(HEADER, ALIGN, rows), ""]
+        if group in comparison.group_notes:
+            lines += [f"*{cell(comparison.group_notes[group])}*", ""]
     return lines
 
 

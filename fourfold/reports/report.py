@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fourfold.errors import UsageError
-from fourfold.reports.capacity import capacity_row, read_sweep
+from fourfold.reports.capacity import CAPACITY_GROUP, capacity_row, is_live_sweep, read_sweep
 from fourfold.reports.compare import DEFAULT_SETTINGS, GroupSample, Row, Settings, compare_groups
-from fourfold.reports.load import RunData, group_samples, load_runs, run_variants
+from fourfold.reports.load import RunData, group_names, group_samples, load_runs, run_variants
 
 __all__ = ["Comparison", "Report", "Section", "Side", "build_report", "report_from_paths", "write_report"]
 
@@ -32,6 +32,11 @@ class Side:
     runs: list[RunData]
     variant: str | None = None
     groups: dict[str, GroupSample] = field(default_factory=dict)
+    shown_as: dict[str, str] | None = None    # only these groups, renamed (a sweep's step at capacity)
+
+    def source_group(self, group: str) -> str:
+        """The records' own ``level:scenario`` of a group shown under ``group``."""
+        return next((name for name, shown in (self.shown_as or {}).items() if shown == group), group)
 
     @property
     def requests(self) -> int:
@@ -47,6 +52,7 @@ class Comparison:
     baseline: Side
     candidate: Side
     rows: list[Row]
+    group_notes: dict[str, str] = field(default_factory=dict)    # a line under a group's table
 
     def groups(self) -> list[str]:
         return list(dict.fromkeys(row.group for row in self.rows))
@@ -68,6 +74,7 @@ class Report:
     created_at: str = ""
     notes: list[str] = field(default_factory=list)
     sections: list[Section] = field(default_factory=list)   # sections appended by callers (the demo's article check)
+    sweeps: list[tuple[str, dict]] = field(default_factory=list)   # (side label, sweep block): latency vs rate
 
     @property
     def baseline(self) -> Side:
@@ -86,6 +93,8 @@ def build_report(baseline: Side, candidates: list[Side], settings: Settings = DE
     slo = slo_ms if slo_ms is not None else _common_slo([baseline, *candidates])
     for side in (baseline, *candidates):
         side.groups = group_samples(side.runs, variant=side.variant, slo_ms=slo)
+        if side.shown_as is not None:
+            side.groups = {side.shown_as[name]: g for name, g in side.groups.items() if name in side.shown_as}
     _distinct_labels([baseline, *candidates])
     comparisons = []
     for candidate in candidates:
@@ -153,6 +162,10 @@ def report_from_paths(paths: list[str | os.PathLike[str]], *, variants: list[str
     if len(paths) > 1 and not variants and all(sweeps):
         return _sweep_report(paths, [s for s in sweeps if s], settings, slo_ms, stall_ms, cache)
     for path, sweep in zip(paths, sweeps, strict=True):
+        if sweep and is_live_sweep(sweep):
+            raise UsageError(f"{path} is a --sweep run (summary.json l2.sweep, each rate a step sweep@RATE/s of the "
+                             "run): compare it with another sweep (a --sweep run or a fourfold sweep directory), "
+                             "or compare plain runs at one offered rate")
         if sweep:
             raise UsageError(f"{path} is a sweep directory (fourfold sweep): compare it with another sweep, "
                              f"or give one of its runs ({Path(path) / 'runs'}/...)")
@@ -184,23 +197,40 @@ def report_from_paths(paths: list[str | os.PathLike[str]], *, variants: list[str
 
 def _sweep_report(paths: list[str | os.PathLike[str]], sweeps: list[dict], settings: Settings,
                   slo_ms: dict[str, float] | None, stall_ms: float | None, cache: bool) -> Report:
-    """Sweeps (``fourfold sweep``): the capacity row (:mod:`fourfold.reports.capacity`), then the
-    rows of each side's run at its own capacity (the highest rate that passed; else its lowest)."""
-    at_capacity = []
+    """Sweeps (``fourfold sweep`` directories or ``--sweep`` runs): the capacity row
+    (:mod:`fourfold.reports.capacity`), then the rows of each side at its own capacity (the highest
+    rate that passed; else its lowest): a sweep directory's run of that rate, a ``--sweep`` run's
+    records of that step (scenario ``sweep@RATE/s``). Both show as the group ``LEVEL:at capacity``."""
+    chosen_rows: list[dict] = []
+    at_capacity: list[str | os.PathLike[str]] = []
     for path, block in zip(paths, sweeps, strict=True):
         rates = sorted(block.get("rates") or [], key=lambda r: r["offered_rps"])
         chosen = [r for r in rates if r["offered_rps"] == block.get("capacity_rps")] or rates[:1]
         if not chosen:
             raise UsageError(f"{path}: a sweep without any rate run; nothing to compare")
-        at_capacity.append(Path(path) / chosen[0]["run_dir"])
+        chosen_rows.append(chosen[0])
+        at_capacity.append(Path(path) / (chosen[0].get("run_dir") or ""))
     runs = load_runs(at_capacity, stall_ms=stall_ms, cache=cache)
-    sides = [Side(Path(path).name, [run]) for path, run in zip(paths, runs, strict=True)]
+    sides = []
+    for path, run, block, row in zip(paths, runs, sweeps, chosen_rows, strict=True):
+        names = sorted(set(group_names(run.records)))
+        if is_live_sweep(block):
+            names = [n for n in names if n.partition(":")[2] == row.get("scenario")]
+        shown = {n: f"{n.partition(':')[0]}:at capacity" for n in names}
+        sides.append(Side(Path(path).name, [run], shown_as=shown if len(set(shown.values())) == len(shown) else None))
     report = build_report(sides[0], sides[1:], settings, slo_ms)
+    rate_of = {side.label: row["offered_rps"] for side, row in zip(report.sides, chosen_rows, strict=True)}
     for comparison, block in zip(report.comparisons, sweeps[1:], strict=True):
         comparison.rows.insert(0, capacity_row(sweeps[0], block))
+        comparison.group_notes[CAPACITY_GROUP] = (
+            f"The other rows compare each side at its own capacity, so at different offered rates: "
+            f"{comparison.baseline.label} at {rate_of[comparison.baseline.label]:g}/s, "
+            f"{comparison.candidate.label} at {rate_of[comparison.candidate.label]:g}/s (a --sweep run: the records "
+            "of that step only; a sweep directory: its run at that rate).")
     report.notes.insert(0, "capacity: the highest offered rate that met the sweep's SLO, bracket [last pass, first "
                         "miss]; overlapping brackets are no significant change. The other rows compare each "
-                        "side's run at its own capacity (different offered rates).")
+                        "side at its own capacity (different offered rates).")
+    report.sweeps = [(side.label, block) for side, block in zip(report.sides, sweeps, strict=True)]
     return report
 
 
