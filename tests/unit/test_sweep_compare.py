@@ -83,3 +83,17 @@ def test_one_sweep_run_alone_gets_its_plot(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "capacity 6.00 requests/s" in out and "6.00/s meets, 9.00/s MISSES" in out
     assert json.loads((base / "summary.json").read_text())["l2"]["sweep"]["capacity_rps"] == 6.0
+
+
+def test_a_sweep_directory_and_a_sweep_run_meet_in_one_group(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    run = write_sweep_run(sweep_dir / "runs", "rate-9", [(9.0, 120.0, True)], 9.0)     # one rate's own run
+    rate = {"offered_rps": 9.0, "passed": True, "run_dir": f"runs/{run.name}", "latency_ms": {}}
+    (sweep_dir / "summary.json").write_text(json.dumps({"kind": "sweep", "sweep": {
+        "slo": "ttft_p95<=300ms", "rates": [rate, {**rate, "offered_rps": 12.0, "passed": False}],
+        "capacity_rps": 9.0, "bracket_rps": [9.0, 12.0]}}))
+    base, _ = _two(tmp_path)
+    report = report_from_paths([base, sweep_dir], cache=False)
+    ttft = next(r for r in report.comparisons[0].rows if r.metric == "ttft_p50")
+    assert ttft.group == "l2:at capacity" and (ttft.n_baseline, ttft.n_candidate) == (12, 12)
+    assert abs(ttft.candidate - 125.5) < 1
