@@ -21,6 +21,7 @@ warm-up requests before measuring).
 
     python benchmarks/ingest.py                      # 64 streams at 10 ms and at 2 ms per token
     python benchmarks/ingest.py --streams 64 --itl-ms 10 --duration 20
+    python benchmarks/ingest.py --streams 256 --itl-ms 10 --duration 20 --repeat 5   # medians of 5 pairs
 """
 
 from __future__ import annotations
@@ -150,23 +151,62 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
     parser.add_argument("--score-live", action="store_true",
                         help="run fourfold with --score-live (1 in 10 answers scored by a child process)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="pairs of runs per point (a fresh simulator each); prints the medians and ratios")
     args = parser.parse_args()
     results = []
     for itl in args.itl_ms:
-        sim = start_simulator("flat", seed=0, extra_args=["--itl-ms", f"{itl:g}", "--max-batch", "100000"],
-                              prefix=pin(1))
-        try:
-            raw = row("raw-socket", run_raw(sim.url, args.streams, args.duration, args.max_tokens))
-            ours = row("fourfold", run_fourfold(sim.url, args.streams, args.duration, args.max_tokens,
-                                                 args.score_live))
-        finally:
-            sim.stop()
-        for r in (raw, ours):
-            r.update(streams=args.streams, itl_ms=itl)
-            results.append(r)
+        for _ in range(args.repeat):
+            sim = start_simulator("flat", seed=0, extra_args=["--itl-ms", f"{itl:g}", "--max-batch", "100000"],
+                                  prefix=pin(1))
+            try:
+                raw = row("raw-socket", run_raw(sim.url, args.streams, args.duration, args.max_tokens))
+                ours = row("fourfold", run_fourfold(sim.url, args.streams, args.duration, args.max_tokens,
+                                                     args.score_live))
+            finally:
+                sim.stop()
+            for r in (raw, ours):
+                r.update(streams=args.streams, itl_ms=itl)
+                results.append(r)
     if args.json:
         print(json.dumps(results, indent=1))
         return 0
+    print_table(results)
+    if args.repeat > 1:
+        print_medians(results)
+    return 0
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def print_medians(results: list[dict]) -> None:
+    """Per point: the median over the runs of each client's TTFT error p99 and CPU per 1k tokens,
+    their ratios, and the worst single run's TTFT p99 ratio (fourfold / raw, same pair)."""
+    points = sorted({(r["streams"], r["itl_ms"]) for r in results})
+    print()
+    print("medians over the runs (ratios fourfold / raw-socket):")
+    for streams, itl in points:
+        pairs = [(results[i], results[i + 1]) for i in range(0, len(results), 2)
+                 if (results[i]["streams"], results[i]["itl_ms"]) == (streams, itl)]
+        raw_p99 = median([raw["ttft_err_p99_ms"] for raw, _ in pairs])
+        our_p99 = median([ours["ttft_err_p99_ms"] for _, ours in pairs])
+        worst = max(ours["ttft_err_p99_ms"] / raw["ttft_err_p99_ms"] for raw, ours in pairs)
+        raw_cpu = median([raw["cpu_ms_per_1k_tokens"] for raw, _ in pairs])
+        our_cpu = median([ours["cpu_ms_per_1k_tokens"] for _, ours in pairs])
+        cpu_ratios = [ours["cpu_ms_per_1k_tokens"] / raw["cpu_ms_per_1k_tokens"] for raw, ours in pairs]
+        print(f"  {streams} x {itl:g} ms, {len(pairs)} runs: TTFT err p99 raw {raw_p99:.2f} ms, fourfold "
+              f"{our_p99:.2f} ms ({our_p99 / raw_p99:.2f}x; worst run {worst:.2f}x); "
+              f"TTFT err p50 raw {median([raw['ttft_err_p50_ms'] for raw, _ in pairs]):.2f}, fourfold "
+              f"{median([ours['ttft_err_p50_ms'] for _, ours in pairs]):.2f} ms; CPU ms/1k tokens raw "
+              f"{raw_cpu:.1f}, fourfold {our_cpu:.1f} ({our_cpu / raw_cpu:.2f}x; runs "
+              + ", ".join(f"{c:.2f}" for c in cpu_ratios) + ")")
+
+
+def print_table(results: list[dict]) -> None:
     print(f"{'streams':>7} {'itl':>5} {'client':<11} {'TTFT err p50':>12} {'p99':>7} {'1st lag p50':>11} {'p99':>7} "
           f"{'admit p50':>9} {'p99':>7} "
           f"{'ITL err p50':>11} {'p99':>7} {'CPU ms/1k tok':>13} {'of it sys':>9} {'tok/s':>8} {'vs raw CPU':>10}")
@@ -186,7 +226,6 @@ def main() -> int:
                 print(f"{'':>14} --score-live: {live['scored']} answers scored (sampled {live['sampled']}, dropped "
                       f"{live['dropped']}, capped {live['capped']}), similarity mean {live['similarity_mean']}, "
                       f"scorer CPU {live['scorer_cpu_s']} s (its model's load included)")
-    return 0
 
 
 if __name__ == "__main__":

@@ -92,7 +92,7 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
         record.extra["ignore_eos"] = True     # a length finish was asked for: not a truncation
     t0 = now()
     progress: dict[str, bool] = {}    # RawH1Transport sets "sent" (see UNSENT)
-    facts = raw_stream = None
+    facts = raw_stream = response = None
     encoding = ""
     try:
         with client.stream(request.method, request.path, json=request.json,
@@ -150,6 +150,8 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
             record.extra[UNSENT] = True   # stopped (GreenletExit) before the request left: the target never saw it
         secrets.scrub_record(record)      # the caller keeps it as cancelled: headers may have been read
         raise
+    if response is not None:
+        _break_cycle(response)
     trailing = getattr(raw_stream, "trailing", b"")    # RawH1Transport: bytes after the body's end
     if trailing:
         record.extra[UNSOLICITED] = len(trailing)
@@ -167,6 +169,18 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
         times = recv_ns[:len(times)]      # the transport's receive times (also when the body broke off)
     return secrets.scrub_record(_finish(dialect, request, record, t0, times, chunks, transport_error,
                                         transport_detail, secrets, tokenizer))
+
+
+def _break_cycle(response: httpx.Response) -> None:
+    """httpx's streamed Response and its BoundSyncStream point at each other, so every request left
+    ~33 objects (the request, its URL, headers, the response) for the cyclic garbage collector; at
+    256 streams that garbage made a full collection every few seconds that held the hub 30-100 ms,
+    and the streams' reads merged meanwhile (a first token stamped with a later token's arrival).
+    Once the body is read (the ``with`` block closed the stream) nothing needs the back reference:
+    dropping it frees the lot by reference counting."""
+    stream = response.stream
+    if getattr(stream, "_response", None) is response:
+        stream._response = None  # type: ignore[attr-defined]
 
 
 def _read_headers(headers: httpx.Headers, record: RequestRecord, secrets: Secrets = NO_SECRETS) -> None:
