@@ -180,7 +180,7 @@ def _break_cycle(response: httpx.Response) -> None:
     dropping it frees the lot by reference counting."""
     stream = response.stream
     if getattr(stream, "_response", None) is response:
-        stream._response = None  # type: ignore[attr-defined]
+        stream._response = None  # type: ignore[union-attr]
 
 
 def _read_headers(headers: httpx.Headers, record: RequestRecord, secrets: Secrets = NO_SECRETS) -> None:
