@@ -13,14 +13,23 @@ resident set of each worker and the CPU each used in the steady window (the firs
 - the simulator's own CPU share, because on a 2-core machine the simulator competes with the
   workers for the same cores: when it is saturated, the workers cannot take in more.
 
-    python benchmarks/scaling.py                                  # 1 and 2 workers
+    python benchmarks/scaling.py                                  # 1 and 2 workers (1, 2, 4, 8 on >= 12 cores)
     python benchmarks/scaling.py --processes 1 2 --users 256 --itl-ms 2 --duration 30
+    python benchmarks/scaling.py --processes 1 2 4 8 --sim-cores 12-15 --locust-cores 0-11   # 16 cores
+
+``--sim-cores`` / ``--locust-cores`` pin the simulator and the locust tree (``taskset -c``), so the
+simulator has cores of its own (default on a machine with at least 12 cores: its last 4 for the
+simulator, the rest for locust). The simulator is one single-threaded process: keep the offered
+load (users / itl) inside what it can pace (~100k tokens/s on one core of this VM, see ingest.py's
+128 x 1 ms point), or its lateness shows as every worker count's TTFT error.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -58,13 +67,24 @@ def sample_tree(root: psutil.Process, stop: threading.Event, samples: list[dict]
         stop.wait(0.25)
 
 
+def taskset(cores: str | None) -> list[str]:
+    return ["taskset", "-c", cores] if cores and shutil.which("taskset") else []
+
+
+def default_cores() -> tuple[str | None, str | None]:
+    """(simulator cores, locust cores): the last 4 cores for the simulator on >= 12 cores, else unpinned."""
+    count = os.cpu_count() or 1
+    return (f"{count - 4}-{count - 1}", f"0-{count - 5}") if count >= 12 else (None, None)
+
+
 def run_point(processes: int, users: int, itl_ms: float, duration_s: float, warm_s: float,
-              max_tokens: int) -> dict:
-    sim = start_simulator("flat", seed=0, extra_args=["--itl-ms", f"{itl_ms:g}", "--max-batch", "1000000"])
+              max_tokens: int, sim_cores: str | None = None, locust_cores: str | None = None) -> dict:
+    sim = start_simulator("flat", seed=0, extra_args=["--itl-ms", f"{itl_ms:g}", "--max-batch", "1000000"],
+                          prefix=taskset(sim_cores))
     sim_ps = psutil.Process(sim.process.pid)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            command = [sys.executable, "-m", "locust", "-f", str(REPO / "locustfiles" / "l1_throughput.py"),
+            command = [*taskset(locust_cores), sys.executable, "-m", "locust", "-f", str(REPO / "locustfiles" / "l1_throughput.py"),
                        "--headless", "--processes", str(processes), "-u", str(users), "-r", str(users),
                        "-t", f"{duration_s:g}s", "--host", sim.url, "--max-tokens", str(max_tokens),
                        "--ignore-eos", "--warmup-requests", "1", "--metrics-url", "off", "--no-record-text",
@@ -110,7 +130,11 @@ def run_point(processes: int, users: int, itl_ms: float, duration_s: float, warm
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--processes", type=int, nargs="+", default=[1, 2])
+    sim_default, locust_default = default_cores()
+    parser.add_argument("--processes", type=int, nargs="+",
+                        default=[1, 2, 4, 8] if (os.cpu_count() or 1) >= 12 else [1, 2])
+    parser.add_argument("--sim-cores", default=sim_default, help="taskset -c list for the simulator")
+    parser.add_argument("--locust-cores", default=locust_default, help="taskset -c list for master and workers")
     parser.add_argument("--users", type=int, default=256)
     parser.add_argument("--itl-ms", type=float, default=2.0)
     parser.add_argument("--max-tokens", type=int, default=500)
@@ -118,7 +142,9 @@ def main() -> int:
     parser.add_argument("--warm", type=float, default=8.0, help="seconds left out at the start")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    rows = [run_point(n, args.users, args.itl_ms, args.duration, args.warm, args.max_tokens) for n in args.processes]
+    rows = [run_point(n, args.users, args.itl_ms, args.duration, args.warm, args.max_tokens, args.sim_cores,
+                      args.locust_cores) for n in args.processes]
+    print(f"cores: {os.cpu_count()}; simulator on {args.sim_cores or 'any'}, locust on {args.locust_cores or 'any'}")
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
