@@ -6,12 +6,11 @@ import csv
 import io
 import json
 import re
-import subprocess
 import time
 
 import pytest
 
-from tests.conftest import LOCUST, free_port, locust_env, only_run_dir
+from tests.conftest import free_port, only_run_dir
 from tests.integration.webui_support import (
     extended,
     finish,
@@ -21,6 +20,7 @@ from tests.integration.webui_support import (
     locust_row,
     row,
     start_locust,
+    start_master_and_workers,
     wait_for,
 )
 
@@ -116,20 +116,14 @@ def test_llm_tab_csv_charts_and_start_form_on_a_local_run(tmp_path, locustfile):
 
 
 def test_master_web_ui_merges_both_workers_into_the_llm_tab(tmp_path, locustfile):
-    web_port, master_port = free_port(), free_port()
-    base = f"http://127.0.0.1:{web_port}"
     # the candidate's stream rhythm, every answer pulsing (its own profile: half of them), no 4 s stall;
     # 80 tokens: long enough to pulse (>= 60) and to show two periods of ~0.3 s
     profile = tmp_path / "pulsing.json"
     profile.write_text(json.dumps({"extends": "candidate", "pulse": {"probability": 1.0, "stall_every_requests": 0}}))
     common = ["-f", locustfile("l1_throughput.py"), "--sim-profile", str(profile), "--max-tokens", "80"]
-    master = start_locust([*common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
-                           str(master_port), "--web-host", "127.0.0.1", "--web-port", str(web_port),
-                           "--autostart", "-u", "6", "-r", "6", "--run-time", "8s", "--autoquit", "30",
-                           "--expect-workers", "2", "--slo", "ttft_p99<=10s"], tmp_path)
-    workers = [subprocess.Popen([*LOCUST, *common, "--worker", "--master-host", "127.0.0.1",
-                                 "--master-port", str(master_port)], cwd=tmp_path, env=locust_env(),
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    base, master, workers = start_master_and_workers(
+        common, tmp_path, master_args=("--autostart", "-u", "6", "-r", "6", "--run-time", "8s", "--autoquit", "30",
+                                       "--expect-workers", "2", "--slo", "ttft_p99<=10s"))
     try:
         def both_workers_running():
             report = get_json(base + "/stats/requests")

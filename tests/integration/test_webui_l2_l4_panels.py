@@ -7,7 +7,6 @@ L1 panels: test_webui_levels.py, whose helpers these tests share.
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,10 +17,16 @@ import pytest
 from fourfold.levels.webui_panels import l2_rows, session_rows
 from fourfold.measure.histogram import LogHistogram
 from fourfold.measure.record import RequestRecord
-from tests.conftest import LOCUST, free_port, locust_env
 from tests.integration.test_webui_levels import _host, _records, _summaries
-from tests.integration.test_webui_session import _ready_workers
-from tests.integration.webui_support import extended, finish, get_json, http_post_form, start_locust, wait_for
+from tests.integration.webui_support import (
+    extended,
+    finish,
+    get_json,
+    http_post_form,
+    ready_workers,
+    start_master_and_workers,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -29,16 +34,10 @@ pytestmark = pytest.mark.integration
 @contextmanager
 def _master_and_two_workers(args: list[str], cwd: Path) -> Iterator[tuple[str, str]]:
     """A web-UI master and two workers on loopback, both workers ready; yields (base URL, host)."""
-    web_port, master_port = free_port(), free_port()
-    base = f"http://127.0.0.1:{web_port}"
-    master = start_locust([*args, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
-                           str(master_port), "--web-host", "127.0.0.1", "--web-port", str(web_port)], cwd)
-    workers = [subprocess.Popen([*LOCUST, *args, "--worker", "--master-host", "127.0.0.1", "--master-port",
-                                 str(master_port)], cwd=cwd, env=locust_env(), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    base, master, workers = start_master_and_workers(args, cwd)
     try:
         host = _host(base)
-        wait_for(lambda: _ready_workers(base) == 2, 40, what="two ready workers")
+        wait_for(lambda: ready_workers(base) == 2, 40, what="two ready workers")
         yield base, host
     finally:
         out = finish(master, timeout=40, terminate=True)

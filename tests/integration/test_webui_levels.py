@@ -10,21 +10,22 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fourfold.measure.record import RequestRecord
-from tests.conftest import LOCUST, free_port, locust_env
+from tests.conftest import free_port
 from tests.integration.webui_support import (
     extended,
     finish,
     get_json,
     http_get,
     http_post_form,
+    ready_workers,
     start_locust,
+    start_master_and_workers,
     wait_for,
 )
 
@@ -107,18 +108,11 @@ def test_l3_live_panel_moves_while_running_and_equals_the_summary_at_stop(tmp_pa
 
 
 def test_master_two_workers_live_panel_is_merged(tmp_path, locustfile):
-    web_port, master_port = free_port(), free_port()
-    base = f"http://127.0.0.1:{web_port}"
     common = ["-f", locustfile("l3_rag.py"), *COMMON]
-    master = start_locust([*common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
-                           str(master_port), "--web-host", "127.0.0.1", "--web-port", str(web_port)], tmp_path)
-    workers = [subprocess.Popen([*LOCUST, *common, "--worker", "--master-host", "127.0.0.1",
-                                 "--master-port", str(master_port)], cwd=tmp_path, env=locust_env(),
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    base, master, workers = start_master_and_workers(common, tmp_path)
     try:
         host = _host(base)
-        wait_for(lambda: len([w for w in (get_json(base + "/stats/requests") or {}).get("workers") or ()
-                              if w["state"] == "ready"]) == 2, 40, what="two ready workers")
+        wait_for(lambda: ready_workers(base) == 2, 40, what="two ready workers")
         assert http_post_form(base + "/swarm", {"user_count": "4", "spawn_rate": "4", "host": host})["success"]
         running = wait_for(lambda: _rag_live(base, 8), 40, what="the merged live rag block")
         assert running["blocks"]["rag"]["recall_at_k"] is not None

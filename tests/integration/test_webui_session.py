@@ -9,40 +9,34 @@ verdict (docs/webui.md).
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
-from tests.conftest import LOCUST, free_port, locust_env
 from tests.integration.test_webui_levels import _host
 from tests.integration.test_webui_tests import _measured, _one_test, _records, _run_dirs
-from tests.integration.webui_support import finish, get_json, locust_row, start_locust, wait_for
+from tests.integration.webui_support import (
+    finish,
+    locust_row,
+    ready_workers,
+    start_master_and_workers,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
 
-def _ready_workers(base: str) -> int:
-    return len([w for w in (get_json(base + "/stats/requests") or {}).get("workers") or () if w["state"] == "ready"])
-
-
 def test_second_test_counts_its_own_workers_and_its_slo_verdict_is_the_exit_code(tmp_path, locustfile):
-    web_port, master_port = free_port(), free_port()
-    base = f"http://127.0.0.1:{web_port}"
     common = ["-f", locustfile("l1_throughput.py"), "--sim-profile", "flat", "--max-tokens", "16"]
-    master = start_locust([*common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
-                           str(master_port), "--web-host", "127.0.0.1", "--web-port", str(web_port)], tmp_path)
-    workers = [subprocess.Popen([*LOCUST, *common, "--worker", "--master-host", "127.0.0.1",
-                                 "--master-port", str(master_port)], cwd=tmp_path, env=locust_env(),
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    base, master, workers = start_master_and_workers(common, tmp_path)
     try:
         host = _host(base)
-        wait_for(lambda: _ready_workers(base) == 2, 40, what="two ready workers")
+        wait_for(lambda: ready_workers(base) == 2, 40, what="two ready workers")
         fields = {"user_count": "4", "spawn_rate": "4", "host": host, "metrics_url": ""}
         first = _one_test(base, {**fields, "slo": "ttft_p95<=0.01ms"}, "l1:saturation", 8)    # misses
         wait_for(lambda: len(_run_dirs(tmp_path)) == 1 and (_run_dirs(tmp_path)[0] / "summary.json").is_file(),
                  20, what="the first summary.json")
         finish(workers[1], terminate=True)                      # a worker quits between the tests
-        wait_for(lambda: _ready_workers(base) == 1, 20, what="one worker left")
+        wait_for(lambda: ready_workers(base) == 1, 20, what="one worker left")
         second = _one_test(base, {**fields, "slo": "ttft_p95<=60s"}, "l1:saturation", 8)       # holds
         runs = wait_for(lambda: (d := _run_dirs(tmp_path)) and len(d) == 2 and
                         (d[1] / "summary.json").is_file() and d, 20, what="the second summary.json")

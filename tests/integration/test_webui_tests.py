@@ -11,20 +11,21 @@ import csv
 import io
 import json
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import LOCUST, free_port, locust_env, only_run_dir, run_locust
+from tests.conftest import free_port, only_run_dir, run_locust
 from tests.integration.webui_support import (
     finish,
     get_json,
     http_get,
     http_post_form,
     locust_row,
+    ready_workers,
     start_locust,
+    start_master_and_workers,
     wait_for,
 )
 
@@ -117,21 +118,14 @@ def test_l3_stop_then_new_writes_two_run_directories(tmp_path, locustfile):
 
 
 def test_master_stop_then_new_merges_both_workers_into_each_run_directory(tmp_path, locustfile):
-    web_port, master_port = free_port(), free_port()
-    base = f"http://127.0.0.1:{web_port}"
     common = ["-f", locustfile("l3_rag.py"), "--sim-profile", "flat", "--max-tokens", "16"]
-    master = start_locust([*common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
-                           str(master_port), "--web-host", "127.0.0.1", "--web-port", str(web_port)], tmp_path)
-    workers = [subprocess.Popen([*LOCUST, *common, "--worker", "--master-host", "127.0.0.1",
-                                 "--master-port", str(master_port)], cwd=tmp_path, env=locust_env(),
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    base, master, workers = start_master_and_workers(common, tmp_path)
     shown: list[int] = []
     try:
         _, _, page = wait_for(lambda: (r := http_get(base + "/"))[0] == 200 and r, 40, what="the web UI")
         host = json.loads(re.search(r"window\.templateArgs = (\{.*?\})\s*</script>", page, re.S).group(1))["host"]
         for at_least in (12, 8):
-            wait_for(lambda: len([w for w in (get_json(base + "/stats/requests") or {}).get("workers") or ()
-                                  if w["state"] == "ready"]) == 2, 40, what="two ready workers")
+            wait_for(lambda: ready_workers(base) == 2, 40, what="two ready workers")
             report = _one_test(base, {"user_count": "4", "spawn_rate": "4", "host": host}, "l3:rag", at_least)
             shown.append(locust_row(report, "l3:rag")["num_requests"])
             wait_for(lambda: len([p for p in _run_dirs(tmp_path) if (p / "summary.json").is_file()])

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tests.conftest import LOCUST, locust_env
+from tests.conftest import LOCUST, free_port, locust_env
 
 T = TypeVar("T")
 
@@ -20,6 +20,24 @@ T = TypeVar("T")
 def start_locust(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen([*LOCUST, *args], cwd=cwd, env={**locust_env(), **(env or {})},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def start_master_and_workers(args: list[str], cwd: Path, workers: int = 2, master_args: tuple[str, ...] = ()
+                             ) -> tuple[str, subprocess.Popen[str], list[subprocess.Popen[str]]]:
+    """A web-UI master (``args`` + ``master_args``) and ``workers`` workers (``args``) on loopback:
+    (the web UI's base URL, the master, the workers). The caller waits for them and finishes them."""
+    web_port, master_port = free_port(), free_port()
+    master = start_locust([*args, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
+                           str(master_port), "--web-host", "127.0.0.1", "--web-port", str(web_port),
+                           *master_args], cwd)
+    procs = [start_locust([*args, "--worker", "--master-host", "127.0.0.1", "--master-port", str(master_port)], cwd)
+             for _ in range(workers)]
+    return f"http://127.0.0.1:{web_port}", master, procs
+
+
+def ready_workers(base: str) -> int:
+    """How many workers the master at ``base`` lists as ready."""
+    return len([w for w in (get_json(base + "/stats/requests") or {}).get("workers") or () if w["state"] == "ready"])
 
 
 def finish(proc: subprocess.Popen[str], timeout: float = 30, terminate: bool = False) -> str:
