@@ -143,8 +143,10 @@ def _score(run_dirs: list[Path], say: Callable[[str], None]) -> str:
         for run_dir in run_dirs:
             started = time.monotonic()
             result = score_run(run_dir, embedder, progress=False)
+            about, total = result.quality.get("embedder") or {}, result.quality["total"]
             say(f"fourfold demo: scored {len(result.rows)} answers of {run_dir.name} "
-                f"({time.monotonic() - started:.0f} s)")
+                f"({time.monotonic() - started:.0f} s; backend {about.get('backend') or '-'}, "
+                f"{total.get('low_confidence_n', 0)} low-confidence)")
     except (ImportError, OSError, RuntimeError, FourfoldError) as exc:
         return f"the fingerprint could not score the runs ({type(exc).__name__}: {exc}); quality rows are missing"
     return ""

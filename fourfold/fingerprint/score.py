@@ -15,7 +15,7 @@
   ``level:scenario`` and in total, from :class:`ScoreRow`s. ``similarity_mean``/``p5``/``p50``
   are over the answers the embedding model could judge: a ``low_confidence`` row (its share of
   ``[UNK]`` word pieces above the threshold, see runscore) is counted in ``low_confidence_n``
-  and left out of them; ``char_f1_mean`` (fingerprint.lexical) is over every answer with a
+  (``low_confidence_share``: of the answers with a similarity) and left out of them; ``char_f1_mean`` (fingerprint.lexical) is over every answer with a
   reference.
 """
 
@@ -154,8 +154,10 @@ def _round(value: float | None, digits: int = 4) -> float | None:
 
 
 def summarize(rows: Sequence[ScoreRow]) -> dict[str, Any]:
-    """n, similarity mean/p5/p50, structure compliance and full-width punctuation share of ``rows``."""
+    """n, similarity mean/p5/p50 (low-confidence answers left out: their count and share of the answers
+    with a similarity beside), char-bigram F1 mean, structure compliance and full-width punctuation share."""
     dist = distribution(r.similarity for r in rows if r.similarity is not None and not r.low_confidence)
+    low = sum(1 for r in rows if r.low_confidence and r.similarity is not None)
     lexical = [r.char_f1 for r in rows if r.char_f1 is not None]
     judged = [r.compliant for r in rows if r.compliant is not None]
     facts = [r.fact_error for r in rows if r.fact_error is not None]
@@ -168,7 +170,8 @@ def summarize(rows: Sequence[ScoreRow]) -> dict[str, Any]:
         "similarity_mean": _round(dist.mean),
         "similarity_p5": _round(dist.p5),
         "similarity_p50": _round(dist.p50),
-        "low_confidence_n": sum(1 for r in rows if r.low_confidence and r.similarity is not None),
+        "low_confidence_n": low,
+        "low_confidence_share": _round(low / (low + dist.n)) if low + dist.n else None,
         "char_f1_n": len(lexical),
         "char_f1_mean": _round(math.fsum(lexical) / len(lexical)) if lexical else None,
         "structure_n": len(judged),

@@ -50,7 +50,7 @@ WHERE = ("summary", "sessions", "rag", "quality", "quality.rag", "report")
 @dataclass(frozen=True)
 class MetricDef:
     name: str
-    unit: str                   # ms, s, tokens, tok/s, req/s, requests, cos, rounds, fraction
+    unit: str                   # ms, s, tokens, tok/s, req/s, requests, answers, cos, F1, rounds, fraction
     kind: Kind
     definition: str
     vllm: str = "–"
@@ -175,8 +175,22 @@ METRICS: tuple[MetricDef, ...] = (
        "that pulse (the article: part of the long answers). Limits: the report estimates it from the evenly spread "
        "sample of up to 1,000 requests its ITL intervals use", report=True),
     # after the run: fourfold score (summary.json "quality" block, rounded to 4 decimals) and the comparison's own
-    _d("similarity", "cos", "cosine(MiniLM(answer), MiniLM(reference)) per scored answer", where=("quality", "report"),
+    _d("similarity", "cos", "cosine(MiniLM(answer), MiniLM(reference)) per scored answer, the best over the item's "
+       "references; low-confidence answers (low_confidence_n) are left out", where=("quality", "report"),
        report=("similarity_mean", "similarity_p5"), stats=QUALITY_STATS, decimals=4),
+    _n("low_confidence_n", "count", "answers", "scored answers with a similarity whose share of `[UNK]` word pieces "
+       "(pieces the embedding model's tokenizer does not know: ~70 % of Chinese characters for all-MiniLM-L6-v2) "
+       "is above --unk-threshold (0.2): scores.jsonl keeps their similarity and marks them `low_confidence`, "
+       "every similarity figure leaves them out (fourfold score prints the count)", where=("quality",)),
+    _n("low_confidence_share", "ratio", "fraction", "low_confidence_n / scored answers with a similarity: the share "
+       "the embedding model could not read (the report: baseline vs candidate, two-proportion test). A similarity "
+       "SLO floor is unjudged, and fails, while this is above one half", where=("quality",), report=True,
+       decimals=4),
+    _d("char_f1", "F1", "best character-bigram F1 of the answer to one of the item's references (bigrams of "
+       "letters, digits and CJK characters, lower-cased, punctuation and spaces dropped), per scored answer: a "
+       "lexical measure that works where the embedding model does not know the script (docs/fingerprint.md). "
+       "Limits: word overlap, not meaning: a paraphrase in other words scores low",
+       where=("quality", "report"), report=("char_f1_mean",), stats=("mean",), decimals=4),
     _n("structure_compliance", "ratio", "fraction", "answers delivering the requested number of items / answers "
        "asked for a number", where=("quality",), report=True, decimals=4),
     _n("fact_error_rate", "ratio", "fraction", "L3: answers stating a number, year or name that contradicts a "

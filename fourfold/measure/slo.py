@@ -14,9 +14,9 @@ Metrics (the names of docs/metrics.md; thresholds are stored in the canonical un
 - rates ``error_rate``, ``interruption_rate``, ``stall_rate``, ``conn_reuse``, ``goodput_ratio``:
   ``%`` or a fraction in [0, 1];
 - throughput ``output_tps`` (tokens/s), ``request_rps``, ``goodput_rps`` (requests/s): no unit;
-- quality floors ``similarity_mean``, ``similarity_p5``, ``similarity_p50``,
-  ``structure_compliance``, and the ceiling ``fact_error_rate`` (L3): read from the summary's
-  ``quality`` block, which ``fourfold score`` adds after the run; ``%`` or a fraction.
+- quality floors ``similarity_mean``, ``similarity_p5``, ``similarity_p50``, ``char_f1_mean``,
+  ``structure_compliance``, the ceilings ``fact_error_rate`` (L3) and ``low_confidence_share``: read
+  from the summary's ``quality`` block, which ``fourfold score`` adds after the run; ``%`` or a fraction.
 - server telemetry ``gpu_util_{mean,max}``, ``gpu_mem_bw_util_{mean,max}``,
   ``kv_cache_usage_{mean,max}``: read from the summary's ``server_metrics`` block (L1's sampler,
   once per ``--sample-interval``); ``%`` or a fraction, stored as a fraction like the rates. When
@@ -52,12 +52,12 @@ LATENCY_STATS = ("p50", "p90", "p95", "p99", "mean", "min", "max")
 RATE_METRICS = tuple(m.name for m in names_where("summary", "ratio"))
 THROUGHPUT_METRICS = {m.name: m.unit for m in names_where("summary", "rate")}
 QUALITY_METRICS = tuple(f"{m.short}_{stat}" if m.kind == "distribution" else m.name
-                        for m in names_where("quality") for stat in (m.stats or ("",)))
+                        for m in names_where("quality") if m.kind != "count" for stat in (m.stats or ("",)))
 TELEMETRY_METRICS = {f"{short}_{stat}": (canonical, stat) for short, canonical in TELEMETRY_CANONICAL.items()
                      for stat in ("mean", "max")}      # SLO name -> (sampler's canonical name, statistic)
 TELEMETRY_SOURCES = ("server", "nvidia_smi")          # the sampler's row prefixes: --metrics-url, nvidia-smi
 CLASS_RATE_METRICS = tuple(f"error_rate.{name}" for name in sorted(FAILURE_CLASSES))   # one class's share
-LOWER_QUALITY = ("fact_error_rate",)     # quality metrics that count bad answers: a ceiling, not a floor
+LOWER_QUALITY = ("fact_error_rate", "low_confidence_share")     # bad answers' shares: a ceiling, not a floor
 AGGREGATED = "Aggregated"
 PASS_EXIT_CODE, MISS_EXIT_CODE = 0, 3
 
@@ -368,7 +368,7 @@ def _measure(slo: SLO, summary: dict[str, Any], quality: str) -> Verdict:
         if slo.metric.startswith("similarity"):
             return _similarity(slo, value, scores, block)
         if value is None:
-            why = ("no scored answer had a reference answer" if slo.metric.startswith("similarity") else
+            why = ("no scored answer had a reference answer" if slo.metric.startswith(("similarity", "low_conf", "char_f1")) else
                    "no scored answer stated a labelled fact (L3 only; a corpus without `facts` is not measured)"
                    if slo.metric.startswith("fact_") else
                    "no scored answer was judged for structure (answers that ask for no item count, and "

@@ -18,12 +18,12 @@ How each kind of metric is tested:
 | TTFT / E2E / TPOT percentiles | nearest-rank quantile of ok requests | bootstrap of requests (exact order-statistic draws) |
 | ITL percentiles | quantile of the pooled chunk gaps of ok requests (log buckets, <= 0.5 %) | bootstrap resampling whole requests (at most 1,000 per side, the spread scaled by sqrt(m/n)) |
 | output tokens/s, goodput | all tokens (good requests) / wall time | bootstrap of 1-second intervals |
-| error, interruption, stall rate, reuse, completion, compliance, L3 conflict rate, low groundedness (< 0.6) | proportion | bootstrap CI; two-proportion z-test (Fisher exact for small counts) |
-| TTFT structured - plain, rounds, similarity mean, L3 recall@k / precision@k | mean (difference of means) | bootstrap of means |
+| error, interruption, stall rate, reuse, completion, compliance, L3 conflict rate, low groundedness (< 0.6), low-confidence answers | proportion | bootstrap CI; two-proportion z-test (Fisher exact for small counts) |
+| TTFT structured - plain, rounds, similarity mean, char-bigram F1 mean, L3 recall@k / precision@k | mean (difference of means) | bootstrap of means |
 | server telemetry mean (`telemetry.<source>.<metric>.mean`) | mean of the samples, first and last dropped | bootstrap of samples (serially correlated: the interval is optimistic); the verdict is descriptive |
 | server telemetry max | largest sample | values only: no test, verdict n/a |
 | similarity p5 | nearest-rank quantile | bootstrap (exact order-statistic draws) |
-| similarity mean, compliance, recall / precision@k, same items on both sides | mean per-item difference | paired bootstrap over items; sign-flip permutation p |
+| similarity mean, char-bigram F1 mean, compliance, recall / precision@k, same items on both sides | mean per-item difference | paired bootstrap over items; sign-flip permutation p |
 
 Per-item metrics are paired when at least ``MIN_PAIRED_ITEMS`` items were answered on both sides
 and those items hold at least half of each side's answers; the table then shows the item-balanced
@@ -98,6 +98,10 @@ METRICS: tuple[Metric, ...] = (
     Metric("similarity_mean", "similarity mean", "cos", "higher",
            per_item("similarity", "similarity_items", mean_of("similarity"))),
     Metric("similarity_p5", "similarity p5", "cos", "higher", quantile_of("similarity", 0.05)),
+    Metric("low_confidence_share", "low-confidence answers (mostly [UNK])", "%", "lower",
+           share_unpaired("low_confidence")),
+    Metric("char_f1_mean", "char-bigram overlap mean", "F1", "higher",
+           per_item("char_f1", "char_f1_items", mean_of("char_f1"))),
     Metric("groundedness_mean", "groundedness mean", "cos", "higher", mean_of("groundedness")),
     Metric("low_groundedness_rate", f"low groundedness (< {LOW_GROUNDEDNESS})", "%", "lower",
            share_unpaired("groundedness", below=LOW_GROUNDEDNESS)),

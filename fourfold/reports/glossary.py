@@ -29,7 +29,7 @@ _ROW_KEYS = {row.key for row in ROWS}
 DEFINITIONS: tuple[tuple[str, str, str, str], ...] = tuple(
     (m.name, _definition(m), m.vllm, m.aiperf) for m in METRICS if _ROW_KEYS & set(m.report))
 
-_DECIMALS = {"ms": 1, "tok/s": 1, "req/s": 2, "%": 2, "cos": 3, "rounds": 2}
+_DECIMALS = {"ms": 1, "tok/s": 1, "req/s": 2, "%": 2, "cos": 3, "F1": 3, "rounds": 2}
 
 
 def _decimals(unit: str) -> int:

@@ -68,7 +68,7 @@ from fourfold.reports.records import (
     RecordTable,
     read_record_table,
 )
-from fourfold.reports.scores import SCORES_FILE
+from fourfold.reports.scores import SCORES_FILE, confidence_columns
 from fourfold.reports.scores import read_scores as _read_scores  # (a module global: tests replace it)
 from fourfold.reports.telemetry import join as join_telemetry
 from fourfold.reports.telemetry import read_telemetry
@@ -441,3 +441,4 @@ def _add_scores(sample: GroupSample, entries: list[Entry],
     checked = np.isfinite(fact_error)
     sample.fact_error = fact_error[checked]
     sample.fact_error_items = scores["item_id"].to_numpy(dtype=object)[checked]
+    sample.low_confidence, sample.char_f1, sample.char_f1_items = confidence_columns(scores)

@@ -78,6 +78,9 @@ class GroupSample:
     compliant_items: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
     fact_error: np.ndarray = field(default_factory=lambda: np.zeros(0))     # L3: 1.0 / 0.0 per fact-checked answer
     fact_error_items: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
+    low_confidence: np.ndarray = field(default_factory=lambda: np.zeros(0))  # 1.0 / 0.0 per answer with a similarity
+    char_f1: np.ndarray = field(default_factory=lambda: np.zeros(0))        # per answer with a char-bigram F1
+    char_f1_items: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
     users: int | None = None                      # an A/B arm's users (None: not an arm)
     error_classes: dict[str, int] = field(default_factory=dict)   # failed requests per error class
     jitter_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))      # per ok request (measure.metrics)

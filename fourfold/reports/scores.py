@@ -1,9 +1,12 @@
 """``scores.jsonl`` (what ``fourfold score`` writes after a run) as the frame a comparison reads.
 
 One row per scored answer: its level, scenario, variant and item, and ``similarity``,
-``compliant`` and ``groundedness`` (NaN where absent). A row marked ``low_confidence`` (the
-embedding model could not read most of the answer: its ``[UNK]`` share was over the threshold)
-has its similarity read as NaN, as ``fourfold score`` leaves it out of the similarity figures.
+``compliant``, ``groundedness``, ``fact_error`` and ``char_f1`` (NaN where absent). A row marked
+``low_confidence`` (the embedding model could not read most of the answer: its ``[UNK]`` share
+was over the threshold) has its similarity read as NaN, as ``fourfold score`` leaves it out of
+the similarity figures; the ``low_confidence`` column is 1.0 / 0.0 per answer with a similarity
+(NaN without one, or in a file scored before the flag existed), which :func:`confidence_columns`
+gives the comparison.
 A line that is not JSON is skipped and counted; a JSON line that is not a score row (no
 ``item_id``) is a :class:`RunDirError`.
 
@@ -26,11 +29,12 @@ from fourfold.errors import RunDirError
 from fourfold.reports.cache import CachedScores
 from fourfold.reports.records import loads_or_none
 
-__all__ = ["SCORES_FILE", "SCORE_COLUMNS", "read_scores", "scoring_notes"]
+__all__ = ["SCORES_FILE", "SCORE_COLUMNS", "confidence_columns", "read_scores", "scoring_notes"]
 
 SCORES_FILE = "scores.jsonl"
 SCORE_BLOCK_BYTES = 8 << 20
-SCORE_COLUMNS = ("level", "scenario", "variant", "item_id", "similarity", "compliant", "groundedness", "fact_error")
+SCORE_COLUMNS = ("level", "scenario", "variant", "item_id", "similarity", "compliant", "groundedness", "fact_error",
+                 "low_confidence", "char_f1")
 
 
 def read_scores(path: Path) -> CachedScores:
@@ -38,7 +42,7 @@ def read_scores(path: Path) -> CachedScores:
     with json.loads when a block does not decode; a missing column is None)."""
     if not path.is_file():
         return CachedScores(None)
-    columns: dict[str, list[Any]] = {name: [] for name in (*SCORE_COLUMNS, "low_confidence")}
+    columns: dict[str, list[Any]] = {name: [] for name in SCORE_COLUMNS}
     bad = 0
     lineno = 0
     with open(path, "rb") as fh:
@@ -63,11 +67,23 @@ def read_scores(path: Path) -> CachedScores:
             for name, values in columns.items():
                 values.extend([row.get(name) for row in rows])
     frame = pd.DataFrame({name: _text_categories(columns[name]) for name in ("level", "scenario", "variant", "item_id")})
-    for name in ("similarity", "compliant", "groundedness", "fact_error"):
+    for name in ("similarity", "compliant", "groundedness", "fact_error", "char_f1"):
         frame[name] = _numbers(np.array(columns[name], dtype=object))
     low = np.fromiter((v is True for v in columns["low_confidence"]), dtype=bool, count=len(frame))
+    known = np.fromiter((type(v) is bool for v in columns["low_confidence"]), dtype=bool, count=len(frame))
+    frame["low_confidence"] = np.where(known & np.isfinite(frame["similarity"]), low.astype(float), np.nan)
     frame.loc[low, "similarity"] = np.nan
     return CachedScores(frame[list(SCORE_COLUMNS)], bad)
+
+
+def confidence_columns(scores: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A group's scores -> (1.0 / 0.0 per answer with a similarity: low-confidence or not; char-bigram F1
+    per answer with one; their items), for the report's low-confidence share and char-F1 mean rows.
+    A frame cached before these columns existed has neither (empty arrays)."""
+    low = scores["low_confidence"].to_numpy(dtype=float) if "low_confidence" in scores else np.zeros(0)
+    f1 = scores["char_f1"].to_numpy(dtype=float) if "char_f1" in scores else np.zeros(0)
+    items = scores["item_id"].to_numpy(dtype=object)[np.isfinite(f1)] if f1.size else np.zeros(0, dtype=object)
+    return low[np.isfinite(low)], f1[np.isfinite(f1)], items
 
 
 def _text_categories(values: list[Any]) -> pd.Categorical:

@@ -15,6 +15,8 @@ from fourfold.fingerprint.embedder import MiniLMEmbedder, minilm_path
 from fourfold.fingerprint.lexical import best_char_f1, char_f1
 from fourfold.fingerprint.runscore import SCORES_FILE, format_quality, score_run
 from fourfold.measure.slo import evaluate, parse_spec
+from fourfold.reports.load import load_run
+from fourfold.reports.report import Side, build_report
 
 EN, ZH = ITEMS["qa-three-points"].references[0], ITEMS["zh-sleep-five"].references[0]
 
@@ -100,3 +102,42 @@ def test_embed_model_copy_scores_the_same(tmp_path: Path, minilm: MiniLMEmbedder
     assert about["name"] == "my-minilm" and reference["name"] == "all-MiniLM-L6-v2"
     assert about["weights_sha256"] == reference["weights_sha256"] and len(about["weights_sha256"]) == 64
     assert about["backend"] == "torch-fp32" and about["path"] == str(copy)
+
+
+def test_fourfold_score_reports_backend_and_low_confidence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The acceptance line of #23: `fourfold score` (the real model, the backend it picks) of bundled
+    Chinese and English answers says which backend ran and how many answers were low-confidence, as
+    summary.json and scores.jsonl record; `fourfold check` gates on the share and on the char F1."""
+    zh_ids = ["zh-sleep-five", *[i for i in ITEMS if i.startswith("zh-") and i != "zh-sleep-five"][:2]]
+    en_ids = [i for i in ITEMS if not i.startswith("zh-")][:3]
+    answers = [(i, ITEMS[i].references[0]) for i in (*zh_ids, *en_ids)]
+    answers.append(("zh-sleep-five", ITEMS[zh_ids[1]].references[0]))     # an unrelated Chinese answer
+    run_dir = _run(tmp_path, answers)
+    assert cli_main(["score", str(run_dir), "--cache-dir", str(tmp_path / "cache")]) == 0
+    out = capsys.readouterr().out
+    quality = json.loads((run_dir / "summary.json").read_text())["quality"]
+    backend = quality["embedder"]["backend"]
+    assert backend.startswith(("torch-", "openvino")) and f"backend {backend}" in out
+    assert quality["total"]["low_confidence_n"] == 4 and quality["total"]["low_confidence_share"] == 0.5714
+    assert "low-confidence: 4 of 7 answers" in out
+    rows = [json.loads(line) for line in (run_dir / SCORES_FILE).read_text().splitlines()]
+    assert [row["low_confidence"] for row in rows] == [True, True, True, False, False, False, True]
+    assert rows[-1]["char_f1"] < 0.3 < min(row["char_f1"] for row in rows[:-1])
+    # the report's rows show the same figures (its share in %)
+    report = build_report(Side("run", [load_run(run_dir)]), [Side("nothing", [])])
+    shown = {row.metric: row.baseline for row in report.comparisons[0].rows}
+    assert shown["low_confidence_share"] == pytest.approx(100 * 4 / 7)
+    assert shown["char_f1_mean"] == pytest.approx(quality["total"]["char_f1_mean"], abs=1e-4)
+    for spec, code in (("low_confidence_share<=10%", 3), ("similarity_mean>=0.5", 3), ("char_f1_mean>=0.5", 0)):
+        assert cli_main(["check", str(run_dir), "--slo", spec]) == code, spec
+    assert "unjudged: 4 of 7 answers are low-confidence" in capsys.readouterr().out
+
+
+def test_demo_says_backend_and_low_confidence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import fourfold.fingerprint.runscore as runscore
+    from fourfold.cli.demo import _score
+
+    monkeypatch.setattr(runscore, "make_embedder", lambda **kwargs: TokenizedHashEmbedder())
+    said: list[str] = []
+    assert _score([_run(tmp_path, [("zh-sleep-five", ZH), ("qa-three-points", EN)])], said.append) == ""
+    assert said[0].endswith("backend -, 1 low-confidence)"), said

@@ -36,6 +36,8 @@ class RunSpec:
     failure_every: int = 0
     text: str = "an answer"
     variant_of: list[str] = field(default_factory=list)    # cycle these variants (A/B in one run)
+    char_f1: tuple[float, float] | None = None             # with it, scores have char_f1 and low_confidence
+    low_confidence_every: int = 0                          # every N-th scored answer is low-confidence
 
 
 def write_dataset(path: Path) -> Path:
@@ -54,6 +56,7 @@ def write_run(base: Path, spec: RunSpec, *, dataset: Path | None = None, scores:
     writer = RunWriter(spec.label, base, now_s=now_s)
     writer.write_meta({"label": spec.label, "level": "l1", "settings": {"dataset": str(dataset) if dataset else "", "stall_ms": 150.0}})
     score_rows = []
+    lexical = random.Random(spec.seed + 1)                 # its own draws: the other columns stay as they were
     for i in range(spec.n):
         item_id, kind = ITEMS[i % len(ITEMS)]
         mean, sd = spec.ttft_structured if kind == "structured" else spec.ttft_plain
@@ -79,6 +82,9 @@ def write_run(base: Path, spec: RunSpec, *, dataset: Path | None = None, scores:
                                "scenario": record.scenario, "variant": variant,
                                "similarity": round(min(1.0, rng.gauss(*spec.similarity)), 6),
                                "compliant": None if kind == "plain" else rng.random() > 0.05})
+            if spec.char_f1 is not None:
+                score_rows[-1].update(char_f1=round(min(1.0, lexical.gauss(*spec.char_f1)), 6), low_confidence=bool(
+                    spec.low_confidence_every and len(score_rows) % spec.low_confidence_every == 0))
     writer.close()
     writer.write_summary({"records": spec.n, "slo_ms": {}})
     if scores:
