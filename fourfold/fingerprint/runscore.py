@@ -330,7 +330,7 @@ def format_quality(result: RunScore) -> str:
         lines.append(f"embedder: {about.get('name')} (weights sha256 {str(about.get('weights_sha256'))[:12]}), "
                      f"backend {about.get('backend') or '-'}")
     lines.append("")
-    header = ("group", "answers", "sim mean", "sim p5", "sim p50", "structure", "full-width")
+    header = ("group", "answers", "sim mean", "sim p5", "sim p50", "low-conf", "char F1", "structure", "full-width")
     table = [header]
     groups = {**quality["by_scenario"], "total": quality["total"]}
     for name, block in groups.items():
@@ -339,7 +339,8 @@ def format_quality(result: RunScore) -> str:
         fullwidth = "-" if not block["chinese_n"] else \
             f"{_fmt(block['fullwidth_punct_share'], '{:.1%}')} ({block['chinese_n']} zh)"
         table.append((name, str(block["n"]), _fmt(block["similarity_mean"]), _fmt(block["similarity_p5"]),
-                      _fmt(block["similarity_p50"]), structure, fullwidth))
+                      _fmt(block["similarity_p50"]), str(block.get("low_confidence_n", 0)),
+                      _fmt(block.get("char_f1_mean")), structure, fullwidth))
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:
         lines.append("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in

@@ -4,6 +4,7 @@ the similarity, the console line, the SLO gate; and --embed-model with any local
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -120,6 +121,8 @@ def test_fourfold_score_reports_backend_and_low_confidence(tmp_path: Path, capsy
     assert backend.startswith(("torch-", "openvino")) and f"backend {backend}" in out
     assert quality["total"]["low_confidence_n"] == 4 and quality["total"]["low_confidence_share"] == 0.5714
     assert "low-confidence: 4 of 7 answers" in out
+    assert re.search(r"^group +answers +sim mean +sim p5 +sim p50 +low-conf +char F1 ", out, re.M)
+    assert re.search(r"^total +7 +[\d.]+ +[\d.]+ +[\d.]+ +4 +[\d.]+ ", out, re.M), out    # 4 low-confidence
     rows = [json.loads(line) for line in (run_dir / SCORES_FILE).read_text().splitlines()]
     assert [row["low_confidence"] for row in rows] == [True, True, True, False, False, False, True]
     assert rows[-1]["char_f1"] < 0.3 < min(row["char_f1"] for row in rows[:-1])

@@ -158,7 +158,7 @@ def test_cli_score(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pyte
     out = capsys.readouterr().out
     assert made == {"batch_size": 8, "threads": 1, "use_cache": False, "cache_dir": None, "backend": None,
                     "model_path": None}
-    assert re.search(r"^l2:ladder\s+1\s+1\.000\s+1\.000\s+1\.000\s+-\s+-$", out, re.M), out
+    assert re.search(r"^l2:ladder\s+1\s+1\.000\s+1\.000\s+1\.000\s+0\s+1\.000\s+-\s+-$", out, re.M), out
     assert "wrote" in out and (run_dir / SCORES_FILE).exists()
     # the run is left with the columnar copy fourfold compare reads, valid for these scores
     from fourfold.reports.cache import CACHE_FILE
