@@ -187,5 +187,5 @@ def test_the_slo_grammar_takes_its_names_from_the_registry():
     assert {f"{b}_ms" for b in LATENCY_BASES} - {"jitter_ms"} == set(m.SLO_METRICS)   # jitter: per run, no goodput limit
     assert RATE_METRICS == ("error_rate", "interruption_rate", "stall_rate", "conn_reuse", "goodput_ratio", "pulse_share")
     assert THROUGHPUT_METRICS == {"output_tps": "tok/s", "request_rps": "req/s", "goodput_rps": "req/s", "pulse_hz": "Hz"}
-    assert QUALITY_METRICS == ("similarity_mean", "similarity_p5", "similarity_p50", "structure_compliance",
-                               "fact_error_rate")
+    assert QUALITY_METRICS == ("similarity_mean", "similarity_p5", "similarity_p50", "low_confidence_share",
+                               "char_f1_mean", "structure_compliance", "fact_error_rate")
