@@ -50,6 +50,7 @@ WIRE_VERSION = 1
 _log = math.log
 _ceil = math.ceil
 _INF = math.inf
+_ARRAY_MIN = 32                # add_all files arrays this long with numpy
 
 
 def nearest_rank(q: float, n: int) -> int:
@@ -166,8 +167,25 @@ class LogHistogram:
         if value > self._max:
             self._max = value
 
-    def add_all(self, values: Iterable[float]) -> None:
-        """Record each value once (the per-request ITL gaps, say); cheaper per value than ``add``."""
+    def add_all(self, values: Iterable[float] | np.ndarray) -> None:
+        """Record each value once (the per-request ITL gaps, say); cheaper per value than ``add``.
+        A float64 array of many values is filed in one pass of :func:`bucket_keys` (the report's
+        form of the same buckets)."""
+        if isinstance(values, np.ndarray) and values.size >= _ARRAY_MIN and values.dtype == np.float64:
+            low, high = values.min(), values.max()
+            if ZERO_CUTOFF <= low and high < _INF:      # every value in a log bucket (NaN fails too)
+                keys, counts = np.unique(np.ceil(np.log(values) * self._inv_log_gamma).astype(np.int64),
+                                         return_counts=True)
+                buckets = self.buckets
+                get = buckets.get
+                for key, n in zip(keys.tolist(), counts.tolist()):
+                    buckets[key] = get(key, 0) + n
+                self.count += values.size
+                self.sum += sum(values.tolist())        # summed in order, as the list path does
+                self._min = min(self._min, float(low))
+                self._max = max(self._max, float(high))
+                return
+            values = values.tolist()
         vals = values if isinstance(values, (list, tuple)) else list(values)
         for value in vals:
             if not ZERO_CUTOFF <= value < _INF:

@@ -123,6 +123,7 @@ def max_gap_ms(record: RequestRecord) -> float | None:
 
 # ---- stream rhythm: jitter and pulse frequency (the article's 3-5 Hz diagnosis) ----
 MIN_JITTER_CHUNKS = 3       # two gaps: a spread needs two
+_ARRAY_MIN = 32             # tokens_by_second takes numpy's path from this many chunks
 MIN_PULSE_CHUNKS = 8        # fewer chunks cannot show a period (measure.rhythm.pulse_frequency_hz)
 
 
@@ -157,7 +158,7 @@ def pulse_hz_of_gaps(gaps: np.ndarray) -> float | None:
     gaps = np.asarray(gaps, dtype=np.float64)
     if gaps.size < MIN_PULSE_CHUNKS - 1:
         return None
-    return pulse_frequency_hz(np.concatenate(([0.0], np.cumsum(gaps))).tolist()) or 0.0
+    return pulse_frequency_hz(np.concatenate(([0.0], np.cumsum(gaps)))) or 0.0
 
 
 # ---- goodput: a request that meets every per-request SLO ----
@@ -211,12 +212,29 @@ def tokens_by_second(record: RequestRecord) -> dict[int, int]:
         return {}
     if not offsets:
         return {math.floor(end_s(record)): tokens}
+    if len(offsets) >= _ARRAY_MIN:
+        return _tokens_by_second_array(record.started_at, np.asarray(offsets, dtype=np.float64), tokens)
     out: dict[int, int] = {}
     for offset_ms, share in zip(offsets, chunk_tokens(tokens, len(offsets)), strict=True):
         if share:
             sec = math.floor(record.started_at + offset_ms / 1000)
             out[sec] = out.get(sec, 0) + share
     return out
+
+
+def _tokens_by_second_array(started_s: float, offsets_ms: np.ndarray, tokens: int) -> dict[int, int]:
+    """:func:`tokens_by_second` of a long stream in a few array passes (the same float arithmetic
+    per chunk, the same integer shares); seconds in ascending order."""
+    n = offsets_ms.size
+    seconds = np.floor(started_s + offsets_ms / 1000).astype(np.int64)
+    if tokens % n == 0:
+        keys, counts = np.unique(seconds, return_counts=True)
+        share = tokens // n
+        return {key: count * share for key, count in zip(keys.tolist(), counts.tolist())}
+    through = np.arange(n + 1, dtype=np.int64) * tokens // n
+    keys, inverse = np.unique(seconds, return_inverse=True)
+    sums = np.bincount(inverse, weights=np.diff(through), minlength=keys.size)
+    return {key: int(total) for key, total in zip(keys.tolist(), sums.tolist()) if total}
 
 
 def token_seconds_array(started_s: np.ndarray, end_s: np.ndarray, tokens: np.ndarray, lens: np.ndarray,

@@ -50,6 +50,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import numpy as np
+
 from fourfold.measure.histogram import DEFAULT_ALPHA, LogHistogram
 from fourfold.measure.metrics import (
     SLO_METRICS,
@@ -58,8 +60,10 @@ from fourfold.measure.metrics import (
     is_interrupted,
     is_stall,
     jitter_ms,
+    jitter_ms_of_gaps,
     meets_slo,
     pulse_hz,
+    pulse_hz_of_gaps,
     ratio,
     request_tps,
     tokens_by_second,
@@ -96,6 +100,7 @@ WIRE_VERSION = 1
 _TOKENS, _FINISHED, _FAILURES, _TTFT_N, _TTFT_SUM, _TTFT_MAX, _STALLS = range(7)
 _EMPTY_SLOT = (0, 0, 0, 0, 0.0, 0.0, 0)
 K = TypeVar("K")
+_ARRAY_MIN = 32      # a record with this many chunk offsets has its gaps taken as an array
 
 
 @dataclass
@@ -125,20 +130,26 @@ class GroupStats:
     def add(self, record: RequestRecord, stall_threshold_ms: float, slo_ms: dict[str, float]) -> None:
         c, h = self.counts, self.hists
         ok = record.ok
-        gaps = record.itl_ms
+        gaps: list[float] | np.ndarray
+        if len(record.chunk_offsets_ms) >= _ARRAY_MIN:    # a long stream: its gaps as one array
+            offsets = np.asarray(record.chunk_offsets_ms, dtype=np.float64)
+            gaps = offsets[1:] - offsets[:-1]
+            stalls = int(np.count_nonzero(gaps > stall_threshold_ms))
+        else:
+            gaps = record.itl_ms
+            stalls = stall_count(gaps, stall_threshold_ms)
         c["requests"] += 1
         c["ok" if ok else "failures"] += 1
         self.errors[record.error_class] = self.errors.get(record.error_class, 0) + 1
         self.statuses[record.status] = self.statuses.get(record.status, 0) + 1
         c["interrupted"] += is_interrupted(record)
-        stalls = stall_count(gaps, stall_threshold_ms)
         c["stalls"] += stalls
         c["requests_with_stall"] += stalls > 0
         if stalls:
-            offsets = record.chunk_offsets_ms
+            chunk_ms = record.chunk_offsets_ms
             for j, gap in enumerate(gaps):
                 if is_stall(gap, stall_threshold_ms):
-                    self._slot(math.floor(record.started_at + offsets[j + 1] / 1000))[_STALLS] += 1
+                    self._slot(math.floor(record.started_at + chunk_ms[j + 1] / 1000))[_STALLS] += 1
         c["output_tokens_total"] += record.output_tokens
         c["output_tokens_estimated"] += record.output_tokens > 0 and record.output_tokens_source != "usage"
         c["output_tokens_tokenizer"] += record.output_tokens_source == "tokenizer"
@@ -168,10 +179,11 @@ class GroupStats:
                     h["request_tps"].add(speed)
             h["output_tokens"].add(record.output_tokens)
             h["itl_ms"].add_all(gaps)
-            jitter = jitter_ms(record)
+            jitter = jitter_ms(record) if isinstance(gaps, list) else jitter_ms_of_gaps(gaps)
             if jitter is not None:
                 h["jitter_ms"].add(jitter)
-                pulse = pulse_hz(record)
+                # pulse_hz(record), from the gaps in hand (float32, as the report keeps them)
+                pulse = pulse_hz(record) if isinstance(gaps, list) else pulse_hz_of_gaps(gaps.astype(np.float32))
                 if pulse is not None:
                     c["requests_rhythm"] += 1
                     if pulse > 0:
