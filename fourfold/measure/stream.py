@@ -22,6 +22,7 @@ import httpx
 from fourfold.measure.dialects.base import Dialect, HttpRequest
 from fourfold.measure.encoding import IDENTITY, decode_pieces
 from fourfold.measure.h1wire import MalformedResponse
+from fourfold.measure.native import offsets_ms
 from fourfold.measure.reactor import drain as drain_reactor
 from fourfold.measure.record import NO_TERMINAL_EVENT, UNSOLICITED, UNSOLICITED_BEFORE, RequestRecord
 from fourfold.measure.secrets import NO_SECRETS, Secrets
@@ -236,7 +237,7 @@ def _finish(dialect: Dialect, request: HttpRequest, record: RequestRecord, t0: i
     feed_chunks = getattr(parser, "feed_chunks", None)
     per_chunk = feed_chunks(chunks) if feed_chunks is not None and len(chunks) > 1 else None
     if per_chunk is not None:      # the whole body in one go (see JsonEventParser.feed_chunks)
-        offsets = [round((t - t0) / 1e6, 3) for t, n in zip(times, per_chunk) if n]
+        offsets = offsets_ms(times, per_chunk, t0)
     else:
         feed = parser.feed
         pause = _cooperative_pause()

@@ -15,6 +15,7 @@ from json.scanner import make_scanner
 from typing import Any
 
 from fourfold.measure.dialects.base import Completion
+from fourfold.measure.native import scan_events
 from fourfold.measure.record import INPUT_USAGE_IMPLAUSIBLE, NO_TERMINAL_EVENT, USAGE_IMPLAUSIBLE
 from fourfold.measure.sse import DEFAULT_MAX_EVENT_BYTES, SSEDecoder, SSEEvent
 
@@ -192,6 +193,8 @@ class JsonEventParser:
         find_template = getattr(self, "_find_template", None)
         template = find_template(parts) if find_template is not None else None
         tprefix, tsuffix = template if template is not None else (b"\x00", b"")
+        if scan_events is not None:      # the same loop in C (fourfold.measure.native)
+            return self._feed_scanned(body, chunks, tprefix, tsuffix, template is not None, on_object)
         cut_start, cut_end = len(tprefix), (-len(tsuffix) if tsuffix else None)
         plain = _PLAIN_STRING.fullmatch
         # per event: str (a plain content delta), int (index of its JSON object) or SSEEvent
@@ -268,6 +271,54 @@ class JsonEventParser:
                 per_chunk[chunk] += got
                 deltas += got
         self._done.content_deltas += deltas
+        return per_chunk
+
+    def _feed_scanned(self, body: bytes, chunks: list[bytes], tprefix: bytes, tsuffix: bytes, templated: bool,
+                      on_object: Any) -> list[int] | None:
+        """:meth:`feed_chunks`' loop with the parts scanned by ``_hotpath.scan_events``: the same
+        checks, the same events applied in the same order, the plain deltas' texts taken in runs."""
+        assert scan_events is not None
+        scanned = scan_events(body, [len(data) for data in chunks], tprefix, tsuffix, self.max_event_bytes)
+        if scanned is None:
+            return None
+        texts, per_chunk, others, hits = scanned
+        json_payloads = [payload for _, _, payload, is_json in others if is_json]
+        objects: list[Any] = []
+        if json_payloads:
+            try:
+                objects = loads_json(b"[" + b",".join(json_payloads) + b"]")
+            except ValueError:     # includes invalid UTF-8
+                return None
+            if len(objects) != len(json_payloads) or not all(type(o) is dict for o in objects):
+                return None
+        try:
+            events = [SSEEvent(data=payload.decode("utf-8")) for _, _, payload, is_json in others if not is_json]
+        except UnicodeDecodeError:
+            return None
+        # every check passed: from here on the body is applied, event by event, in order
+        self._fed = True
+        if templated:
+            self._template_hits = hits
+        text = self._text
+        deltas = taken = 0
+        next_object, next_event = iter(objects), iter(events)
+        for before, chunk, payload, is_json in others:
+            if before > taken:
+                text.extend(texts[taken:before])
+                taken = before
+            if is_json:
+                try:
+                    got = on_object(next(next_object))
+                except (AttributeError, TypeError, KeyError, IndexError) as exc:
+                    self._malformed(payload.decode("utf-8", "replace"), f"unexpected shape ({type(exc).__name__}: {exc})")
+                    got = 0
+            else:
+                got = self._on_event(next(next_event))
+            if got:
+                per_chunk[chunk] += got
+                deltas += got
+        text.extend(texts[taken:])
+        self._done.content_deltas += deltas + len(texts)
         return per_chunk
 
     def finish(self) -> Completion:

@@ -1,0 +1,30 @@
+"""The optional C steps of the body's late parsing (``fourfold/measure/_hotpath.c``) and the Python
+code each one mirrors.
+
+``setup.py`` compiles ``_hotpath`` where a C compiler is found (``optional=True``: the install goes
+on without it). Where it is missing, :data:`scan_events` is None (the parser's Python loop runs)
+and :data:`offsets_ms` is :func:`offsets_ms_py`: same results, slower.
+``tests/unit/test_hotpath.py`` holds each C function against its Python twin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+try:
+    from fourfold.measure import _hotpath  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - no C compiler at install time
+    _hotpath = None
+
+__all__ = ["offsets_ms", "offsets_ms_py", "scan_events"]
+
+
+def offsets_ms_py(times: list[int], counts: list[int], t0: int) -> list[float]:
+    """Each counted chunk's offset from ``t0`` in ms, rounded to the microsecond."""
+    return [round((t - t0) / 1e6, 3) for t, n in zip(times, counts) if n]
+
+
+offsets_ms: Callable[[list[int], list[int], int], list[float]] = (
+    _hotpath.offsets_ms if _hotpath is not None else offsets_ms_py)
+scan_events: Callable[..., Any] | None = _hotpath.scan_events if _hotpath is not None else None

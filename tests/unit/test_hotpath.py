@@ -1,0 +1,125 @@
+"""The C steps of late parsing (fourfold/measure/_hotpath.c) against the Python code they mirror.
+
+With the extension built (``pip install`` compiles it), ``JsonEventParser.feed_chunks`` scans a
+body with ``_hotpath.scan_events`` and ``stream._finish`` rounds offsets with
+``_hotpath.offsets_ms``; without it the Python loops run. Both must give the same record.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fourfold.measure import native
+from fourfold.measure.dialects import get_dialect, jsonevents
+
+pytestmark = pytest.mark.skipif(native._hotpath is None, reason="fourfold.measure._hotpath was not built")
+RECORDED = Path(__file__).resolve().parents[1] / "recorded"
+
+
+def test_offsets_round_as_python_rounds() -> None:
+    rng = random.Random(5)
+    t0 = 1_234_567_890_123
+    deltas = [rng.randrange(-10**9, 10**11) for _ in range(20_000)]
+    deltas += [k * 1000 + 500 for k in range(0, 5_000_000, 997)]        # halfway between two microseconds
+    deltas += [0, -1, 1, -500, 500, 2**53 + 1, -(2**53) - 3, 10**18]
+    times = [t0 + d for d in deltas]
+    counts = [rng.choice([0, 1, 1, 2]) for _ in times]
+    got = native._hotpath.offsets_ms(times, counts, t0)
+    want = native.offsets_ms_py(times, counts, t0)
+    assert got == want
+    assert [str(x) for x in got] == [str(x) for x in want]               # -0.0 stays -0.0
+    assert native._hotpath.offsets_ms([t0 + 1_500], [1], t0) == [0.002]
+
+
+def parse(chunks: list[bytes], native_scan: bool, monkeypatch: pytest.MonkeyPatch, **kwargs: Any) -> tuple[Any, ...]:
+    monkeypatch.setattr(jsonevents, "scan_events", native._hotpath.scan_events if native_scan else None)
+    parser = get_dialect("openai").parser(True, **kwargs)
+    counts = parser.feed_chunks(chunks)
+    taken = counts is not None
+    if counts is None:
+        counts = [parser.feed(chunk) for chunk in chunks]
+    return parser.finish(), counts, taken, parser._template_hits, parser.malformed_events
+
+
+def same(chunks: list[bytes], monkeypatch: pytest.MonkeyPatch, **kwargs: Any) -> tuple[Any, ...]:
+    scanned = parse(chunks, True, monkeypatch, **kwargs)
+    assert scanned == parse(chunks, False, monkeypatch, **kwargs)
+    return scanned
+
+
+def vllm(content: Any, **extra: Any) -> bytes:
+    body = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "choices": [{"index": 0, "delta": {"content": content}, "logprobs": None, "finish_reason": None}]}
+    body.update(extra)
+    return b"data: " + json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
+
+
+@pytest.mark.parametrize("name", ["vllm_chat", "vllm_chat_reasoning", "llamacpp_chat", "llamacpp_captured_stop",
+                                  "llamacpp_captured_length", "tgi_chat"])
+def test_recorded_streams_in_random_splits(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = (RECORDED / f"{name}.sse").read_bytes()
+    rng = random.Random(name)
+    for _ in range(30):
+        cuts = sorted(set(rng.randrange(1, len(raw)) for _ in range(rng.randrange(0, 40))))
+        chunks = [raw[a:b] for a, b in pairwise([0, *cuts, len(raw)])]
+        assert same(chunks, monkeypatch)[2]
+
+
+def test_template_deltas_with_role_finish_usage_and_done(monkeypatch: pytest.MonkeyPatch) -> None:
+    role = vllm("").replace(b'{"content"', b'{"role":"assistant","content"')
+    raw = (role + b"".join(vllm(t) for t in ["a", " b", "", "caf\u00e9", 'q"uote', "\U0001F600", "z"])
+           + vllm("x", usage={"completion_tokens": 9}) + vllm(None) + b"data: [DONE]\n\n")
+    for size in (1, 7, 64, 250, len(raw)):
+        completion, counts, taken, hits, _ = same([raw[i:i + size] for i in range(0, len(raw), size)], monkeypatch)
+        assert taken and completion.text == "a bcaf\u00e9q\"uote\U0001F600zx" and sum(counts) == 7
+        assert hits == 6 and completion.output_tokens == 9 and completion.terminal
+
+
+@pytest.mark.parametrize("raw", [
+    vllm("a") + b'data: {"choices": [\n\n' + vllm("b"),                                    # malformed JSON
+    vllm("a") + b"data: not json\n\n" + vllm("b") + b"data: [DONE]\n\n",                   # not JSON at all
+    vllm("a") + vllm("b") + b"data: [DONE]",                                               # torn last event
+    b": ping\n\n" + vllm("a") + vllm("b"),                                                 # comment
+    vllm("a") + vllm("a\udcff".encode("utf-8", "surrogateescape").decode("latin-1")),      # odd bytes
+    vllm("a") + vllm("b")[:-2].replace(b'"b"', b'"\xff"') + b"\n\n" + vllm("c"),           # invalid UTF-8 delta
+    vllm("a") + vllm("b") + b"data:" + b"\xff" * 3 + b"\n\n",                              # invalid UTF-8 data
+    vllm("a") + vllm("x" * 3000) + vllm("b"),                                              # oversized event
+    vllm("a") + b"event: message\n" + vllm("b"),                                           # an event: line
+    vllm("a") + b"\n\n" + vllm("b"),                                                       # an empty block
+    vllm("a") + b"\n\n\n" + vllm("b"),                                                     # three newlines
+    vllm("a") + b"data:\n\n" + b"data\n\n" + vllm("b"),                                    # bare data lines
+    vllm("a") + vllm("b", choices=5) + vllm("c"),                                          # unexpected shape
+    vllm("a") + b'data: {"error":{"message":"boom"}}\n\n',                                 # an error event
+])
+def test_unusual_bodies(raw: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    for size in (1, 13, 100, len(raw)):
+        same([raw[i:i + size] for i in range(0, len(raw), size)], monkeypatch, max_event_bytes=1024)
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(st.one_of(
+    st.sampled_from([b"data: ", b"data:", b"\n\n", b"\n", b"{", b"}", b"[DONE]", b'"x"', b",", b" ", b'"', b"\\",
+                     vllm("t"), vllm(""), vllm("\u00e9"), vllm("t")[:-2], b'{"usage":{"completion_tokens":3}}',
+                     b'{"choices":[{"delta":{"content":1}}]}', b'{"error":{"message":"boom"}}']),
+    st.binary(max_size=6)), max_size=24), cut=st.integers(1, 9))
+def test_random_bodies(parts: list[bytes], cut: int) -> None:
+    raw = b"".join(parts)
+    chunks = [raw[i:i + cut] for i in range(0, len(raw), cut)]
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        same(chunks, monkeypatch, max_event_bytes=256)
+
+
+def test_scan_events_never_raises_on_odd_arguments() -> None:
+    scan = native._hotpath.scan_events
+    assert scan(b"", [], b"\x00", b"", 10) == ([], [], [], 0)
+    assert scan(b"data: x\n\n", [9], b"", b"", 0) is None                          # every part over the limit
+    texts, per_chunk, others, hits = scan(b'data: "a"\n\ndata: 1\n\n', [4, 7, 9], b"data: ", b"", 100)
+    assert (texts, per_chunk, others, hits) == (["a"], [0, 1, 0], [(1, 2, b"1", False)], 1)
