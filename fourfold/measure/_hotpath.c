@@ -19,6 +19,10 @@
  *     path (a part of another shape, invalid UTF-8 in a plain delta); nothing else is raised
  *     for any body.
  *
+ * recv_stamped(fd, offset_ns)
+ *     Reader.on_ready's read (fourfold.measure.reactor): one recvmsg with the kernel's receive
+ *     stamp, without the ancillary-data tuples Python's socket.recvmsg builds (see below).
+ *
  * offsets_ms(times, counts, t0)
  *     [round((t - t0) / 1e6, 3) for t, n in zip(times, counts) if n]: each chunk's offset in ms
  *     from the request's start, rounded as Python's round(x, 3) rounds (the shortest correctly
@@ -27,7 +31,10 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <errno.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
 
 typedef unsigned char uchar;
 
@@ -228,7 +235,68 @@ error:
     return NULL;
 }
 
+/* recv_stamped(fd, offset_ns) -> (t, data, now) | None
+ *
+ * Reader.on_ready's read (fourfold.measure.reactor): one non-blocking recvmsg of up to 64 KiB on
+ * ``fd`` with the kernel's SO_TIMESTAMPNS stamp. ``now`` is perf_counter_ns() after the read
+ * (CLOCK_MONOTONIC, as Python's perf_counter on Linux); ``t`` is the stamp (CLOCK_REALTIME) +
+ * ``offset_ns`` when that lies in (0, now), else ``now``. ``data`` is the bytes (b"" at EOF) or,
+ * when the read failed, the OSError instance Python's recvmsg would have raised. None when
+ * nothing was there (EAGAIN) or a signal interrupted the call: the caller reads again later. */
+#if defined(__linux__) && defined(SCM_TIMESTAMPNS)
+static PyObject *
+recv_stamped(PyObject *self, PyObject *args)
+{
+    int fd;
+    long long offset;
+    static char data[65536];
+    union {
+        char buf[CMSG_SPACE(sizeof(struct timespec))];
+        struct cmsghdr align;
+    } control;
+    if (!PyArg_ParseTuple(args, "iL", &fd, &offset))
+        return NULL;
+    struct iovec iov = {data, sizeof(data)};
+    struct msghdr msg;
+    memset(&msg, 0, sizeof(msg));
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.buf;
+    msg.msg_controllen = sizeof(control.buf);
+    ssize_t n = recvmsg(fd, &msg, MSG_DONTWAIT);    /* never blocks: the GIL is kept (one buffer) */
+    int error = n < 0 ? errno : 0;
+    struct timespec mono;
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    long long now = (long long)mono.tv_sec * 1000000000LL + mono.tv_nsec;
+    if (n < 0) {
+        if (error == EAGAIN || error == EWOULDBLOCK || error == EINTR)
+            Py_RETURN_NONE;
+        PyObject *exc = PyObject_CallFunction(PyExc_OSError, "is", error, strerror(error));
+        if (exc == NULL)
+            return NULL;
+        PyObject *out = Py_BuildValue("(LNL)", now, exc, now);
+        return out;
+    }
+    long long t = now;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS
+                && c->cmsg_len >= CMSG_LEN(sizeof(struct timespec))) {
+            struct timespec stamp;
+            memcpy(&stamp, CMSG_DATA(c), sizeof(stamp));
+            long long kernel = (long long)stamp.tv_sec * 1000000000LL + stamp.tv_nsec + offset;
+            if (0 < kernel && kernel < t)
+                t = kernel;
+        }
+    }
+    return Py_BuildValue("(Ly#L)", t, data, (Py_ssize_t)n, now);
+}
+#define HAVE_RECV_STAMPED 1
+#endif
+
 static PyMethodDef methods[] = {
+#ifdef HAVE_RECV_STAMPED
+    {"recv_stamped", recv_stamped, METH_VARARGS, "One non-blocking kernel-stamped read (see the comment above)."},
+#endif
     {"scan_events", scan_events, METH_VARARGS, "The plain-delta scan of a whole SSE body (see the module comment)."},
     {"offsets_ms", offsets_ms, METH_VARARGS, "[round((t - t0) / 1e6, 3) for t, n in zip(times, counts) if n]."},
     {NULL, NULL, 0, NULL},

@@ -1,9 +1,10 @@
-"""The optional C steps of the body's late parsing (``fourfold/measure/_hotpath.c``) and the Python
+"""The optional C steps of the body's read and late parsing (``fourfold/measure/_hotpath.c``) and the Python
 code each one mirrors.
 
 ``setup.py`` compiles ``_hotpath`` where a C compiler is found (``optional=True``: the install goes
 on without it). Where it is missing, :data:`scan_events` is None (the parser's Python loop runs)
-and :data:`offsets_ms` is :func:`offsets_ms_py`: same results, slower.
+and :data:`offsets_ms` is :func:`offsets_ms_py`, :data:`recv_stamped` None (the reactor's reader
+reads with ``socket.recvmsg``): same results, slower.
 ``tests/unit/test_hotpath.py`` holds each C function against its Python twin.
 """
 
@@ -17,7 +18,7 @@ try:
 except ImportError:  # pragma: no cover - no C compiler at install time
     _hotpath = None
 
-__all__ = ["offsets_ms", "offsets_ms_py", "scan_events"]
+__all__ = ["offsets_ms", "offsets_ms_py", "recv_stamped", "scan_events"]
 
 
 def offsets_ms_py(times: list[int], counts: list[int], t0: int) -> list[float]:
@@ -28,3 +29,6 @@ def offsets_ms_py(times: list[int], counts: list[int], t0: int) -> list[float]:
 offsets_ms: Callable[[list[int], list[int], int], list[float]] = (
     _hotpath.offsets_ms if _hotpath is not None else offsets_ms_py)
 scan_events: Callable[..., Any] | None = _hotpath.scan_events if _hotpath is not None else None
+# Reader.on_ready's kernel-stamped read (Linux); None: the Python read (Reader._read)
+recv_stamped: Callable[[int, int], tuple[int, Any, int] | None] | None = (
+    getattr(_hotpath, "recv_stamped", None) if _hotpath is not None else None)

@@ -123,3 +123,67 @@ def test_scan_events_never_raises_on_odd_arguments() -> None:
     assert scan(b"data: x\n\n", [9], b"", b"", 0) is None                          # every part over the limit
     texts, per_chunk, others, hits = scan(b'data: "a"\n\ndata: 1\n\n', [4, 7, 9], b"data: ", b"", 100)
     assert (texts, per_chunk, others, hits) == (["a"], [0, 1, 0], [(1, 2, b"1", False)], 1)
+
+
+def _pair(stamps: bool = True) -> tuple[Any, Any]:
+    import socket
+
+    server = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(server.getsockname())
+    peer, _ = server.accept()
+    server.close()
+    if stamps:
+        client.setsockopt(socket.SOL_SOCKET, 35, 1)     # SO_TIMESTAMPNS
+    client.setblocking(False)
+    return client, peer
+
+
+@pytest.mark.skipif(native.recv_stamped is None, reason="no kernel-stamped read here (Linux only)")
+def test_recv_stamped_reads_as_the_python_reader_does() -> None:
+    import socket
+    import struct
+    import time
+
+    from fourfold.measure.reactor import Reader
+
+    client, peer = _pair()
+    reader = Reader.__new__(Reader)            # only _read's inputs: the socket's own recvmsg
+    reader._recvmsg, reader._recv = client.recvmsg, client.recv
+    offset = time.perf_counter_ns() - time.time_ns()
+    try:
+        assert native.recv_stamped(client.fileno(), offset) is None        # nothing there yet
+        assert reader._read(offset)[1] is None
+        for read in (lambda: native.recv_stamped(client.fileno(), offset), lambda: reader._read(offset)):
+            peer.sendall(b"token")
+            time.sleep(0.03)                   # the stamp is the arrival, 30 ms before the read
+            t, data, now = read()
+            assert data == b"token" and 25e6 < now - t < 1e9
+        peer.sendall(b"x" * 100_000)
+        time.sleep(0.05)
+        t, data, now = native.recv_stamped(client.fileno(), offset)
+        assert len(data) == 65536 and t < now
+        peer.close()
+        time.sleep(0.02)
+        rest = native.recv_stamped(client.fileno(), offset)[1]
+        assert len(rest) == 100_000 - 65536
+        assert native.recv_stamped(client.fileno(), offset)[1] == b""      # EOF
+    finally:
+        client.close()
+    unstamped, peer = _pair(stamps=False)      # no stamp: the time of the read
+    try:
+        peer.sendall(b"a")
+        time.sleep(0.03)
+        t, data, now = native.recv_stamped(unstamped.fileno(), offset)
+        assert data == b"a" and t == now
+        peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        peer.sendall(b"b")
+        peer.close()                           # a reset after the data
+        time.sleep(0.03)
+        got = [native.recv_stamped(unstamped.fileno(), offset)[1] for _ in range(2)]
+        assert got[0] == b"b" or isinstance(got[0], ConnectionResetError)
+        assert isinstance(got[-1], ConnectionResetError) or got[-1] == b""
+    finally:
+        unstamped.close()
+    with pytest.raises(TypeError):
+        native.recv_stamped("3", 0)
+    assert isinstance(native.recv_stamped(10**6, 0)[1], OSError)        # a closed descriptor: EBADF as data
