@@ -224,3 +224,87 @@ def test_busy_streams_are_drained_from_a_timer_without_restarting_the_io_watcher
     assert len(ticks) > 20 and sorted(ticks)[len(ticks) // 2] >= 0.8e6
     # ~250 busy ticks; the watcher restarted only when a tick found nothing (the old code: every tick)
     assert reactor.watcher_starts - starts_before <= 48
+
+
+def _one_shot_server(response: bytes, pause_after: int = 0) -> socket.socket:
+    """Answers one request on each connection with ``response`` (in 64-byte pieces, 1 ms apart
+    after the first ``pause_after`` bytes), then closes it."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+
+    def serve() -> None:
+        while True:
+            conn, _ = listener.accept()
+            try:
+                buf = b""
+                while b"\r\n\r\n" not in buf:
+                    buf += conn.recv(65536)
+                conn.sendall(response[:pause_after])
+                for i in range(pause_after, len(response), 64):
+                    conn.sendall(response[i:i + 64])
+                    gevent.sleep(0.001)
+                gevent.sleep(0.05)
+            except OSError:         # the client dropped a bad body: serve the next connection
+                pass
+            conn.close()
+
+    gevent.spawn(serve)
+    return listener
+
+
+_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+
+
+def _chunks(n: int) -> bytes:
+    events = [b'data: {"choices":[{"index":0,"delta":{"content":"t%d "}}]}\n\n' % i for i in range(n)]
+    return b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in events)
+
+
+_END = _chunks(0) + b"%x\r\n%s\r\n" % (len(b"data: [DONE]\n\n"), b"data: [DONE]\n\n") + b"0\r\n\r\n"
+
+
+@pytest.mark.parametrize("body, limit, error_class, chunks", [
+    (_chunks(30) + _END, 1 << 20, "ok", 30),                                     # a whole body
+    (_chunks(30) + _END + b"HTTP/1.1 200 OK\r\n\r\n", 1 << 20, "malformed_stream", 30),   # unsolicited bytes
+    (_chunks(30)[:-7], 1 << 20, "interrupted", 29),                              # torn inside a chunk
+    (_chunks(30) + _END, 900, "too_large", 15),                                  # over the size limit
+    (b"zz\r\n" + _chunks(3), 1 << 20, "malformed_stream", 0),                    # a bad chunk size
+])
+def test_the_chunked_body_loop_reads_as_the_generator_pipeline_does(body, limit, error_class, chunks, monkeypatch):
+    """RawStream.read_into's one loop over the reactor's queue (the common case) gives the record
+    the generator pipeline (``RawStream.__iter__`` + ``read_pieces``) gives."""
+    from fourfold.measure import h1body
+    from fourfold.measure.stream import StreamLimits
+
+    listener = _one_shot_server(_HEAD + body, pause_after=len(_HEAD) + 40)
+    host, port = listener.getsockname()
+    dialect = get_dialect("openai")
+    item = Item(id="q", messages=({"role": "user", "content": "hi"},))
+    fused = []
+    original = h1body.RawStream._read_chunked
+
+    def counted(self, *args):
+        fused.append(1)
+        return original(self, *args)
+
+    def record_of(loop: str) -> RequestRecord:
+        if loop == "generator":
+            monkeypatch.setattr(h1body.RawStream, "_read_chunked", lambda self, times, payloads, max_bytes, deadline:
+                                h1body.read_pieces(self, times, payloads, max_bytes, deadline, self.recv_ns))
+        else:
+            monkeypatch.setattr(h1body.RawStream, "_read_chunked", counted)
+        with make_http_client(f"http://{host}:{port}", read_timeout_s=5) as client:
+            return send(client, dialect, dialect.build(item, RequestOptions(max_tokens=5)), RequestRecord(),
+                        StreamLimits(max_response_bytes=limit))
+
+    try:
+        ours, theirs = record_of("fused"), record_of("generator")
+    finally:
+        listener.close()
+    assert fused == [1]
+    keys = ("error_class", "text", "content_chunks", "response_bytes", "terminal", "extra")
+    assert {k: getattr(ours, k) for k in keys} == {k: getattr(theirs, k) for k in keys}
+    assert len(ours.chunk_offsets_ms) == len(theirs.chunk_offsets_ms)
+    assert ours.error_class == error_class
+    assert ours.content_chunks == chunks
