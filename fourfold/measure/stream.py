@@ -29,7 +29,7 @@ from fourfold.measure.secrets import NO_SECRETS, Secrets
 from fourfold.measure.secrets import for_request as secrets_for_request
 from fourfold.measure.synthetic import estimate_tokens
 from fourfold.measure.tokenizer import Tokenizer, count_record_tokens
-from fourfold.measure.transport import read_pieces
+from fourfold.measure.transport import RawH1Transport, read_pieces
 
 _ERROR_BODY_CAP = 4096
 UNSENT = "unsent"    # record.extra key set when the run stopped a request before it reached the wire
@@ -96,8 +96,11 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
     facts = raw_stream = response = None
     encoding = ""
     try:
-        with client.stream(request.method, request.path, json=request.json,
-                           headers=request.headers, extensions={"fourfold_progress": progress}) as response:
+        direct = _direct_transport(client)
+        opened = (_Direct(client, direct, request, progress) if direct is not None else
+                  client.stream(request.method, request.path, json=request.json, headers=request.headers,
+                                extensions={"fourfold_progress": progress}))
+        with opened as response:
             t_head = now()
             facts = response.extensions.get("fourfold")
             if facts is not None:
@@ -170,6 +173,64 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
         times = recv_ns[:len(times)]      # the transport's receive times (also when the body broke off)
     return secrets.scrub_record(_finish(dialect, request, record, t0, times, chunks, transport_error,
                                         transport_detail, secrets, tokenizer))
+
+
+def _direct_transport(client: httpx.Client) -> RawH1Transport | None:
+    """The client's RawH1Transport when the client itself would add nothing to a request: no auth,
+    no event hooks, no mounted transports, no cookies stored. ``client.stream`` then costs ~75 µs
+    per request of auth, redirect and cookie machinery that does nothing (:class:`_Direct`)."""
+    transport = getattr(client, "_transport", None)
+    if (type(transport) is not RawH1Transport or type(client) is not httpx.Client or client.is_closed
+            or client.auth is not None or getattr(client, "_mounts", True) or client.params or client.follow_redirects
+            or client.event_hooks["request"] or client.event_hooks["response"] or client.cookies.jar):
+        return None
+    return transport
+
+
+class _Direct:
+    """``client.stream(...)`` for a client that adds nothing to a request (see
+    :func:`_direct_transport`): the request httpx's ``build_request`` builds (the client's headers
+    under the request's, the URL joined to ``base_url``, the JSON body, the timeouts), sent on the
+    transport; a response's ``Set-Cookie`` is stored in the client's jar as httpx stores it."""
+
+    __slots__ = ("_client", "_transport", "_request", "_progress", "_response")
+
+    def __init__(self, client: httpx.Client, transport: RawH1Transport, request: HttpRequest,
+                 progress: dict[str, bool]) -> None:
+        self._client, self._transport, self._request, self._progress = client, transport, request, progress
+        self._response: httpx.Response | None = None
+
+    def __enter__(self) -> httpx.Response:
+        client, request = self._client, self._request
+        headers = httpx.Headers(client.headers)
+        if request.headers:
+            headers.update(request.headers)
+        outgoing = httpx.Request(request.method, _joined_url(client, request.path), headers=headers,
+                                 json=request.json, extensions={"timeout": client.timeout.as_dict(),
+                                                                "fourfold_progress": self._progress})
+        response = self._response = self._transport.handle_request(outgoing)
+        response.request = outgoing
+        if "set-cookie" in response.headers:
+            client.cookies.extract_cookies(response)
+        return response
+
+    def __exit__(self, *exc: object) -> None:
+        if self._response is not None:
+            self._response.close()
+
+
+_JOINED: dict[tuple[str, str], httpx.URL] = {}
+
+
+def _joined_url(client: httpx.Client, path: str) -> httpx.URL:
+    """``client._merge_url(path)`` (base_url + path), kept per base URL and path."""
+    key = (str(client.base_url), path)
+    url = _JOINED.get(key)
+    if url is None:
+        if len(_JOINED) > 1024:
+            _JOINED.clear()
+        url = _JOINED[key] = client._merge_url(path)
+    return url
 
 
 def _break_cycle(response: httpx.Response) -> None:
