@@ -187,3 +187,11 @@ def test_recv_stamped_reads_as_the_python_reader_does() -> None:
     with pytest.raises(TypeError):
         native.recv_stamped("3", 0)
     assert isinstance(native.recv_stamped(10**6, 0)[1], OSError)        # a closed descriptor: EBADF as data
+
+
+def test_a_template_found_only_after_the_first_parts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The template search sees the first 16 events when C scans the body, and the whole body when
+    they hold no template: a stream whose deltas start late still skips JSON."""
+    raw = b"data: 1\n\n" * 40 + b"".join(vllm(t) for t in "abcdefgh") + b"data: [DONE]\n\n"
+    completion, counts, taken, hits, malformed = same([raw[i:i + 50] for i in range(0, len(raw), 50)], monkeypatch)
+    assert taken and hits == 8 and completion.text == "abcdefgh" and malformed == 40

@@ -40,6 +40,8 @@ _PLAIN_STRING = re.compile(rb'"[^"\\\x00-\x1f]*"')
 # text received (a token is at least a byte), plus USAGE_MARGIN; a prompt count up to MAX_INPUT_TOKENS.
 USAGE_FACTOR, USAGE_MARGIN, MAX_INPUT_TOKENS = 10, 64, 100_000_000
 
+_HEAD_PARTS = 16   # feed_chunks: events its template search sees first when C scans the body
+
 # the C scanner json.loads itself ends up in (typeshed types its argument as the C class)
 _scan_json = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 
@@ -187,11 +189,16 @@ class JsonEventParser:
         body = b"".join(chunks)
         if not body.endswith(b"\n\n") or b"\r" in body or body.startswith(b"\xef\xbb\xbf"):
             return None
-        parts = body.split(b"\n\n")
+        parts = body.split(b"\n\n", _HEAD_PARTS if scan_events is not None else -1)   # (see _HEAD_PARTS)
+        cut_short = len(parts) > _HEAD_PARTS
         parts.pop()
         limit = self.max_event_bytes
         find_template = getattr(self, "_find_template", None)
         template = find_template(parts) if find_template is not None else None
+        if template is None and cut_short and find_template is not None:
+            parts = body.split(b"\n\n")
+            parts.pop()
+            template = find_template(parts)
         tprefix, tsuffix = template if template is not None else (b"\x00", b"")
         if scan_events is not None:      # the same loop in C (fourfold.measure.native)
             return self._feed_scanned(body, chunks, tprefix, tsuffix, template is not None, on_object)
