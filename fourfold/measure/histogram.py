@@ -174,12 +174,14 @@ class LogHistogram:
         if isinstance(values, np.ndarray) and values.size >= _ARRAY_MIN and values.dtype == np.float64:
             low, high = values.min(), values.max()
             if ZERO_CUTOFF <= low and high < _INF:      # every value in a log bucket (NaN fails too)
-                keys, counts = np.unique(np.ceil(np.log(values) * self._inv_log_gamma).astype(np.int64),
-                                         return_counts=True)
+                keys = np.ceil(np.log(values) * self._inv_log_gamma).astype(np.int64)
+                first = int(keys.min())
+                counts = np.bincount(keys - first)       # the keys of one stream's gaps lie close together
                 buckets = self.buckets
                 get = buckets.get
-                for key, n in zip(keys.tolist(), counts.tolist()):
-                    buckets[key] = get(key, 0) + n
+                for offset in np.flatnonzero(counts).tolist():
+                    key = first + offset
+                    buckets[key] = get(key, 0) + int(counts[offset])
                 self.count += values.size
                 self.sum += sum(values.tolist())        # summed in order, as the list path does
                 self._min = min(self._min, float(low))

@@ -227,14 +227,18 @@ def _tokens_by_second_array(started_s: float, offsets_ms: np.ndarray, tokens: in
     per chunk, the same integer shares); seconds in ascending order."""
     n = offsets_ms.size
     seconds = np.floor(started_s + offsets_ms / 1000).astype(np.int64)
+    first = int(seconds.min())
+    if int(seconds.max()) - first > 100_000:     # offsets far apart (a damaged record): one pass per value
+        out: dict[int, int] = {}
+        for sec, share in zip(seconds.tolist(), chunk_tokens(tokens, n)):
+            if share:
+                out[sec] = out.get(sec, 0) + share
+        return dict(sorted(out.items()))
     if tokens % n == 0:
-        keys, counts = np.unique(seconds, return_counts=True)
-        share = tokens // n
-        return {key: count * share for key, count in zip(keys.tolist(), counts.tolist())}
-    through = np.arange(n + 1, dtype=np.int64) * tokens // n
-    keys, inverse = np.unique(seconds, return_inverse=True)
-    sums = np.bincount(inverse, weights=np.diff(through), minlength=keys.size)
-    return {key: int(total) for key, total in zip(keys.tolist(), sums.tolist()) if total}
+        counts = np.bincount(seconds - first) * (tokens // n)
+    else:
+        counts = np.bincount(seconds - first, weights=np.diff(np.arange(n + 1, dtype=np.int64) * tokens // n))
+    return {first + at: int(counts[at]) for at in np.flatnonzero(counts).tolist()}
 
 
 def token_seconds_array(started_s: np.ndarray, end_s: np.ndarray, tokens: np.ndarray, lens: np.ndarray,

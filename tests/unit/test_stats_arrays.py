@@ -143,3 +143,11 @@ def test_group_stats_of_a_long_record_equal_the_per_value_path(kind: str, monkey
             assert other.buckets == hist.buckets, name
         else:
             assert sum(other.buckets.values()) == sum(hist.buckets.values())
+
+
+def test_tokens_by_second_of_offsets_far_apart() -> None:
+    """A damaged record whose offsets span more than a day takes the per-value path, same result."""
+    offsets = [50.0 + 10 * i for i in range(40)] + [3.0e8, 1.0e9]
+    for tokens in (42, 100, 7):
+        record = _record(offsets, tokens)
+        assert metrics.tokens_by_second(record) == _tokens_by_second_plain(record)
