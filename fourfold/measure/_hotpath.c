@@ -29,6 +29,7 @@
  *     rounded decimal with 3 digits, read back as a double: PyOS_double_to_string's 'f' format
  *     and PyOS_string_to_double are the two halves of float.__round__).
  */
+#define _GNU_SOURCE               /* memmem */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <errno.h>
@@ -173,6 +174,90 @@ error:
     return result;
 }
 
+/* take_chunks(queue, stamps, times, payloads, nbytes, max_bytes, deadline_ns, watched)
+ *     -> (nbytes, content_ns, status)
+ *
+ * The common step of RawStream._read_chunked (fourfold.measure.h1body) over the reactor's queue
+ * of (t, data) pairs, while the chunked decoder is between chunks: every queued read that is
+ * exactly one whole chunk ("<hex digits>\r\n<payload>\r\n", size > 0) is taken: popped, its t
+ * appended to ``stamps`` and ``times``, its payload to ``payloads``. With ``watched`` (the body
+ * has a read-timeout watchdog) only a payload that is content for it is taken (it starts with
+ * "d" and holds no '"ping"'), and ``content_ns`` is the last such t (0: none). Anything else (an
+ * error, EOF, a partial or several chunks, the last chunk, a chunk-size line Python's int()
+ * reads but plain hex is not, an idle piece) is left at the head of the queue for the Python
+ * loop. status: 0, or 1 when ``nbytes`` passed ``max_bytes``, 2 when a piece came after
+ * ``deadline_ns`` (>= 0), checked after each piece as read_pieces checks them. */
+static PyObject *
+take_chunks(PyObject *self, PyObject *args)
+{
+    PyObject *queue, *stamps, *times, *payloads;
+    long long nbytes, max_bytes, deadline, content = 0;
+    int watched, status = 0;
+    if (!PyArg_ParseTuple(args, "OO!O!O!LLLp", &queue, &PyList_Type, &stamps, &PyList_Type, &times, &PyList_Type,
+                          &payloads, &nbytes, &max_bytes, &deadline, &watched))
+        return NULL;
+    while (PyObject_Length(queue) > 0) {
+        PyObject *item = PySequence_GetItem(queue, 0);
+        if (item == NULL)
+            return NULL;
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 || !PyBytes_CheckExact(PyTuple_GET_ITEM(item, 1))
+                || !PyLong_Check(PyTuple_GET_ITEM(item, 0))) {
+            Py_DECREF(item);
+            break;
+        }
+        PyObject *t = PyTuple_GET_ITEM(item, 0), *data = PyTuple_GET_ITEM(item, 1);
+        const char *bytes = PyBytes_AS_STRING(data);
+        Py_ssize_t n = PyBytes_GET_SIZE(data), end = 0;
+        long long size = 0;
+        while (end < n && end < 15) {
+            char c = bytes[end];
+            int digit = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                        : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+            if (digit < 0)
+                break;
+            size = size * 16 + digit;
+            end++;
+        }
+        if (end == 0 || end + 1 >= n || bytes[end] != '\r' || bytes[end + 1] != '\n' || size <= 0
+                || n != end + size + 4 || bytes[n - 2] != '\r' || bytes[n - 1] != '\n') {
+            Py_DECREF(item);
+            break;                                     /* not exactly one whole chunk: Python decides */
+        }
+        const char *payload = bytes + end + 2;
+        if (watched && (payload[0] != 'd' || memmem(payload, (size_t)size, "\"ping\"", 6) != NULL)) {
+            Py_DECREF(item);
+            break;                                     /* maybe an idle piece: the watchdog's note decides */
+        }
+        long long stamp = PyLong_AsLongLong(t);
+        PyObject *piece = PyBytes_FromStringAndSize(payload, (Py_ssize_t)size);
+        PyObject *popped = (stamp == -1 && PyErr_Occurred()) || piece == NULL ? NULL
+                           : PyObject_CallMethod(queue, "popleft", NULL);
+        if (popped == NULL || PyList_Append(stamps, t) || PyList_Append(times, t) || PyList_Append(payloads, piece)) {
+            Py_XDECREF(popped);
+            Py_XDECREF(piece);
+            Py_DECREF(item);
+            return NULL;
+        }
+        Py_DECREF(popped);
+        Py_DECREF(piece);
+        Py_DECREF(item);
+        if (watched)
+            content = stamp;
+        nbytes += size;
+        if (nbytes > max_bytes) {
+            status = 1;
+            break;
+        }
+        if (deadline >= 0 && stamp > deadline) {
+            status = 2;
+            break;
+        }
+    }
+    if (PyErr_Occurred())
+        return NULL;
+    return Py_BuildValue("(LLi)", nbytes, content, status);
+}
+
 static PyObject *
 offsets_ms(PyObject *self, PyObject *args)
 {
@@ -244,51 +329,230 @@ error:
  * when the read failed, the OSError instance Python's recvmsg would have raised. None when
  * nothing was there (EAGAIN) or a signal interrupted the call: the caller reads again later. */
 #if defined(__linux__) && defined(SCM_TIMESTAMPNS)
-static PyObject *
-recv_stamped(PyObject *self, PyObject *args)
+#include <sys/epoll.h>
+
+static char read_buffer[65536];   /* one read at a time: the GIL is held (the reads never block) */
+
+/* One non-blocking kernel-stamped read of ``fd``: 1 with *data (new reference: bytes, or the
+ * OSError instance Python's recvmsg would have raised) and *t, *now set; 0 when nothing was there
+ * (EAGAIN) or a signal interrupted it; -1 with an exception set. */
+static int
+read_stamped(int fd, long long offset, long long *t, PyObject **data, long long *now)
 {
-    int fd;
-    long long offset;
-    static char data[65536];
     union {
         char buf[CMSG_SPACE(sizeof(struct timespec))];
         struct cmsghdr align;
     } control;
-    if (!PyArg_ParseTuple(args, "iL", &fd, &offset))
-        return NULL;
-    struct iovec iov = {data, sizeof(data)};
+    struct iovec iov = {read_buffer, sizeof(read_buffer)};
     struct msghdr msg;
     memset(&msg, 0, sizeof(msg));
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
     msg.msg_control = control.buf;
     msg.msg_controllen = sizeof(control.buf);
-    ssize_t n = recvmsg(fd, &msg, MSG_DONTWAIT);    /* never blocks: the GIL is kept (one buffer) */
+    ssize_t n = recvmsg(fd, &msg, MSG_DONTWAIT);
     int error = n < 0 ? errno : 0;
     struct timespec mono;
     clock_gettime(CLOCK_MONOTONIC, &mono);
-    long long now = (long long)mono.tv_sec * 1000000000LL + mono.tv_nsec;
+    *now = *t = (long long)mono.tv_sec * 1000000000LL + mono.tv_nsec;
     if (n < 0) {
         if (error == EAGAIN || error == EWOULDBLOCK || error == EINTR)
-            Py_RETURN_NONE;
-        PyObject *exc = PyObject_CallFunction(PyExc_OSError, "is", error, strerror(error));
-        if (exc == NULL)
-            return NULL;
-        PyObject *out = Py_BuildValue("(LNL)", now, exc, now);
-        return out;
+            return 0;
+        *data = PyObject_CallFunction(PyExc_OSError, "is", error, strerror(error));
+        return *data == NULL ? -1 : 1;
     }
-    long long t = now;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c)) {
         if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS
                 && c->cmsg_len >= CMSG_LEN(sizeof(struct timespec))) {
             struct timespec stamp;
             memcpy(&stamp, CMSG_DATA(c), sizeof(stamp));
             long long kernel = (long long)stamp.tv_sec * 1000000000LL + stamp.tv_nsec + offset;
-            if (0 < kernel && kernel < t)
-                t = kernel;
+            if (0 < kernel && kernel < *t)
+                *t = kernel;
         }
     }
-    return Py_BuildValue("(Ly#L)", t, data, (Py_ssize_t)n, now);
+    *data = PyBytes_FromStringAndSize(read_buffer, n);
+    return *data == NULL ? -1 : 1;
+}
+
+static PyObject *
+recv_stamped(PyObject *self, PyObject *args)
+{
+    int fd;
+    long long offset, t, now;
+    PyObject *data;
+    if (!PyArg_ParseTuple(args, "iL", &fd, &offset))
+        return NULL;
+    int got = read_stamped(fd, offset, &t, &data, &now);
+    if (got < 0)
+        return NULL;
+    if (got == 0)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(LNL)", t, data, now);
+}
+
+static PyObject *s_queue, *s_last_ns, *s_queued, *s_lazy, *s_chunked, *s_remaining, *s_woken_ns, *s_wake,
+                *s_ended, *s_append;
+
+static int
+get_ll(PyObject *obj, PyObject *name, long long *out)
+{
+    PyObject *value = PyObject_GetAttr(obj, name);
+    if (value == NULL)
+        return -1;
+    *out = PyLong_AsLongLong(value);
+    Py_DECREF(value);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static int
+set_ll(PyObject *obj, PyObject *name, long long value)
+{
+    PyObject *number = PyLong_FromLongLong(value);
+    if (number == NULL)
+        return -1;
+    int failed = PyObject_SetAttr(obj, name, number);
+    Py_DECREF(number);
+    return failed;
+}
+
+static int
+call_with_now(PyObject *reader, PyObject *name, long long now)
+{
+    PyObject *number = PyLong_FromLongLong(now);
+    if (number == NULL)
+        return -1;
+    PyObject *result = PyObject_CallMethodOneArg(reader, name, number);
+    Py_DECREF(number);
+    Py_XDECREF(result);
+    return result == NULL ? -1 : 0;
+}
+
+/* Reader.on_ready (fourfold.measure.reactor) for one reader: 1 when it read, 0 when nothing was
+ * there, -1 with an exception set. */
+static int
+on_ready(PyObject *reader, int fd, long long offset, long long dense_gap, long long wake_bytes,
+         long long wake_every, long *short_gaps)
+{
+    long long t, now, last, queued, remaining, woken;
+    PyObject *data;
+    int got = read_stamped(fd, offset, &t, &data, &now);
+    if (got <= 0)
+        return got;
+    PyObject *queue = PyObject_GetAttr(reader, s_queue);
+    PyObject *pair = queue == NULL ? NULL : Py_BuildValue("(LO)", t, data);
+    PyObject *appended = pair == NULL ? NULL : PyObject_CallMethodOneArg(queue, s_append, pair);
+    Py_XDECREF(queue);
+    Py_XDECREF(pair);
+    if (appended == NULL)
+        goto error;
+    Py_DECREF(appended);
+    if (get_ll(reader, s_last_ns, &last) || set_ll(reader, s_last_ns, t))
+        goto error;
+    if (last && t - last < dense_gap)
+        (*short_gaps)++;
+    if (!PyBytes_Check(data) || PyBytes_GET_SIZE(data) == 0) {      /* EOF or an error: the end */
+        Py_DECREF(data);
+        return call_with_now(reader, s_ended, now) ? -1 : 1;
+    }
+    Py_ssize_t n = PyBytes_GET_SIZE(data);
+    if (get_ll(reader, s_queued, &queued) || set_ll(reader, s_queued, queued + n))
+        goto error;
+    queued += n;
+    int end;
+    int lazy = 0, chunked = 0;
+    PyObject *flag = PyObject_GetAttr(reader, s_lazy);
+    if (flag == NULL || (lazy = PyObject_IsTrue(flag)) < 0) {
+        Py_XDECREF(flag);
+        goto error;
+    }
+    Py_DECREF(flag);
+    if (!lazy) {
+        end = 1;
+    }
+    else {
+        flag = PyObject_GetAttr(reader, s_chunked);
+        if (flag == NULL || (chunked = PyObject_IsTrue(flag)) < 0) {
+            Py_XDECREF(flag);
+            goto error;
+        }
+        Py_DECREF(flag);
+        if (chunked) {
+            const char *bytes = PyBytes_AS_STRING(data);
+            end = n < 5 || memcmp(bytes + n - 4, "\r\n\r\n", 4) == 0;   /* a torn last chunk: a tiny read */
+        }
+        else {
+            if (get_ll(reader, s_remaining, &remaining))
+                goto error;
+            if (remaining >= 0) {
+                remaining -= n;
+                if (set_ll(reader, s_remaining, remaining))
+                    goto error;
+                end = remaining <= 0;
+            }
+            else {
+                end = 0;
+            }
+        }
+    }
+    Py_DECREF(data);
+    if (!end && queued < wake_bytes) {
+        if (get_ll(reader, s_woken_ns, &woken))
+            return -1;
+        if (now - woken < wake_every)
+            return 1;
+    }
+    return call_with_now(reader, s_wake, now) ? -1 : 1;
+error:
+    Py_DECREF(data);
+    return -1;
+}
+
+/* drain(epfd, readers, offset_ns, dense_gap_ns, wake_bytes, wake_every_ns) -> (ready, short_gaps)
+ *
+ * Reactor.drain (fourfold.measure.reactor): one epoll_wait(0) of up to 1023 events (as Python's
+ * epoll.poll(0)), and for each ready descriptor with a Reader in ``readers`` the steps of
+ * Reader.on_ready: the stamped read, the (t, data) pair queued, the reader's last_ns, _queued and
+ * _remaining kept, and its _wake(now) (or at EOF / an error its _ended(now)) called when the body
+ * can have ended, WAKE_BYTES are queued or it has not been woken for WAKE_EVERY_NS. Returns how
+ * many descriptors were ready and how many reads came less than ``dense_gap_ns`` after their
+ * reader's previous one. */
+static PyObject *
+drain(PyObject *self, PyObject *args)
+{
+    int epfd;
+    PyObject *readers;
+    long long offset, dense_gap, wake_bytes, wake_every;
+    static struct epoll_event events[1023];
+    if (!PyArg_ParseTuple(args, "iO!LLLL", &epfd, &PyDict_Type, &readers, &offset, &dense_gap, &wake_bytes,
+                          &wake_every))
+        return NULL;
+    int ready = epoll_wait(epfd, events, 1023, 0);
+    if (ready < 0) {
+        if (errno != EINTR)
+            return PyErr_SetFromErrno(PyExc_OSError);
+        ready = 0;
+    }
+    long short_gaps = 0;
+    for (int i = 0; i < ready; i++) {
+        int fd = events[i].data.fd;
+        PyObject *key = PyLong_FromLong(fd);
+        if (key == NULL)
+            return NULL;
+        PyObject *reader = PyDict_GetItemWithError(readers, key);
+        Py_DECREF(key);
+        if (reader == NULL) {
+            if (PyErr_Occurred())
+                return NULL;
+            continue;
+        }
+        Py_INCREF(reader);     /* its _ended may take it out of the dict */
+        int failed = on_ready(reader, fd, offset, dense_gap, wake_bytes, wake_every, &short_gaps) < 0;
+        Py_DECREF(reader);
+        if (failed)
+            return NULL;
+    }
+    return Py_BuildValue("(il)", ready, short_gaps);
 }
 #define HAVE_RECV_STAMPED 1
 #endif
@@ -296,8 +560,10 @@ recv_stamped(PyObject *self, PyObject *args)
 static PyMethodDef methods[] = {
 #ifdef HAVE_RECV_STAMPED
     {"recv_stamped", recv_stamped, METH_VARARGS, "One non-blocking kernel-stamped read (see the comment above)."},
+    {"drain", drain, METH_VARARGS, "Reactor.drain's poll and reads (see the comment above)."},
 #endif
     {"scan_events", scan_events, METH_VARARGS, "The plain-delta scan of a whole SSE body (see the module comment)."},
+    {"take_chunks", take_chunks, METH_VARARGS, "RawStream._read_chunked's whole-chunk step (see the comment above)."},
     {"offsets_ms", offsets_ms, METH_VARARGS, "[round((t - t0) / 1e6, 3) for t, n in zip(times, counts) if n]."},
     {NULL, NULL, 0, NULL},
 };
@@ -307,5 +573,14 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_hotpath", NULL, -1,
 PyMODINIT_FUNC
 PyInit__hotpath(void)
 {
+#ifdef HAVE_RECV_STAMPED
+    if (!(s_queue = PyUnicode_InternFromString("queue")) || !(s_last_ns = PyUnicode_InternFromString("last_ns"))
+            || !(s_queued = PyUnicode_InternFromString("_queued")) || !(s_lazy = PyUnicode_InternFromString("_lazy"))
+            || !(s_chunked = PyUnicode_InternFromString("_chunked"))
+            || !(s_remaining = PyUnicode_InternFromString("_remaining"))
+            || !(s_woken_ns = PyUnicode_InternFromString("_woken_ns")) || !(s_wake = PyUnicode_InternFromString("_wake"))
+            || !(s_ended = PyUnicode_InternFromString("_ended")) || !(s_append = PyUnicode_InternFromString("append")))
+        return NULL;
+#endif
     return PyModule_Create(&module);
 }

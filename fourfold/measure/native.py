@@ -18,7 +18,7 @@ try:
 except ImportError:  # pragma: no cover - no C compiler at install time
     _hotpath = None
 
-__all__ = ["offsets_ms", "offsets_ms_py", "recv_stamped", "scan_events"]
+__all__ = ["drain", "offsets_ms", "offsets_ms_py", "recv_stamped", "scan_events"]
 
 
 def offsets_ms_py(times: list[int], counts: list[int], t0: int) -> list[float]:
@@ -32,3 +32,5 @@ scan_events: Callable[..., Any] | None = _hotpath.scan_events if _hotpath is not
 # Reader.on_ready's kernel-stamped read (Linux); None: the Python read (Reader._read)
 recv_stamped: Callable[[int, int], tuple[int, Any, int] | None] | None = (
     getattr(_hotpath, "recv_stamped", None) if _hotpath is not None else None)
+# Reactor.drain's poll and reads (Linux); None: the Python loop over Reader.on_ready
+drain: Callable[..., tuple[int, int]] | None = getattr(_hotpath, "drain", None) if _hotpath is not None else None

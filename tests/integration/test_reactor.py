@@ -25,6 +25,18 @@ pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="epoll and SO_TIMESTAMPNS are Linux")]
 
 
+@pytest.fixture(autouse=True, params=["c", "python"])
+def reads(request, monkeypatch):
+    """Every test here runs with the reactor's reads in C (``fourfold.measure._hotpath``: drain,
+    recv_stamped) and in Python (the fallback where no compiler built it)."""
+    if request.param == "python":
+        monkeypatch.setattr(reactor_mod, "drain_native", None)
+        monkeypatch.setattr(reactor_mod, "recv_stamped", None)
+    elif reactor_mod.drain_native is None:
+        pytest.skip("fourfold.measure._hotpath was not built")
+    return request.param
+
+
 @pytest.fixture
 def pair():
     listener = socket.socket()
@@ -195,7 +207,7 @@ def test_busy_streams_are_drained_from_a_timer_without_restarting_the_io_watcher
 
         def counted_drain():
             found = drain()
-            drains.append((time.perf_counter_ns(), not reactor._watcher.active, len(found)))
+            drains.append((time.perf_counter_ns(), not reactor._watcher.active, found))
             return found
 
         reactor.drain = counted_drain
