@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 
 from fourfold.measure.h1wire import ChunkedDecoder
+from fourfold.measure.native import take_chunks
 from fourfold.measure.reactor import Reader
 
 Read = Callable[[], tuple[int, bytes]]
@@ -228,6 +229,7 @@ class RawStream(httpx.SyncByteStream):
         reader.body("chunked")
         queue = reader.queue
         note = self._content_clock()
+        watchdog = self._watchdog
         stamp = self.recv_ns.append
         decode = (decoder := ChunkedDecoder()).decode
         keep_time, keep = times.append, payloads.append
@@ -252,6 +254,14 @@ class RawStream(httpx.SyncByteStream):
                     self._complete = True
                     self.trailing = decoder.rest
                     return ""
+            if take_chunks is not None and queue and decoder.between_chunks:
+                # whole chunks in C (fourfold.measure.native); the rest (and the last one) here
+                nbytes, content_ns, status = take_chunks(queue, self.recv_ns, times, payloads, nbytes, max_bytes,
+                                                         -1 if deadline_ns is None else deadline_ns, watchdog is not None)
+                if content_ns and watchdog is not None:
+                    watchdog.content_ns = content_ns
+                if status:
+                    return "too_large" if status == 1 else "too_long"
             t, data = queue.popleft() if queue else reader.read()
             if data.__class__ is not bytes:
                 if isinstance(data, httpx.TimeoutException):

@@ -45,6 +45,12 @@ class ChunkedDecoder:
         self.done = False
 
     @property
+    def between_chunks(self) -> bool:
+        """Nothing buffered, the next byte starts a chunk-size line (what the C step of the body
+        loop, ``_hotpath.take_chunks``, needs to take whole chunks itself)."""
+        return not self._buf and self._state == 0 and not self.done
+
+    @property
     def rest(self) -> bytes:
         """Bytes that came after the body's last chunk (and trailers): nothing a server may send
         before the next request, e.g. an unsolicited second response. Empty until ``done``."""

@@ -18,7 +18,7 @@ try:
 except ImportError:  # pragma: no cover - no C compiler at install time
     _hotpath = None
 
-__all__ = ["drain", "offsets_ms", "offsets_ms_py", "recv_stamped", "scan_events"]
+__all__ = ["drain", "offsets_ms", "offsets_ms_py", "recv_stamped", "scan_events", "take_chunks"]
 
 
 def offsets_ms_py(times: list[int], counts: list[int], t0: int) -> list[float]:
@@ -29,6 +29,8 @@ def offsets_ms_py(times: list[int], counts: list[int], t0: int) -> list[float]:
 offsets_ms: Callable[[list[int], list[int], int], list[float]] = (
     _hotpath.offsets_ms if _hotpath is not None else offsets_ms_py)
 scan_events: Callable[..., Any] | None = _hotpath.scan_events if _hotpath is not None else None
+# RawStream._read_chunked's whole-chunk step; None: the Python loop takes every piece
+take_chunks: Callable[..., tuple[int, int, int]] | None = _hotpath.take_chunks if _hotpath is not None else None
 # Reader.on_ready's kernel-stamped read (Linux); None: the Python read (Reader._read)
 recv_stamped: Callable[[int, int], tuple[int, Any, int] | None] | None = (
     getattr(_hotpath, "recv_stamped", None) if _hotpath is not None else None)

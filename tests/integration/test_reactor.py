@@ -30,8 +30,11 @@ def reads(request, monkeypatch):
     """Every test here runs with the reactor's reads in C (``fourfold.measure._hotpath``: drain,
     recv_stamped) and in Python (the fallback where no compiler built it)."""
     if request.param == "python":
+        from fourfold.measure import h1body
+
         monkeypatch.setattr(reactor_mod, "drain_native", None)
         monkeypatch.setattr(reactor_mod, "recv_stamped", None)
+        monkeypatch.setattr(h1body, "take_chunks", None)
     elif reactor_mod.drain_native is None:
         pytest.skip("fourfold.measure._hotpath was not built")
     return request.param
@@ -238,9 +241,9 @@ def test_busy_streams_are_drained_from_a_timer_without_restarting_the_io_watcher
     assert reactor.watcher_starts - starts_before <= 48
 
 
-def _one_shot_server(response: bytes, pause_after: int = 0) -> socket.socket:
+def _one_shot_server(response: bytes, pause_after: int = 0, pieces: list[bytes] | None = None) -> socket.socket:
     """Answers one request on each connection with ``response`` (in 64-byte pieces, 1 ms apart
-    after the first ``pause_after`` bytes), then closes it."""
+    after the first ``pause_after`` bytes; or ``pieces`` 2 ms apart after it), then closes it."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)
@@ -256,6 +259,9 @@ def _one_shot_server(response: bytes, pause_after: int = 0) -> socket.socket:
                 for i in range(pause_after, len(response), 64):
                     conn.sendall(response[i:i + 64])
                     gevent.sleep(0.001)
+                for piece in pieces or ():
+                    conn.sendall(piece)
+                    gevent.sleep(0.002)
                 gevent.sleep(0.05)
             except OSError:         # the client dropped a bad body: serve the next connection
                 pass
@@ -320,3 +326,57 @@ def test_the_chunked_body_loop_reads_as_the_generator_pipeline_does(body, limit,
     assert len(ours.chunk_offsets_ms) == len(theirs.chunk_offsets_ms)
     assert ours.error_class == error_class
     assert ours.content_chunks == chunks
+
+
+def _chunk(event: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(event), event)
+
+
+_CONTENT = [_chunk(b'data: {"choices":[{"index":0,"delta":{"content":"t%d "}}]}\n\n' % i) for i in range(30)]
+
+
+@pytest.mark.parametrize("pieces, limit, error_class, chunks", [
+    (_CONTENT + [_END], 1 << 20, "ok", 30),
+    (_CONTENT[:10] + [_chunk(b": ping\n\n"), _chunk(b'data: {"type":"ping"}\n\n')] + _CONTENT[10:20] + [_END],
+     1 << 20, "ok", 20),                                           # idle pieces: the watchdog's note decides
+    (_CONTENT + [_END], 900, "too_large", 16),
+    # a size line Python's int() reads but plain hex is not: Python's decoder takes it (its 16 bytes
+    # join the next event's line, which is then no event)
+    (_CONTENT[:5] + [b"0x10\r\n" + b"d" * 16 + b"\r\n"] + _CONTENT[5:10] + [_END], 1 << 20, "ok", 9),
+])
+def test_whole_chunks_taken_in_c_give_the_python_loops_record(pieces, limit, error_class, chunks, reads, monkeypatch):
+    """Reads that are each one whole chunk (a server that flushes one event per chunk) are taken
+    by ``_hotpath.take_chunks``; the record is the one the Python loop gives."""
+    from fourfold.measure import h1body
+    from fourfold.measure.stream import StreamLimits
+
+    if reads == "python" or h1body.take_chunks is None:
+        pytest.skip("compares the C step with the Python loop")
+    listener = _one_shot_server(_HEAD, len(_HEAD), pieces=pieces)
+    host, port = listener.getsockname()
+    dialect = get_dialect("openai")
+    item = Item(id="q", messages=({"role": "user", "content": "hi"},))
+    taken = []
+    native = h1body.take_chunks
+
+    def counted(queue, *args):
+        before = len(queue)
+        out = native(queue, *args)
+        taken.append(before - len(queue))
+        return out
+
+    def record_of(step) -> RequestRecord:
+        monkeypatch.setattr(h1body, "take_chunks", step)
+        with make_http_client(f"http://{host}:{port}", read_timeout_s=5) as client:
+            return send(client, dialect, dialect.build(item, RequestOptions(max_tokens=5)), RequestRecord(),
+                        StreamLimits(max_response_bytes=limit))
+
+    try:
+        ours, theirs = record_of(counted), record_of(None)
+    finally:
+        listener.close()
+    assert sum(taken) > 0                          # some reads were taken in C
+    keys = ("error_class", "text", "content_chunks", "response_bytes", "terminal", "extra")
+    assert {k: getattr(ours, k) for k in keys} == {k: getattr(theirs, k) for k in keys}
+    assert len(ours.chunk_offsets_ms) == len(theirs.chunk_offsets_ms)
+    assert ours.error_class == error_class and ours.content_chunks == chunks
