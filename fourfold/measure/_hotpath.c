@@ -4,7 +4,7 @@
  * functions mirror runs (same results, slower). tests/unit/test_hotpath.py holds each function
  * against that Python code.
  *
- * scan_events(body, chunk_lengths, prefix, suffix, limit)
+ * scan_events(body, chunks, prefix, suffix, limit)
  *     The loop of JsonEventParser.feed_chunks (fourfold.measure.dialects.jsonevents) over a whole
  *     SSE body that ends with "\n\n" and holds no "\r" and no byte-order mark (the caller checks).
  *     The body is split at every "\n\n" (as bytes.split does; the part after the last one is
@@ -17,7 +17,7 @@
  *     (texts before it, chunk index, payload bytes, payload starts with "{").
  *     Returns (texts, per_chunk, others, plain_parts), or None when the body does not fit the fast
  *     path (a part of another shape, invalid UTF-8 in a plain delta); nothing else is raised
- *     for any body.
+ *     for any body. ``chunks`` are the reads that make up ``body`` (only their lengths count).
  *
  * recv_stamped(fd, offset_ns)
  *     Reader.on_ready's read (fourfold.measure.reactor): one recvmsg with the kernel's receive
@@ -56,15 +56,15 @@ static PyObject *
 scan_events(PyObject *self, PyObject *args)
 {
     Py_buffer body, prefix, suffix;
-    PyObject *lengths;
+    PyObject *chunks;
     Py_ssize_t limit;
     PyObject *texts = NULL, *per_chunk = NULL, *others = NULL, *result = NULL;
     Py_ssize_t *chunk_ends = NULL;
-    if (!PyArg_ParseTuple(args, "y*O!y*y*n", &body, &PyList_Type, &lengths, &prefix, &suffix, &limit))
+    if (!PyArg_ParseTuple(args, "y*O!y*y*n", &body, &PyList_Type, &chunks, &prefix, &suffix, &limit))
         return NULL;
     const uchar *b = body.buf, *pre = prefix.buf, *suf = suffix.buf;
     Py_ssize_t blen = body.len, plen = prefix.len, slen = suffix.len;
-    Py_ssize_t nchunks = PyList_GET_SIZE(lengths);
+    Py_ssize_t nchunks = PyList_GET_SIZE(chunks);
     Py_ssize_t plain_parts = 0, chunk = 0, pos = 0;
 
     chunk_ends = PyMem_Malloc(sizeof(Py_ssize_t) * (nchunks > 0 ? nchunks : 1));
@@ -82,8 +82,8 @@ scan_events(PyObject *self, PyObject *args)
         goto error;
     }
     for (Py_ssize_t i = 0; i < nchunks; i++) {
-        Py_ssize_t n = PyLong_AsSsize_t(PyList_GET_ITEM(lengths, i));
-        if (n < 0 && PyErr_Occurred()) {
+        Py_ssize_t n = PyObject_Length(PyList_GET_ITEM(chunks, i));
+        if (n < 0) {
             PyMem_Free(counts);
             goto error;
         }
@@ -295,7 +295,13 @@ offsets_ms(PyObject *self, PyObject *args)
             x = (double)d / 1e6;
         }
         PyObject *value;
-        if (Py_IS_FINITE(x)) {
+        if (d >= 0 && d < (1LL << 50) && d % 1000 != 500) {
+            /* d ns is at least 1 ns from a rounding boundary (...500 ns) and the double x within
+             * half an ulp (< 2^-23 ms here) of d / 10^6: x rounds where d / 1000 rounds, and the
+             * double nearest m / 1000 is what round() reads back */
+            value = PyFloat_FromDouble((double)((d + 500) / 1000) / 1000.0);
+        }
+        else if (Py_IS_FINITE(x)) {
             char *text = PyOS_double_to_string(x, 'f', 3, 0, NULL);
             if (text == NULL)
                 goto error;

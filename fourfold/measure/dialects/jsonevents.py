@@ -285,7 +285,7 @@ class JsonEventParser:
         """:meth:`feed_chunks`' loop with the parts scanned by ``_hotpath.scan_events``: the same
         checks, the same events applied in the same order, the plain deltas' texts taken in runs."""
         assert scan_events is not None
-        scanned = scan_events(body, [len(data) for data in chunks], tprefix, tsuffix, self.max_event_bytes)
+        scanned = scan_events(body, chunks, tprefix, tsuffix, self.max_event_bytes)
         if scanned is None:
             return None
         texts, per_chunk, others, hits = scanned
