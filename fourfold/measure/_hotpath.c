@@ -179,14 +179,17 @@ error:
  *
  * The common step of RawStream._read_chunked (fourfold.measure.h1body) over the reactor's queue
  * of (t, data) pairs, while the chunked decoder is between chunks: every queued read that is
- * exactly one whole chunk ("<hex digits>\r\n<payload>\r\n", size > 0) is taken: popped, its t
- * appended to ``stamps`` and ``times``, its payload to ``payloads``. With ``watched`` (the body
+ * whole chunks only ("<hex digits>\r\n<payload>\r\n", size > 0, up to 256 of them) is taken:
+ * popped, its t appended to ``stamps`` and ``times``, its payloads joined (as ChunkedDecoder
+ * joins them) to ``payloads``. With ``watched`` (the body
  * has a read-timeout watchdog) only a payload that is content for it is taken (it starts with
  * "d" and holds no '"ping"'), and ``content_ns`` is the last such t (0: none). Anything else (an
  * error, EOF, a partial or several chunks, the last chunk, a chunk-size line Python's int()
  * reads but plain hex is not, an idle piece) is left at the head of the queue for the Python
  * loop. status: 0, or 1 when ``nbytes`` passed ``max_bytes``, 2 when a piece came after
  * ``deadline_ns`` (>= 0), checked after each piece as read_pieces checks them. */
+#define MAX_CHUNKS 256
+
 static PyObject *
 take_chunks(PyObject *self, PyObject *args)
 {
@@ -207,29 +210,55 @@ take_chunks(PyObject *self, PyObject *args)
         }
         PyObject *t = PyTuple_GET_ITEM(item, 0), *data = PyTuple_GET_ITEM(item, 1);
         const char *bytes = PyBytes_AS_STRING(data);
-        Py_ssize_t n = PyBytes_GET_SIZE(data), end = 0;
-        long long size = 0;
-        while (end < n && end < 15) {
-            char c = bytes[end];
-            int digit = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10
-                        : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
-            if (digit < 0)
+        Py_ssize_t n = PyBytes_GET_SIZE(data), pos = 0, size = 0, count = 0;
+        Py_ssize_t starts[MAX_CHUNKS], sizes[MAX_CHUNKS];
+        while (pos < n) {                              /* "<hex>\r\n<payload>\r\n", again and again */
+            Py_ssize_t end = pos;
+            long long length = 0;
+            while (end < n && end - pos < 15) {
+                char c = bytes[end];
+                int digit = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                            : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+                if (digit < 0)
+                    break;
+                length = length * 16 + digit;
+                end++;
+            }
+            if (end == pos || end + 1 >= n || bytes[end] != '\r' || bytes[end + 1] != '\n' || length <= 0
+                    || length > n - (end + 2) - 2 || bytes[end + 2 + length] != '\r'
+                    || bytes[end + 3 + length] != '\n' || count == MAX_CHUNKS) {
+                count = 0;                             /* not whole chunks only: Python decides */
                 break;
-            size = size * 16 + digit;
-            end++;
+            }
+            starts[count] = end + 2;
+            sizes[count++] = (Py_ssize_t)length;
+            size += (Py_ssize_t)length;
+            pos = end + 4 + (Py_ssize_t)length;
         }
-        if (end == 0 || end + 1 >= n || bytes[end] != '\r' || bytes[end + 1] != '\n' || size <= 0
-                || n != end + size + 4 || bytes[n - 2] != '\r' || bytes[n - 1] != '\n') {
+        if (count == 0) {
             Py_DECREF(item);
-            break;                                     /* not exactly one whole chunk: Python decides */
+            break;
         }
-        const char *payload = bytes + end + 2;
+        PyObject *piece = count == 1 ? PyBytes_FromStringAndSize(bytes + starts[0], sizes[0])
+                                     : PyBytes_FromStringAndSize(NULL, size);
+        if (piece == NULL) {
+            Py_DECREF(item);
+            return NULL;
+        }
+        if (count > 1) {                               /* the read's payloads joined, as the decoder joins them */
+            char *into = PyBytes_AS_STRING(piece);
+            for (Py_ssize_t i = 0; i < count; i++) {
+                memcpy(into, bytes + starts[i], (size_t)sizes[i]);
+                into += sizes[i];
+            }
+        }
+        const char *payload = PyBytes_AS_STRING(piece);
         if (watched && (payload[0] != 'd' || memmem(payload, (size_t)size, "\"ping\"", 6) != NULL)) {
+            Py_DECREF(piece);
             Py_DECREF(item);
             break;                                     /* maybe an idle piece: the watchdog's note decides */
         }
         long long stamp = PyLong_AsLongLong(t);
-        PyObject *piece = PyBytes_FromStringAndSize(payload, (Py_ssize_t)size);
         PyObject *popped = (stamp == -1 && PyErr_Occurred()) || piece == NULL ? NULL
                            : PyObject_CallMethod(queue, "popleft", NULL);
         if (popped == NULL || PyList_Append(stamps, t) || PyList_Append(times, t) || PyList_Append(payloads, piece)) {

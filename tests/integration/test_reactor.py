@@ -340,6 +340,8 @@ _CONTENT = [_chunk(b'data: {"choices":[{"index":0,"delta":{"content":"t%d "}}]}\
     (_CONTENT[:10] + [_chunk(b": ping\n\n"), _chunk(b'data: {"type":"ping"}\n\n')] + _CONTENT[10:20] + [_END],
      1 << 20, "ok", 20),                                           # idle pieces: the watchdog's note decides
     (_CONTENT + [_END], 900, "too_large", 16),
+    ([b"".join(_CONTENT[i:i + 3]) for i in range(0, 30, 3)] + [_END], 1 << 20, "ok", 10),   # 3 chunks a read
+    ([_CONTENT[0] + _CONTENT[1] + _CONTENT[2][:20], _CONTENT[2][20:]] + _CONTENT[3:] + [_END], 1 << 20, "ok", 29),
     # a size line Python's int() reads but plain hex is not: Python's decoder takes it (its 16 bytes
     # join the next event's line, which is then no event)
     (_CONTENT[:5] + [b"0x10\r\n" + b"d" * 16 + b"\r\n"] + _CONTENT[5:10] + [_END], 1 << 20, "ok", 9),

@@ -203,3 +203,31 @@ def test_a_template_found_only_after_the_first_parts(monkeypatch: pytest.MonkeyP
     raw = b"data: 1\n\n" * 40 + b"".join(vllm(t) for t in "abcdefgh") + b"data: [DONE]\n\n"
     completion, counts, taken, hits, malformed = same([raw[i:i + 50] for i in range(0, len(raw), 50)], monkeypatch)
     assert taken and hits == 8 and completion.text == "abcdefgh" and malformed == 40
+
+
+def test_take_chunks_takes_whole_chunks_and_leaves_the_rest() -> None:
+    from collections import deque
+
+    def chunk(payload: bytes) -> bytes:
+        return b"%x\r\n%s\r\n" % (len(payload), payload)
+
+    one, two, three = chunk(b"data: a\n\n"), chunk(b"data: bb\n\n"), chunk(b"data: ccc\n\n")
+    queue = deque([(1, one), (2, two + three), (3, one + b"5\r\nda"), (4, b"ta\n\n\r\n")])
+    stamps, times, payloads = [], [], []
+    assert native._hotpath.take_chunks(queue, stamps, times, payloads, 0, 1 << 20, -1, True) == (30, 2, 0)
+    assert payloads == [b"data: a\n\n", b"data: bb\n\ndata: ccc\n\n"] and stamps == times == [1, 2]
+    assert [t for t, _ in queue] == [3, 4]                         # a read ending inside a chunk: Python's
+    idle = deque([(5, chunk(b": ping\n\n")), (6, one)])
+    assert native._hotpath.take_chunks(idle, [], [], [], 0, 1 << 20, -1, True)[2] == 0 and len(idle) == 2
+    assert native._hotpath.take_chunks(idle, [], [], [], 0, 1 << 20, -1, False)[0] == 17   # no watchdog: taken
+    ended = deque([(7, one), (8, b"0\r\n\r\n"), (9, one)])
+    got = native._hotpath.take_chunks(ended, [], [], [], 0, 1 << 20, -1, True)
+    assert got == (9, 7, 0) and len(ended) == 2                    # the last chunk is the decoder's
+    big = deque([(10, one), (11, one)])
+    assert native._hotpath.take_chunks(big, [], [], [], 5, 10, -1, True) == (14, 10, 1)        # too large
+    late = deque([(10, one), (11, one)])
+    assert native._hotpath.take_chunks(late, [], [], [], 0, 1 << 20, 9, True) == (9, 10, 2)    # too long
+    odd = deque([(12, b"0x9\r\ndata: a\n\n\r\n"), (13, b"9;x=1\r\ndata: a\n\n\r\n"), (14, (1, 2))])
+    for _ in range(3):
+        assert native._hotpath.take_chunks(odd, [], [], [], 0, 1 << 20, -1, False) == (0, 0, 0)
+        odd.popleft()
