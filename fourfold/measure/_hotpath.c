@@ -20,8 +20,11 @@
  *     for any body. ``chunks`` are the reads that make up ``body`` (only their lengths count).
  *
  * recv_stamped(fd, offset_ns)
- *     Reader.on_ready's read (fourfold.measure.reactor): one recvmsg with the kernel's receive
- *     stamp, without the ancillary-data tuples Python's socket.recvmsg builds (see below).
+ *     drain's read alone: one recvmsg with the kernel's receive stamp, without the ancillary-data
+ *     tuples Python's socket.recvmsg builds (the tests hold it against Reader._read).
+ *
+ * drain(...), take_chunks(...)
+ *     Reactor.drain and the whole-chunk step of RawStream._read_chunked (see each below).
  *
  * offsets_ms(times, counts, t0)
  *     [round((t - t0) / 1e6, 3) for t, n in zip(times, counts) if n]: each chunk's offset in ms
@@ -357,8 +360,8 @@ error:
 
 /* recv_stamped(fd, offset_ns) -> (t, data, now) | None
  *
- * Reader.on_ready's read (fourfold.measure.reactor): one non-blocking recvmsg of up to 64 KiB on
- * ``fd`` with the kernel's SO_TIMESTAMPNS stamp. ``now`` is perf_counter_ns() after the read
+ * Reader._read's read (fourfold.measure.reactor), as drain does it: one non-blocking recvmsg
+ * of up to 64 KiB on ``fd`` with the kernel's SO_TIMESTAMPNS stamp. ``now`` is perf_counter_ns() after the read
  * (CLOCK_MONOTONIC, as Python's perf_counter on Linux); ``t`` is the stamp (CLOCK_REALTIME) +
  * ``offset_ns`` when that lies in (0, now), else ``now``. ``data`` is the bytes (b"" at EOF) or,
  * when the read failed, the OSError instance Python's recvmsg would have raised. None when

@@ -213,7 +213,9 @@ def tokens_by_second(record: RequestRecord) -> dict[int, int]:
     if not offsets:
         return {math.floor(end_s(record)): tokens}
     if len(offsets) >= _ARRAY_MIN:
-        return _tokens_by_second_array(record.started_at, np.asarray(offsets, dtype=np.float64), tokens)
+        found = _tokens_by_second_array(record.started_at, np.asarray(offsets, dtype=np.float64), tokens)
+        if found is not None:
+            return found
     out: dict[int, int] = {}
     for offset_ms, share in zip(offsets, chunk_tokens(tokens, len(offsets)), strict=True):
         if share:
@@ -222,18 +224,15 @@ def tokens_by_second(record: RequestRecord) -> dict[int, int]:
     return out
 
 
-def _tokens_by_second_array(started_s: float, offsets_ms: np.ndarray, tokens: int) -> dict[int, int]:
+def _tokens_by_second_array(started_s: float, offsets_ms: np.ndarray, tokens: int) -> dict[int, int] | None:
     """:func:`tokens_by_second` of a long stream in a few array passes (the same float arithmetic
-    per chunk, the same integer shares); seconds in ascending order."""
+    per chunk, the same integer shares); seconds in ascending order. None when the offsets span
+    more than a day (a damaged record: the per-chunk loop takes it)."""
     n = offsets_ms.size
     seconds = np.floor(started_s + offsets_ms / 1000).astype(np.int64)
     first = int(seconds.min())
-    if int(seconds.max()) - first > 100_000:     # offsets far apart (a damaged record): one pass per value
-        out: dict[int, int] = {}
-        for sec, share in zip(seconds.tolist(), chunk_tokens(tokens, n)):
-            if share:
-                out[sec] = out.get(sec, 0) + share
-        return dict(sorted(out.items()))
+    if int(seconds.max()) - first > 100_000:
+        return None
     if tokens % n == 0:
         counts = np.bincount(seconds - first) * (tokens // n)
     else:

@@ -3,8 +3,8 @@ code each one mirrors.
 
 ``setup.py`` compiles ``_hotpath`` where a C compiler is found (``optional=True``: the install goes
 on without it). Where it is missing, :data:`scan_events` is None (the parser's Python loop runs)
-and :data:`offsets_ms` is :func:`offsets_ms_py`, :data:`recv_stamped` None (the reactor's reader
-reads with ``socket.recvmsg``): same results, slower.
+:data:`offsets_ms` is :func:`offsets_ms_py`, :data:`drain` and :data:`take_chunks` None (the
+reactor reads with ``socket.recvmsg``, the body loop takes every piece): same results, slower.
 ``tests/unit/test_hotpath.py`` holds each C function against its Python twin.
 """
 
@@ -18,7 +18,7 @@ try:
 except ImportError:  # pragma: no cover - no C compiler at install time
     _hotpath = None
 
-__all__ = ["drain", "offsets_ms", "offsets_ms_py", "recv_stamped", "scan_events", "take_chunks"]
+__all__ = ["drain", "offsets_ms", "offsets_ms_py", "scan_events", "take_chunks"]
 
 
 def offsets_ms_py(times: list[int], counts: list[int], t0: int) -> list[float]:
@@ -31,8 +31,5 @@ offsets_ms: Callable[[list[int], list[int], int], list[float]] = (
 scan_events: Callable[..., Any] | None = _hotpath.scan_events if _hotpath is not None else None
 # RawStream._read_chunked's whole-chunk step; None: the Python loop takes every piece
 take_chunks: Callable[..., tuple[int, int, int]] | None = _hotpath.take_chunks if _hotpath is not None else None
-# Reader.on_ready's kernel-stamped read (Linux); None: the Python read (Reader._read)
-recv_stamped: Callable[[int, int], tuple[int, Any, int] | None] | None = (
-    getattr(_hotpath, "recv_stamped", None) if _hotpath is not None else None)
 # Reactor.drain's poll and reads (Linux); None: the Python loop over Reader.on_ready
 drain: Callable[..., tuple[int, int]] | None = getattr(_hotpath, "drain", None) if _hotpath is not None else None

@@ -7,7 +7,7 @@ it in the kernel, and every token wakes the process once. The reactor does three
 - **Kernel receive timestamps.** Every connection has ``SO_TIMESTAMPNS`` on (see
   :func:`enable_timestamps`): the kernel stamps each segment when it arrives, and ``recvmsg``
   hands the stamp over with the bytes (in C where ``fourfold.measure._hotpath`` was built:
-  ``recv_stamped``, without the ancillary-data tuples of ``socket.recvmsg``). A chunk's time is when it reached this host, not when a
+  its ``drain`` reads without the ancillary-data tuples of ``socket.recvmsg``). A chunk's time is when it reached this host, not when a
   busy process got round to reading it, so the client's own scheduling delay drops out of TTFT
   and ITL. (On loopback the stamp is taken inside the sender's ``send``.) Where no stamp comes
   back, the time is ``perf_counter_ns()`` right after the read.
@@ -50,7 +50,6 @@ import time
 from typing import Any
 
 from fourfold.measure.native import drain as drain_native
-from fourfold.measure.native import recv_stamped
 
 _RECV_BYTES = 65536
 WAKE_BYTES = 1 << 20                   # wake the reader when this much is queued
@@ -96,7 +95,7 @@ def enable_timestamps(sock: socket.socket) -> bool:
 class Reader:
     """The queue of (perf_counter_ns, bytes | exception) filled for one socket while a body is read."""
 
-    __slots__ = ("_reactor", "fd", "_recvmsg", "_recv_stamped", "_recv", "queue", "waiter", "closed", "last_ns",
+    __slots__ = ("_reactor", "fd", "_recvmsg", "_recv", "queue", "waiter", "closed", "last_ns",
                  "_queued", "_woken_ns", "_lazy", "_chunked", "_remaining")
 
     def __init__(self, reactor: Reactor, sock: Any) -> None:
@@ -104,7 +103,6 @@ class Reader:
         self._reactor = reactor
         self.fd = sock.fileno()
         self._recvmsg = raw.recvmsg if _ANC_BYTES else None
-        self._recv_stamped = recv_stamped if _ANC_BYTES else None
         self._recv = raw.recv
         self.queue: collections.deque[tuple[int, Any]] = collections.deque()
         self.waiter: Any = None
@@ -117,7 +115,8 @@ class Reader:
         self._remaining = -1
 
     def _read(self, offset_ns: int) -> tuple[int, Any, int]:
-        """:meth:`on_ready`'s read in Python: (t, bytes | OSError | None when nothing was there, now)."""
+        """:meth:`on_ready`'s read: (t, bytes | OSError | None when nothing was there, now); the C
+        drain does the same read (``_hotpath.recv_stamped`` is it alone, for the tests)."""
         try:
             if self._recvmsg is not None:
                 data, ancdata, _, _ = self._recvmsg(_RECV_BYTES, _ANC_BYTES)
@@ -146,15 +145,9 @@ class Reader:
 
     def on_ready(self, offset_ns: int) -> None:
         """Read once. ``offset_ns`` turns a kernel (CLOCK_REALTIME) stamp into perf_counter time."""
-        if self._recv_stamped is not None:      # the same read in C (fourfold.measure.native)
-            got = self._recv_stamped(self.fd, offset_ns)
-            if got is None:
-                return
-            t, data, now_ns = got
-        else:
-            t, data, now_ns = self._read(offset_ns)
-            if data is None:
-                return
+        t, data, now_ns = self._read(offset_ns)
+        if data is None:
+            return
         self.queue.append((t, data))
         last, self.last_ns = self.last_ns, t
         if last and t - last < DENSE_GAP_NS:

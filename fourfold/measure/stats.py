@@ -337,8 +337,13 @@ class LLMStats:
         self._groups = groups
 
     def group(self, level: str, scenario: str) -> GroupStats:
+        if self._pending:
+            self.flush()
+        return self._group(level, scenario)
+
+    def _group(self, level: str, scenario: str) -> GroupStats:
         key = (level, scenario)
-        found = self.groups.get(key)
+        found = self._groups.get(key)
         if found is None:
             found = self._groups[key] = GroupStats(alpha=self.alpha)
         return found
@@ -354,13 +359,8 @@ class LLMStats:
     def flush(self) -> None:
         """Aggregate the pending records now, in the order they came."""
         pending, self._pending = self._pending, []
-        groups = self._groups
         for record in pending:
-            key = (record.level, record.scenario)
-            group = groups.get(key)
-            if group is None:
-                group = groups[key] = GroupStats(alpha=self.alpha)
-            group.add(record, self.stall_threshold_ms, self.slo_ms)
+            self._group(record.level, record.scenario).add(record, self.stall_threshold_ms, self.slo_ms)
 
     def total(self) -> GroupStats:
         """Every key merged into one GroupStats (exact)."""
