@@ -85,15 +85,18 @@ def test_the_wheel_holds_one_package_with_its_data_and_extension(installed):
                      "fourfold/data/datasets/sharegpt_sample.parquet", "fourfold/data/datasets/openai_sample.jsonl",
                      "fourfold/data/datasets/trace_sample.jsonl"):
         assert expected in names, expected
-    assert any(n.startswith("fourfold/reports/_records_scan.") and n.endswith(".so") for n in names)
+    for extension in ("fourfold/reports/_records_scan.", "fourfold/measure/_hotpath."):
+        assert any(n.startswith(extension) and n.endswith(".so") for n in names), extension
 
 
 def test_installed_fourfold_is_the_wheel_not_the_checkout(installed, tmp_path):
     bin_dir, site, _ = installed
-    code = ("import fourfold, fourfold.reports.recordlines as r, fourfold.levels; "
-            "print(fourfold.__file__); print(r._records_scan is not None)")
+    code = ("import fourfold, fourfold.reports.recordlines as r, fourfold.measure.native as n, fourfold.levels; "
+            "print(fourfold.__file__); print(r._records_scan is not None); print(n.drain is not None); "
+            "print(n._hotpath.__file__)")
     out = _run([str(bin_dir / "python"), "-c", code], tmp_path, _env(bin_dir), 120).stdout.split()
-    assert Path(out[0]).is_relative_to(site) and out[1] == "True"
+    assert Path(out[0]).is_relative_to(site) and out[1] == "True" and out[2] == "True"
+    assert Path(out[3]).is_relative_to(site)          # the C steps of the wheel, not the checkout's
     located = _run([str(bin_dir / "fourfold"), "locustfile", "l3"], tmp_path, _env(bin_dir), 60).stdout.strip()
     assert Path(located) == site / "fourfold" / "locustfiles" / "l3_rag.py"
 
