@@ -21,7 +21,7 @@ def _records(n: int) -> list[RequestRecord]:
     return out
 
 
-@pytest.mark.parametrize("n", [1, 15, 16, 17, 40])
+@pytest.mark.parametrize("n", [1, 3, 4, 5, 15, 16, 17, 40])
 def test_batched_aggregates_equal_record_by_record(n: int, monkeypatch: pytest.MonkeyPatch) -> None:
     batched = LLMStats()
     for record in _records(n):
@@ -36,18 +36,19 @@ def test_batched_aggregates_equal_record_by_record(n: int, monkeypatch: pytest.M
 
 def test_every_read_sees_every_record() -> None:
     stats = LLMStats()
-    records = _records(5)
+    records = _records(LLMStats.BATCH + 1)
     for record in records:
         stats.add_record(record)
-    assert len(stats._pending) == 5                       # below the batch: not aggregated yet
-    assert stats.group("l1", "s").counts["requests"] == 3  # ... until read
+    assert len(stats._pending) == 1                       # the batch was aggregated, one waits
+    expected_l1 = sum(r.level == "l1" for r in records)
+    assert stats.group("l1", "s").counts["requests"] == expected_l1   # ... until read
     assert not stats._pending
     stats.add_record(records[0])
-    assert stats.total().counts["requests"] == 6
+    assert stats.total().counts["requests"] == len(records) + 1
     stats.add_record(records[1])
     master = LLMStats()
-    master.merge_wire(stats.take_wire())                   # a worker's delta holds all 7 ...
-    assert master.total().counts["requests"] == 7
+    master.merge_wire(stats.take_wire())                   # a worker's delta holds them all ...
+    assert master.total().counts["requests"] == len(records) + 2
     assert not stats.groups and stats.total().counts["requests"] == 0    # ... and then it is gone
 
 
