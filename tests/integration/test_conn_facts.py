@@ -82,7 +82,11 @@ def test_the_body_is_read_by_the_transport_in_one_loop(monkeypatch):
         records = [send(client, dialect, request, RequestRecord()) for _ in range(2)]
         client.close()
     assert calls == [True, True]                 # the reactor's queue, read in one loop, twice
-    assert [(r.error_class, r.content_chunks, len(r.chunk_offsets_ms)) for r in records] == [("ok", 20, 20)] * 2
+    assert [(r.error_class, r.output_tokens, r.terminal) for r in records] == [("ok", 20, True)] * 2
+    # one offset per read that carried content: 20 tokens 10 ms apart are 20 reads on a quiet
+    # machine, but two tokens that arrive while this process waits for a core are read (and timed)
+    # as one; every token is still counted (output_tokens, from the usage)
+    assert all(15 <= r.content_chunks == len(r.chunk_offsets_ms) <= 20 for r in records)
     assert records[1].conn_reused                # the body was read to its end: the connection went back
 
 
