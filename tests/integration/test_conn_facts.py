@@ -101,9 +101,9 @@ def test_nothing_between_a_requests_clock_start_and_its_send_yields_to_other_gre
     request = dialect.build(ITEM, RequestOptions(max_tokens=2, ignore_eos=True))
     stop = False
 
-    def hog() -> None:                # a greenlet that is always ready and holds the hub 5 ms a turn
+    def hog() -> None:                # a greenlet that is always ready and holds the hub 10 ms a turn
         while not stop:
-            end = time.perf_counter_ns() + 5_000_000
+            end = time.perf_counter_ns() + 10_000_000
             while time.perf_counter_ns() < end:
                 pass
             gevent.sleep(0)
@@ -121,8 +121,9 @@ def test_nothing_between_a_requests_clock_start_and_its_send_yields_to_other_gre
             client.close()
     assert all(r.error_class == "ok" and r.conn_reused for r in records)
     admitted_ms = [(r.plan["t0_monotonic_s"] - r.sent_mono_s) * 1000 for r in records]
-    # one turn of the four hogs is 20 ms; the simulator's own read adds well under that
-    assert max(admitted_ms) < 8, admitted_ms
+    # one turn of the four hogs is 40 ms; the simulator's own read adds ~0.4 ms, and up to ~4 ms
+    # more when its process waits for a core (this process's hogs hold one of two)
+    assert max(admitted_ms) < 15, admitted_ms
 
 
 def test_a_streamed_request_leaves_nothing_for_the_cyclic_collector():

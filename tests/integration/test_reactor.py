@@ -270,6 +270,18 @@ def _one_shot_server(response: bytes, pause_after: int = 0, pieces: list[bytes] 
     return listener
 
 
+def _steady_pair(record_of, first: str, second, chunks: int, attempts: int = 3):
+    """The two records of one body, each read by another loop. The server paces its pieces, but a
+    process that waits for a core reads two pieces in one read (one content chunk, one stamp), and
+    the two runs then differ by timing, not by code: such a pair is read again (a loop that really
+    miscounts misses ``chunks`` every time)."""
+    for tries in range(1, attempts + 1):
+        ours, theirs = record_of(first), record_of(second)
+        if ours.content_chunks == theirs.content_chunks == chunks:
+            break
+    return ours, theirs, tries
+
+
 _HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
 
 
@@ -316,10 +328,10 @@ def test_the_chunked_body_loop_reads_as_the_generator_pipeline_does(body, limit,
                         StreamLimits(max_response_bytes=limit))
 
     try:
-        ours, theirs = record_of("fused"), record_of("generator")
+        ours, theirs, tries = _steady_pair(record_of, "fused", "generator", chunks)
     finally:
         listener.close()
-    assert fused == [1]
+    assert len(fused) == tries                     # one fused loop per body it read
     keys = ("error_class", "text", "content_chunks", "response_bytes", "terminal", "extra")
     assert {k: getattr(ours, k) for k in keys} == {k: getattr(theirs, k) for k in keys}
     assert len(ours.chunk_offsets_ms) == len(theirs.chunk_offsets_ms)
@@ -374,7 +386,7 @@ def test_whole_chunks_taken_in_c_give_the_python_loops_record(pieces, limit, err
                         StreamLimits(max_response_bytes=limit))
 
     try:
-        ours, theirs = record_of(counted), record_of(None)
+        ours, theirs, _ = _steady_pair(record_of, counted, None, chunks)
     finally:
         listener.close()
     assert sum(taken) > 0                          # some reads were taken in C
