@@ -187,12 +187,23 @@ def test_chromium_stop_then_new_makes_two_run_directories(tmp_path, locustfile):
                 wait_for(lambda: llm_tab_row(browser), 15, what="the LLM tab's l3:rag row in the page")
             except AssertionError:
                 raise AssertionError(f"no l3:rag row in the LLM tab: {shown[-1][-1500:]}") from None
-            try:      # the LLM level tab: recall@k and the stage breakdown, moving while the test runs
-                first = wait_for(lambda: l3_panel_moved(browser, {}), 20, what="the L3 panel")
-                moved = wait_for(lambda seen=first: l3_panel_moved(browser, seen), 20, what="the L3 panel to move")
-            except AssertionError:
-                raise AssertionError(f"no moving L3 panel in the LLM level tab (test {test}, {state()}): "
-                                     f"{shown[-1][-1500:]}") from None
+            for attempt in (1, 2):   # the LLM level tab: recall@k and the stage breakdown, moving while it runs
+                try:
+                    first = wait_for(lambda: l3_panel_moved(browser, {}), 20, what="the L3 panel")
+                    moved = wait_for(lambda seen=first: l3_panel_moved(browser, seen), 20, what="the L3 panel to move")
+                    break
+                except AssertionError:
+                    page = shown[-1]
+                    # Locust's page polls /stats/requests only while it believes the test runs; seen
+                    # once in CI on a loaded machine: the page said STOPPED with the test running
+                    # (the Start answer raced a late poll of the stopped test), so nothing moved.
+                    # A user reloads; so does this test, once, and says so.
+                    if attempt == 2 or state() != "running" or "\nSTOPPED\n" not in page:
+                        raise AssertionError(f"no moving L3 panel in the LLM level tab (test {test}, {state()}): "
+                                             f"{page[-1500:]}") from None
+                    print(f"test {test}: the page showed STOPPED while the test ran; reloading it")
+                    browser.goto(base + "/?tab=llm")
+                    wait_for(lambda: browser.evaluate("document.readyState") == "complete", 20, what="the reload")
             assert 0 <= float(moved[next(k for k in moved if k.startswith("recall@"))]) <= 1
             assert all(float(v) > 0 for k, v in moved.items() if k.startswith("stage ") and v != "-")
             wait_for(lambda: browser.click_button("Stop"), 15, what="the Stop button")

@@ -33,15 +33,20 @@ def flat_sim():
 def test_measured_ttft_and_itl_match_the_plan(flat_sim, dialect_name):
     dialect = get_dialect(dialect_name)
     ttft_lag, ttft_err, itl_err = [], [], []
+    clean = joined = 0
     with make_http_client(flat_sim) as client:
-        for i in range(6):
+        for i in range(12):
             request = dialect.build(ITEM, RequestOptions(max_tokens=30))
             request.headers["x-fourfold-plan-detail"] = "1"
             record = send(client, dialect, request, RequestRecord())
             assert record.error_class in ("ok", "truncated"), record.error_detail
             planned = record.plan["offsets_ms"]
             offsets = record.chunk_offsets_ms
-            assert record.content_chunks == record.output_tokens == len(planned) == 30
+            assert record.output_tokens == len(planned) == 30
+            assert record.content_chunks == len(offsets) <= 30
+            if record.content_chunks < 30:   # two tokens read at once (this process waited for a core):
+                joined += 1                  # one stamp for both, by design; its gaps no longer pair
+                continue                     # with the plan's, so another request is measured instead
             if i == 0:
                 continue                         # the first request also opens the connection
             admitted_ms = (record.plan["t0_monotonic_s"] - record.sent_mono_s) * 1000
@@ -49,6 +54,10 @@ def test_measured_ttft_and_itl_match_the_plan(flat_sim, dialect_name):
             ttft_err.append(offsets[0] - planned[0])
             itl_err += [abs((b - a) - (pb - pa)) for a, b, pa, pb
                         in zip(offsets, offsets[1:], planned, planned[1:])]
+            clean += 1
+            if clean == 5:
+                break
+    assert clean == 5 and joined <= 6, (clean, joined)
     # receive delay of the first token: never negative (beyond clock rounding), small
     assert min(ttft_lag) > -0.5
     assert statistics.median(ttft_lag) < 5.0
