@@ -187,7 +187,7 @@ error:
  * joins them) to ``payloads``. With ``watched`` (the body
  * has a read-timeout watchdog) only a payload that is content for it is taken (it starts with
  * "d" and holds no '"ping"'), and ``content_ns`` is the last such t (0: none). Anything else (an
- * error, EOF, a partial or several chunks, the last chunk, a chunk-size line Python's int()
+ * error, EOF, a partial chunk, more than 256 chunks in one read, the last chunk, a chunk-size line Python's int()
  * reads but plain hex is not, an idle piece) is left at the head of the queue for the Python
  * loop. status: 0, or 1 when ``nbytes`` passed ``max_bytes``, 2 when a piece came after
  * ``deadline_ns`` (>= 0), checked after each piece as read_pieces checks them. */

@@ -2,7 +2,7 @@
 code each one mirrors.
 
 ``setup.py`` compiles ``_hotpath`` where a C compiler is found (``optional=True``: the install goes
-on without it). Where it is missing, :data:`scan_events` is None (the parser's Python loop runs)
+on without it). Where it is missing, :data:`scan_events` is None (the parser's Python loop runs),
 :data:`offsets_ms` is :func:`offsets_ms_py`, :data:`drain` and :data:`take_chunks` None (the
 reactor reads with ``socket.recvmsg``, the body loop takes every piece): same results, slower.
 ``tests/unit/test_hotpath.py`` holds each C function against its Python twin.

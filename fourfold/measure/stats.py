@@ -310,12 +310,13 @@ def _add_counts(target: dict[K, int], source: dict[K, int]) -> None:
 class LLMStats:
     """GroupStats per (level, scenario), with Locust delta shipping (``take_wire``/``merge_wire``).
 
-    Records are aggregated in batches of up to :data:`BATCH` (the load generator's per-record
-    numpy work runs several times faster back to back than between other streams' reads, which
-    evict its code and data from the caches): ``groups``, and so every reading method, first
-    aggregates what is pending, so nothing read is ever behind. The batch is small: aggregating it
-    holds the hub (16 long records held it ~4 ms, and an open-loop replay's p99 dispatch lateness
-    crossed 5 ms once in CI); 4 hold it about as long as one record did before the array work."""
+    Records are aggregated in batches of up to :data:`BATCH`: the load generator's per-record
+    numpy work runs faster back to back than between other streams' reads, which evict its code
+    and data from the caches (in a 64-stream run, thread time, 371 -> 256 us per record with
+    batches of 16). ``groups``, and so every reading method, first aggregates what is pending, so
+    nothing read is ever behind. The batch is small because aggregating it holds the hub (16 long
+    records held it ~4 ms, and an open-loop replay's p99 dispatch lateness crossed 5 ms once in
+    CI); at saturation 4 and 16 measured the same CPU per token within the noise (docs/benchmarks.md)."""
 
     BATCH = 4
 

@@ -275,11 +275,12 @@ def _steady_pair(record_of, first: str, second, chunks: int, attempts: int = 3):
     process that waits for a core reads two pieces in one read (one content chunk, one stamp), and
     the two runs then differ by timing, not by code: such a pair is read again (a loop that really
     miscounts misses ``chunks`` every time)."""
-    for tries in range(1, attempts + 1):
+    tries = 0
+    while True:
         ours, theirs = record_of(first), record_of(second)
-        if ours.content_chunks == theirs.content_chunks == chunks:
-            break
-    return ours, theirs, tries
+        tries += 1
+        if ours.content_chunks == theirs.content_chunks == chunks or tries == attempts:
+            return ours, theirs, tries
 
 
 _HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
