@@ -272,5 +272,7 @@ def test_score_separates_reference_from_degraded(minilm: MiniLMEmbedder, tmp_pat
     assert embedder.hits > 0
 
     # The CLI on the same run and cache: every text is cached (the model never runs), same figures.
-    assert cli_main(["score", str(run_dir), "--cache-dir", str(tmp_path / "cache")]) == 0
+    # (The cache is per backend: the CLI's auto would pick bf16 on a CPU with AMX, the fixture is fp32.)
+    assert cli_main(["score", str(run_dir), "--cache-dir", str(tmp_path / "cache"),
+                     "--embed-backend", minilm.backend]) == 0
     assert read_summary(run_dir)["quality"]["total"] == degraded
