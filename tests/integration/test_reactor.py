@@ -306,7 +306,8 @@ def _chunks(n: int) -> bytes:
     return b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in events)
 
 
-_END = _chunks(0) + b"%x\r\n%s\r\n" % (len(b"data: [DONE]\n\n"), b"data: [DONE]\n\n") + b"0\r\n\r\n"
+_FINISH = b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+_END = b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in (_FINISH, b"data: [DONE]\n\n")) + b"0\r\n\r\n"
 
 
 @pytest.mark.parametrize("body, limit, error_class, chunks", [

@@ -137,9 +137,30 @@ def test_content_type(content_type: str, body: bytes, expected: str) -> None:
         assert "text/html" in record.error_detail
 
 
+ROLE = b'data: {"choices":[{"index":0,"delta":{"role":"assistant"},"finish_reason":null}]}\n\n'
+HELLO = b'data: {"choices":[{"index":0,"delta":{"content":"Hello"},"finish_reason":null}]}\n\n'
+
+
+@pytest.mark.parametrize(("pieces", "deltas"), [
+    ([ROLE, b"data: [DONE]\n\n"], 0),              # llama-cpp-python's interrupt_requests cut, byte for byte
+    ([ROLE, HELLO, HELLO, b"data: [DONE]\n\n"], 2),  # cut after some content
+])
+def test_done_without_a_finish_reason_is_an_interrupted_answer(pieces: list[bytes], deltas: int) -> None:
+    """A stream that ends cleanly with [DONE] but never said why it stopped was cut short: it is not
+    an ``ok`` answer (with 0 tokens it would have counted as a complete, empty one)."""
+    record = send_body("openai", pieces)
+    assert record.error_class == "interrupted" and not record.ok
+    assert record.error_detail == ("data: [DONE] without a finish reason: the server ended the answer after "
+                                   f"{deltas} content deltas without saying why")
+    assert record.output_tokens == deltas and record.terminal
+    finished = send_body("openai", [*pieces[:-1], OK_STREAM.split(b"\n\n", 1)[1]])   # the finish chunk, [DONE]
+    assert finished.error_class == "ok" and finished.finish_reason == "stop"
+
+
 def test_the_answer_kept_in_a_record_is_capped_and_flagged() -> None:
     words = [b'data: {"choices":[{"delta":{"content":"0123456789"}}]}\n\n'] * 2000     # 20,000 characters
-    record = send_body("openai", [*words, b"data: [DONE]\n\n"])
+    record = send_body("openai", [*words, b'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\n',
+                                  b"data: [DONE]\n\n"])
     assert record.error_class == "ok" and record.output_tokens == 2000
     assert len(record.text) == TEXT_CAP_CHARS and record.text_truncated
 

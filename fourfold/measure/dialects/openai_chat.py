@@ -105,6 +105,16 @@ class OpenAIChatParser(JsonEventParser):
                     return self._template
         return None
 
+    def _finalize(self) -> None:
+        """``data: [DONE]`` after no finish reason at all is an answer cut short, not a complete one:
+        every OpenAI-compatible server met puts the reason it stopped (``stop``, ``length``, ...) in
+        the last choice. llama-cpp-python's server does exactly this when ``interrupt_requests`` is
+        on and another request arrives (the body then ends cleanly or is dropped, by version)."""
+        done = self._done
+        if self.streaming and done.terminal and not done.finish_reason and not done.error_class:
+            self._error("interrupted", "data: [DONE] without a finish reason: the server ended the answer "
+                                       f"after {done.content_deltas} content deltas without saying why")
+
     def _on_event(self, event: SSEEvent) -> int:
         data = event.data
         if not data.startswith("{"):
