@@ -22,7 +22,13 @@ RECORDED = Path(__file__).resolve().parents[1] / "recorded"
 _VOLATILE = re.compile(rb'("id": ?"chatcmpl-)[0-9a-f-]+(")|("created": ?)\d+')
 
 
+# sse-starlette's keep-alive comment (": ping - <time>"), sent when an answer takes over 15 s (a
+# loaded machine): no event, the dialect skips it
+_COMMENT = re.compile(rb"(?m)^:[^\r\n]*(?:\r\n|\r|\n)(?:\r\n|\r|\n)")
+
+
 def normalised(raw: bytes) -> bytes:
+    raw = _COMMENT.sub(b"", raw)
     return _VOLATILE.sub(lambda m: m.group(1) + b"X" + m.group(2) if m.group(1) else m.group(3) + b"0", raw)
 
 
