@@ -157,6 +157,23 @@ def test_done_without_a_finish_reason_is_an_interrupted_answer(pieces: list[byte
     assert finished.error_class == "ok" and finished.finish_reason == "stop"
 
 
+ANTHROPIC_START = (b'event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":5}}}\n\n'
+                   b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+                   b'"delta":{"type":"text_delta","text":"Hello"}}\n\n')
+ANTHROPIC_STOP = b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+ANTHROPIC_REASON = (b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn"},'
+                    b'"usage":{"output_tokens":1}}\n\n')
+
+
+def test_message_stop_without_a_stop_reason_is_an_interrupted_answer() -> None:
+    record = send_body("anthropic", [ANTHROPIC_START, ANTHROPIC_STOP])
+    assert record.error_class == "interrupted" and record.terminal
+    assert record.error_detail == ("message_stop without a finish reason: the server ended the answer after "
+                                   "1 content deltas without saying why")
+    finished = send_body("anthropic", [ANTHROPIC_START, ANTHROPIC_REASON, ANTHROPIC_STOP])
+    assert finished.error_class == "ok" and finished.finish_reason == "end_turn"
+
+
 def test_the_answer_kept_in_a_record_is_capped_and_flagged() -> None:
     words = [b'data: {"choices":[{"delta":{"content":"0123456789"}}]}\n\n'] * 2000     # 20,000 characters
     record = send_body("openai", [*words, b'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\n',

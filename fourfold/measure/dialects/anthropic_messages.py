@@ -21,6 +21,7 @@ from typing import Any
 
 from fourfold.measure.dialects.base import HttpRequest, RequestOptions
 from fourfold.measure.dialects.jsonevents import JsonEventParser, classify_error_message, error_message
+from fourfold.measure.dialects.openai_chat import cut_without_a_reason
 from fourfold.measure.items import Item
 from fourfold.measure.sse import DEFAULT_MAX_EVENT_BYTES, SSEEvent
 
@@ -80,6 +81,11 @@ class AnthropicMessagesParser(JsonEventParser):
         except (AttributeError, TypeError, KeyError) as exc:
             self._malformed(event.data, f"unexpected {kind} shape ({type(exc).__name__}: {exc})")
         return 0
+
+    def _finalize(self) -> None:
+        """``message_stop`` with no ``stop_reason`` in any ``message_delta``: an answer cut short
+        (the API always says why it stopped), as for OpenAI's bare ``[DONE]``."""
+        cut_without_a_reason(self, "message_stop")
 
     def _on_body(self, obj: dict[str, Any]) -> None:
         if obj.get("type") == "error" or "error" in obj:

@@ -35,7 +35,7 @@ from fourfold.measure.items import Item
 from fourfold.measure.sse import DEFAULT_MAX_EVENT_BYTES, SSEEvent
 
 __all__ = ["ERROR_RANK", "JsonEventParser", "OpenAIChat", "OpenAIChatParser", "classify_error_message",
-           "content_template", "error_message", "loads_event"]
+           "content_template", "cut_without_a_reason", "error_message", "loads_event"]
 
 _JSON_STRING = re.compile(rb'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"')
 _PROBE = "\x01fourfold\x02"
@@ -80,6 +80,15 @@ def content_template(payload: bytes) -> tuple[bytes, bytes] | None:
     return prefix, suffix
 
 
+def cut_without_a_reason(parser: JsonEventParser, terminal: str) -> None:
+    """A stream that reached its terminal event (``terminal``) but never said why the answer
+    stopped was cut short, not completed: ``interrupted``, unless a failure is already known."""
+    done = parser._done
+    if parser.streaming and done.terminal and not done.finish_reason and not done.error_class:
+        parser._error("interrupted", f"{terminal} without a finish reason: the server ended the answer "
+                                     f"after {done.content_deltas} content deltas without saying why")
+
+
 class OpenAIChatParser(JsonEventParser):
     """Parser for one chat-completions response; ``streaming`` picks SSE or one JSON body."""
 
@@ -106,14 +115,11 @@ class OpenAIChatParser(JsonEventParser):
         return None
 
     def _finalize(self) -> None:
-        """``data: [DONE]`` after no finish reason at all is an answer cut short, not a complete one:
-        every OpenAI-compatible server met puts the reason it stopped (``stop``, ``length``, ...) in
-        the last choice. llama-cpp-python's server does exactly this when ``interrupt_requests`` is
-        on and another request arrives (the body then ends cleanly or is dropped, by version)."""
-        done = self._done
-        if self.streaming and done.terminal and not done.finish_reason and not done.error_class:
-            self._error("interrupted", "data: [DONE] without a finish reason: the server ended the answer "
-                                       f"after {done.content_deltas} content deltas without saying why")
+        """``data: [DONE]`` after no finish reason at all is an answer cut short: every
+        OpenAI-compatible server met puts the reason it stopped (``stop``, ``length``, ...) in the
+        last choice. llama-cpp-python's server does exactly this when ``interrupt_requests`` is on
+        and another request arrives (the body then ends cleanly or is dropped, by version)."""
+        cut_without_a_reason(self, "data: [DONE]")
 
     def _on_event(self, event: SSEEvent) -> int:
         data = event.data
