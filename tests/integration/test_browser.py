@@ -183,10 +183,20 @@ def test_chromium_stop_then_new_makes_two_run_directories(tmp_path, locustfile):
             wait_for(lambda: state() == "running", 20, what=f"test {test} to run")
             wait_for(lambda n=at_least: (r := row(extended(get_json(base + "/stats/requests"), "llm"), "Aggregated"))
                      and r["requests"] >= n, 40, what=f"{at_least} requests in test {test}")
-            try:
-                wait_for(lambda: llm_tab_row(browser), 15, what="the LLM tab's l3:rag row in the page")
-            except AssertionError:
-                raise AssertionError(f"no l3:rag row in the LLM tab: {shown[-1][-1500:]}") from None
+            for attempt in (1, 2):
+                try:
+                    wait_for(lambda: llm_tab_row(browser), 15, what="the LLM tab's l3:rag row in the page")
+                    break
+                except AssertionError:
+                    # seen once in CI on a loaded machine: the test ran (Start reached Locust) yet the
+                    # page still showed the form with its START button; a user reloads, so does this
+                    # test, once, and says so
+                    if attempt == 2 or state() != "running" or "\nSTART\n" not in shown[-1]:
+                        raise AssertionError(f"no l3:rag row in the LLM tab (test {test}, {state()}): "
+                                             f"{shown[-1][-1500:]}") from None
+                    print(f"test {test}: the page still showed the form while the test ran; reloading it")
+                    browser.goto(base + "/?tab=llm")
+                    wait_for(lambda: browser.evaluate("document.readyState") == "complete", 20, what="the reload")
             for attempt in (1, 2):   # the LLM level tab: recall@k and the stage breakdown, moving while it runs
                 try:
                     first = wait_for(lambda: l3_panel_moved(browser, {}), 20, what="the L3 panel")
