@@ -6,6 +6,7 @@
     fourfold score runs/<run> [--threads 1]          # semantic fingerprint of a finished run
     fourfold check runs/<run> --slo ci/slo.toml      # gate a finished run (exit 3: an SLO missed)
     fourfold compare runs/<baseline> runs/<candidate> --out reports-out   # comparison report
+    fourfold repeat 3 --baseline-host A --candidate-host B -- locust -f ...  # 3 runs a side, A B B A A B
     fourfold demo [--quick]                          # baseline vs candidate on the simulator, end to end
     fourfold sweep --slo 'ttft_p95<=500ms'           # the highest request rate that meets the SLO
     fourfold dataset inspect data.json               # what fourfold reads in a dataset file (convert: to JSONL)
@@ -28,6 +29,7 @@ from pathlib import Path
 from fourfold.cli import dataset as dataset_cmd
 from fourfold.cli import mirror as mirror_cmd
 from fourfold.cli import probe as probe_cmd
+from fourfold.cli import repeat as repeat_cmd
 from fourfold.cli import report as report_cmd
 from fourfold.cli import sweep as sweep_cmd
 from fourfold.errors import (
@@ -170,6 +172,8 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace, list[str]], int], b
     "compare": ("compare a baseline run with candidates: Markdown, HTML and CSV report", report_cmd.run_compare,
                 False),
     "demo": ("baseline vs candidate on the simulator: run, score, compare", report_cmd.run_demo, False),
+    "repeat": ("run a locust command N times per side (baseline and candidate interleaved A B B A): runs for compare",
+               repeat_cmd.run, True),
     "sweep": ("find the highest request rate that meets an SLO: probe, then a searched open-loop rate per run",
               sweep_cmd.run, True),
     "dataset": ("inspect a dataset file (format, items, lengths) or convert it to fourfold JSONL",
@@ -201,6 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
             dataset_cmd.add_arguments(cmd)
         elif name == "sweep":
             sweep_cmd.add_arguments(cmd)
+        elif name == "repeat":
+            repeat_cmd.add_arguments(cmd)
     return parser
 
 

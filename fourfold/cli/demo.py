@@ -1,7 +1,11 @@
 """``fourfold demo``: baseline vs candidate from a fresh checkout, in a few minutes.
 
-For each simulator profile, ``baseline`` then ``candidate``, every level whose locustfile exists
-(checked at run time) runs as a bounded headless ``locust`` subprocess:
+Each simulator profile, ``baseline`` and ``candidate``, runs ``repeats`` times (default 2), in
+ABBA order (baseline, candidate, candidate, baseline, ...: a slow drift of the machine hits both
+alike; :func:`fourfold.cli.repeat_plan.launch_order`), each repetition with its own seed and
+shuffled request order, so the comparison has runs as its replicates and its verdicts rest on the
+variance between runs (docs/statistics.md). In each, every level whose locustfile exists (checked
+at run time) runs as a bounded headless ``locust`` subprocess:
 
 - L1 and L2 send to a simulator this module starts (``--host``), so L1 does *not* imply
   ``--ignore-eos``: answers end where the reference ends and their similarity means something;
@@ -24,7 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fourfold.cli.report import DEMO_DURATION_S, DEMO_USERS
+from fourfold.cli.repeat_plan import launch_order
+from fourfold.cli.report import DEMO_DURATION_S, DEMO_REPEATS, DEMO_USERS
 from fourfold.errors import FourfoldError, UsageError
 from fourfold.locustfiles import LOCUSTFILE_DIR
 from fourfold.measure.runread import latest_run
@@ -65,6 +70,7 @@ class DemoOptions:
     max_tokens: int | None = None               # None: each item's own (the whole reference answer)
     settings: Settings = DEFAULT_SETTINGS
     min_level_s: int = 10                       # the shortest run of a level other than L1
+    repeats: int = DEMO_REPEATS                 # runs of each profile and level (the comparison's replicates)
 
     @classmethod
     def quick(cls, out_dir: Path, score: bool = True) -> DemoOptions:
@@ -72,7 +78,7 @@ class DemoOptions:
         profile, 4 users, answers cut at 64 tokens (so each user gets several requests in, and
         candidate answers still pulse; cut answers are left out of structure compliance)."""
         return cls(out_dir=out_dir, duration_s=8, users=4, levels=None, score=score, max_tokens=64,
-                   settings=Settings(resamples=500), min_level_s=5)
+                   settings=Settings(resamples=500), min_level_s=5, repeats=2)
 
 
 @dataclass
@@ -93,13 +99,19 @@ def level_duration(level: str, duration_s: int, min_level_s: int = 10) -> int:
     return duration_s if level == "l1" else max(min_level_s, duration_s // 2)
 
 
+def run_label(profile: str, level: str, repetition: int) -> str:
+    return f"demo-{profile}-{level}-{repetition}"
+
+
 def _locust_command(level: str, plan: LevelPlan, profile: str, options: DemoOptions, host: str | None,
-                    run_base: Path) -> list[str]:
+                    run_base: Path, repetition: int = 1) -> list[str]:
     users = str(options.users)
     seconds = level_duration(level, options.duration_s, options.min_level_s)
+    seed = str(options.seed + repetition - 1)       # both profiles of a repetition share it (matched pairs)
     command = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE_DIR / plan.locustfile), "--headless",
                "-u", users, "-r", users, "-t", f"{seconds}s", "--only-summary",
-               "--run-dir", str(run_base), "--label", f"demo-{profile}-{level}", "--sim-seed", str(options.seed)]
+               "--run-dir", str(run_base), "--label", run_label(profile, level, repetition), "--sim-seed", seed,
+               "--seed", seed, "--shuffle"]
     command += ["--host", host] if host else ["--sim-profile", profile]
     if options.max_tokens:
         command += ["--max-tokens", str(options.max_tokens)]
@@ -107,17 +119,17 @@ def _locust_command(level: str, plan: LevelPlan, profile: str, options: DemoOpti
 
 
 def _run_level(level: str, plan: LevelPlan, profile: str, options: DemoOptions, host: str | None,
-               say: Callable[[str], None]) -> tuple[Path | None, str]:
+               say: Callable[[str], None], repetition: int = 1) -> tuple[Path | None, str]:
     run_base = options.out_dir.resolve() / "runs"      # the caller's directory, whatever the child's
     logs = options.out_dir.resolve() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    label = f"demo-{profile}-{level}"
-    command = _locust_command(level, plan, profile, options, host, run_base)
+    label = run_label(profile, level, repetition)
+    command = _locust_command(level, plan, profile, options, host, run_base, repetition)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(IMPORT_ROOT), env.get("PYTHONPATH", "")) if p)
     env.pop("LOCUST_HOST", None)
     seconds = level_duration(level, options.duration_s, options.min_level_s)
-    say(f"fourfold demo: {profile} {level}: {options.users} users for {seconds} s ...")
+    say(f"fourfold demo: {profile} {level} #{repetition}: {options.users} users for {seconds} s ...")
     started = time.monotonic()
     with open(logs / f"{label}.log", "w", encoding="utf-8") as log:
         try:
@@ -131,7 +143,7 @@ def _run_level(level: str, plan: LevelPlan, profile: str, options: DemoOptions, 
         return None, (f"{profile} {level}: no run directory (locust exit status {status}); "
                       f"see {logs / (label + '.log')}")
     note = "" if status in (0, 3) else f"{profile} {level}: locust exited {status} (see {logs / (label + '.log')})"
-    say(f"fourfold demo: {profile} {level}: {run_dir} ({time.monotonic() - started:.0f} s)")
+    say(f"fourfold demo: {profile} {level} #{repetition}: {run_dir} ({time.monotonic() - started:.0f} s)")
     return run_dir, note
 
 
@@ -163,22 +175,22 @@ def run_demo(options: DemoOptions, say: Callable[[str], None] = print) -> DemoRe
         raise UsageError(f"level(s) {', '.join(unknown)} not available; this checkout has {', '.join(present)}")
     runs: dict[str, list[Path]] = {profile: [] for profile in PROFILES}
     problems: list[str] = []
-    for profile in PROFILES:
-        simulator = None
-        try:
-            if any(DEMO_LEVELS[lv].via_host for lv in levels):
-                simulator = start_simulator(profile, seed=options.seed)
+    simulators = {}
+    try:
+        if any(DEMO_LEVELS[lv].via_host for lv in levels):
+            simulators = {profile: start_simulator(profile, seed=options.seed) for profile in PROFILES}
+        for profile, repetition in launch_order(options.repeats, PROFILES):
             for level in levels:
                 plan = DEMO_LEVELS[level]
-                run_dir, note = _run_level(level, plan, profile, options, simulator.url if plan.via_host and
-                                           simulator else None, say)
+                host = simulators[profile].url if plan.via_host and simulators else None
+                run_dir, note = _run_level(level, plan, profile, options, host, say, repetition)
                 if run_dir is not None:
                     runs[profile].append(run_dir)
                 if note:
                     problems.append(note)
-        finally:
-            if simulator is not None:
-                simulator.stop()
+    finally:
+        for simulator in simulators.values():
+            simulator.stop()
     if not runs["baseline"] or not runs["candidate"]:
         raise FourfoldError("the demo produced no runs to compare: " + "; ".join(problems))
     if options.score:

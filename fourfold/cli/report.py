@@ -1,6 +1,7 @@
 """``fourfold compare`` and ``fourfold demo``: argument parsing and printing for :mod:`fourfold.reports`.
 
     fourfold compare runs/<baseline> runs/<candidate> [runs/<more> ...] --out reports-out
+    fourfold compare --baseline runs/<a1> runs/<a2> --candidate runs/<b1> runs/<b2>   # runs as replicates
     fourfold compare runs/<ab run> [--variants A B]      # two variants of one run (L4 sticky A/B)
     fourfold compare runs/<sweep>                        # one sweep (--sweep run or sweep dir): its sweep.svg
     fourfold demo [--quick] [--duration 30] [--users 8] [--levels l1,l2] --out reports-out/demo
@@ -16,8 +17,9 @@ from pathlib import Path
 
 from fourfold.errors import GateFailed, UsageError
 
-DEMO_DURATION_S = 60        # L1 seconds per profile: ~500 requests a side at 24 users, what the E2E p95/p99 and
-DEMO_USERS = 24             # structure-compliance rows of the article need to be significant (docs/demo.md)
+DEMO_DURATION_S = 30        # L1 seconds per run: two runs a profile, ~250 requests each at 24 users (docs/demo.md)
+DEMO_USERS = 24
+DEMO_REPEATS = 2            # runs of each profile: the replicates the verdicts rest on (docs/statistics.md)
 
 DEFAULT_OUT = "reports-out"
 
@@ -30,8 +32,22 @@ def _settings_arguments(cmd: argparse.ArgumentParser, seed_help: str = "seed of 
 
 
 def add_compare_arguments(cmd: argparse.ArgumentParser) -> None:
-    cmd.add_argument("runs", nargs="+", metavar="RUN_DIR",
-                     help="baseline run directory, then one or more candidates (or one run with two variants)")
+    cmd.add_argument("runs", nargs="*", metavar="RUN_DIR",
+                     help="baseline run directory, then one or more candidates (or one run with two variants); "
+                          "for several runs a side use --baseline / --candidate")
+    cmd.add_argument("--baseline", nargs="+", metavar="RUN_DIR", default=None,
+                     help="the baseline's runs: several runs of one version are its replicates (fourfold repeat)")
+    cmd.add_argument("--candidate", nargs="+", action="append", metavar="RUN_DIR", default=None,
+                     help="a candidate's runs (repeat the option for more candidates)")
+    cmd.add_argument("--min-effect", action="append", default=[], metavar="KEY=VALUE",
+                     help="the smallest change that matters for a row, family or pattern, e.g. ttft_p99=5%%, "
+                          "latency=3ms, rate=1pp, similarity_mean=0.02 (defaults: docs/statistics.md)")
+    cmd.add_argument("--gate", default=None, metavar="PATTERN,...",
+                     help="the rows --fail-on-worse decides on (fnmatch patterns of row keys; default: TTFT, E2E, "
+                          "ITL p95, TPOT, tokens/s, goodput, error and interruption rates, similarity, "
+                          "completion, recall)")
+    cmd.add_argument("--strict", action="store_true",
+                     help="exit 2 when the sides sent different workloads (dataset, max tokens, users, rate...)")
     cmd.add_argument("--out", default=DEFAULT_OUT, help=f"where report.md/.html/.csv go (default {DEFAULT_OUT})")
     cmd.add_argument("--variants", nargs=2, metavar=("BASELINE", "CANDIDATE"), default=None,
                      help="compare two variants of one run (record.variant), baseline first")
@@ -42,15 +58,19 @@ def add_compare_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--no-html", action="store_true", help="write report.md and report.csv only")
     cmd.add_argument("--no-cache", action="store_true",
                      help="read records.jsonl and scores.jsonl, ignoring and not writing the runs' compare-cache.npz")
-    cmd.add_argument("--fail-on-worse", action="store_true", help="exit 3 when any row's verdict is worse")
+    cmd.add_argument("--fail-on-worse", action="store_true",
+                     help="exit 3 when a gated row's verdict is worse (after Holm over the gated rows)")
     _settings_arguments(cmd)
 
 
 def add_demo_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--out", default=f"{DEFAULT_OUT}/demo", help=f"output directory (default {DEFAULT_OUT}/demo)")
     cmd.add_argument("--duration", type=int, default=DEMO_DURATION_S,
-                     help=f"seconds of L1 per profile (default {DEMO_DURATION_S}: ~500 L1 requests a side, enough for "
-                     "the article's E2E p95/p99 and compliance rows); the other levels run half as long, >= 10 s")
+                     help=f"seconds of L1 per run (default {DEMO_DURATION_S}); the other levels run half as long, "
+                     ">= 10 s")
+    cmd.add_argument("--repeats", type=int, default=DEMO_REPEATS,
+                     help=f"runs of each profile, interleaved ABBA (default {DEMO_REPEATS}; 1: one run a side, "
+                          "no verdict on the rows of runs)")
     cmd.add_argument("--users", type=int, default=DEMO_USERS, help=f"locust users per run (default {DEMO_USERS})")
     cmd.add_argument("--levels", default=None, help="comma-separated levels (default: every level present)")
     cmd.add_argument("--quick", action="store_true", help="a smoke test: every level (L1 8 s, the others 5 s per profile), 4 users, 64-token answers")
@@ -59,13 +79,20 @@ def add_demo_arguments(cmd: argparse.ArgumentParser) -> None:
 
 
 def _settings(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from fourfold.reports.compare import Settings
+    from fourfold.reports.compare import DEFAULT_GATE, Settings
+    from fourfold.reports.verdict import parse_min_effects
 
-    if args.resamples < 100:
-        raise UsageError("--resamples must be at least 100")
+    if not 100 <= args.resamples <= 1_000_000:
+        raise UsageError("--resamples must be within [100, 1000000]")
     if not 0 < args.alpha < 0.5:
         raise UsageError("--alpha must be within (0, 0.5)")
-    return Settings(resamples=args.resamples, seed=args.seed, confidence=1 - args.alpha, alpha=args.alpha)
+    gate = DEFAULT_GATE
+    if getattr(args, "gate", None) is not None:
+        gate = tuple(p.strip() for p in args.gate.split(",") if p.strip())
+        if not gate:
+            raise UsageError("--gate needs at least one row key or pattern, e.g. 'ttft_p95,e2e_p95,error_rate'")
+    return Settings(resamples=args.resamples, seed=args.seed, confidence=1 - args.alpha, alpha=args.alpha,
+                    min_effects=parse_min_effects(getattr(args, "min_effect", [])), gate=gate)
 
 
 def parse_slo(text: str | None) -> dict[str, float] | None:
@@ -105,16 +132,33 @@ def _checked_stall_ms(value: float | None) -> float | None:
 
 def run_compare(args: argparse.Namespace, rest: list[str]) -> int:
     from fourfold.reports.markdown import render_tables
-    from fourfold.reports.report import report_from_paths, write_report
+    from fourfold.reports.report import report_from_paths, report_from_sides, write_report
 
     settings, slo_ms, stall_ms = _settings(args), parse_slo(args.goodput_slo), _checked_stall_ms(args.stall_ms)
     check_out_dir(args.out)
-    if len(args.runs) == 1 and not args.variants:
-        plotted = _one_sweep(args.runs[0], args.out)
-        if plotted is not None:
-            return plotted
-    report = report_from_paths(args.runs, variants=args.variants, settings=settings, slo_ms=slo_ms,
-                               stall_ms=stall_ms, cache=not args.no_cache)
+    if args.baseline or args.candidate:
+        if args.runs or args.variants:
+            raise UsageError("give the runs either as paths (BASELINE CANDIDATE...) or with --baseline / --candidate, "
+                             "not both")
+        if not args.baseline or not args.candidate:
+            raise UsageError("--baseline and --candidate go together: --baseline A1 A2 --candidate B1 B2")
+        report = report_from_sides(args.baseline, args.candidate, settings=settings, slo_ms=slo_ms,
+                                   stall_ms=stall_ms, cache=not args.no_cache)
+    else:
+        if not args.runs:
+            raise UsageError("give a baseline and a candidate run directory, or --baseline A1... --candidate B1...")
+        if len(args.runs) == 1 and not args.variants:
+            plotted = _one_sweep(args.runs[0], args.out)
+            if plotted is not None:
+                return plotted
+        report = report_from_paths(args.runs, variants=args.variants, settings=settings, slo_ms=slo_ms,
+                                   stall_ms=stall_ms, cache=not args.no_cache)
+    for warning in report.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if args.strict and report.workload_differences:
+        raise UsageError("--strict: the sides sent different workloads: "
+                         + "; ".join(f"{d.field} (baseline {d.baseline}, candidate {d.candidate})"
+                                     for d in report.workload_differences))
     try:
         files = write_report(report, args.out, html=not args.no_html)
     except OSError as exc:
@@ -122,11 +166,17 @@ def run_compare(args: argparse.Namespace, rest: list[str]) -> int:
     print(render_tables(report))
     for note in report.notes:
         print(f"note: {note}")
-    print("✅ better · ❌ worse · ➖ no significant change; legend and metric definitions in report.md")
+    print("✅ better · ❌ worse · 🟰 equivalent · ❔ inconclusive · ➖ no change · † gated; legend and metric "
+          "definitions in report.md")
     print("wrote " + ", ".join(str(path) for path in files.values()))
-    worse = [f"{r.group} {r.label}" for c in report.comparisons for r in c.rows if r.verdict == "worse"]
-    if args.fail_on_worse and worse:
-        raise GateFailed(f"{len(worse)} row(s) worse: " + "; ".join(worse))
+    worse = [f"{r.group} {r.label}" for c in report.comparisons for r in c.rows if r.verdict == "worse" and r.gated]
+    if args.fail_on_worse:
+        if worse:
+            raise GateFailed(f"{len(worse)} gated row(s) worse: " + "; ".join(worse))
+        decided = any(r.gated and r.p_value is not None for c in report.comparisons for r in c.rows)
+        print("gate: passed" if decided else
+              "gate: passed without a verdict: no gated row could be decided (one run a side, or too few "
+              "requests); run 2 or more a side (fourfold repeat)")
     return 0
 
 
@@ -160,11 +210,12 @@ def run_demo(args: argparse.Namespace, rest: list[str]) -> int:
     if args.quick:
         options = dataclasses.replace(DemoOptions.quick(Path(args.out), score=not args.no_score), seed=args.seed)
     else:
-        if args.duration < 5 or args.users < 1:
-            raise UsageError("--duration must be at least 5 s and --users at least 1")
+        if not 5 <= args.duration <= 86_400 or not 1 <= args.users <= 100_000 or not 1 <= args.repeats <= 20:
+            raise UsageError("--duration must be within [5, 86400] s, --users within [1, 100000] and --repeats "
+                             "within [1, 20]")
         levels = tuple(v.strip() for v in args.levels.split(",") if v.strip()) if args.levels else None
         options = DemoOptions(out_dir=Path(args.out), duration_s=args.duration, users=args.users, levels=levels,
-                              seed=args.seed, score=not args.no_score, settings=settings)
+                              seed=args.seed, score=not args.no_score, settings=settings, repeats=args.repeats)
     result = demo(options, say=lambda line: print(line, file=sys.stderr, flush=True))
     print(render_tables(result.report))
     print(render_check(result.check))

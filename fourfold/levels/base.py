@@ -265,6 +265,15 @@ class LLMUser(User):
         """The items this user sends (a level with its own dataset, L3's questions, overrides it)."""
         return run_items(self.settings)
 
+    @classmethod
+    def sent_items(cls, environment: Any) -> tuple[str, list[Item]]:
+        """The name of what this class's users send and its items, the same as :meth:`initial_items`
+        (meta.json's ``dataset_*`` facts, :mod:`fourfold.measure.provenance`)."""
+        settings = get_runtime(environment).settings
+        if settings.synthetic:
+            return f"synthetic {settings.synthetic}", synthetic_items(settings)
+        return os.path.basename(settings.dataset or str(DEFAULT_DATASET)), run_items(settings)
+
     def use_items(self, items: list[Item]) -> None:
         """Send ``items``: today's rotation (start at ``user_id mod n``), or with ``--shuffle`` the
         order of (``--seed``, the run-wide user index), :func:`fourfold.measure.sampling.user_order`."""

@@ -14,7 +14,9 @@ first; both are idempotent per parser and per environment.
   and ``environment.host`` points at them, so workers and the web UI form see the address.
 - ``test_start``: settings re-read (workers receive the master's options only now), a new test
   begun (after a finished one: new statistics and a new run directory), the run directory opened,
-  the server-metrics sampler started for levels that want it.
+  the server-metrics sampler started for levels that want it, the load generator's health sampler
+  started (local runner and workers: :mod:`fourfold.measure.loadgen`).
+- ``test_stopping``: the health sampler stopped, before Locust's stop sequence holds the hub.
 - ``test_stop``: sampler stopped; a worker ships its last records at once; with the web UI (Stop)
   the test is finished: the levels' blocks, ``summary.json``, the LLM summary printed
   (:func:`finish_test`). Each web-UI test has its own run directory.
@@ -159,20 +161,45 @@ def _on_test_start(environment: Any, **_kw: Any) -> None:
     runtime.begin_test()                     # after a Stop in the web UI: a new test, a new run directory
     runtime.settings = Settings.from_options(environment.parsed_options)
     slogate.configure(environment, runtime)
+    runtime.start_health()                   # the load generator's CPU and event-loop lag (summary: generator)
     if getattr(environment.parsed_options, "fourfold_embedded", False):
         _EMBEDDED_FLAG["on"] = True
     if runtime.is_worker:
         return
+    classes = _llm_user_classes(environment)
+    runtime.meta_extra.update(sent_facts(environment, classes))
     try:
         runtime.open_run()
     except OSError as exc:     # checked at init, so something changed since: go on, counting every record lost
         log.error("fourfold: cannot create a run directory in %s (%s); records will be counted as lost",
                   runtime.settings.run_dir, exc.strerror or exc)
-    classes = _llm_user_classes(environment)
     if classes and any(cls.samples_server_metrics for cls in classes):
         from fourfold.levels.sampler import start_sampler
 
         runtime.sampler = start_sampler(runtime)
+
+
+def sent_facts(environment: Any, classes: list[Any]) -> dict[str, Any]:
+    """meta.json's facts about what this test sends and from where (``fourfold compare`` checks that
+    the sides agree, :mod:`fourfold.reports.comparability`): the dataset's name, item count and
+    content hash over every User class's items (:mod:`fourfold.measure.provenance`), the classes'
+    scenarios and the ``client`` machine. Once per test, on the process that writes meta.json."""
+    from fourfold.errors import UsageError
+    from fourfold.measure.provenance import client_facts, dataset_facts
+
+    facts: dict[str, Any] = {"dataset_name": None, "dataset_items": None, "dataset_sha256": None,
+                             "scenarios": sorted({str(getattr(cls, "scenario", "")) for cls in classes}),
+                             "client": client_facts()}
+    sources: dict[str, Any] = {}
+    try:
+        for cls in classes:
+            if hasattr(cls, "sent_items"):
+                name, items = cls.sent_items(environment)
+                sources.setdefault(name, items)
+    except (UsageError, OSError, ValueError) as exc:     # checked at init: only a changed file gets here
+        log.error("fourfold: the dataset could not be read again for meta.json's dataset_sha256: %s", exc)
+        return facts
+    return {**facts, **dataset_facts(sources)} if sources else facts
 
 
 def _on_test_stop(environment: Any, **_kw: Any) -> None:
@@ -183,6 +210,7 @@ def _on_test_stop(environment: Any, **_kw: Any) -> None:
     from fourfold.levels.runtime import get_runtime
 
     runtime = get_runtime(environment)
+    runtime.stop_health()
     runtime.stop_background()
     if runtime.is_worker:
         _report_now(environment)
@@ -198,6 +226,13 @@ def _on_test_stop(environment: Any, **_kw: Any) -> None:
     options = environment.parsed_options
     if options is not None and not getattr(options, "headless", False) and not runtime.quitting:
         finish_test(environment)
+
+
+def _on_test_stopping(environment: Any, **_kw: Any) -> None:
+    """Stop the generator's health sampler before Locust's stop sequence holds the hub."""
+    runtime = getattr(environment, "fourfold_runtime", None)
+    if runtime is not None:
+        runtime.stop_health()
 
 
 def _report_now(environment: Any) -> None:
@@ -233,6 +268,7 @@ def finish_test(environment: Any) -> dict[str, Any] | None:
     from fourfold.levels.ledger import worker_lines
     from fourfold.levels.runtime import get_runtime
     from fourfold.measure.console import format_summary
+    from fourfold.measure.loadgen import console_line
 
     runtime = get_runtime(environment)
     if runtime.is_worker or runtime.finished:
@@ -248,7 +284,8 @@ def finish_test(environment: Any) -> dict[str, Any] | None:
                   f"could not be written "
                   f"({runtime.writer.loss_reason or 'see the log'}); summary.json counts them (records_lost)",
                   flush=True)
-        for line in (runtime.backoff.console_line(), *worker_lines(summary.get("workers") or {})):
+        for line in (runtime.backoff.console_line(), *worker_lines(summary.get("workers") or {}),
+                     console_line(summary.get("generator"))):
             if line:
                 print(line, flush=True)
         print(f"fourfold: run directory {runtime.writer.run_dir}", flush=True)
@@ -300,6 +337,7 @@ def register(environment: Any, **_kw: Any) -> None:
     ev = environment.events
     ev.test_start.add_listener(_on_test_start)
     ev.spawning_complete.add_listener(_freeze_heap)
+    ev.test_stopping.add_listener(_on_test_stopping)
     ev.test_stop.add_listener(_on_test_stop)
     ev.quitting.add_listener(_on_quitting)
     from fourfold.levels import livequality

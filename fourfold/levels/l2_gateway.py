@@ -335,6 +335,8 @@ def _on_parser(parser: Any, **_kw: Any) -> None:
 
 def _on_init(environment: Any, **_kw: Any) -> None:
     sweep_live.register(environment, get_state(environment))
+    environment.fourfold_runtime.meta_extra["l2"] = get_state(environment).settings.meta_block(
+        bool(_open_loop_classes(environment)))
     options = environment.parsed_options
     if options is not None and getattr(options, "fourfold_embedded", False) and getattr(options, "http2", False):
         log.warning("fourfold: --http2 against the embedded simulator: it speaks HTTP/1.1 only, and over "

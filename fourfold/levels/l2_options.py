@@ -10,7 +10,7 @@ is loaded, so other levels' forms stay short.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from fourfold.levels.arrivals import PROCESSES, ArrivalProcess
@@ -110,6 +110,11 @@ class GatewaySettings:
             sweep_tolerance=float(get("sweep_tolerance", 0.10)),
             sweep_max_steps=int(get("sweep_max_steps", 12)),
         )
+
+    def meta_block(self, open_loop: bool) -> dict[str, Any]:
+        """meta.json's ``l2`` block: these settings, and whether an open-loop dispatcher sends (then
+        ``arrivals`` rule what is sent, not ``-u``; :mod:`fourfold.reports.comparability` reads it)."""
+        return {**asdict(self), "open_loop": open_loop}
 
 
 __all__ = ["DEFAULT_LADDER", "GatewaySettings", "register"]

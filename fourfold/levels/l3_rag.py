@@ -159,6 +159,11 @@ class RagUser(LLMUser):
         return selected_items(rag_settings(self.environment).questions, self.settings)
 
     @classmethod
+    def sent_items(cls, environment: Any) -> tuple[str, list[Item]]:
+        questions = rag_settings(environment).questions
+        return Path(questions).name, selected_items(questions, get_runtime(environment).settings)
+
+    @classmethod
     def check_inputs(cls, options: Any, settings: Settings) -> None:
         """At ``init`` (:mod:`fourfold.levels.inputs`): L3's options, the questions and the corpus."""
         rag = RagSettings.from_options(options, settings)

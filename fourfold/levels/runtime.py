@@ -33,6 +33,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from fourfold.levels.ledger import PROGRESS_INTERVAL_S, PROGRESS_MESSAGE, Backoff, WorkerLedger
 from fourfold.levels.options import Settings, redacted
+from fourfold.measure.loadgen import GeneratorHealth, HubSampler
 from fourfold.measure.record import RequestRecord
 from fourfold.measure.runlog import RunWriter
 from fourfold.measure.stats import LLMStats
@@ -70,6 +71,8 @@ class Runtime:
         self.blocks: list[Any] = []                    # a level's fn(environment) -> its blocks so far ({"rag": ...})
         self.sampler: Any = None
         self.background: set[gevent.Greenlet] = set()   # e.g. mirror requests in flight
+        self.health = GeneratorHealth()                # this process's CPU and hub lag (master: its workers')
+        self.hub_sampler: HubSampler | None = None
 
     # ---- roles ----
     @property
@@ -167,8 +170,22 @@ class Runtime:
         self.started_before = dict(self.started_told)   # a worker counts per process, not per test
         self.ledger = WorkerLedger()
         self.summary_extra = {}
+        self.health = GeneratorHealth()
         self.started_at = None
         self.finished = False
+
+    # ---- the load generator's own health (local runner and workers: fourfold.measure.loadgen) ----
+    def start_health(self) -> None:
+        """At ``test_start``: sample this process's CPU and hub lag until :meth:`stop_health`."""
+        self.stop_health()
+        if not self.is_master:                 # a master sends no load: its summary merges its workers'
+            self.hub_sampler = HubSampler(self.health).start()
+
+    def stop_health(self) -> None:
+        """At ``test_stopping`` (before Locust's stop sequence holds the hub) and ``test_stop``."""
+        if self.hub_sampler is not None:
+            self.hub_sampler.stop()
+            self.hub_sampler = None
 
     # ---- run directory (local runner or master) ----
     def open_run(self) -> RunWriter:
@@ -230,6 +247,7 @@ class Runtime:
             **self.stats.summary(),
             "backoff": self.backoff.summary(),
             **({"workers": self.ledger.summary(time.time(), self._missing_workers())} if self.is_master else {}),
+            "generator": self.health.block(),
             **self.summary_extra,
         }
 
@@ -261,7 +279,7 @@ class Runtime:
         records, self.pending = self.pending, []
         self.records_shipped += len(records)
         data[WIRE_KEY] = {"stats": self.stats.take_wire(), "records": records, "started": self.requests_started,
-                          "backoff": self.backoff.take_wire()}
+                          "backoff": self.backoff.take_wire(), "health": self.health.take_wire()}
 
     def on_worker_report(self, client_id: str, data: dict[str, Any]) -> None:
         payload = data.get(WIRE_KEY)
@@ -269,6 +287,7 @@ class Runtime:
             return
         self.stats.merge_wire(payload.get("stats") or {})
         self.backoff.merge_wire(payload.get("backoff") or {})
+        self.health.merge_wire(client_id, payload.get("health") or {})
         records = payload.get("records") or ()
         for raw in records:
             self._write(RequestRecord.from_dict(raw))

@@ -8,7 +8,7 @@ capacity, bracket, knee; :mod:`fourfold.measure.sweep`) and the per-rate run dir
 ``[last pass, first miss]`` as its uncertainty. The verdict is read from the brackets, not from a
 statistical test: *better* when the candidate's last pass is at or above the baseline's first
 miss, *worse* when the candidate's first miss is at or below the baseline's last pass, otherwise
-(the brackets overlap) *no significant change*. The row's interval is the range of differences
+(the brackets overlap) *inconclusive*. The row's interval is the range of differences
 the two brackets allow.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 from fourfold.errors import SLOSpecError
 from fourfold.measure.runread import read_summary
 from fourfold.measure.slo import SLO, parse_spec
-from fourfold.reports.sample import BETTER, NA, SAME, WORSE, Row
+from fourfold.reports.sample import BETTER, INCONCLUSIVE, NA, WORSE, Row
 
 __all__ = ["CAPACITY_GROUP", "capacity_row", "is_live_sweep", "read_sweep", "sweep_plot", "sweep_plot_uri",
            "sweep_rates_text"]
@@ -73,10 +73,10 @@ def capacity_row(baseline: dict[str, Any], candidate: dict[str, Any]) -> Row:
     elif cand_high <= base_low:
         verdict = WORSE
     else:
-        verdict = SAME
+        verdict = INCONCLUSIVE
     return Row(CAPACITY_GROUP, "capacity_rps", label, "req/s", "higher", float(base), float(cand), delta,
                100 * delta / abs(base) if base else None, cand_low - base_high, cand_high - base_low, None, verdict,
-               "sweep brackets: overlapping brackets are no significant change", n_base, n_cand)
+               "sweep brackets: overlapping brackets are inconclusive", n_base, n_cand, gated=True)
 
 
 def _latency_slos(spec: str) -> list[SLO]:

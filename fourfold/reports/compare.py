@@ -1,35 +1,49 @@
-"""Baseline vs candidate, metric by metric, with a confidence interval and a verdict (pure numpy).
+"""Baseline vs candidate, metric by metric: the value, an interval of the difference and a verdict.
 
-Input: one :class:`GroupSample` per side for a (level, scenario) group (built from run
-directories by :mod:`reports.load`); output: :class:`Row` s. For every metric:
+Input: the runs of each side of one (level, scenario) group, one :class:`GroupSample` per run (built
+from run directories by :mod:`reports.load`); output: :class:`Row` s. For every metric:
 
-- ``delta = candidate - baseline`` and ``delta_pct = delta / |baseline|`` (rates are in %, so
-  their delta is in percentage points);
-- the 95% interval of delta: percentile bootstrap, seeded per row (:func:`reports.bootstrap.row_rng`);
-- a p-value, and the verdict ``better`` / ``worse`` when ``p < alpha`` (direction-aware: lower
-  is better for latencies, error/stall/interruption rates and rounds, higher for throughput,
-  goodput, connection reuse, completion and quality), else ``no significant change``; ``n/a``
-  when a side has no data.
+- each run's statistic and its within-run block-bootstrap replicates (:mod:`reports.estimators`);
+- each side's value: the mean over its runs, with the variance of a two-level design in which
+  *runs* are the replicates (:mod:`reports.replication`); ``delta = candidate - baseline``,
+  ``delta_pct = delta / |baseline|`` (rates are in %, so their delta is in percentage points);
+- the ``1 - alpha`` Student-t interval of delta (Welch-Satterthwaite degrees of freedom) and the
+  verdict against the metric's minimum effect (:mod:`reports.verdict`): *better* / *worse* beyond
+  the band, *equivalent* inside it, *inconclusive*, *no change* (an exact tie), *too few* (not data
+  enough for the statistic) or *n/a* (a side has no data, or the row is values only).
 
-How each kind of metric is tested:
+What a row rests on (its unit of replication):
 
-| metric | statistic | interval and p-value |
+| rows | unit | verdict with one run a side |
 |---|---|---|
-| TTFT / E2E / TPOT percentiles | nearest-rank quantile of ok requests | bootstrap of requests (exact order-statistic draws) |
-| ITL percentiles | quantile of the pooled chunk gaps of ok requests (log buckets, <= 0.5 %) | bootstrap resampling whole requests (at most 1,000 per side, the spread scaled by sqrt(m/n)) |
-| output tokens/s, goodput | all tokens (good requests) / wall time | bootstrap of 1-second intervals |
-| error, interruption, stall rate, reuse, completion, compliance, L3 conflict rate, low groundedness (< 0.6), low-confidence answers | proportion | bootstrap CI; two-proportion z-test (Fisher exact for small counts) |
-| TTFT structured - plain, rounds, similarity mean, char-bigram F1 mean, L3 recall@k / precision@k | mean (difference of means) | bootstrap of means |
-| server telemetry mean (`telemetry.<source>.<metric>.mean`) | mean of the samples, first and last dropped | bootstrap of samples (serially correlated: the interval is optimistic); the verdict is descriptive |
-| server telemetry max | largest sample | values only: no test, verdict n/a |
-| similarity p5 | nearest-rank quantile | bootstrap (exact order-statistic draws) |
-| similarity mean, char-bigram F1 mean, compliance, recall / precision@k, same items on both sides | mean per-item difference | paired bootstrap over items; sign-flip permutation p |
+| latency percentiles, ITL, TPOT, jitter, pulses, tokens/s, goodput, rates, means, telemetry means | runs (two-level: between runs, blocks within a run) | none: the between-run variance is unknown (a side of >= 2 runs lends its own to a lone run) |
+| the same rows between the two A/B arms of one run (``--variants``) | blocks of time within the run (the arms ran side by side) | yes |
+| similarity, char-bigram F1, compliance, recall / precision@k, fact errors, same items on both sides | items (mean per-item difference, paired) | yes |
+| server telemetry max | values only | never |
 
-Per-item metrics are paired when at least ``MIN_PAIRED_ITEMS`` items were answered on both sides
-and those items hold at least half of each side's answers; the table then shows the item-balanced
-means of the common items. Each row is tested on its own (no multiple-comparison correction).
+How each statistic is computed on one run:
+
+| metric | statistic | within-run replicates |
+|---|---|---|
+| TTFT / E2E / TPOT percentiles | nearest-rank quantile of ok requests | blocks of consecutive requests (log buckets, <= 0.5 %) |
+| ITL percentiles | quantile of the pooled chunk gaps of ok requests | blocks of consecutive sampled requests |
+| output tokens/s, goodput | all tokens (good requests) / wall time | blocks of 1-s intervals |
+| error, interruption, stall rate, reuse, completion, compliance, L3 conflict rate, low groundedness (< 0.6), low-confidence answers | proportion | blocks of requests (counts per block) |
+| TTFT structured - plain, rounds, similarity mean, char-bigram F1 mean, L3 recall@k / precision@k | mean | bootstrap of values |
+| server telemetry mean (``telemetry.<source>.<metric>.mean``) | mean of the samples, first and last dropped | blocks as long as the series decorrelates; < 10 effective samples: too few |
+
+A statistic needs data enough for itself: a quantile ``q`` at least ``10 / min(q, 1 - q)`` values
+(p99: 1,000), a rate 20 trials. Rows are tested one by one here; :func:`adjust` then corrects the
+gated rows by Holm and the others by Benjamini-Hochberg (``build_report`` calls it per comparison).
 """
 from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import math
+from collections.abc import Sequence
+
+import numpy as np
 
 from fourfold.fingerprint.rag import LOW_GROUNDEDNESS
 from fourfold.reports import bootstrap as bs
@@ -39,11 +53,13 @@ from fourfold.reports.estimators import (
     itl_quantile,
     mean_of,
     output_tps,
+    paired_items,
     pairs,
     pct,
     penalty,
-    per_item,
     per_second,
+    per_user,
+    per_user_sample,
     pulse_frequency,
     quantile_of,
     rate,
@@ -51,25 +67,34 @@ from fourfold.reports.estimators import (
     telemetry_max,
     telemetry_mean,
 )
+from fourfold.reports.replication import SideValue, Spread, combine, difference, lend_between, runs_needed
 from fourfold.reports.sample import (
     BETTER,
+    DEFAULT_GATE,
     DEFAULT_SETTINGS,
+    EQUIVALENT,
+    INCONCLUSIVE,
     ITL_QUANTILES,
     NA,
-    SAME,
+    NO_CHANGE,
+    TOO_FEW,
     WORSE,
-    Estimate,
     GroupSample,
     ItlSample,
-    Measure,
     Metric,
+    Paired,
     Row,
     Settings,
+    SideMeasure,
 )
+from fourfold.reports.verdict import Decision, benjamini_hochberg, decide, holm, min_effect_for
 
-__all__ = ["BETTER", "DEFAULT_SETTINGS", "METRICS", "NA", "SAME", "WORSE", "Estimate", "GroupSample", "ItlSample",
-           "Metric", "Row", "Settings", "compare_groups", "pairs",
-           "telemetry_metrics"]
+__all__ = ["BETTER", "DEFAULT_GATE", "DEFAULT_SETTINGS", "EQUIVALENT", "INCONCLUSIVE", "METRICS", "NA", "NO_CHANGE",
+           "TOO_FEW", "WORSE", "GroupSample", "ItlSample", "Metric", "Row", "Settings", "adjust", "compare_groups",
+           "is_gated", "pairs", "telemetry_metrics"]
+
+ONE_RUN = "1 run a side: between-run variance unknown, no verdict (run >= 2 a side: fourfold repeat)"
+DETECT_BANDS = 5         # the effect the "runs needed" figure is for: 5 bands (TTFT 10 %, tokens/s 5 %, rates 2.5 points)
 
 
 METRICS: tuple[Metric, ...] = (
@@ -81,8 +106,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("pulse_hz", "pulse frequency of the pulsing streams", "Hz", "lower", pulse_frequency),
     Metric("pulse_share", "streams that pulse", "%", "lower", share_unpaired("pulse_hz", above=0.0)),
     Metric("output_tps", "output tokens/s", "tok/s", "higher", output_tps),
-    Metric("goodput_rps", "goodput", "req/s", "higher",
-           per_second(goodput_total, lambda g: g.good_per_s, "bootstrap of 1-s intervals")),
+    Metric("goodput_rps", "goodput", "req/s", "higher", per_second(goodput_total, lambda g: g.good_per_s)),
     Metric("error_rate", "error rate", "%", "lower", rate("failures", "requests")),
     Metric("interruption_rate", "interruption rate", "%", "lower", rate("interrupted", "requests")),
     Metric("stall_rate", "stall rate", "%", "lower", rate("requests_with_stall", "requests")),
@@ -90,73 +114,183 @@ METRICS: tuple[Metric, ...] = (
     Metric("ttft_structured_penalty", "TTFT structured - plain", "ms", "lower", penalty),
     Metric("completion_rate", "session completion", "%", "higher", rate("sessions_completed", "sessions_ended")),
     Metric("rounds_mean", "rounds per session", "rounds", "lower", mean_of("rounds")),
-    Metric("recall_at_k", "retrieval recall@k", "%", "higher",
-           per_item("recall", "recall_items", mean_of("recall", 100.0), scale=100.0)),
-    Metric("precision_at_k", "context precision@k", "%", "higher",
-           per_item("precision", "precision_items", mean_of("precision", 100.0), scale=100.0)),
+    Metric("recall_at_k", "retrieval recall@k", "%", "higher", mean_of("recall", 100.0),
+           paired_items("recall", "recall_items", 100.0)),
+    Metric("precision_at_k", "context precision@k", "%", "higher", mean_of("precision", 100.0),
+           paired_items("precision", "precision_items", 100.0)),
     Metric("conflict_rate", "retrieval conflict rate", "%", "lower", share_unpaired("conflict")),
-    Metric("similarity_mean", "similarity mean", "cos", "higher",
-           per_item("similarity", "similarity_items", mean_of("similarity"))),
+    Metric("similarity_mean", "similarity mean", "cos", "higher", mean_of("similarity"),
+           paired_items("similarity", "similarity_items")),
     Metric("similarity_p5", "similarity p5", "cos", "higher", quantile_of("similarity", 0.05)),
     Metric("low_confidence_share", "low-confidence answers (mostly [UNK])", "%", "lower",
            share_unpaired("low_confidence")),
-    Metric("char_f1_mean", "char-bigram overlap mean", "F1", "higher",
-           per_item("char_f1", "char_f1_items", mean_of("char_f1"))),
+    Metric("char_f1_mean", "char-bigram overlap mean", "F1", "higher", mean_of("char_f1"),
+           paired_items("char_f1", "char_f1_items")),
     Metric("groundedness_mean", "groundedness mean", "cos", "higher", mean_of("groundedness")),
     Metric("low_groundedness_rate", f"low groundedness (< {LOW_GROUNDEDNESS})", "%", "lower",
            share_unpaired("groundedness", below=LOW_GROUNDEDNESS)),
-    Metric("structure_compliance", "structure compliance", "%", "higher",
-           per_item("compliant", "compliant_items", share_unpaired("compliant"), scale=100.0)),
-    Metric("fact_error_rate", "fact error rate", "%", "lower",
-           per_item("fact_error", "fact_error_items", share_unpaired("fact_error"), scale=100.0)),
+    Metric("structure_compliance", "structure compliance", "%", "higher", share_unpaired("compliant"),
+           paired_items("compliant", "compliant_items", 100.0)),
+    Metric("fact_error_rate", "fact error rate", "%", "lower", share_unpaired("fact_error"),
+           paired_items("fact_error", "fact_error_items", 100.0)),
 )
 
 
-def _verdict(delta: float | None, p_value: float | None, better: str, alpha: float) -> str:
-    if delta is None or p_value is None:
-        return NA
-    if p_value >= alpha or delta == 0:
-        return SAME
-    return BETTER if (delta < 0) == (better == "lower") else WORSE
-
-
-def error_class_metrics(baseline: GroupSample, candidate: GroupSample) -> list[Metric]:
+def error_class_metrics(baseline: Sequence[GroupSample], candidate: Sequence[GroupSample]) -> list[Metric]:
     """One error-rate row per failure class that occurred on either side (``error_rate.http_5xx``)."""
-    def rate_of(name: str) -> Measure:
-        def counts(g: GroupSample) -> GroupSample:
-            return GroupSample(failures=g.error_classes.get(name, 0), requests=g.requests)
-        return lambda b, c, rng, s: rate("failures", "requests")(counts(b), counts(c), rng, s)
-    names = sorted(set(baseline.error_classes) | set(candidate.error_classes))
+    def rate_of(name: str) -> SideMeasure:
+        def side(g: GroupSample, rng: np.random.Generator, s: Settings) -> Spread | None:
+            counts = GroupSample(failures=g.error_classes.get(name, 0), requests=g.requests)
+            if "requests" in g.block_counts:
+                counts.block_counts = {"requests": g.block_counts["requests"],
+                                       "failures": g.block_counts.get(f"error.{name}",
+                                                                      np.zeros_like(g.block_counts["requests"]))}
+            return rate("failures", "requests")(counts, rng, s)
+        return side
+    names = sorted({name for g in (*baseline, *candidate) for name in g.error_classes})
     return [Metric(f"error_rate.{name}", f"errors: {name}", "%", "lower", rate_of(name)) for name in names]
 
 
-def telemetry_metrics(baseline: GroupSample, candidate: GroupSample) -> list[Metric]:
+def telemetry_metrics(baseline: Sequence[GroupSample], candidate: Sequence[GroupSample]) -> list[Metric]:
     """Two rows per server gauge either side sampled (``telemetry.server.mem_bw_util_pct.mean`` and
     ``.max``): the mean of the steady samples, tested; the max, values only (verdict n/a)."""
+    names = tm.gauge_names(*(g.telemetry for g in (*baseline, *candidate)))
     return [Metric(f"telemetry.{name}.{stat}", tm.label_of(name, stat), tm.unit_of(name), tm.better_of(name),
-                   (telemetry_mean if stat == "mean" else telemetry_max)(name))
-            for name in tm.gauge_names(baseline.telemetry, candidate.telemetry) for stat in ("mean", "max")]
+                   (telemetry_mean if stat == "mean" else telemetry_max)(name), descriptive=stat == "max")
+            for name in names for stat in ("mean", "max")]
 
 
-def compare_groups(group: str, baseline: GroupSample, candidate: GroupSample,
-                   settings: Settings = DEFAULT_SETTINGS) -> list[Row]:
-    """Every metric of one group with data on a side: METRICS, then :func:`error_class_metrics`,
-    then :func:`telemetry_metrics`."""
+def is_gated(key: str, settings: Settings) -> bool:
+    return any(fnmatch.fnmatchcase(key, pattern) for pattern in settings.gate)
+
+
+def _runs(side: GroupSample | Sequence[GroupSample]) -> list[GroupSample]:
+    return [side] if isinstance(side, GroupSample) else list(side)
+
+
+def _pooled_items(runs: list[GroupSample]) -> GroupSample:
+    """The per-answer arrays of a side's runs together (for the paired rows)."""
+    if len(runs) == 1:
+        return runs[0]
+    pooled = GroupSample()
+    for name in ("recall", "precision", "similarity", "char_f1", "compliant", "fact_error"):
+        setattr(pooled, name, np.concatenate([getattr(g, name) for g in runs]))
+        setattr(pooled, f"{name}_items", np.concatenate([getattr(g, f"{name}_items") for g in runs]))
+    return pooled
+
+
+def compare_groups(group: str, baseline: GroupSample | Sequence[GroupSample],
+                   candidate: GroupSample | Sequence[GroupSample], settings: Settings = DEFAULT_SETTINGS) -> list[Row]:
+    """Every metric of one group with data on a side: METRICS, then :func:`error_class_metrics`, then
+    :func:`telemetry_metrics`. Each side is one run's sample or a list of them (one per run); the
+    verdicts are those of each row alone (:func:`adjust` corrects them for the number of rows)."""
+    base, cand = _runs(baseline), _runs(candidate)
+    if not base:
+        base = [GroupSample()]
+    if not cand:
+        cand = [GroupSample()]
     rows = []
-    for metric in (*METRICS, *error_class_metrics(baseline, candidate), *telemetry_metrics(baseline, candidate)):
-        rng = bs.row_rng(settings.seed, group, metric.key)
-        est = metric.measure(baseline, candidate, rng, settings)
-        if est is None:
-            continue
-        delta = None if est.baseline is None or est.candidate is None else est.candidate - est.baseline
-        delta_pct = delta / abs(est.baseline) * 100 if delta is not None and est.baseline else None
-        ci_low = ci_high = p_value = None
-        if est.deltas is not None and delta is not None:
-            ci_low, ci_high = bs.percentile_ci(est.deltas, settings.confidence)
-            p_value = est.p_value if est.p_value is not None else bs.bootstrap_p(est.deltas)
-        test = est.test or "bootstrap"
-        rows.append(Row(group, metric.key, est.label or metric.label, metric.unit, metric.better, est.baseline, est.candidate,
-                        delta, delta_pct, ci_low, ci_high, p_value,
-                        _verdict(delta, p_value, metric.better, settings.alpha), test,
-                        est.n_baseline, est.n_candidate, est.paired))
+    for metric in (*METRICS, *error_class_metrics(base, cand), *telemetry_metrics(base, cand)):
+        row = _row(group, metric, base, cand, bs.row_rng(settings.seed, group, metric.key), settings)
+        if row is not None:
+            rows.append(row)
     return rows
+
+
+def _row(group: str, metric: Metric, base: list[GroupSample], cand: list[GroupSample],
+         rng: np.random.Generator, s: Settings) -> Row | None:
+    label = metric.label
+    if metric.key == "output_tps" and len(base) == len(cand) == 1 and per_user(base[0], cand[0]):
+        label = f"output tokens/s per user ({base[0].users} vs {cand[0].users} users)"
+        base, cand = [per_user_sample(base[0])], [per_user_sample(cand[0])]
+    if metric.paired is not None:
+        paired = metric.paired(_pooled_items(base), _pooled_items(cand))
+        if paired is not None:
+            return _paired_row(group, metric, paired, s, len(base), len(cand))
+    spreads_b = [x for x in (metric.side(g, rng, s) for g in base) if x is not None]
+    spreads_c = [x for x in (metric.side(g, rng, s) for g in cand) if x is not None]
+    if not spreads_b and not spreads_c:
+        return None
+    side_b, side_c = combine(spreads_b), combine(spreads_c)
+    vb = side_b.value if side_b else None
+    vc = side_c.value if side_c else None
+    band = min_effect_for(metric.key, metric.unit, s.min_effects).band(vb)
+    n_b, n_c = sum(x.n for x in spreads_b), sum(x.n for x in spreads_c)
+
+    def row(decision: Decision, test: str, why: str = "", needed: int | None = None) -> Row:
+        delta = None if vb is None or vc is None else vc - vb
+        delta_pct = delta / abs(vb) * 100 if delta is not None and vb else None
+        return Row(group, metric.key, label, metric.unit, metric.better, vb, vc, delta, delta_pct,
+                   decision.ci_low, decision.ci_high, decision.p_value, decision.verdict, test, n_b, n_c,
+                   band=band, gated=is_gated(metric.key, s) and not metric.descriptive,
+                   runs_baseline=len(spreads_b), runs_candidate=len(spreads_c), why=why, runs_needed=needed)
+
+    nothing = Decision(NA, None, None, None)
+    if side_b is None or side_c is None:
+        return row(nothing, "", "a side has no data")
+    if metric.descriptive:
+        return row(nothing, "values only")
+    arms = all(g.unit == "arm" for g in (*base, *cand))
+    test = _test_name(side_b, side_c, arms)
+    delta = side_c.value - side_b.value
+    tie = decide(delta, 0.0, math.inf, band, metric.better, s.alpha, side_b.value, side_c.value)
+    if tie.verdict == NO_CHANGE:
+        return row(tie, test, "the same value on both sides")
+    few = next((x.too_few for x in (*spreads_b, *spreads_c) if x.too_few), "")
+    if few:
+        return row(Decision(TOO_FEW, None, None, None), test, few)
+    side_b, side_c = lend_between(side_b, side_c), lend_between(side_c, side_b)
+    diff = difference(side_b, side_c)
+    if diff is None:
+        return row(Decision(INCONCLUSIVE, None, None, None), test, "too few blocks of requests for an interval")
+    decision = decide(diff.delta, diff.se, diff.df, band, metric.better, s.alpha, side_b.value, side_c.value)
+    needed = None
+    if not arms and band > 0:        # per-run variance: between + within (a lone run: within only, a lower bound)
+        per_run = float(np.mean([(x.var or 0.0) * x.runs for x in (side_b, side_c)]))
+        needed = runs_needed(DETECT_BANDS * band, band, per_run, s.alpha)
+    if not arms and not (side_b.between_known and side_c.between_known):
+        return row(Decision(INCONCLUSIVE, decision.ci_low, decision.ci_high, None), test, ONE_RUN, needed)
+    return row(decision, test, needed=needed)
+
+
+def _test_name(b: SideValue, c: SideValue, arms: bool) -> str:
+    if arms:
+        return "A/B arms of one run: blocks of requests"
+    if b.runs == c.runs == 1:
+        return "1 vs 1 run: within-run blocks only"
+    return f"{b.runs} vs {c.runs} runs: between-run t"
+
+
+def _paired_row(group: str, metric: Metric, paired: Paired, s: Settings, runs_b: int, runs_c: int) -> Row:
+    diffs = paired.diffs
+    m = diffs.size
+    delta = paired.candidate - paired.baseline
+    band = min_effect_for(metric.key, metric.unit, s.min_effects).band(paired.baseline)
+    se = float(diffs.std(ddof=1) / math.sqrt(m)) if m >= 2 else math.inf
+    decision = decide(delta, se, m - 1, band, metric.better, s.alpha, paired.baseline, paired.candidate)
+    delta_pct = delta / abs(paired.baseline) * 100 if paired.baseline else None
+    return Row(group, metric.key, metric.label, metric.unit, metric.better, paired.baseline, paired.candidate,
+               delta, delta_pct, decision.ci_low, decision.ci_high, decision.p_value, decision.verdict,
+               f"paired, {m} items", m, m, True, band=band, gated=is_gated(metric.key, s),
+               runs_baseline=runs_b, runs_candidate=runs_c)
+
+
+def adjust(rows: list[Row], alpha: float) -> list[Row]:
+    """The rows with their p-values adjusted for multiplicity: Holm over the gated rows that have one
+    (``--fail-on-worse``'s family), Benjamini-Hochberg over the others. A better / worse verdict whose
+    adjusted p is not below ``alpha`` becomes inconclusive, and says why."""
+    out = list(rows)
+    for gated, method, correct in ((True, "Holm", holm), (False, "Benjamini-Hochberg", benjamini_hochberg)):
+        index = [i for i, r in enumerate(out) if r.gated == gated and r.p_value is not None
+                 and r.verdict in (BETTER, WORSE, EQUIVALENT, INCONCLUSIVE)]
+        if not index:
+            continue
+        adjusted = correct([out[i].p_value or 1.0 for i in index])
+        for i, p in zip(index, adjusted, strict=True):
+            r = out[i]
+            changes: dict[str, object] = {"p_adjusted": p}
+            if r.verdict in (BETTER, WORSE) and p >= alpha:
+                changes.update(verdict=INCONCLUSIVE, why=f"{r.verdict} alone (p {r.p_value:.3g}), not after "
+                                                         f"{method} over {len(index)} rows (p {p:.3g})")
+            out[i] = dataclasses.replace(r, **changes)  # type: ignore[arg-type]
+    return out

@@ -12,7 +12,8 @@ __all__ = ["COLUMNS", "write_csv"]
 
 COLUMNS = ("baseline", "candidate", "group", "metric", "label", "unit", "better", "baseline_value",
            "candidate_value", "delta", "delta_pct", "ci_low", "ci_high", "p_value", "verdict", "test",
-           "paired", "n_baseline", "n_candidate")
+           "paired", "n_baseline", "n_candidate", "band", "p_adjusted", "gated", "runs_baseline", "runs_candidate",
+           "why")
 
 
 def _num(value: float | None) -> str:
@@ -29,4 +30,5 @@ def write_csv(report: Report, path: str | os.PathLike[str]) -> None:
                                  row.label, row.unit, row.better, _num(row.baseline), _num(row.candidate),
                                  _num(row.delta), _num(row.delta_pct), _num(row.ci_low), _num(row.ci_high),
                                  _num(row.p_value), row.verdict, row.test, str(row.paired).lower(),
-                                 row.n_baseline, row.n_candidate])
+                                 row.n_baseline, row.n_candidate, _num(row.band), _num(row.p_adjusted),
+                                 str(row.gated).lower(), row.runs_baseline, row.runs_candidate, row.why])

@@ -1,5 +1,6 @@
-"""The estimators of :mod:`reports.compare`: per metric kind, the two sides' values and the bootstrap
-replicates of their difference (the table in compare's docstring says which test each uses)."""
+"""The statistics of :mod:`reports.compare`, one run at a time: per metric kind, a run's value and its
+within-run block-bootstrap replicates (:class:`reports.replication.Spread`); and the paired
+per-item form of the quality rows. The table in compare's docstring says which is which."""
 
 from __future__ import annotations
 
@@ -11,86 +12,98 @@ import numpy as np
 from fourfold.measure.histogram import bucket_keys, bucket_values
 from fourfold.measure.metrics import ratio
 from fourfold.reports import bootstrap as bs
+from fourfold.reports.replication import (
+    MIN_BLOCKS,
+    Spread,
+    quantile_spread,
+    ratio_spread,
+    too_few_for_quantile,
+)
 from fourfold.reports.sample import (
     ITL_BOOTSTRAP_RECORDS,
-    ITL_QUANTILES,
     MIN_PAIRED_ITEMS,
-    Estimate,
     GroupSample,
-    ItlSample,
-    Measure,
+    Paired,
+    PairedMeasure,
     Settings,
+    SideMeasure,
 )
 
-__all__ = ["goodput_total", "itl_quantile", "mean_of", "means", "output_tps", "pairs", "pct", "penalty", "per_item",
-           "per_second", "per_user", "pulse_frequency", "quantile_of", "rate", "share_unpaired", "telemetry_max",
-           "telemetry_mean", "tokens_total"]
+__all__ = ["MIN_RATE_N", "goodput_total", "itl_quantile", "mean_of", "output_tps", "paired_items", "pairs", "pct",
+           "penalty", "per_second", "per_user", "pulse_frequency", "quantile_of", "rate", "share_unpaired",
+           "telemetry_max", "telemetry_mean", "tokens_total"]
+
+MIN_RATE_N = 20        # a rate from fewer trials is no basis for a test ("too few")
+MIN_MEAN_N = 5
 
 
-def quantile_of(name: str, q: float) -> Measure:
-    def measure(b: GroupSample, c: GroupSample, rng: np.random.Generator, s: Settings) -> Estimate | None:
-        xb, xc = getattr(b, name), getattr(c, name)
-        if not xb.size and not xc.size:
+def within_resamples(s: Settings) -> int:
+    """Replicates of the within-run bootstrap: a variance, not a tail, is read from them."""
+    return max(100, s.resamples // 4)
+
+
+def quantile_of(name: str, q: float) -> SideMeasure:
+    """The nearest-rank ``q`` quantile of a per-request array; blocks of the run's requests."""
+    def side(g: GroupSample, rng: np.random.Generator, s: Settings) -> Spread | None:
+        values = getattr(g, name)
+        if not values.size:
             return None
-        est = Estimate(bs.quantile(xb, q) if xb.size else None, bs.quantile(xc, q) if xc.size else None,
-                       "bootstrap", int(xb.size), int(xc.size))
-        if xb.size >= 2 and xc.size >= 2:
-            est.deltas = (bs.quantile_replicates(xc, q, s.resamples, rng)
-                          - bs.quantile_replicates(xb, q, s.resamples, rng))
-        return est
-    return measure
+        spread = Spread(bs.quantile(values, q), int(values.size), too_few=too_few_for_quantile(q, values.size))
+        if not spread.too_few:
+            blocks = g.blocks_of.get(name)
+            spread.blocks = int(np.unique(blocks).size) if blocks is not None else int(values.size)
+            spread.replicates = quantile_spread(values, blocks, q, within_resamples(s), rng)
+        return spread
+    return side
 
 
-def itl_quantile(q: float) -> Measure:
-    def measure(b: GroupSample, c: GroupSample, rng: np.random.Generator, s: Settings) -> Estimate | None:
-        if b.itl is None and c.itl is None:
+def itl_quantile(q: float) -> SideMeasure:
+    """A quantile of the pooled chunk gaps; blocks of consecutive requests of the run's gap sample
+    (the spread scaled by sqrt(m/n) when m of n requests were sampled)."""
+    def side(g: GroupSample, rng: np.random.Generator, s: Settings) -> Spread | None:
+        itl = g.itl
+        value = itl.quantiles((q,))[0] if itl is not None and itl.count else None
+        if itl is None or value is None:
             return None
-        vb = b.itl.quantiles((q,))[0] if b.itl is not None and b.itl.count else None
-        vc = c.itl.quantiles((q,))[0] if c.itl is not None and c.itl.count else None
-        est = Estimate(vb, vc, "bootstrap of requests", b.itl.count if b.itl else 0, c.itl.count if c.itl else 0)
-        if vb is not None and vc is not None and b.itl and c.itl and len(b.itl.sample) >= 2 and len(c.itl.sample) >= 2:
-            index = ITL_QUANTILES.index(q)
-            est.deltas = (itl_spread(c.itl, s, rng)[:, index] - itl_spread(b.itl, s, rng)[:, index])
-        return est
-    return measure
+        spread = Spread(value, itl.count, too_few=too_few_for_quantile(q, itl.count))
+        sample = itl.sample[:: max(1, -(-len(itl.sample) // ITL_BOOTSTRAP_RECORDS))]
+        length = max(1, math.ceil(len(sample) ** (1 / 3)))
+        n_blocks = -(-len(sample) // length)
+        if spread.too_few or n_blocks < MIN_BLOCKS:
+            return spread
+        lengths = np.array([len(gaps) for gaps in sample])
+        gaps = np.concatenate(sample).astype(np.float64)
+        uniques, codes = np.unique(bucket_keys(np.maximum(gaps, 1e-9)), return_inverse=True)
+        cluster = np.repeat(np.arange(len(sample)) // length, lengths)
+        sub, reps = bs.clustered_quantile_replicates(codes, cluster, n_blocks, bucket_values(uniques), (q,),
+                                                     within_resamples(s), rng)
+        scale = math.sqrt(len(sample) / max(itl.records, len(sample)))
+        spread.replicates = value + scale * (reps[:, 0] - sub[0])
+        spread.blocks = n_blocks
+        return spread
+    return side
 
 
-def itl_spread(itl: ItlSample, s: Settings, rng: np.random.Generator) -> np.ndarray:
-    """Replicates (resamples, len(ITL_QUANTILES)) of the ITL quantiles of one side:
-    ``point + sqrt(m/n) * (replicate - sample statistic)``, m sampled of n requests. Computed once
-    per side and settings (every ITL row shares it), from a generator seeded by the sample itself."""
-    key = (s.resamples, s.seed)
-    cached = itl.replicates.get(key)
-    if cached is not None:
-        return cached
-    del rng     # the rows share one draw per side, so it cannot depend on the row's generator
-    sample = itl.sample[:: max(1, -(-len(itl.sample) // ITL_BOOTSTRAP_RECORDS))]
-    lengths = np.array([len(g) for g in sample])
-    gaps = np.concatenate(sample).astype(np.float64)
-    uniques, codes = np.unique(bucket_keys(gaps), return_inverse=True)
-    cluster = np.repeat(np.arange(len(sample)), lengths)
-    own = bs.row_rng(s.seed, "itl", str(itl.count), repr(itl.min), repr(itl.max))
-    sub, reps = bs.clustered_quantile_replicates(codes, cluster, len(sample), bucket_values(uniques), ITL_QUANTILES,
-                                                 s.resamples, own)
-    scale = math.sqrt(len(sample) / max(itl.records, len(sample)))
-    point = np.array(itl.quantiles(ITL_QUANTILES))
-    itl.replicates[key] = out = point + scale * (reps - sub)
-    return out
-
-
-def per_second(total: Callable[[GroupSample], float | None], series: Callable[[GroupSample], np.ndarray | None],
-                test: str) -> Measure:
-    def measure(b: GroupSample, c: GroupSample, rng: np.random.Generator, s: Settings) -> Estimate | None:
-        vb, vc = total(b), total(c)
-        if vb is None and vc is None:
+def per_second(total: Callable[[GroupSample], float | None],
+               series: Callable[[GroupSample], np.ndarray | None]) -> SideMeasure:
+    """A total per wall second (tokens/s, goodput); the spread of the steady 1-s series' mean,
+    resampled in blocks of seconds, applied to the total."""
+    def side(g: GroupSample, rng: np.random.Generator, s: Settings) -> Spread | None:
+        value = total(g)
+        if value is None:
             return None
-        sb, sc = steady(series(b)), steady(series(c))
-        est = Estimate(vb, vc, test, len(sb), len(sc))
-        if vb is not None and vc is not None and len(sb) >= 3 and len(sc) >= 3:
-            est.deltas = ((vc + bs.mean_replicates(sc, s.resamples, rng) - sc.mean())
-                          - (vb + bs.mean_replicates(sb, s.resamples, rng) - sb.mean()))
-        return est
-    return measure
+        steady_series = steady(series(g))
+        spread = Spread(value, len(steady_series))
+        mean = float(steady_series.mean()) if steady_series.size else 0.0
+        if steady_series.size and mean > 0:
+            length = max(1, math.ceil(steady_series.size ** (1 / 3)))
+            ids = np.arange(steady_series.size) // length
+            sums, counts = np.bincount(ids, weights=steady_series), np.bincount(ids).astype(float)
+            reps = ratio_spread(sums, counts, within_resamples(s), rng)
+            spread.replicates = None if reps is None else value * reps / mean
+            spread.blocks = sums.size
+        return spread
+    return side
 
 
 def steady(series: np.ndarray | None) -> np.ndarray:
@@ -100,38 +113,67 @@ def steady(series: np.ndarray | None) -> np.ndarray:
     return series[1:-1] if len(series) >= 5 else series
 
 
-def telemetry_mean(name: str) -> Measure:
-    """Mean of a server series (one sample per --sample-interval) without its first and last
-    samples (:func:`steady`); interval: bootstrap of the samples (they are serially correlated, so
-    the interval is narrower than a block bootstrap's would be)."""
-    def measure(b: GroupSample, c: GroupSample, rng: np.random.Generator, s: Settings) -> Estimate | None:
-        return means(steady(b.telemetry.get(name)), steady(c.telemetry.get(name)), "bootstrap of samples", rng, s)
-    return measure
+def effective_size(values: np.ndarray) -> float:
+    """``n (1 - r) / (1 + r)`` with ``r`` the lag-1 autocorrelation (>= 0): how many independent samples
+    a serially correlated series is worth."""
+    n = values.size
+    if n < 3:
+        return float(n)
+    centred = values - values.mean()
+    denom = float(centred @ centred)
+    if denom == 0:
+        return float(n)
+    r = min(max(float(centred[1:] @ centred[:-1]) / denom, 0.0), 0.99)
+    return n * (1 - r) / (1 + r)
 
 
-def telemetry_max(name: str) -> Measure:
-    """The largest sample of a server series (every sample): values only, no test (verdict n/a)."""
-    def measure(b: GroupSample, c: GroupSample, rng: np.random.Generator, s: Settings) -> Estimate | None:
-        xb, xc = b.telemetry.get(name, np.zeros(0)), c.telemetry.get(name, np.zeros(0))
-        if not xb.size and not xc.size:
+def telemetry_mean(name: str) -> SideMeasure:
+    """Mean of a server series without its first and last samples (:func:`steady`); blocks as long as
+    the series decorrelates, and at least MIN_BLOCKS effective samples for a test: telemetry samples
+    (one a second) follow each other, so they are worth fewer than their count."""
+    def side(g: GroupSample, rng: np.random.Generator, s: Settings) -> Spread | None:
+        values = steady(g.telemetry.get(name))
+        if not values.size:
             return None
-        return Estimate(float(xb.max()) if xb.size else None, float(xc.max()) if xc.size else None,
-                        "values only", int(xb.size), int(xc.size))
-    return measure
+        spread = Spread(float(values.mean()), int(values.size))
+        ess = effective_size(values)
+        if ess < MIN_BLOCKS:
+            spread.too_few = f"{ess:.0f} effective samples of {values.size} (needs {MIN_BLOCKS})"
+            return spread
+        length = max(1, math.ceil(values.size / ess))
+        ids = np.arange(values.size) // length
+        spread.replicates = ratio_spread(np.bincount(ids, weights=values), np.bincount(ids).astype(float),
+                                         within_resamples(s), rng)
+        spread.blocks = int(ids[-1]) + 1
+        return spread
+    return side
 
 
-def rate(count: str, total: str, scale: float = 100.0) -> Measure:
-    def measure(b: GroupSample, c: GroupSample, rng: np.random.Generator, s: Settings) -> Estimate | None:
-        kb, nb, kc, nc = getattr(b, count), getattr(b, total), getattr(c, count), getattr(c, total)
-        if not nb and not nc:
+def telemetry_max(name: str) -> SideMeasure:
+    """The largest sample of a server series (every sample): values only, no test."""
+    def side(g: GroupSample, rng: np.random.Generator, s: Settings) -> Spread | None:
+        values = g.telemetry.get(name, np.zeros(0))
+        return Spread(float(values.max()), int(values.size)) if values.size else None
+    return side
+
+
+def rate(count: str, total: str, scale: float = 100.0) -> SideMeasure:
+    """``scale * count / total`` (in %): per-block counts when the sample has them, else a binomial."""
+    def side(g: GroupSample, rng: np.random.Generator, s: Settings) -> Spread | None:
+        k, n = getattr(g, count), getattr(g, total)
+        if not n:
             return None
-        est = Estimate(scale * kb / nb if nb else None, scale * kc / nc if nc else None, "", nb, nc)
-        if nb and nc:
-            est.p_value, est.test = bs.two_proportion_p(kb, nb, kc, nc)
-            est.deltas = scale * (bs.proportion_replicates(kc, nc, s.resamples, rng)
-                                  - bs.proportion_replicates(kb, nb, s.resamples, rng))
-        return est
-    return measure
+        spread = Spread(scale * k / n, int(n))
+        if n < MIN_RATE_N:
+            spread.too_few = f"{n} trials (needs {MIN_RATE_N})"
+            return spread
+        numer, denom = g.block_counts.get(count), g.block_counts.get(total)
+        if numer is not None and denom is not None:
+            spread.replicates, spread.blocks = ratio_spread(numer, denom, within_resamples(s), rng, scale), numer.size
+        else:
+            spread.replicates, spread.blocks = scale * bs.proportion_replicates(k, n, within_resamples(s), rng), n
+        return spread
+    return side
 
 
 def per_user(b: GroupSample, c: GroupSample) -> bool:
@@ -139,21 +181,10 @@ def per_user(b: GroupSample, c: GroupSample) -> bool:
     return bool(b.users and c.users and b.users != c.users)
 
 
-def output_tps(b: GroupSample, c: GroupSample, rng: np.random.Generator, s: Settings) -> Estimate | None:
-    """Output tokens/s; per active user when the arms' user counts differ (an arm with 5 % of
-    the users is not "worse" for streaming fewer tokens in all)."""
-    def scaled(g: GroupSample) -> GroupSample:
-        users = float(g.users or 1)
-        return GroupSample(output_tokens_total=g.output_tokens_total / users, wall_s=g.wall_s,
-                           tokens_per_s=g.tokens_per_s / users)
-
-    measure = per_second(tokens_total, lambda g: g.tokens_per_s, "bootstrap of 1-s intervals")
-    if not per_user(b, c):
-        return measure(b, c, rng, s)
-    est = measure(scaled(b), scaled(c), rng, s)
-    if est is not None:
-        est.label = f"output tokens/s per user ({b.users} vs {c.users} users)"
-    return est
+def per_user_sample(g: GroupSample) -> GroupSample:
+    users = float(g.users or 1)
+    return GroupSample(output_tokens_total=g.output_tokens_total / users, wall_s=g.wall_s,
+                       tokens_per_s=g.tokens_per_s / users)
 
 
 def goodput_total(g: GroupSample) -> float | None:
@@ -164,49 +195,48 @@ def tokens_total(g: GroupSample) -> float | None:
     return ratio(g.output_tokens_total, g.wall_s)
 
 
-def penalty(b: GroupSample, c: GroupSample, rng: np.random.Generator, s: Settings) -> Estimate | None:
-    def split(g: GroupSample) -> tuple[np.ndarray, np.ndarray] | None:
-        if g.ttft_plain_ms is None or g.ttft_structured_ms is None:
-            return None
-        if g.ttft_plain_ms.size < 2 or g.ttft_structured_ms.size < 2:
-            return None
-        return g.ttft_plain_ms, g.ttft_structured_ms
+output_tps = per_second(tokens_total, lambda g: g.tokens_per_s)
 
-    pb, pc = split(b), split(c)
-    if pb is None and pc is None:
+
+def _mean_spread(values: np.ndarray, rng: np.random.Generator, s: Settings) -> Spread | None:
+    if not values.size:
         return None
-    vb = float(pb[1].mean() - pb[0].mean()) if pb else None
-    vc = float(pc[1].mean() - pc[0].mean()) if pc else None
-    est = Estimate(vb, vc, "bootstrap of means", sum(map(len, pb)) if pb else 0, sum(map(len, pc)) if pc else 0)
-    if pb and pc:
-        def reps(pair: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-            return (bs.mean_replicates(pair[1], s.resamples, rng) - bs.mean_replicates(pair[0], s.resamples, rng))
-        est.deltas = reps(pc) - reps(pb)
-    return est
+    spread = Spread(float(values.mean()), int(values.size))
+    if values.size < MIN_MEAN_N:
+        spread.too_few = f"{values.size} values (needs {MIN_MEAN_N})"
+    elif values.size >= MIN_BLOCKS:
+        spread.replicates, spread.blocks = bs.mean_replicates(values, within_resamples(s), rng), int(values.size)
+    return spread
 
 
-def means(xb: np.ndarray, xc: np.ndarray, test: str, rng: np.random.Generator, s: Settings) -> Estimate | None:
-    """Each side's mean; the difference's replicates by a bootstrap of each side when both have two values."""
-    if not xb.size and not xc.size:
+def penalty(g: GroupSample, rng: np.random.Generator, s: Settings) -> Spread | None:
+    """Mean TTFT of structured prompts - mean TTFT of plain ones."""
+    if g.ttft_plain_ms is None or g.ttft_structured_ms is None:
         return None
-    est = Estimate(float(xb.mean()) if xb.size else None, float(xc.mean()) if xc.size else None,
-                   test, int(xb.size), int(xc.size))
-    if xb.size >= 2 and xc.size >= 2:
-        est.deltas = bs.mean_replicates(xc, s.resamples, rng) - bs.mean_replicates(xb, s.resamples, rng)
-    return est
+    plain, structured = g.ttft_plain_ms, g.ttft_structured_ms
+    if plain.size < 2 or structured.size < 2:
+        return None
+    spread = Spread(float(structured.mean() - plain.mean()), int(plain.size + structured.size))
+    if min(plain.size, structured.size) < MIN_MEAN_N:
+        spread.too_few = f"{plain.size} plain / {structured.size} structured (needs {MIN_MEAN_N} each)"
+    else:
+        r = within_resamples(s)
+        spread.replicates = bs.mean_replicates(structured, r, rng) - bs.mean_replicates(plain, r, rng)
+        spread.blocks = int(min(plain.size, structured.size))
+    return spread
 
 
-def mean_of(name: str, scale: float = 1.0) -> Measure:
-    def measure(b: GroupSample, c: GroupSample, rng: np.random.Generator, s: Settings) -> Estimate | None:
-        return means(scale * getattr(b, name), scale * getattr(c, name), "bootstrap of means", rng, s)
-    return measure
+def mean_of(name: str, scale: float = 1.0) -> SideMeasure:
+    def side(g: GroupSample, rng: np.random.Generator, s: Settings) -> Spread | None:
+        return _mean_spread(scale * getattr(g, name), rng, s)
+    return side
 
 
 def pairs(items_b: np.ndarray, values_b: np.ndarray, items_c: np.ndarray,
           values_c: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """Per-item means of the items on both sides, in item order, when pairing applies (see module
-    docstring). Items are counted through one dict (a million answers in a fraction of a second;
-    sorting a million Python strings took seconds)."""
+    """Per-item means of the items on both sides, in item order, when pairing applies: at least
+    ``MIN_PAIRED_ITEMS`` common items holding at least half of each side's answers. Items are
+    counted through one dict (a million answers in a fraction of a second)."""
     index: dict[object, int] = {}
     code_b, code_c = item_codes(items_b, index), item_codes(items_c, index)
     count_b, count_c = np.bincount(code_b, minlength=len(index)), np.bincount(code_c, minlength=len(index))
@@ -229,47 +259,43 @@ def item_codes(items: np.ndarray, index: dict[object, int]) -> np.ndarray:
     return np.fromiter((add(item, len(index)) for item in items.tolist()), dtype=np.int64, count=len(items))
 
 
-def per_item(values: str, items: str, unpaired: Measure, scale: float = 1.0) -> Measure:
-    def measure(b: GroupSample, c: GroupSample, rng: np.random.Generator, s: Settings) -> Estimate | None:
+def paired_items(values: str, items: str, scale: float = 1.0) -> PairedMeasure:
+    """The item-balanced means of the items answered on both sides and their per-item differences;
+    None when pairing does not apply (the unpaired side measure is used then)."""
+    def measure(b: GroupSample, c: GroupSample) -> Paired | None:
         xb, xc = getattr(b, values), getattr(c, values)
-        paired = pairs(getattr(b, items), xb, getattr(c, items), xc) if xb.size and xc.size else None
-        if paired is None:
-            return unpaired(b, c, rng, s)
-        mb, mc = paired
-        diffs = scale * (mc - mb)
-        return Estimate(scale * float(mb.mean()), scale * float(mc.mean()), f"paired, {diffs.size} items",
-                        int(xb.size), int(xc.size), deltas=bs.mean_replicates(diffs, s.resamples, rng),
-                        p_value=bs.signflip_p(diffs, s.resamples, rng), paired=True)
+        if not xb.size or not xc.size:
+            return None
+        found = pairs(getattr(b, items), xb, getattr(c, items), xc)
+        if found is None:
+            return None
+        mb, mc = found
+        return Paired(scale * float(mb.mean()), scale * float(mc.mean()), scale * (mc - mb))
     return measure
 
 
-def share_unpaired(name: str, below: float | None = None, above: float | None = None) -> Measure:
-    """A two-proportion comparison of a 1.0 / 0.0 per-answer array (compliance, fact errors,
-    conflicts); with ``below`` / ``above``, of the share of a per-answer value under / over it (low
-    groundedness, pulsing streams)."""
-    def measure(b: GroupSample, c: GroupSample, rng: np.random.Generator, s: Settings) -> Estimate | None:
-        xb, xc = getattr(b, name), getattr(c, name)
-        if not xb.size and not xc.size:
+def share_unpaired(name: str, below: float | None = None, above: float | None = None) -> SideMeasure:
+    """The share (in %) of a 1.0 / 0.0 per-answer array (compliance, fact errors, conflicts); with
+    ``below`` / ``above``, of the answers whose value is under / over it (low groundedness, pulsing
+    streams)."""
+    def side(g: GroupSample, rng: np.random.Generator, s: Settings) -> Spread | None:
+        x = getattr(g, name)
+        if not x.size:
             return None
         if below is not None:
-            xb, xc = (xb < below).astype(float), (xc < below).astype(float)
+            x = (x < below).astype(float)
         if above is not None:
-            xb, xc = (xb > above).astype(float), (xc > above).astype(float)
-        counts = GroupSample(ok=int(xb.sum()), requests=int(xb.size))
-        other = GroupSample(ok=int(xc.sum()), requests=int(xc.size))
-        return rate("ok", "requests")(counts, other, rng, s)
-    return measure
+            x = (x > above).astype(float)
+        return rate("ok", "requests")(GroupSample(ok=int(x.sum()), requests=int(x.size)), rng, s)
+    return side
 
 
-def pulse_frequency(b: GroupSample, c: GroupSample, rng: np.random.Generator, s: Settings) -> Estimate | None:
-    """The median pulse frequency of each side's *pulsing* streams, as summary.json's ``pulse_hz``;
-    bootstrap of those streams. A side where no stream pulses keeps its zeros (0.0 over all of them)."""
-    def pulsing(g: GroupSample) -> GroupSample:
-        values = g.pulse_hz[g.pulse_hz > 0]
-        return GroupSample(pulse_hz=values if values.size else g.pulse_hz)
-    return quantile_of("pulse_hz", 0.5)(pulsing(b), pulsing(c), rng, s)
+def pulse_frequency(g: GroupSample, rng: np.random.Generator, s: Settings) -> Spread | None:
+    """The median pulse frequency of the *pulsing* streams, as summary.json's ``pulse_hz``; a run where
+    no stream pulses keeps its zeros (0.0 over all of them)."""
+    values = g.pulse_hz[g.pulse_hz > 0]
+    return quantile_of("pulse_hz", 0.5)(GroupSample(pulse_hz=values if values.size else g.pulse_hz), rng, s)
 
 
 def pct(q: float) -> str:
     return f"p{round(q * 100):d}"
-

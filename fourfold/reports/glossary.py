@@ -5,14 +5,16 @@ is generated from) that every renderer puts in its footnote."""
 from __future__ import annotations
 
 from fourfold.measure.metric_names import METRICS, MetricDef, resolve
-from fourfold.reports.compare import BETTER, NA, SAME, WORSE, Row
+from fourfold.reports.compare import BETTER, EQUIVALENT, INCONCLUSIVE, NA, NO_CHANGE, TOO_FEW, WORSE, Row
 from fourfold.reports.compare import METRICS as ROWS
 
-__all__ = ["DEFINITIONS", "METRICS_DOC", "SYMBOLS", "fmt_ci", "fmt_delta", "fmt_p", "fmt_pct", "fmt_value",
-           "legend_lines", "verdict_text"]
+__all__ = ["DEFINITIONS", "GATED_MARK", "METRICS_DOC", "SYMBOLS", "fmt_band", "fmt_ci", "fmt_delta", "fmt_p", "fmt_pct",
+           "fmt_value", "legend_lines", "shown_p", "short_why", "verdict_text"]
+
+GATED_MARK = "†"
 
 METRICS_DOC = "docs/metrics.md"
-SYMBOLS = {BETTER: "✅", WORSE: "❌", SAME: "➖", NA: ""}
+SYMBOLS = {BETTER: "✅", WORSE: "❌", EQUIVALENT: "🟰", INCONCLUSIVE: "❔", NO_CHANGE: "➖", TOO_FEW: "·", NA: ""}
 
 
 def _definition(metric: MetricDef) -> str:
@@ -66,7 +68,31 @@ def fmt_p(p_value: float | None) -> str:
 
 def verdict_text(row: Row) -> str:
     symbol = SYMBOLS.get(row.verdict, "")
-    return f"{symbol} {row.verdict}" if symbol else row.verdict
+    text = f"{symbol} {row.verdict}" if symbol else row.verdict
+    why = short_why(row)
+    return f"{text} ({why})" if why else text
+
+
+def short_why(row: Row) -> str:
+    """A few words on what a verdict lacks (the notes and the CSV's ``why`` say it in full)."""
+    if row.verdict == TOO_FEW:
+        return row.why
+    if row.verdict == INCONCLUSIVE and row.why.startswith("1 run a side"):
+        return "1 run a side"
+    if row.verdict == INCONCLUSIVE and " not after " in row.why:
+        return "not after " + row.why.split(" not after ")[1].split(" over ")[0]
+    return ""
+
+
+def fmt_band(row: Row) -> str:
+    if row.band is None or row.verdict in (NA,):
+        return "-"
+    return f"±{fmt_value(row.band, row.unit)}"
+
+
+def shown_p(row: Row) -> float | None:
+    """The p the table shows: adjusted for the number of rows when it was."""
+    return row.p_adjusted if row.p_adjusted is not None else row.p_value
 
 
 def _round(value: float, digits: int) -> float:
@@ -77,17 +103,22 @@ def _round(value: float, digits: int) -> float:
 def legend_lines(resamples: int, seed: int, confidence: float, alpha: float) -> list[str]:
     level = f"{confidence:.0%}"
     return [
-        f"{SYMBOLS[BETTER]} better · {SYMBOLS[WORSE]} worse · {SYMBOLS[SAME]} no significant change "
-        f"(p >= {alpha:g}) · n/a: a side has no data for this row.",
+        f"{SYMBOLS[BETTER]} better / {SYMBOLS[WORSE]} worse: the whole {level} interval of Δ lies beyond the row's "
+        f"minimum effect (band) · {SYMBOLS[EQUIVALENT]} equivalent: the {1 - 2 * alpha:.0%} interval lies inside "
+        f"the band · {SYMBOLS[INCONCLUSIVE]} inconclusive: neither · {SYMBOLS[NO_CHANGE]} no change: the same value "
+        f"on both sides · {SYMBOLS[TOO_FEW]} too few: not data enough for the statistic (a quantile q needs "
+        "10 / min(q, 1 - q) values) · n/a: a side has no data, or values only.",
         "Δ = candidate - baseline; for % rows Δ is in percentage points. Lower is better for latencies, "
         "error / interruption / stall rates, rounds and L3's conflict and low-groundedness rates; higher for throughput, goodput, connection reuse, "
         "session completion and quality. Server telemetry rows (server: / nvidia-smi:, from server_metrics.json) "
         "are descriptive: their mean is compared over the samples, higher reading as more of the GPU used; their "
         "max rows are values only (n/a).",
-        f"{level} CI of Δ: percentile bootstrap, {resamples:,} resamples, seed {seed} (requests resampled for "
-        "percentiles, whole requests for ITL, 1-s intervals for tokens/s and goodput). p: the bootstrap's, a "
-        "two-proportion z-test (Fisher exact for small counts) for rates, a sign-flip permutation test for "
-        "rows marked (paired) (same items on both sides: mean per-item difference).",
-        f"Every row is tested on its own at α = {alpha:g}, with no correction for the number of rows: among "
-        "20 rows with no real change, about one is expected to come out \"significant\" by chance.",
+        f"Runs are the unit of replication: a side's value is the mean over its runs, the {level} interval a "
+        "Student-t one from the variance between runs (floored by the within-run variance; within a run, "
+        f"blocks of consecutive requests are resampled, {resamples:,} resamples, seed {seed}). With one run a side the "
+        "between-run variance is unknown: such rows show the within-run interval and no verdict. Rows marked "
+        "(paired) compare the same items on both sides (mean per-item difference, items as the unit); the A/B "
+        "arms of one run are compared on blocks of requests.",
+        f"Many rows, one decision: p is that of \"the difference lies beyond the band\", adjusted: the gated rows "
+        f"({GATED_MARK}, --fail-on-worse's family) by Holm, the others by Benjamini-Hochberg, at α = {alpha:g}.",
     ]

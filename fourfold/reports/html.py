@@ -23,13 +23,16 @@ from fourfold.reports import plots
 from fourfold.reports.compare import Row
 from fourfold.reports.glossary import (
     DEFINITIONS,
+    GATED_MARK,
     METRICS_DOC,
+    fmt_band,
     fmt_ci,
     fmt_delta,
     fmt_p,
     fmt_pct,
     fmt_value,
     legend_lines,
+    shown_p,
     verdict_text,
 )
 from fourfold.reports.load import RunData, group_names
@@ -45,9 +48,10 @@ padding:0 1rem}
 table{border-collapse:collapse;margin:.5rem 0 1rem}th,td{border:1px solid #ccc;padding:.25rem .5rem;font-size:.9rem}
 th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}
 tr.better td.verdict{background:#e6f4ea}tr.worse td.verdict{background:#fce8e6}
+tr.equivalent td.verdict{background:#eef3fb}
 .plots{display:flex;flex-wrap:wrap;gap:1rem}.plots img{max-width:34rem;width:100%}
 details pre{white-space:pre-wrap;background:#f8f8f8;padding:.5rem;max-height:20rem;overflow:auto}
-small,.note{color:#555}
+small,.note{color:#555}.warning{background:#fff4e5;padding:.25rem .5rem}
 """
 
 
@@ -63,15 +67,16 @@ class PickedRecord:
 
 def _rows_html(rows: list[Row]) -> str:
     out = ["<table><tr>" + "".join(f"<th>{h}</th>" for h in
-                                   ("metric", "baseline", "candidate", "Δ", "Δ%", "95% CI of Δ", "p", "verdict",
-                                    "test", "n (baseline / candidate)")) + "</tr>"]
+                                   ("metric", "baseline", "candidate", "Δ", "Δ%", "95% CI of Δ", "band", "p (adj.)",
+                                    "verdict", "test", "n (baseline / candidate)")) + "</tr>"]
     for r in rows:
-        label = f"{r.label} ({r.unit})" + (", paired" if r.paired else "")
+        label = f"{r.label} ({r.unit})" + (", paired" if r.paired else "") + (f" {GATED_MARK}" if r.gated else "")
         cells = [f"<td>{e(label)}</td>"]
         cells += [f'<td class="num">{e(v)}</td>' for v in (
             fmt_value(r.baseline, r.unit), fmt_value(r.candidate, r.unit), fmt_delta(r.delta, r.unit),
-            fmt_pct(r.delta_pct), fmt_ci(r.ci_low, r.ci_high, r.unit), fmt_p(r.p_value))]
-        cells += [f'<td class="verdict">{e(verdict_text(r))}</td>', f"<td><small>{e(r.test)}</small></td>",
+            fmt_pct(r.delta_pct), fmt_ci(r.ci_low, r.ci_high, r.unit), fmt_band(r), fmt_p(shown_p(r)))]
+        test = f"{r.test}; {r.why}" if r.why else r.test
+        cells += [f'<td class="verdict">{e(verdict_text(r))}</td>', f"<td><small>{e(test)}</small></td>",
                   f'<td class="num"><small>{r.n_baseline} / {r.n_candidate}</small></td>']
         out.append(f'<tr class="{e(r.verdict.split()[0])}">' + "".join(cells) + "</tr>")
     out.append("</table>")
@@ -184,7 +189,7 @@ def render_html(report: Report) -> str:
 
     s = report.settings
     body = [f"<h1>fourfold comparison</h1>\n<p class=\"note\">created {e(report.created_at)}</p>",
-            _sides_table(report)]
+            _sides_table(report), *(f'<p class="warning"><b>Warning:</b> {e(w)}</p>' for w in report.warnings)]
     for comparison in report.comparisons:
         body.append(f"<h2>{e(comparison.baseline.label)} → {e(comparison.candidate.label)}</h2>")
         for group in comparison.groups():

@@ -67,7 +67,9 @@ from fourfold.reports.records import (
     GroupKey,
     RecordTable,
     read_record_table,
+    variant_users,
 )
+from fourfold.reports.replication import block_ids, per_block, sorted_with_blocks
 from fourfold.reports.scores import SCORES_FILE, confidence_columns
 from fourfold.reports.scores import read_scores as _read_scores  # (a module global: tests replace it)
 from fourfold.reports.telemetry import join as join_telemetry
@@ -274,34 +276,11 @@ def group_samples(runs: list[RunData], *, variant: str | None = None,
     if variant is not None:        # an A/B arm: how many users it had (its throughput is per user when arms differ)
         users: dict[str, set[tuple[str, int]]] = {}
         for run in runs:
-            for name, ids in variant_users(run.path / RECORDS_FILE, variant).items():
+            for name, ids in variant_users(run.path / RECORDS_FILE, variant, base_scenario).items():
                 users.setdefault(name, set()).update((str(run.path), i) for i in ids)
         for name, sample in samples.items():
             sample.users = len(users.get(name, ())) or None
     return samples
-
-
-def variant_users(records_path: Path, variant: str) -> dict[str, set[int]]:
-    """``level:scenario`` -> the user ids with a non-warm-up record of ``variant`` (one pass over
-    the lines naming that variant; only an A/B comparison asks)."""
-    import json
-
-    needle = f'"variant": "{variant}"'.encode()
-    out: dict[str, set[int]] = {}
-    with open(records_path, "rb") as lines:
-        for line in lines:
-            if needle not in line and needle.replace(b" ", b"") not in line:
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if (not isinstance(record, dict) or record.get("variant") != variant or record.get("warmup")
-                    or not isinstance(record.get("user_id"), int)):
-                continue
-            name = f"{record.get('level')}:{base_scenario(str(record.get('scenario')), variant)}"
-            out.setdefault(name, set()).add(record["user_id"])
-    return out
 
 
 def _sample(entries: list[Entry], variant: str | None, slo_ms: dict[str, float] | None) -> GroupSample:
@@ -315,15 +294,27 @@ def _sample(entries: list[Entry], variant: str | None, slo_ms: dict[str, float] 
     tpot = tpot_ms_array(col["ttft_ms"], col["e2e_ms"], col["output_tokens"])
     conn = frame["conn_reused"].to_numpy(dtype=float)
     interrupted = interrupted_array(error_class, frame["status"].to_numpy(), col["ttfb_ms"], frame["terminal"].to_numpy())
+    stalled = frame["stalls"].to_numpy() > 0
     sample = GroupSample(
         requests=len(frame), ok=int(ok.sum()), failures=int((~ok).sum()), interrupted=int(interrupted.sum()),
-        requests_with_stall=int((frame["stalls"].to_numpy() > 0).sum()),
+        requests_with_stall=int(stalled.sum()),
         conn_known=int(np.isfinite(conn).sum()), conn_reused=int((conn == 1).sum()),
-        ttft_ms=_sorted(col["ttft_ms"][ok]), e2e_ms=_sorted(col["e2e_ms"][ok]), tpot_ms=_sorted(tpot[ok]),
         output_tokens_total=float(col["output_tokens"].sum()),
+        unit="arm" if variant is not None else "run",
     )
+    blocks = block_ids(frame["started_at"].to_numpy(dtype=float), col["e2e_ms"])
+    for name, values in (("ttft_ms", col["ttft_ms"][ok]), ("e2e_ms", col["e2e_ms"][ok]), ("tpot_ms", tpot[ok])):
+        values, sample.blocks_of[name] = sorted_with_blocks(values, blocks[ok])
+        setattr(sample, name, values)
     failed_classes, failed_counts = np.unique(error_class[~ok].astype(str), return_counts=True)
     sample.error_classes = dict(zip(failed_classes.tolist(), failed_counts.tolist()))
+    ended = frame["session_completed"].to_numpy(dtype=float)
+    has_session = np.isfinite(ended)
+    per_request = {"requests": np.ones(len(frame), dtype=bool), "ok": ok, "failures": ~ok, "interrupted": interrupted,
+                   "requests_with_stall": stalled, "conn_known": np.isfinite(conn), "conn_reused": conn == 1,
+                   "sessions_ended": has_session, "sessions_completed": ended == 1,
+                   **{f"error.{name}": ~ok & (error_class.astype(str) == name) for name in sample.error_classes}}
+    sample.block_counts = per_block(blocks, per_request)
     kinds: dict[str, str] = {}
     for run, _, _ in entries:
         kinds.update(run.kinds)
@@ -350,8 +341,6 @@ def _sample(entries: list[Entry], variant: str | None, slo_ms: dict[str, float] 
                                     "queue_ms": col["queue_ms"], "itl_ms": col["max_gap_ms"], "tpot_ms": tpot}, slo)
         sample.good = int(good.sum())
         sample.good_per_s = _count_series(end[good], t0, t1)
-    ended = frame["session_completed"].to_numpy(dtype=float)
-    has_session = np.isfinite(ended)
     sample.sessions_ended, sample.sessions_completed = int(has_session.sum()), int((ended == 1).sum())
     rounds = frame["rounds"].to_numpy(dtype=float)
     sample.rounds = rounds[has_session & np.isfinite(rounds)]

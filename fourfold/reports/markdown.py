@@ -14,13 +14,16 @@ import html
 from fourfold.reports.compare import Row
 from fourfold.reports.glossary import (
     DEFINITIONS,
+    GATED_MARK,
     METRICS_DOC,
+    fmt_band,
     fmt_ci,
     fmt_delta,
     fmt_p,
     fmt_pct,
     fmt_value,
     legend_lines,
+    shown_p,
     verdict_text,
 )
 from fourfold.reports.report import Comparison, Report, Side
@@ -28,8 +31,8 @@ from fourfold.reports.scores import scoring_notes
 
 __all__ = ["cell", "render_markdown", "render_tables", "structured_cells", "structured_rows"]
 
-HEADER = ("metric", "baseline", "candidate", "Δ", "Δ%", "95% CI of Δ", "p", "verdict")
-ALIGN = ("---", "---:", "---:", "---:", "---:", "---:", "---:", "---")
+HEADER = ("metric", "baseline", "candidate", "Δ", "Δ%", "95% CI of Δ", "band", "p (adj.)", "verdict")
+ALIGN = ("---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---")
 
 
 def cell(text: object) -> str:
@@ -45,13 +48,14 @@ def _table(header: tuple[str, ...], align: tuple[str, ...], rows: list[list[str]
 
 def metric_label(row: Row) -> str:
     label = f"{row.label} ({row.unit})"
-    return f"{label}, paired" if row.paired else label
+    label = f"{label}, paired" if row.paired else label
+    return f"{label} {GATED_MARK}" if row.gated else label
 
 
 def row_cells(row: Row) -> list[str]:
     return [metric_label(row), fmt_value(row.baseline, row.unit), fmt_value(row.candidate, row.unit),
             fmt_delta(row.delta, row.unit), fmt_pct(row.delta_pct), fmt_ci(row.ci_low, row.ci_high, row.unit),
-            fmt_p(row.p_value), verdict_text(row)]
+            fmt_band(row), fmt_p(shown_p(row)), verdict_text(row)]
 
 
 def _side_line(name: str, side: Side) -> str:
@@ -112,6 +116,9 @@ def render_markdown(report: Report) -> str:
              "|---|---|---|---:|---:|", _side_line("baseline", report.baseline)]
     lines += [_side_line("candidate", c.candidate) for c in report.comparisons]
     lines.append("")
+    lines += [f"> **Warning:** {cell(w)}  " for w in report.warnings]
+    if report.warnings:
+        lines.append("")
     for comparison in report.comparisons:
         lines += _comparison(comparison, 2)
     structured = [[cell(c) for c in structured_cells(row)] for row in structured_rows(report)]

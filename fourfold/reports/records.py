@@ -17,7 +17,9 @@ wrong kind or an impossible one (:mod:`fourfold.reports.recordlines`), are skipp
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,7 +46,7 @@ from fourfold.reports.recordlines import (
 EXACT_EXTRAS = ("recall_at_k", "precision_at_k")
 
 __all__ = ["GAP_SAMPLE_RECORDS", "GapHistogram", "RecordTable", "RecordsFormatError", "SchemaError",
-           "loads_or_none", "read_record_table"]
+           "loads_or_none", "read_record_table", "variant_users"]
 
 CATEGORIES = ("level", "scenario", "variant", "item_id", "error_class")
 GAP_SAMPLE_RECORDS = 2000
@@ -307,3 +309,26 @@ def read_record_table(path: str | Path, *, stall_ms: float = 150.0, sample_cap: 
     for block in read_blocks(Path(path), block_bytes=block_bytes, native=native):
         acc.add_block(block)
     return acc.result()
+
+
+def variant_users(records_path: Path, variant: str,
+                  base_scenario: Callable[[str, str], str]) -> dict[str, set[int]]:
+    """``level:scenario`` -> the user ids with a non-warm-up record of ``variant`` (one pass over
+    the lines naming that variant; only an A/B comparison asks). ``base_scenario`` drops the
+    ``@variant`` suffix (:func:`fourfold.reports.load.base_scenario`)."""
+    needle = f'"variant": "{variant}"'.encode()
+    out: dict[str, set[int]] = {}
+    with open(records_path, "rb") as lines:
+        for line in lines:
+            if needle not in line and needle.replace(b" ", b"") not in line:
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if (not isinstance(record, dict) or record.get("variant") != variant or record.get("warmup")
+                    or not isinstance(record.get("user_id"), int)):
+                continue
+            name = f"{record.get('level')}:{base_scenario(str(record.get('scenario')), variant)}"
+            out.setdefault(name, set()).add(record["user_id"])
+    return out

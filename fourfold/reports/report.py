@@ -16,10 +16,22 @@ from pathlib import Path
 
 from fourfold.errors import UsageError
 from fourfold.reports.capacity import CAPACITY_GROUP, capacity_row, is_live_sweep, read_sweep
-from fourfold.reports.compare import DEFAULT_SETTINGS, GroupSample, Row, Settings, compare_groups
+from fourfold.reports.comparability import SENT, Difference, differences, render_lines, too_few_requests
+from fourfold.reports.compare import (
+    DEFAULT_SETTINGS,
+    DETECT_BANDS,
+    ONE_RUN,
+    GroupSample,
+    Row,
+    Settings,
+    adjust,
+    compare_groups,
+)
+from fourfold.reports.health import health_notes
 from fourfold.reports.load import RunData, group_names, group_samples, load_runs, run_variants
 
-__all__ = ["Comparison", "Report", "Section", "Side", "build_report", "report_from_paths", "write_report"]
+__all__ = ["Comparison", "Report", "Section", "Side", "build_report", "report_from_paths", "report_from_sides",
+           "verdict_notes", "write_report"]
 
 BASELINE_NAMES = ("baseline", "control", "a", "old", "base")
 
@@ -31,7 +43,8 @@ class Side:
     label: str
     runs: list[RunData]
     variant: str | None = None
-    groups: dict[str, GroupSample] = field(default_factory=dict)
+    groups: dict[str, GroupSample] = field(default_factory=dict)          # each group, the side's runs pooled
+    run_groups: list[dict[str, GroupSample]] = field(default_factory=list)   # each group, run by run
     shown_as: dict[str, str] | None = None    # only these groups, renamed (a sweep's step at capacity)
 
     def source_group(self, group: str) -> str:
@@ -41,6 +54,10 @@ class Side:
     @property
     def requests(self) -> int:
         return sum(g.requests for g in self.groups.values())
+
+    def runs_of(self, group: str) -> list[GroupSample]:
+        """The group's sample in each run that has it (a side's replicates)."""
+        return [groups[group] for groups in self.run_groups if group in groups]
 
     def describe(self) -> str:
         where = ", ".join(str(r.path) for r in self.runs)
@@ -75,6 +92,8 @@ class Report:
     notes: list[str] = field(default_factory=list)
     sections: list[Section] = field(default_factory=list)   # sections appended by callers (the demo's article check)
     sweeps: list[tuple[str, dict]] = field(default_factory=list)   # (side label, sweep block): latency vs rate
+    warnings: list[str] = field(default_factory=list)     # loud: the sides sent different workloads, too few
+    workload_differences: list[Difference] = field(default_factory=list)   # what differed in what was sent
 
     @property
     def baseline(self) -> Side:
@@ -92,23 +111,83 @@ def build_report(baseline: Side, candidates: list[Side], settings: Settings = DE
         raise UsageError("nothing to compare: give a baseline and at least one candidate")
     slo = slo_ms if slo_ms is not None else _common_slo([baseline, *candidates])
     for side in (baseline, *candidates):
-        side.groups = group_samples(side.runs, variant=side.variant, slo_ms=slo)
-        if side.shown_as is not None:
-            side.groups = {side.shown_as[name]: g for name, g in side.groups.items() if name in side.shown_as}
+        side.groups = _shown(side, group_samples(side.runs, variant=side.variant, slo_ms=slo))
+        side.run_groups = ([_shown(side, group_samples([run], variant=side.variant, slo_ms=slo)) for run in side.runs]
+                           if len(side.runs) > 1 else [side.groups])
     _distinct_labels([baseline, *candidates])
     comparisons = []
     for candidate in candidates:
         rows: list[Row] = []
         for name in sorted(baseline.groups.keys() | candidate.groups.keys()):
-            rows.extend(compare_groups(name, baseline.groups.get(name, GroupSample()),
-                                       candidate.groups.get(name, GroupSample()), settings))
-        comparisons.append(Comparison(baseline, candidate, rows))
-    notes = []
+            rows.extend(compare_groups(name, baseline.runs_of(name), candidate.runs_of(name), settings))
+        comparisons.append(Comparison(baseline, candidate, adjust(rows, settings.alpha)))
+    notes = verdict_notes(comparisons, settings)
     if slo:
         notes.append("goodput counts ok requests meeting every per-request SLO: "
                      + ", ".join(f"{k} <= {v:g}" for k, v in sorted(slo.items())))
     notes += skipped_lines_notes([run for side in (baseline, *candidates) for run in side.runs])
-    return Report(comparisons, settings, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), notes)
+    report = Report(comparisons, settings, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), notes)
+    _check_comparable(report)
+    return report
+
+
+def _check_comparable(report: Report) -> None:
+    """What differed between the sides' meta.json (:mod:`fourfold.reports.comparability`), sides with too
+    few requests in a group, and load generators that were starved (:mod:`fourfold.reports.health`)."""
+    several = len(report.comparisons) > 1
+    for comparison in report.comparisons:
+        base, cand = comparison.baseline, comparison.candidate
+        if base.variant or cand.variant:
+            continue                # two arms of one run: one meta
+        found = differences([r.meta for r in base.runs], [r.meta for r in cand.runs])
+        report.workload_differences += [d for d in found if d.kind == SENT]
+        for line in render_lines(found):
+            kind, _, text = line.partition(": ")
+            text = f"{base.label} → {cand.label}: {text}" if several else text
+            (report.warnings if kind == "warning" else report.notes).append(text)
+    for side in report.sides:
+        for group, sample in side.groups.items():
+            few = too_few_requests(f"{side.label} {group}", sample.requests)
+            if few:
+                report.warnings.append(few.partition(": ")[2])
+    seen: set[Path] = set()
+    for side in report.sides:
+        for run in side.runs:
+            if run.path not in seen:
+                seen.add(run.path)
+                report.warnings += health_notes(f"{side.label} ({run.path.name})", run.summary)
+
+
+def _shown(side: Side, groups: dict[str, GroupSample]) -> dict[str, GroupSample]:
+    if side.shown_as is None:
+        return groups
+    return {side.shown_as[name]: g for name, g in groups.items() if name in side.shown_as}
+
+
+def verdict_notes(comparisons: list[Comparison], settings: Settings) -> list[str]:
+    """What the verdicts rest on: the gate's family and its correction, and the sides whose
+    between-run variance is unknown (one run), with what to do about it."""
+    notes = []
+    gated = sorted({r.metric for c in comparisons for r in c.rows if r.gated and r.p_value is not None})
+    if gated:
+        notes.append(f"verdicts: interval against each row's minimum effect (band); Holm over the {len(gated)} "
+                     f"gated metric(s) per comparison ({', '.join(gated)}), Benjamini-Hochberg over the other rows; "
+                     f"alpha {settings.alpha:g} (docs/statistics.md)")
+    for comparison in comparisons:
+        needs = [f"{r.metric} {r.runs_needed}" for r in comparison.rows if r.gated and r.runs_needed]
+        if needs:
+            lone_side = any(r.why == ONE_RUN for r in comparison.rows)
+            notes.append(f"runs a side that would detect a change of {DETECT_BANDS}x each gated row's band with 80 % "
+                         f"power, from this data's variance{' (within-run only, so at least)' if lone_side else ''}: "
+                         + ", ".join(needs))
+    lone = sorted({(c.baseline.label, c.candidate.label) for c in comparisons
+                   for r in c.rows if r.why == ONE_RUN})
+    for base, cand in lone:
+        notes.append(f"{base} → {cand}: one run a side, so the variance between runs of one version is unknown and "
+                     "no row of runs gets a verdict (paired quality rows do); run the comparison with 2 or more "
+                     "runs a side: fourfold repeat N -- locust ..., then fourfold compare --baseline A1 A2 A3 "
+                     "--candidate B1 B2 B3 (docs/statistics.md: how many runs an effect needs)")
+    return notes
 
 
 def skipped_lines_notes(runs: list[RunData]) -> list[str]:
@@ -195,6 +274,28 @@ def report_from_paths(paths: list[str | os.PathLike[str]], *, variants: list[str
     return build_report(sides[0], sides[1:], settings, slo_ms)
 
 
+def report_from_sides(baseline: list[str | os.PathLike[str]], candidates: list[list[str | os.PathLike[str]]], *,
+                      settings: Settings = DEFAULT_SETTINGS, slo_ms: dict[str, float] | None = None,
+                      stall_ms: float | None = None, cache: bool = True) -> Report:
+    """``fourfold compare --baseline A1 A2 --candidate B1 B2``: each side is several runs of one version,
+    the replicates of its rows (:mod:`fourfold.reports.replication`)."""
+    if not baseline or not candidates or not all(candidates):
+        raise UsageError("give --baseline RUN_DIR... and --candidate RUN_DIR... (one or more runs each)")
+    paths = [*baseline, *(p for side in candidates for p in side)]
+    if any(read_sweep(path) for path in paths):
+        raise UsageError("a sweep is compared with another sweep as two paths (fourfold compare SWEEP_A SWEEP_B), "
+                         "not with --baseline / --candidate")
+    runs = load_runs(paths, stall_ms=stall_ms, cache=cache)
+    sides, start = [], 0
+    for role, group in (("baseline", baseline), *(("candidate", side) for side in candidates)):
+        chosen = runs[start:start + len(group)]
+        start += len(group)
+        labels = list(dict.fromkeys(run.label for run in chosen))
+        label = labels[0] if len(labels) == 1 else role
+        sides.append(Side(f"{label} ({len(chosen)} runs)" if len(chosen) > 1 else label, chosen))
+    return build_report(sides[0], sides[1:], settings, slo_ms)
+
+
 def _sweep_report(paths: list[str | os.PathLike[str]], sweeps: list[dict], settings: Settings,
                   slo_ms: dict[str, float] | None, stall_ms: float | None, cache: bool) -> Report:
     """Sweeps (``fourfold sweep`` directories or ``--sweep`` runs): the capacity row
@@ -228,7 +329,7 @@ def _sweep_report(paths: list[str | os.PathLike[str]], sweeps: list[dict], setti
             f"{comparison.candidate.label} at {rate_of[comparison.candidate.label]:g}/s (a --sweep run: the records "
             "of that step only; a sweep directory: its run at that rate).")
     report.notes.insert(0, "capacity: the highest offered rate that met the sweep's SLO, bracket [last pass, first "
-                        "miss]; overlapping brackets are no significant change. The other rows compare each "
+                        "miss]; overlapping brackets are inconclusive. The other rows compare each "
                         "side at its own capacity (different offered rates).")
     report.sweeps = [(side.label, block) for side, block in zip(report.sides, sweeps, strict=True)]
     return report

@@ -9,14 +9,30 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fourfold.measure.histogram import bucket_quantiles
+from fourfold.reports.replication import Spread
+from fourfold.reports.verdict import (
+    BETTER,
+    EQUIVALENT,
+    INCONCLUSIVE,
+    NA,
+    NO_CHANGE,
+    TOO_FEW,
+    WORSE,
+    MinEffect,
+)
 
-__all__ = ["BETTER", "DEFAULT_SETTINGS", "NA", "SAME", "WORSE", "Estimate", "GroupSample", "ItlSample", "Measure",
-           "Metric", "Row", "Settings"]
+__all__ = ["BETTER", "DEFAULT_GATE", "DEFAULT_SETTINGS", "EQUIVALENT", "INCONCLUSIVE", "NA", "NO_CHANGE", "TOO_FEW",
+           "WORSE", "GroupSample", "ItlSample", "Metric", "Paired", "PairedMeasure", "Row", "Settings", "SideMeasure",
+           "Spread"]
 
 MIN_PAIRED_ITEMS = 5
 ITL_QUANTILES = (0.50, 0.95, 0.99)
 ITL_BOOTSTRAP_RECORDS = 1000     # requests per side resampled for the ITL intervals
-BETTER, WORSE, SAME, NA = "better", "worse", "no significant change", "n/a"
+# the rows --fail-on-worse decides on (fnmatch patterns of row keys): Holm's family; every other row is
+# corrected by Benjamini-Hochberg and shown, but does not fail the gate (``--gate`` replaces the list)
+DEFAULT_GATE = ("ttft_p50", "ttft_p95", "ttft_p99", "e2e_p50", "e2e_p95", "e2e_p99", "itl_p95", "tpot_p50",
+                "output_tps", "goodput_rps", "error_rate", "interruption_rate", "similarity_mean", "completion_rate",
+                "recall_at_k")
 
 
 @dataclass
@@ -87,6 +103,13 @@ class GroupSample:
     pulse_hz: np.ndarray = field(default_factory=lambda: np.zeros(0))       # per ok request, 0 = smooth
     # server telemetry of the group's runs, "server.mem_bw_util_pct" -> samples (reports.telemetry)
     telemetry: dict[str, np.ndarray] = field(default_factory=dict)
+    # the within-run blocks (reports.replication.block_ids): per sorted per-request array ("ttft_ms",
+    # "e2e_ms", "tpot_ms") the block of each value, in the array's order; per count ("requests",
+    # "failures", "error.<class>", ...) its sum per block. Absent (a sample built by hand): each value
+    # is its own block, each count a binomial one.
+    blocks_of: dict[str, np.ndarray] = field(default_factory=dict)
+    block_counts: dict[str, np.ndarray] = field(default_factory=dict)
+    unit: str = "run"                             # "run": one run; "arm": an A/B arm of one run (see compare)
 
 
 @dataclass(frozen=True)
@@ -95,6 +118,8 @@ class Settings:
     seed: int = 0
     confidence: float = 0.95
     alpha: float = 0.05
+    min_effects: tuple[tuple[str, MinEffect], ...] = ()     # --min-effect overrides (reports.verdict)
+    gate: tuple[str, ...] = DEFAULT_GATE                   # Holm's family (fnmatch patterns of row keys)
 
 
 DEFAULT_SETTINGS = Settings()
@@ -119,29 +144,38 @@ class Row:
     n_baseline: int
     n_candidate: int
     paired: bool = False
+    band: float | None = None             # the minimum effect that matters, in the row's unit
+    p_adjusted: float | None = None       # Holm (gated rows) or Benjamini-Hochberg (the others)
+    gated: bool = False                   # in --fail-on-worse's family
+    runs_baseline: int = 0                # replicates behind each side (runs; an A/B arm: 1)
+    runs_candidate: int = 0
+    why: str = ""                         # what the verdict rests on, or why there is none
+    runs_needed: int | None = None        # runs a side that detect DETECT_BANDS x band (80 % power), this data's
 
 
 @dataclass
-class Estimate:
-    baseline: float | None
-    candidate: float | None
-    test: str
-    n_baseline: int
-    n_candidate: int
-    deltas: np.ndarray | None = None      # bootstrap replicates of the difference
-    p_value: float | None = None          # when the test is not the bootstrap's
-    paired: bool = False
-    label: str = ""                       # the row's label when it is not the metric's
+class Paired:
+    """A per-item comparison (the same items answered on both sides): item means and the differences."""
+
+    baseline: float
+    candidate: float
+    diffs: np.ndarray
 
 
-Measure = Callable[[GroupSample, GroupSample, np.random.Generator, Settings], "Estimate | None"]
+SideMeasure = Callable[[GroupSample, np.random.Generator, Settings], "Spread | None"]
+PairedMeasure = Callable[[GroupSample, GroupSample], "Paired | None"]
 
 
 @dataclass(frozen=True)
 class Metric:
+    """A row of the table: its statistic on one run (``side``: value and within-run replicates), and,
+    for per-item quality, the paired form used when the same items were answered on both sides."""
+
     key: str
     label: str
     unit: str
     better: str
-    measure: Measure
+    side: SideMeasure
+    paired: PairedMeasure | None = None
+    descriptive: bool = False             # values only: never a verdict (telemetry max)
 

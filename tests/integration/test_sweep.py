@@ -97,7 +97,7 @@ def test_compare_two_sweeps_has_a_capacity_row(sweeps, tmp_path, capsys):
     assert row.split(",")[14] == "better"                  # the brackets do not overlap
     assert main(["compare", str(small), str(small), "--out", str(tmp_path), "--resamples", "200"]) == 0
     row = next(line for line in (tmp_path / "report.csv").read_text().splitlines() if ",capacity_rps," in line)
-    assert row.split(",")[14] == "no significant change"
+    assert row.split(",")[14] == "inconclusive"            # the same brackets
 
 
 def test_a_target_that_answers_nothing_stops_the_sweep_after_the_probe(tmp_path, capsys):

@@ -52,7 +52,9 @@ def test_compare_shows_more_memory_bandwidth_on_the_candidate(runs, tmp_path):
     with open(tmp_path / "report.csv", encoding="utf-8") as fh:
         rows = {row["metric"]: row for row in csv.DictReader(fh)}
     mean = rows["telemetry.server.mem_bw_util_pct.mean"]
-    assert float(mean["candidate_value"]) > float(mean["baseline_value"]) + 20 and mean["verdict"] == "better"
+    assert float(mean["candidate_value"]) > float(mean["baseline_value"]) + 20
+    # one run a side: no verdict on a row of runs (its interval is shown), or too few effective samples
+    assert (mean["verdict"], mean["why"][:12]) in (("inconclusive", "1 run a side"), ("too few", mean["why"][:12]))
     top = rows["telemetry.server.mem_bw_util_pct.max"]
     assert float(top["candidate_value"]) > 85 >= 42 >= float(top["baseline_value"]) and top["verdict"] == "n/a"
     assert "server: memory-bandwidth util mean" in (tmp_path / "report.md").read_text(encoding="utf-8")

@@ -147,6 +147,7 @@ def test_master_stop_then_new_merges_both_workers_into_each_run_directory(tmp_pa
         assert summary["rag"]["requests"] == len(records)
         assert summary["total"]["output_tokens_total"] == sum(r["output_tokens"] or 0 for r in records)
         assert summary["workers"]["count"] == 2 and summary["workers"]["stopped_reporting"] == []
+        assert summary["generator"]["processes"] == 2 and summary["generator"]["samples"] > 0   # both workers, each test
 
 
 def test_headless_html_report_and_csv_hold_the_llm_metrics(tmp_path, locustfile):

@@ -1,4 +1,5 @@
-"""The comparison statistics (reports.bootstrap, reports.compare): table-driven, pure."""
+"""The comparison statistics (reports.bootstrap, reports.replication, reports.verdict, reports.compare):
+table-driven, pure."""
 
 from __future__ import annotations
 
@@ -9,68 +10,24 @@ import pytest
 
 from fourfold.measure.histogram import bucket_keys, bucket_values
 from fourfold.reports import bootstrap as bs
-from fourfold.reports.compare import NA, GroupSample, ItlSample, Settings, compare_groups, pairs
-
-
-def brute_force_quantiles(values: np.ndarray, q: float, resamples: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    samples = np.sort(values[rng.integers(0, values.size, size=(resamples, values.size))], axis=1)
-    rank = math.ceil(q * values.size)
-    return samples[:, rank - 1]
-
-
-@pytest.mark.parametrize("q", [0.5, 0.9, 0.99])
-def test_order_statistic_draws_equal_the_resampling_bootstrap(q):
-    values = np.sort(np.random.default_rng(1).lognormal(4, 0.5, size=300))
-    fast = bs.quantile_replicates(values, q, 20_000, np.random.default_rng(2))
-    slow = brute_force_quantiles(values, q, 4000, 3)
-    assert np.mean(fast) == pytest.approx(np.mean(slow), rel=0.01)
-    assert np.std(fast) == pytest.approx(np.std(slow), rel=0.08)
-    assert set(np.unique(fast)) <= set(values)
+from fourfold.reports import replication as rp
+from fourfold.reports import verdict as vd
+from fourfold.reports.compare import (
+    INCONCLUSIVE,
+    NA,
+    ONE_RUN,
+    GroupSample,
+    ItlSample,
+    Settings,
+    adjust,
+    compare_groups,
+    pairs,
+)
 
 
 def test_quantile_is_nearest_rank():
     values = np.arange(1.0, 101.0)
     assert [bs.quantile(values, q) for q in (0.0, 0.5, 0.95, 0.99, 1.0)] == [1.0, 50.0, 95.0, 99.0, 100.0]
-
-
-@pytest.mark.parametrize("k1, n1, k2, n2, expected, test", [
-    (30, 100, 50, 100, 0.003892, "two-proportion z"),      # erfc(2.8868 / sqrt 2)
-    (2, 50, 9, 50, 0.0252726, "two-proportion z"),         # expected cell counts >= 5
-    (1, 10, 6, 10, 0.0572755, "Fisher exact"),             # scipy.stats.fisher_exact
-    (0, 20, 4, 20, 0.1060291, "Fisher exact"),
-    (1, 100, 8, 100, 0.0348992, "Fisher exact"),
-    (0, 100, 0, 100, 1.0, "two-proportion z"),
-    (100, 100, 100, 100, 1.0, "two-proportion z"),
-])
-def test_two_proportion_tests(k1, n1, k2, n2, expected, test):
-    p_value, name = bs.two_proportion_p(k1, n1, k2, n2)
-    assert p_value == pytest.approx(expected, rel=1e-3) and name == test
-
-
-@pytest.mark.parametrize("diffs, expected", [
-    ([1.0, 2.0, 1.5, 0.5, 1.0], 2 / 32),       # all one sign: only the two extreme flips are as large
-    ([1.0, -1.0, 1.0, -1.0], 1.0),
-    ([0.0, 0.0, 0.0], 1.0),
-    ([3.0], 1.0),
-])
-def test_sign_flip_is_exact_for_few_items(diffs, expected):
-    assert bs.signflip_p(np.array(diffs), 1000, np.random.default_rng(0)) == pytest.approx(expected)
-
-
-def test_sign_flip_random_for_many_items():
-    diffs = np.random.default_rng(4).normal(0.5, 1.0, size=40)
-    p_value = bs.signflip_p(diffs, 5000, np.random.default_rng(5))
-    assert 0 < p_value < 0.05
-    assert bs.signflip_p(diffs - diffs.mean(), 5000, np.random.default_rng(5)) > 0.5
-
-
-def test_bootstrap_p_and_interval():
-    deltas = np.random.default_rng(6).normal(1.0, 0.25, size=10_000)
-    assert bs.bootstrap_p(deltas) < 0.001
-    low, high = bs.percentile_ci(deltas)
-    assert low == pytest.approx(0.51, abs=0.02) and high == pytest.approx(1.49, abs=0.02)
-    assert bs.bootstrap_p(np.zeros(100)) == 1.0
 
 
 def test_mean_replicates_switch_to_the_normal_approximation():
@@ -112,25 +69,140 @@ def test_pairing_needs_enough_common_items():
     assert pairs(items, values, mostly_other, np.arange(15.0)) is None                     # < half in common
 
 
-def _sample(ttft: np.ndarray, failures: int = 0) -> GroupSample:
-    return GroupSample(requests=ttft.size + failures, ok=ttft.size, failures=failures, ttft_ms=np.sort(ttft))
+def _sample(ttft: np.ndarray, failures: int = 0, unit: str = "run") -> GroupSample:
+    return GroupSample(requests=ttft.size + failures, ok=ttft.size, failures=failures, ttft_ms=np.sort(ttft), unit=unit)
 
 
 @pytest.mark.parametrize("shift, failures, metric, verdict", [
     (30.0, 0, "ttft_p50", "worse"),
     (-30.0, 0, "ttft_p50", "better"),
-    (0.5, 0, "ttft_p50", "no significant change"),
+    (0.5, 0, "ttft_p50", "equivalent"),       # inside the 2 % band, and the interval too
     (0.0, 40, "error_rate", "worse"),
 ])
 def test_verdicts_follow_the_direction_of_each_metric(shift, failures, metric, verdict):
+    """Two A/B arms of one run (within-run variance is their basis): direction-aware verdicts."""
     rng = np.random.default_rng(11)
-    base = _sample(rng.normal(100, 10, 400))
-    cand = _sample(rng.normal(100 + shift, 10, 400), failures=failures)
+    base = _sample(rng.normal(100, 10, 1600), unit="arm")
+    cand = _sample(rng.normal(100 + shift, 10, 1600), failures=failures * 4, unit="arm")
     rows = {r.metric: r for r in compare_groups("l1:x", base, cand, Settings(resamples=1000))}
     assert rows[metric].verdict == verdict
+
+
+def test_one_run_a_side_shows_an_interval_and_no_verdict():
+    rng = np.random.default_rng(12)
+    rows = {r.metric: r for r in compare_groups("l1:x", _sample(rng.normal(100, 10, 400)),
+                                                 _sample(rng.normal(160, 10, 400)), Settings(resamples=400))}
+    row = rows["ttft_p50"]
+    assert row.verdict == INCONCLUSIVE and row.why == ONE_RUN and row.p_value is None
+    assert row.ci_low is not None and 50 < row.ci_low < row.delta < row.ci_high < 70
+
+
+def test_runs_are_the_replicates():
+    """Two runs a side whose values differ by far more than their requests suggest: the interval is
+    the runs' (t with few degrees of freedom), so a shift smaller than the runs' spread is no verdict."""
+    rng = np.random.default_rng(13)
+    def runs(*centres: float) -> list[GroupSample]:
+        return [_sample(rng.normal(c, 2, 600)) for c in centres]
+    spread = {r.metric: r for r in compare_groups("l1:x", runs(100, 110), runs(104, 114), Settings(resamples=400))}
+    row = spread["ttft_p50"]
+    assert row.verdict == INCONCLUSIVE and row.runs_baseline == row.runs_candidate == 2
+    assert row.ci_high - row.ci_low > 20                  # the between-run spread, not the 0.3 ms of requests
+    clear = {r.metric: r for r in compare_groups("l1:x", runs(100, 101, 100.5), runs(130, 131, 130.5),
+                                                 Settings(resamples=400))}
+    assert clear["ttft_p50"].verdict == "worse" and clear["ttft_p50"].test == "3 vs 3 runs: between-run t"
+
+
+def test_a_lone_run_borrows_the_between_run_variance_of_a_side_of_runs():
+    rng = np.random.default_rng(14)
+    base = [_sample(rng.normal(c, 2, 600)) for c in (100, 101, 100.5)]
+    rows = {r.metric: r for r in compare_groups("l1:x", base, _sample(rng.normal(130, 2, 600)), Settings())}
+    assert rows["ttft_p50"].verdict == "worse" and rows["ttft_p50"].runs_candidate == 1
+
+
+def test_too_few_values_for_a_quantile():
+    rows = {r.metric: r for r in compare_groups("l1:x", _sample(np.arange(1.0, 97.0), unit="arm"),
+                                                 _sample(np.arange(2.0, 98.0), unit="arm"), Settings(resamples=200))}
+    assert rows["ttft_p99"].verdict == "too few" and rows["ttft_p99"].why == "p99 of 96 values (needs 1000)"
+    assert rows["ttft_p95"].verdict == "too few" and rows["ttft_p50"].verdict != "too few"
+
+
+def test_identical_values_are_no_change_and_floating_point_noise_too():
+    telemetry = {"server.gpu_util_pct": np.full(13, 12.12)}
+    other = {"server.gpu_util_pct": np.full(18, 12.12)}
+    rows = {r.metric: r for r in compare_groups("l1:x", [GroupSample(telemetry=telemetry)] * 2,
+                                                 [GroupSample(telemetry=other)] * 2, Settings(resamples=200))}
+    assert rows["telemetry.server.gpu_util_pct.mean"].verdict == "no change"
+    assert vd.decide(1.8e-15, 0.0, 4, 0.0, "higher", 0.05, 12.12, 12.12).verdict == "no change"
 
 
 def test_a_side_without_data_is_not_applicable():
     rows = compare_groups("l1:x", _sample(np.arange(1.0, 50.0)), GroupSample(), Settings(resamples=200))
     ttft = next(r for r in rows if r.metric == "ttft_p50")
     assert ttft.candidate is None and ttft.delta is None and ttft.verdict == NA
+
+
+@pytest.mark.parametrize("delta, se, band, better, verdict", [
+    (10.0, 1.0, 2.0, "lower", "worse"),           # interval [7.4, 12.6] beyond +2
+    (-10.0, 1.0, 2.0, "lower", "better"),
+    (10.0, 1.0, 2.0, "higher", "better"),
+    (0.3, 0.5, 2.0, "lower", "equivalent"),      # 90 % interval [-0.53, 1.13] inside +-2
+    (2.5, 1.0, 2.0, "lower", "inconclusive"),    # beyond the band, but the interval reaches inside
+    (0.0, 1.0, 2.0, "lower", "no change"),
+])
+def test_decide_interval_against_band(delta, se, band, better, verdict):
+    assert vd.decide(delta, se, math.inf, band, better, 0.05, 100.0, 100.0 + delta).verdict == verdict
+
+
+def test_holm_and_benjamini_hochberg():
+    assert vd.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert vd.benjamini_hochberg([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.04, 0.04])
+    assert vd.holm([]) == [] and vd.holm([0.2]) == [0.2]
+
+
+def test_adjust_downgrades_a_verdict_the_family_does_not_support():
+    rng = np.random.default_rng(15)
+    base = _sample(rng.normal(100, 10, 2000), unit="arm")
+    cand = _sample(rng.normal(103.6, 10, 2000), unit="arm")      # p50 +3.6 %: just beyond the band alone
+    rows = compare_groups("l1:x", base, cand, Settings(resamples=1000, gate=("ttft_*", "e2e_*", "error_rate",
+                                                                              "interruption_rate", "stall_rate")))
+    raw = next(r for r in rows if r.metric == "ttft_p50")
+    adjusted = next(r for r in adjust(rows, 0.05) if r.metric == "ttft_p50")
+    assert raw.gated and adjusted.p_adjusted >= raw.p_value
+    if raw.verdict == "worse" and adjusted.p_adjusted >= 0.05:
+        assert adjusted.verdict == INCONCLUSIVE and "Holm" in adjusted.why
+
+
+@pytest.mark.parametrize("text, key, unit, band", [
+    ("ttft_p99=5%", "ttft_p99", "ms", 5.0),
+    ("latency=3ms", "e2e_p50", "ms", 3.0),
+    ("ttft_*=10%+4ms", "ttft_p50", "ms", 10.0),
+    ("rate=1pp", "error_rate", "%", 1.0),
+    ("", "ttft_p50", "ms", 2.0),                   # the default: 2 % of 100 ms, at least 1 ms
+    ("", "output_tps", "tok/s", 1.0),
+    ("", "similarity_mean", "cos", 0.01),
+])
+def test_min_effects(text, key, unit, band):
+    effect = vd.min_effect_for(key, unit, vd.parse_min_effects([text] if text else []))
+    assert effect.band(100.0) == pytest.approx(band)
+
+
+@pytest.mark.parametrize("text", ["ttft_p99", "x=", "x=abc", "x=-1", "x=nan%", "x=1e300"])
+def test_bad_min_effects_are_usage_errors(text):
+    from fourfold.errors import UsageError
+
+    with pytest.raises(UsageError):
+        vd.parse_min_effects([text])
+
+
+def test_blocks_hold_the_requests_in_flight_together():
+    started = np.arange(100) * 0.1          # 10 requests a second, each 792 ms over 9.9 s: 8 in flight
+    blocks = rp.block_ids(started, np.full(100, 792.0))
+    assert blocks.max() == 99 // 8 and np.all(np.diff(blocks) >= 0)
+    assert rp.block_ids(np.zeros(0), np.zeros(0)).size == 0
+
+
+def test_runs_needed_grows_with_the_variance():
+    few = rp.runs_needed(10.0, 2.0, per_run_var=4.0, alpha=0.05)
+    many = rp.runs_needed(10.0, 2.0, per_run_var=40.0, alpha=0.05)
+    assert few is not None and many is not None and 2 <= few < many
+    assert rp.runs_needed(1.0, 2.0, 4.0, 0.05) is None          # an effect inside the band is never "detected"

@@ -15,7 +15,7 @@ from fourfold.errors import SLOSpecError
 from fourfold.fingerprint.score import ScoreRow, summarize
 from fourfold.measure.metric_names import by_name, markdown_table, resolve
 from fourfold.measure.slo import evaluate, metric_kind, parse_spec, parse_table
-from fourfold.reports.compare import BETTER, NA, SAME, WORSE, GroupSample, compare_groups
+from fourfold.reports.compare import BETTER, NA, NO_CHANGE, WORSE, GroupSample, compare_groups
 from fourfold.reports.scores import confidence_columns, read_scores
 
 ITEMS = np.array([f"item-{i % 10}" for i in range(40)], dtype=object)
@@ -41,7 +41,8 @@ def test_quality_block_share(similarities: list[float | None], low: list[bool], 
 def _side(low: int, f1: float, answers: int = 40) -> GroupSample:
     rng = np.random.default_rng(int(f1 * 100) + low)
     return GroupSample(low_confidence=np.array([1.0] * low + [0.0] * (answers - low)),
-                       char_f1=np.clip(rng.normal(f1, 0.03, answers), 0, 1), char_f1_items=ITEMS[:answers])
+                       char_f1=np.clip(rng.normal(f1, 0.03, answers), 0, 1), char_f1_items=ITEMS[:answers],
+                       unit="arm")     # two A/B arms of one run: within-run variance is the basis
 
 
 def _rows_of(baseline: GroupSample, candidate: GroupSample) -> dict[str, object]:
@@ -58,7 +59,7 @@ def test_report_rows_direction_and_verdicts() -> None:
     better = _rows_of(_side(20, 0.40), _side(0, 0.60))
     assert better["low_confidence_share"].verdict == BETTER and better["char_f1_mean"].verdict == BETTER
     same = _rows_of(_side(1, 0.60), _side(1, 0.60))
-    assert same["low_confidence_share"].verdict == SAME
+    assert same["low_confidence_share"].verdict == NO_CHANGE
 
 
 def test_no_rows_without_data_and_na_for_one_side() -> None:

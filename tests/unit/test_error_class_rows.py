@@ -6,13 +6,13 @@ import pytest
 
 from fourfold.measure.record import RequestRecord
 from fourfold.measure.runlog import RunWriter
-from fourfold.reports.report import report_from_paths
+from fourfold.reports.report import report_from_paths, report_from_sides
 
 T0 = 1_700_000_000.0
 
 
-def write(base, label: str, classes: list[str]):
-    writer = RunWriter(label, base, now_s=T0)
+def write(base, label: str, classes: list[str], now_s: float = T0):
+    writer = RunWriter(label, base, now_s=now_s)
     writer.write_meta({"label": label, "level": "l1", "settings": {"stall_ms": 150.0}})
     for i, error_class in enumerate(classes):
         ok = error_class == "ok"
@@ -28,15 +28,18 @@ def write(base, label: str, classes: list[str]):
 
 
 def test_one_row_per_error_class_on_either_side(tmp_path):
-    base = write(tmp_path, "base", ["ok"] * 190 + ["http_5xx"] * 10)
-    cand = write(tmp_path, "cand", ["ok"] * 150 + ["rate_limited"] * 40 + ["http_5xx"] * 10)
-    rows = {r.metric: r for r in report_from_paths([base, cand], cache=False).comparisons[0].rows}
+    base = [write(tmp_path, "base", ["ok"] * 190 + ["http_5xx"] * 10, T0 + k * 100) for k in range(2)]
+    cand = [write(tmp_path, "cand", ["ok"] * 150 + ["rate_limited"] * 40 + ["http_5xx"] * 10, T0 + 300 + k * 100)
+            for k in range(2)]
+    rows = {r.metric: r for r in report_from_sides(base, [cand], cache=False).comparisons[0].rows}
     assert [k for k in rows if k.startswith("error_rate.")] == ["error_rate.http_5xx", "error_rate.rate_limited"]
     limited, server = rows["error_rate.rate_limited"], rows["error_rate.http_5xx"]
     assert limited.label == "errors: rate_limited" and limited.unit == "%"
     assert (limited.baseline, limited.candidate, limited.verdict) == (0.0, 20.0, "worse")
-    assert server.baseline == server.candidate == pytest.approx(5.0) and server.verdict == "no significant change"
+    assert server.baseline == server.candidate == pytest.approx(5.0) and server.verdict == "no change"
     assert rows["error_rate"].candidate == pytest.approx(25.0)
+    one = {r.metric: r for r in report_from_paths([base[0], cand[0]], cache=False).comparisons[0].rows}
+    assert one["error_rate.rate_limited"].verdict == "inconclusive"        # one run a side: no verdict
 
 
 def test_no_failure_no_class_row(tmp_path):

@@ -32,8 +32,9 @@ def test_mean_row_is_tested_and_max_row_is_values_only():
     mean = rows["telemetry.server.mem_bw_util_pct.mean"]
     assert mean.baseline == pytest.approx(41.0) and mean.candidate == pytest.approx(90.0)
     assert mean.label == "server: memory-bandwidth util mean" and mean.unit == "%" and mean.better == "higher"
-    assert mean.n_baseline == mean.n_candidate == 6 and mean.test == "bootstrap of samples"
-    assert 45 < mean.ci_low < 49 < mean.ci_high < 53 and mean.p_value < 0.001 and mean.verdict == "better"
+    assert mean.n_baseline == mean.n_candidate == 6
+    # six 1-s samples, serially correlated: descriptive, never a verdict
+    assert mean.verdict == "too few" and "effective samples of 6" in mean.why and mean.p_value is None
     top = rows["telemetry.server.mem_bw_util_pct.max"]
     assert (top.baseline, top.candidate, top.delta) == (100.0, 100.0, 0.0)
     assert top.ci_low is None and top.p_value is None and top.verdict == NA and top.test == "values only"
@@ -44,6 +45,18 @@ def test_mean_row_is_tested_and_max_row_is_values_only():
                          "telemetry.nvidia_smi.mem_bw_util_pct.mean", "telemetry.nvidia_smi.mem_bw_util_pct.max"]
     claim = next(c for c in CLAIMS if c.effect.startswith("GPU memory-bandwidth"))
     assert find_row(list(rows.values()), claim) is mean              # /metrics before nvidia-smi
+
+
+def test_mean_row_of_long_series_over_runs_gets_a_verdict():
+    rng = np.random.default_rng(5)
+    def runs(level: float) -> list[GroupSample]:
+        return [GroupSample(telemetry={"server.mem_bw_util_pct": level + rng.normal(0, 1.0, 120)}) for _ in range(3)]
+    rows = _rows(runs(41.0), runs(90.0))
+    mean = rows["telemetry.server.mem_bw_util_pct.mean"]
+    assert mean.test == "3 vs 3 runs: between-run t" and mean.verdict == "better"
+    assert 47 < mean.ci_low < 49 < mean.ci_high < 51
+    steady = _rows(runs(41.0), runs(41.0))["telemetry.server.mem_bw_util_pct.mean"]
+    assert steady.verdict == "equivalent"          # within +-1 point
 
 
 def test_a_group_without_telemetry_has_no_telemetry_rows():

@@ -100,7 +100,8 @@ def test_the_report_has_a_row_each_and_agrees_with_the_summary(tmp_path):
     assert jitter.candidate == pytest.approx(runs[1][1]["jitter_ms"]["p50"], rel=0.01)
     assert pulse.baseline == runs[0][1]["pulse_hz"] == 0.0
     assert pulse.candidate == pytest.approx(runs[1][1]["pulse_hz"], rel=0.01)
-    assert jitter.verdict == pulse.verdict == "worse"
+    assert jitter.verdict == pulse.verdict == "too few"        # 12 requests a run: a median needs 20
+    assert jitter.why == "p50 of 12 values (needs 20)"
 
 
 def test_a_slo_table_makes_pulse_hz_a_ceiling():

@@ -20,7 +20,7 @@ def block(capacity: float | None, low: float, high: float | None, slo: str = "tt
 @pytest.mark.parametrize(("baseline", "candidate", "verdict"), [
     (block(5.8, 5.8, 6.1), block(11.6, 11.6, 12.2), "better"),          # brackets apart
     (block(11.6, 11.6, 12.2), block(5.8, 5.8, 6.1), "worse"),
-    (block(5.8, 5.8, 6.3), block(6.0, 6.0, 6.5), "no significant change"),   # brackets overlap
+    (block(5.8, 5.8, 6.3), block(6.0, 6.0, 6.5), "inconclusive"),   # brackets overlap
     (block(5.8, 5.8, 6.1), block(6.1, 6.1, 6.6), "better"),           # the candidate passed the baseline's miss
     (block(None, 0.0, 1.0), block(6.1, 6.1, 6.6), "n/a"),             # a side found no passing rate
 ])

@@ -1,0 +1,50 @@
+"""Every run records its load generator's CPU and event-loop lag: summary.json's ``generator`` block,
+standalone (closed and open loop) and merged from a worker on the master."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fourfold.measure.loadgen import LAG_INTERVAL_S, starved
+from tests.conftest import only_run_dir, run_distributed, run_locust
+
+pytestmark = pytest.mark.integration
+
+RUN_S = 5
+SHAPE = {"cpu_pct_mean": float, "cpu_pct_max": float, "loop_lag_ms_p50": float, "loop_lag_ms_p99": float,
+         "loop_lag_ms_max": float, "samples": int, "processes": int, "starved": bool, "why": str}
+
+
+def assert_plausible(block: dict, processes: int) -> None:
+    assert set(block) == set(SHAPE) and all(type(block[key]) is kind for key, kind in SHAPE.items()), block
+    assert block["processes"] == processes
+    # one wake-up per 100 ms at most, from test_start to test_stopping (about the run time), per process
+    assert RUN_S / LAG_INTERVAL_S / 2 <= block["samples"] <= processes * (RUN_S / LAG_INTERVAL_S + 5), block
+    assert 0.0 < block["cpu_pct_mean"] <= block["cpu_pct_max"] <= 400.0, block
+    assert 0.0 <= block["loop_lag_ms_p50"] <= block["loop_lag_ms_p99"] <= block["loop_lag_ms_max"] < 2000.0, block
+    assert (block["starved"], block["why"]) == starved(block)
+
+
+@pytest.mark.parametrize(("locustfile_name", "load"), [
+    ("l1_throughput.py", ["-u", "4", "-r", "4"]),                      # closed loop
+    ("l2_open_loop.py", ["--arrival-rate", "10", "--ignore-eos"]),    # open loop: one dispatcher
+])
+def test_a_headless_run_records_its_generators_health(tmp_path, locustfile, locustfile_name, load):
+    proc = run_locust(["-f", locustfile(locustfile_name), "--headless", *load, "-t", f"{RUN_S}s",
+                       "--sim-profile", "flat", "--max-tokens", "16"], tmp_path, timeout=60)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    summary = json.loads((only_run_dir(tmp_path) / "summary.json").read_text())
+    assert summary["total"]["requests"] > 0
+    assert_plausible(summary["generator"], processes=1)
+    assert ("the load generator was starved" in out) == summary["generator"]["starved"]
+
+
+def test_the_master_merges_its_workers_health_and_adds_none_of_its_own(tmp_path, locustfile):
+    run_distributed(["-f", locustfile("l1_throughput.py"), "--sim-profile", "flat", "--max-tokens", "16"],
+                    ["-u", "4", "-r", "4", "-t", f"{RUN_S}s"], tmp_path, workers=1, timeout=60)
+    summary = json.loads((only_run_dir(tmp_path) / "summary.json").read_text())
+    assert summary["total"]["requests"] > 0
+    assert_plausible(summary["generator"], processes=1)
