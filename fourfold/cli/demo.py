@@ -41,7 +41,7 @@ from fourfold.targets import IMPORT_ROOT
 
 __all__ = ["DEMO_LEVELS", "DemoOptions", "DemoResult", "article_check", "available_levels", "render_check", "run_demo"]
 
-PROFILES = ("baseline", "candidate")
+ROLES = ("baseline", "candidate")        # the sides; each runs a simulator profile (DemoOptions.profiles)
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,7 @@ class DemoOptions:
     settings: Settings = DEFAULT_SETTINGS
     min_level_s: int = 10                       # the shortest run of a level other than L1
     repeats: int = DEMO_REPEATS                 # runs of each profile and level (the comparison's replicates)
+    profiles: tuple[str, str] = ROLES           # the baseline's and the candidate's simulator profile
 
     @classmethod
     def quick(cls, out_dir: Path, score: bool = True) -> DemoOptions:
@@ -99,37 +100,37 @@ def level_duration(level: str, duration_s: int, min_level_s: int = 10) -> int:
     return duration_s if level == "l1" else max(min_level_s, duration_s // 2)
 
 
-def run_label(profile: str, level: str, repetition: int) -> str:
-    return f"demo-{profile}-{level}-{repetition}"
+def run_label(role: str, level: str, repetition: int) -> str:
+    return f"demo-{role}-{level}-{repetition}"
 
 
-def _locust_command(level: str, plan: LevelPlan, profile: str, options: DemoOptions, host: str | None,
+def _locust_command(level: str, plan: LevelPlan, role: str, options: DemoOptions, host: str | None,
                     run_base: Path, repetition: int = 1) -> list[str]:
     users = str(options.users)
     seconds = level_duration(level, options.duration_s, options.min_level_s)
     seed = str(options.seed + repetition - 1)       # both profiles of a repetition share it (matched pairs)
     command = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE_DIR / plan.locustfile), "--headless",
                "-u", users, "-r", users, "-t", f"{seconds}s", "--only-summary",
-               "--run-dir", str(run_base), "--label", run_label(profile, level, repetition), "--sim-seed", seed,
+               "--run-dir", str(run_base), "--label", run_label(role, level, repetition), "--sim-seed", seed,
                "--seed", seed, "--shuffle"]
-    command += ["--host", host] if host else ["--sim-profile", profile]
+    command += ["--host", host] if host else ["--sim-profile", options.profiles[ROLES.index(role)]]
     if options.max_tokens:
         command += ["--max-tokens", str(options.max_tokens)]
     return [*command, *plan.extra]
 
 
-def _run_level(level: str, plan: LevelPlan, profile: str, options: DemoOptions, host: str | None,
+def _run_level(level: str, plan: LevelPlan, role: str, options: DemoOptions, host: str | None,
                say: Callable[[str], None], repetition: int = 1) -> tuple[Path | None, str]:
     run_base = options.out_dir.resolve() / "runs"      # the caller's directory, whatever the child's
     logs = options.out_dir.resolve() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    label = run_label(profile, level, repetition)
-    command = _locust_command(level, plan, profile, options, host, run_base, repetition)
+    label = run_label(role, level, repetition)
+    command = _locust_command(level, plan, role, options, host, run_base, repetition)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(IMPORT_ROOT), env.get("PYTHONPATH", "")) if p)
     env.pop("LOCUST_HOST", None)
     seconds = level_duration(level, options.duration_s, options.min_level_s)
-    say(f"fourfold demo: {profile} {level} #{repetition}: {options.users} users for {seconds} s ...")
+    say(f"fourfold demo: {role} {level} #{repetition}: {options.users} users for {seconds} s ...")
     started = time.monotonic()
     with open(logs / f"{label}.log", "w", encoding="utf-8") as log:
         try:
@@ -140,10 +141,10 @@ def _run_level(level: str, plan: LevelPlan, profile: str, options: DemoOptions, 
             status = -1
     run_dir = latest_run(run_base, label)
     if run_dir is None or not (run_dir / "records.jsonl").is_file():
-        return None, (f"{profile} {level}: no run directory (locust exit status {status}); "
+        return None, (f"{role} {level}: no run directory (locust exit status {status}); "
                       f"see {logs / (label + '.log')}")
-    note = "" if status in (0, 3) else f"{profile} {level}: locust exited {status} (see {logs / (label + '.log')})"
-    say(f"fourfold demo: {profile} {level} #{repetition}: {run_dir} ({time.monotonic() - started:.0f} s)")
+    note = "" if status in (0, 3) else f"{role} {level}: locust exited {status} (see {logs / (label + '.log')})"
+    say(f"fourfold demo: {role} {level} #{repetition}: {run_dir} ({time.monotonic() - started:.0f} s)")
     return run_dir, note
 
 
@@ -173,19 +174,20 @@ def run_demo(options: DemoOptions, say: Callable[[str], None] = print) -> DemoRe
     unknown = [lv for lv in levels if lv not in present]
     if unknown:
         raise UsageError(f"level(s) {', '.join(unknown)} not available; this checkout has {', '.join(present)}")
-    runs: dict[str, list[Path]] = {profile: [] for profile in PROFILES}
+    runs: dict[str, list[Path]] = {role: [] for role in ROLES}
     problems: list[str] = []
     simulators = {}
     try:
         if any(DEMO_LEVELS[lv].via_host for lv in levels):
-            simulators = {profile: start_simulator(profile, seed=options.seed) for profile in PROFILES}
-        for profile, repetition in launch_order(options.repeats, PROFILES):
+            simulators = {role: start_simulator(profile, seed=options.seed)
+                          for role, profile in zip(ROLES, options.profiles, strict=True)}
+        for role, repetition in launch_order(options.repeats, ROLES):
             for level in levels:
                 plan = DEMO_LEVELS[level]
-                host = simulators[profile].url if plan.via_host and simulators else None
-                run_dir, note = _run_level(level, plan, profile, options, host, say, repetition)
+                host = simulators[role].url if plan.via_host and simulators else None
+                run_dir, note = _run_level(level, plan, role, options, host, say, repetition)
                 if run_dir is not None:
-                    runs[profile].append(run_dir)
+                    runs[role].append(run_dir)
                 if note:
                     problems.append(note)
     finally:
@@ -197,7 +199,8 @@ def run_demo(options: DemoOptions, say: Callable[[str], None] = print) -> DemoRe
         note = _score(runs["baseline"] + runs["candidate"], say)
         if note:
             problems.append(note)
-    sides = [Side(profile, [load_run(path) for path in runs[profile]]) for profile in PROFILES]
+    sides = [Side(role if role == profile else f"{role} ({profile})", [load_run(path) for path in runs[role]])
+             for role, profile in zip(ROLES, options.profiles, strict=True)]
     report = build_report(sides[0], sides[1:], options.settings)
     check = article_check(report)
     report.sections.append(Section(render_markdown(check), render_html(check)))

@@ -68,6 +68,9 @@ def add_demo_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--duration", type=int, default=DEMO_DURATION_S,
                      help=f"seconds of L1 per run (default {DEMO_DURATION_S}); the other levels run half as long, "
                      ">= 10 s")
+    cmd.add_argument("--profiles", default="baseline,candidate", metavar="BASELINE,CANDIDATE",
+                     help="the two sides' simulator profiles (default baseline,candidate; baseline,baseline: an A/A "
+                          "demo, one version against itself)")
     cmd.add_argument("--repeats", type=int, default=DEMO_REPEATS,
                      help=f"runs of each profile, interleaved ABBA (default {DEMO_REPEATS}; 1: one run a side, "
                           "no verdict on the rows of runs)")
@@ -214,8 +217,13 @@ def run_demo(args: argparse.Namespace, rest: list[str]) -> int:
             raise UsageError("--duration must be within [5, 86400] s, --users within [1, 100000] and --repeats "
                              "within [1, 20]")
         levels = tuple(v.strip() for v in args.levels.split(",") if v.strip()) if args.levels else None
+        profiles = tuple(p.strip() for p in args.profiles.split(","))
+        if len(profiles) != 2 or not all(profiles):
+            raise UsageError(f"--profiles {args.profiles!r}: give two simulator profiles, baseline first, e.g. "
+                             "baseline,candidate")
         options = DemoOptions(out_dir=Path(args.out), duration_s=args.duration, users=args.users, levels=levels,
-                              seed=args.seed, score=not args.no_score, settings=settings, repeats=args.repeats)
+                              seed=args.seed, score=not args.no_score, settings=settings, repeats=args.repeats,
+                              profiles=(profiles[0], profiles[1]))
     result = demo(options, say=lambda line: print(line, file=sys.stderr, flush=True))
     print(render_tables(result.report))
     print(render_check(result.check))

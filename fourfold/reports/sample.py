@@ -45,7 +45,6 @@ class ItlSample:
     max: float
     records: int                # ok requests with at least one gap (the population of ``sample``)
     sample: list[np.ndarray]    # the gaps of an evenly spread sample of those requests
-    replicates: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)   # cache of _itl_spread
 
     @property
     def count(self) -> int:
