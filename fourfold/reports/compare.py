@@ -217,13 +217,13 @@ def _row(group: str, metric: Metric, base: list[GroupSample], cand: list[GroupSa
     band = min_effect_for(metric.key, metric.unit, s.min_effects).band(vb)
     n_b, n_c = sum(x.n for x in spreads_b), sum(x.n for x in spreads_c)
 
-    def row(decision: Decision, test: str, why: str = "", needed: int | None = None) -> Row:
+    def row(decision: Decision, test: str, why: str = "", per_run: float | None = None) -> Row:
         delta = None if vb is None or vc is None else vc - vb
         delta_pct = delta / abs(vb) * 100 if delta is not None and vb else None
         return Row(group, metric.key, label, metric.unit, metric.better, vb, vc, delta, delta_pct,
                    decision.ci_low, decision.ci_high, decision.p_value, decision.verdict, test, n_b, n_c,
                    band=band, gated=is_gated(metric.key, s) and not metric.descriptive,
-                   runs_baseline=len(spreads_b), runs_candidate=len(spreads_c), why=why, runs_needed=needed)
+                   runs_baseline=len(spreads_b), runs_candidate=len(spreads_c), why=why, per_run_var=per_run)
 
     nothing = Decision(NA, None, None, None)
     if side_b is None or side_c is None:
@@ -242,15 +242,14 @@ def _row(group: str, metric: Metric, base: list[GroupSample], cand: list[GroupSa
     side_b, side_c = lend_between(side_b, side_c), lend_between(side_c, side_b)
     diff = difference(side_b, side_c)
     if diff is None:
-        return row(Decision(INCONCLUSIVE, None, None, None), test, "too few blocks of requests for an interval")
+        why = next((x.no_interval for x in (*spreads_b, *spreads_c) if x.no_interval), "")
+        return row(Decision(TOO_FEW, None, None, None), test, why or "too few blocks of requests for an interval")
     decision = decide(diff.delta, diff.se, diff.df, band, metric.better, s.alpha, side_b.value, side_c.value)
-    needed = None
-    if not arms and band > 0:        # per-run variance: between + within (a lone run: within only, a lower bound)
-        per_run = float(np.mean([(x.var or 0.0) * x.runs for x in (side_b, side_c)]))
-        needed = runs_needed(DETECT_BANDS * band, band, per_run, s.alpha)
+    # a run's variance, between + within (a lone run: within only, a lower bound): for adjust's runs_needed
+    per_run = None if arms else float(np.mean([(x.var or 0.0) * x.runs for x in (side_b, side_c)]))
     if not arms and not (side_b.between_known and side_c.between_known):
-        return row(Decision(INCONCLUSIVE, decision.ci_low, decision.ci_high, None), test, ONE_RUN, needed)
-    return row(decision, test, needed=needed)
+        return row(Decision(INCONCLUSIVE, decision.ci_low, decision.ci_high, None), test, ONE_RUN, per_run)
+    return row(decision, test, per_run=per_run)
 
 
 def _test_name(b: SideValue, c: SideValue, arms: bool) -> str:
@@ -285,10 +284,12 @@ def adjust(rows: list[Row], alpha: float) -> list[Row]:
                  and r.verdict in (BETTER, WORSE, EQUIVALENT, INCONCLUSIVE)]
         if not index:
             continue
-        adjusted = correct([out[i].p_value or 1.0 for i in index])
+        adjusted = correct([1.0 if out[i].p_value is None else out[i].p_value for i in index])
         for i, p in zip(index, adjusted, strict=True):
             r = out[i]
             changes: dict[str, object] = {"p_adjusted": p}
+            if r.per_run_var is not None and r.band:     # at the family's strictest level (Bonferroni)
+                changes["runs_needed"] = runs_needed(DETECT_BANDS * r.band, r.band, r.per_run_var, alpha / len(index))
             if r.verdict in (BETTER, WORSE) and p >= alpha:
                 changes.update(verdict=INCONCLUSIVE, why=f"{r.verdict} alone (p {r.p_value:.3g}), not after "
                                                          f"{method} over {len(index)} rows (p {p:.3g})")

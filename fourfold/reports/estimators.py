@@ -129,8 +129,9 @@ def effective_size(values: np.ndarray) -> float:
 
 def telemetry_mean(name: str) -> SideMeasure:
     """Mean of a server series without its first and last samples (:func:`steady`); blocks as long as
-    the series decorrelates, and at least MIN_BLOCKS effective samples for a test: telemetry samples
-    (one a second) follow each other, so they are worth fewer than their count."""
+    the series decorrelates, and at least MIN_BLOCKS effective samples for a within-run interval:
+    telemetry samples (one a second) follow each other, so they are worth fewer than their count.
+    With fewer the run's mean still counts, as one replicate among a side's runs."""
     def side(g: GroupSample, rng: np.random.Generator, s: Settings) -> Spread | None:
         values = steady(g.telemetry.get(name))
         if not values.size:
@@ -138,7 +139,7 @@ def telemetry_mean(name: str) -> SideMeasure:
         spread = Spread(float(values.mean()), int(values.size))
         ess = effective_size(values)
         if ess < MIN_BLOCKS:
-            spread.too_few = f"{ess:.0f} effective samples of {values.size} (needs {MIN_BLOCKS})"
+            spread.no_interval = f"{ess:.0f} effective samples of {values.size} (needs {MIN_BLOCKS})"
             return spread
         length = max(1, math.ceil(values.size / ess))
         ids = np.arange(values.size) // length

@@ -55,6 +55,7 @@ class Spread:
     replicates: np.ndarray | None = None     # block-bootstrap replicates of value (None: not estimable)
     too_few: str = ""                        # why the value is not fit for a test ("" when it is)
     blocks: int = 0                          # independent blocks behind the replicates
+    no_interval: str = ""                    # why there are no replicates, while the value itself is sound
 
     @property
     def within_var(self) -> float | None:

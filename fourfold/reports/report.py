@@ -20,6 +20,7 @@ from fourfold.reports.comparability import SENT, Difference, differences, render
 from fourfold.reports.compare import (
     DEFAULT_SETTINGS,
     DETECT_BANDS,
+    INCONCLUSIVE,
     ONE_RUN,
     GroupSample,
     Row,
@@ -139,12 +140,17 @@ def _check_comparable(report: Report) -> None:
         base, cand = comparison.baseline, comparison.candidate
         if base.variant or cand.variant:
             continue                # two arms of one run: one meta
-        found = differences([r.meta for r in base.runs], [r.meta for r in cand.runs])
-        report.workload_differences += [d for d in found if d.kind == SENT]
-        for line in render_lines(found):
-            kind, _, text = line.partition(": ")
-            text = f"{base.label} → {cand.label}: {text}" if several else text
-            (report.warnings if kind == "warning" else report.notes).append(text)
+        levels = sorted({str(r.meta.get("level") or "") for r in (*base.runs, *cand.runs)})
+        for level in levels:        # a side may hold runs of several levels (the demo): compare like with like
+            found = differences([r.meta for r in base.runs if str(r.meta.get("level") or "") == level],
+                                [r.meta for r in cand.runs if str(r.meta.get("level") or "") == level])
+            report.workload_differences += [d for d in found if d.kind == SENT]
+            for line in render_lines(found):
+                kind, _, text = line.partition(": ")
+                where = " ".join(part for part in (f"{base.label} → {cand.label}" if several else "",
+                                                   level if len(levels) > 1 else "") if part)
+                text = f"{where}: {text}" if where else text
+                (report.warnings if kind == "warning" else report.notes).append(text)
     for side in report.sides:
         for group, sample in side.groups.items():
             few = too_few_requests(f"{side.label} {group}", sample.requests)
@@ -174,12 +180,13 @@ def verdict_notes(comparisons: list[Comparison], settings: Settings) -> list[str
                      f"gated metric(s) per comparison ({', '.join(gated)}), Benjamini-Hochberg over the other rows; "
                      f"alpha {settings.alpha:g} (docs/statistics.md)")
     for comparison in comparisons:
-        needs = [f"{r.metric} {r.runs_needed}" for r in comparison.rows if r.gated and r.runs_needed]
-        if needs:
-            lone_side = any(r.why == ONE_RUN for r in comparison.rows)
-            notes.append(f"runs a side that would detect a change of {DETECT_BANDS}x each gated row's band with 80 % "
-                         f"power, from this data's variance{' (within-run only, so at least)' if lone_side else ''}: "
-                         + ", ".join(needs))
+        undecided = [r for r in comparison.rows if r.gated and r.runs_needed and r.verdict == INCONCLUSIVE]
+        if undecided:
+            lone_side = any(r.why == ONE_RUN for r in undecided)
+            notes.append(f"runs a side that would decide a change of {DETECT_BANDS}x the band of the gated rows left "
+                         f"inconclusive, with 80 % power, from this data's variance"
+                         f"{' (within-run only, so at least)' if lone_side else ''}: "
+                         + ", ".join(f"{r.group} {r.metric} {r.runs_needed}" for r in undecided))
     lone = sorted({(c.baseline.label, c.candidate.label) for c in comparisons
                    for r in c.rows if r.why == ONE_RUN})
     for base, cand in lone:

@@ -149,7 +149,8 @@ class Row:
     runs_baseline: int = 0                # replicates behind each side (runs; an A/B arm: 1)
     runs_candidate: int = 0
     why: str = ""                         # what the verdict rests on, or why there is none
-    runs_needed: int | None = None        # runs a side that detect DETECT_BANDS x band (80 % power), this data's
+    per_run_var: float | None = None      # a run's variance (between + within) for this row, this data's
+    runs_needed: int | None = None        # runs a side that decide DETECT_BANDS x band (80 % power; compare.adjust)
 
 
 @dataclass

@@ -153,6 +153,14 @@ def test_decide_interval_against_band(delta, se, band, better, verdict):
     assert vd.decide(delta, se, math.inf, band, better, 0.05, 100.0, 100.0 + delta).verdict == verdict
 
 
+def test_adjust_keeps_a_p_of_zero():
+    rows = compare_groups("l1:x", [GroupSample(pulse_hz=np.full(30, 0.0))] * 2,
+                          [GroupSample(pulse_hz=np.full(30, 3.0) + 0.01 * np.arange(30))] * 2, Settings(resamples=200))
+    raw = next(r for r in rows if r.metric == "pulse_hz")
+    adjusted = next(r for r in adjust(rows, 0.05) if r.metric == "pulse_hz")
+    assert raw.verdict == adjusted.verdict == "worse" and adjusted.p_adjusted < 0.05
+
+
 def test_holm_and_benjamini_hochberg():
     assert vd.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
     assert vd.benjamini_hochberg([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.04, 0.04])
