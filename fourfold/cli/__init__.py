@@ -121,7 +121,8 @@ def _add_score_arguments(cmd: argparse.ArgumentParser) -> None:
                           "env FOURFOLD_EMBED_THREADS)")
     cmd.add_argument("--no-cache", action="store_true", help="do not read or write the embedding cache")
     cmd.add_argument("--cache-dir", default=None,
-                     help="cache directory (default: $FOURFOLD_CACHE_DIR or ./.fourfold-cache)")
+                     help="cache directory (default: $FOURFOLD_CACHE_DIR, else $XDG_CACHE_HOME/fourfold or "
+                          "~/.cache/fourfold)")
     cmd.add_argument("--embed-backend", default=None, metavar="{auto,torch-fp32,torch-bf16}",
                      help="auto (default; env FOURFOLD_EMBED_BACKEND): torch-bf16 autocast where the CPU has "
                           "AMX-bf16, else torch-fp32")

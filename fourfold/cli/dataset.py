@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from fourfold.errors import UsageError
+from fourfold.measure.console import counted
 from fourfold.measure.formats import FORMAT_NAMES, Dataset, load_dataset, parse_columns
 from fourfold.measure.formats_inspect import format_inspection, inspect, inspection_dict, write_jsonl
 
@@ -75,8 +76,8 @@ def _convert(args: argparse.Namespace, dataset: Dataset) -> int:
         size = write_jsonl(items, out)
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot write ({exc.strerror or exc})") from None
-    print(f"wrote {out}: {len(items)} items as fourfold JSONL ({size:,} bytes; read as {dataset.format})",
-          file=sys.stderr)
+    print(f"wrote {out}: {counted(len(items), 'item')} as fourfold JSONL ({size:,} bytes; "
+          f"read as {dataset.format})", file=sys.stderr)
     return 0
 
 

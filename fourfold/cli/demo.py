@@ -32,8 +32,16 @@ from fourfold.cli.repeat_plan import launch_order
 from fourfold.cli.report import DEMO_DURATION_S, DEMO_REPEATS, DEMO_USERS
 from fourfold.errors import FourfoldError, UsageError
 from fourfold.locustfiles import LOCUSTFILE_DIR
+from fourfold.measure.console import counted
 from fourfold.measure.runread import latest_run
-from fourfold.reports.article import Finding, check_rows, render_html, render_markdown
+from fourfold.reports.article import (
+    TERMINAL_WIDTH,
+    Finding,
+    check_rows,
+    render_html,
+    render_markdown,
+    render_terminal,
+)
 from fourfold.reports.compare import DEFAULT_SETTINGS, Settings
 from fourfold.reports.load import load_run
 from fourfold.reports.report import Report, Section, Side, build_report, write_report
@@ -157,7 +165,7 @@ def _score(run_dirs: list[Path], say: Callable[[str], None]) -> str:
             started = time.monotonic()
             result = score_run(run_dir, embedder, progress=False)
             about, total = result.quality.get("embedder") or {}, result.quality["total"]
-            say(f"fourfold demo: scored {len(result.rows)} answers of {run_dir.name} "
+            say(f"fourfold demo: scored {counted(len(result.rows), 'answer')} of {run_dir.name} "
                 f"({time.monotonic() - started:.0f} s; backend {about.get('backend') or '-'}, "
                 f"{total.get('low_confidence_n', 0)} low-confidence)")
     except (ImportError, OSError, RuntimeError, FourfoldError) as exc:
@@ -214,6 +222,7 @@ def article_check(report: Report) -> list[Finding]:
     return check_rows(report.comparisons[0].rows)
 
 
-def render_check(check: list[Finding]) -> str:
-    """The article check as Markdown (what the demo prints last)."""
-    return render_markdown(check)
+def render_check(check: list[Finding], width: int = TERMINAL_WIDTH) -> str:
+    """The article check as the demo prints it last: the compact table, at most ``width`` columns wide
+    (the whole table is in report.md and report.html)."""
+    return render_terminal(check, width)

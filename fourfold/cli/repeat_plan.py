@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fourfold.errors import UsageError
+from fourfold.measure.console import counted
 from fourfold.measure.runlog import redact, redact_text, sanitize_label
 from fourfold.measure.secrets import REDACTED
 
@@ -237,7 +238,8 @@ def failed(outcomes: Sequence[RunOutcome]) -> list[RunOutcome]:
 def format_summary(outcomes: Sequence[RunOutcome], sides: Sequence[str], planned: int, manifest_path: str,
                    stopped: str | None) -> list[str]:
     """The lines printed at the end: a row per run, the run directories per side, what to run next."""
-    lines = [f"fourfold repeat: {len(outcomes)} of {planned} runs, order {' '.join(o.run.side for o in outcomes)}"]
+    lines = [f"fourfold repeat: {len(outcomes)} of {counted(planned, 'run')}, "
+             f"order {' '.join(o.run.side for o in outcomes)}"]
     lines.append(f"{'#':>3}  {'side':<9} {'rep':>3} {'seed':>5} {'exit':>4} {'records':>8}  run directory")
     for o in outcomes:
         records = "-" if o.records is None else str(o.records)
@@ -253,7 +255,8 @@ def format_summary(outcomes: Sequence[RunOutcome], sides: Sequence[str], planned
         lines.append(f"stopped: {stopped}")
     missing = failed(outcomes)
     if missing:
-        lines.append(f"{len(missing)} run(s) left no run directory: " + ", ".join(f"#{o.run.index}" for o in missing))
+        lines.append(f"{counted(len(missing), 'run')} left no run directory: "
+                     + ", ".join(f"#{o.run.index}" for o in missing))
     lines.append(f"manifest: {manifest_path}")
     command = compare_command(outcomes, sides)
     lines.append(f"next: {command}" if command else "next: no compare command (a side has no run directory)")

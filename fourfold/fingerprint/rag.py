@@ -34,6 +34,7 @@ from fourfold.errors import UsageError
 from fourfold.fingerprint.embedder import Embedder
 from fourfold.fingerprint.facts import Fact, check_answer, load_facts
 from fourfold.fingerprint.score import ScoreRow, distribution, groundedness
+from fourfold.measure.console import counted
 from fourfold.measure.rag import CorpusDoc, load_corpus
 from fourfold.measure.record import RequestRecord
 
@@ -143,7 +144,8 @@ def format_rag_quality(block: dict[str, Any]) -> str:
     def f(value: float | None) -> str:
         return "-" if value is None else f"{value:.3f}"
     rate = block["low_groundedness_rate"]
-    return (f"groundedness (answer vs retrieved chunks, {block['n']} answers): mean {f(block['groundedness_mean'])}, "
+    return (f"groundedness (answer vs retrieved chunks, {counted(block['n'], 'answer')}): "
+            f"mean {f(block['groundedness_mean'])}, "
             f"p5 {f(block['groundedness_p5'])}; below {block['low_groundedness_threshold']}: "
             f"{'-' if rate is None else f'{rate:.1%}'}; retrieval hit {f(block['groundedness_retrieval_hit'])} "
             f"vs miss {f(block['groundedness_retrieval_miss'])}")

@@ -76,6 +76,7 @@ from fourfold.fingerprint.structure import (
     punctuation_counts,
     requested_items,
 )
+from fourfold.measure.console import counted
 from fourfold.measure.formats import load_run_dataset
 from fourfold.measure.items import Item
 from fourfold.measure.record import RequestRecord
@@ -323,7 +324,7 @@ def format_quality(result: RunScore) -> str:
     """A plain-text table of the quality block, for the terminal."""
     quality = result.quality
     skipped = ", ".join(f"{n} {reason}" for reason, n in sorted(result.skipped.items())) or "none"
-    lines = [f"{result.run_dir}: {quality['total']['n']} answers scored in {result.seconds:.1f} s "
+    lines = [f"{result.run_dir}: {counted(quality['total']['n'], 'answer')} scored in {result.seconds:.1f} s "
              f"(skipped: {skipped})"]
     about = quality.get("embedder") or {}
     if about:
@@ -347,23 +348,27 @@ def format_quality(result: RunScore) -> str:
                                enumerate(zip(row, widths))).rstrip())
     total = quality["total"]
     low = total.get("low_confidence_n", 0)
-    lines += ["", f"low-confidence: {low} of {total['n']} answers had more than "
+    lines += ["", f"low-confidence: {low} of {counted(total['n'], 'answer')} had more than "
                   f"{quality.get('unk_threshold', DEFAULT_UNK_THRESHOLD):.0%} [UNK] word pieces: their similarity "
                   "is left out of sim mean/p5/p50 (the model cannot read them)"
-                  + (f"; char-bigram F1 mean {total['char_f1_mean']:.3f} over {total['char_f1_n']} answers"
+                  + (f"; char-bigram F1 mean {total['char_f1_mean']:.3f} over "
+                     f"{counted(total['char_f1_n'], 'answer')}"
                      if total.get("char_f1_mean") is not None else "")]
     forced = quality["total"]["forced_length_n"]
     if forced:
-        lines += ["", f"note: {forced} answers were forced to max_tokens (ignore_eos): their similarity is "
+        lines += ["", f"note: {counted(forced, 'answer')} {'was' if forced == 1 else 'were'} forced to "
+                      "max_tokens (ignore_eos): their similarity is "
                       "computed on the padded text and they are left out of structure compliance."]
     truncated = quality["total"].get("truncated_n", 0)
     if truncated:
-        lines += ["", f"note: {truncated} answers were cut at max_tokens by the server (truncated): they are left "
+        lines += ["", f"note: {counted(truncated, 'answer')} {'was' if truncated == 1 else 'were'} cut at "
+                      "max_tokens by the server (truncated): they are left "
                       "out of structure compliance (a cut list cannot deliver its items)."]
     if "rag" in quality:
         lines += ["", format_rag_quality(quality["rag"])]
         rate, checked = quality["total"].get("fact_error_rate"), quality["total"].get("fact_checked_n", 0)
-        lines.append(f"fact errors: {rate:.1%} of {checked} answers stating a labelled fact" if rate is not None
+        lines.append(f"fact errors: {rate:.1%} of {counted(checked, 'answer')} stating a labelled fact"
+                     if rate is not None
                      else f"fact errors: {quality['rag'].get('fact_check') or 'not measured'}")
     if result.written:
         lines += ["", f"wrote {result.run_dir / SCORES_FILE} and the \"quality\" block of {result.run_dir / SUMMARY_FILE}"]

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 import httpx
 from locust import User, constant
 
+from fourfold.adapters.locust import user_waiting
 from fourfold.data import DATA_DIR
 from fourfold.errors import OptionError
 from fourfold.levels import hooks
@@ -349,23 +350,13 @@ class LLMUser(User):
         if wait_s <= 0:
             return
         import gevent
-        from locust.exception import StopUser
-        from locust.user.task import LOCUST_STATE_RUNNING, LOCUST_STATE_STOPPING, LOCUST_STATE_WAITING
 
-        own = gevent.getcurrent() is self._greenlet
-        if own:
-            if self._state == LOCUST_STATE_STOPPING:
-                raise StopUser()
-            self._state = LOCUST_STATE_WAITING
-        t0 = time.monotonic()
-        try:
-            gevent.sleep(wait_s)
-        finally:
-            self.runtime.backoff.waited(time.monotonic() - t0)
-        if own:
-            if self._state == LOCUST_STATE_STOPPING:
-                raise StopUser()
-            self._state = LOCUST_STATE_RUNNING
+        with user_waiting(self):
+            t0 = time.monotonic()
+            try:
+                gevent.sleep(wait_s)
+            finally:
+                self.runtime.backoff.waited(time.monotonic() - t0)
 
     def on_stop(self) -> None:
         self.client.close()

@@ -32,6 +32,7 @@ import logging
 import sys
 from typing import Any
 
+from fourfold.adapters.locust import send_stats_now
 from fourfold.levels import inputs, slogate
 from fourfold.levels import options as _options
 
@@ -237,11 +238,8 @@ def _on_test_stopping(environment: Any, **_kw: Any) -> None:
 
 def _report_now(environment: Any) -> None:
     """Worker: send the stats report (and with it this test's last records) to the master now."""
-    send = getattr(environment.runner, "_send_stats", None)
-    if send is None:
-        return
     try:
-        send()
+        send_stats_now(environment.runner)
     except Exception as exc:  # noqa: BLE001 - the master is gone: Locust reports that itself
         log.debug("fourfold: the last report of the test was not sent: %s", exc)
 

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from fourfold.adapters.locust import show_in_web_ui as show_options_in_web_ui
 from fourfold.levels.l4_ab import parse_split
 
 L4_DESTS = ("think_scale", "patience_scale", "sessions_per_user", "ab_split", "ab_host", "ab_profile", "ab_seed")
@@ -41,11 +42,9 @@ def register(parser: Any) -> None:
 
 
 def show_in_web_ui(parser: Any) -> None:
-    """L4's own parser listener: its options in the web UI's start form (Locust reads the
-    ``include_in_web_ui`` mark of each action when it builds the form)."""
-    for action in parser._actions:
-        if action.dest in L4_DESTS:
-            action.include_in_web_ui = True
+    """L4's own parser listener: its options in the web UI's start form
+    (:func:`fourfold.adapters.locust.show_in_web_ui`)."""
+    show_options_in_web_ui(parser, L4_DESTS)
 
 
 @dataclass(frozen=True)

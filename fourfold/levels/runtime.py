@@ -49,6 +49,7 @@ class Runtime:
         self.stats = LLMStats(stall_threshold_ms=settings.stall_ms)
         self.writer: RunWriter | None = None
         self.lost_unopened = 0                         # records lost because the run directory could not be made
+        self.left_out = {"warmup": 0, "cancelled": 0}  # records of the run directory the statistics leave out
         self.loss_reported = False
         self.pending: list[dict[str, Any]] = []       # worker: records not yet shipped
         self.records_seen = 0                          # this process's measured + warm-up records
@@ -127,6 +128,10 @@ class Runtime:
     def _write(self, record: RequestRecord) -> None:
         """Append to records.jsonl; never raises (it runs on a user's greenlet, also while the run
         stops it): a record that cannot be written is a counted loss, reported once on the console."""
+        if record.warmup:                 # every record passes here (local runner; a master: its workers')
+            self.left_out["warmup"] += 1
+        elif record.error_class == "cancelled":
+            self.left_out["cancelled"] += 1
         writer = self.writer
         if self.finished and writer is not None:   # after Stop: the records of the test just summarised
             log.warning("fourfold: a record arrived after %s was summarised; appended to its records.jsonl",
@@ -165,6 +170,7 @@ class Runtime:
                               alpha=self.stats.alpha)
         self.writer = None
         self.lost_unopened = 0
+        self.left_out = {"warmup": 0, "cancelled": 0}
         self.loss_reported = False
         self.backoff = Backoff()
         self.started_before = dict(self.started_told)   # a worker counts per process, not per test
@@ -243,6 +249,8 @@ class Runtime:
             "finished_at": time.time(),
             "records": self.writer.records_written if self.writer else 0,
             "records_lost": self.records_lost,
+            "records_warmup": self.left_out["warmup"],         # left out of every figure below
+            "records_cancelled": self.left_out["cancelled"],
             **({"records_lost_reason": self.writer.loss_reason} if self.writer and self.writer.loss_reason else {}),
             **self.stats.summary(),
             "backoff": self.backoff.summary(),

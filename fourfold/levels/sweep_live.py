@@ -32,6 +32,7 @@ import gevent
 import gevent.event
 import gevent.pool
 
+from fourfold.adapters.locust import send_stats_now
 from fourfold.levels.arrivals import ArrivalProcess, dispatcher_seed
 from fourfold.levels.l2_stats import SWEEP_BASE as STEP_BASE
 from fourfold.measure.sweep import (
@@ -230,9 +231,7 @@ def run_dispatcher(user: Any, box: StepBox, dispatchers: int, index: int) -> Non
             pool.join(timeout=step.drain_s)
             cut = len(pool)
             pool.kill(block=True, timeout=5)       # still in flight a drain later: cancelled, the step saturated
-            send_stats = getattr(runner, "_send_stats", None)
-            if send_stats is not None:              # a worker: this step's records reach the master first
-                send_stats()
+            send_stats_now(runner)                  # a worker: this step's records reach the master first
             runner.send_message(DONE_MSG, {"seq": step.seq, "sent": sent, "cut": cut, "dropped": dropped})
     finally:
         pool.kill(block=True, timeout=5)

@@ -1,13 +1,15 @@
 """The "LLM" tab in Locust's web UI, its CSV, a live SLO tab and a charts page.
 
 ``register(environment)`` (called from the ``init`` listener when ``environment.web_ui`` exists:
-the local runner or the master) sets Locust's extension points (``web_ui.template_args``):
+the local runner or the master) sets Locust's extension points (the web UI's template arguments,
+through :mod:`fourfold.adapters.locust`):
 
 - ``extended_tabs`` / ``extended_tables``: a tab "LLM" (key ``llm``, URL ``/?tab=llm``) with one
   row per level:scenario and an Aggregated row: TTFT p50/p95/p99, ITL p50/p99, TPOT p50, E2E
   p50/p95/p99, stream rhythm (jitter p50 and pulse frequency, 0 = smooth: summary.json's
   ``jitter_ms`` p50 and ``pulse_hz``), output tokens/s, stall, interruption and error rates,
-  connection reuse and goodput; and a tab "LLM SLO" (key ``slo``) with the ``--slo`` verdicts on the data so far.
+  connection reuse and goodput; a tab "LLM SLO" (key ``slo``, ``/?tab=slo``) with the ``--slo``
+  verdicts on the data so far; a tab "LLM level" (key ``level``, ``/?tab=level``) with the level's panels.
   The rows reach the page as ``extended_stats`` appended to ``/stats/requests`` (an
   ``after_request`` hook), so they refresh with Locust's own table. On the master they are the
   workers' merged stats (workers report every 3 s).
@@ -17,7 +19,8 @@ the local runner or the master) sets Locust's extension points (``web_ui.templat
   ``/fourfold/charts`` (a self-contained page, :mod:`fourfold.levels.webui_page`) and
   ``/fourfold/charts.json``: the per-second series of ``LLMStats.series()`` (output tokens,
   finished and failed requests, stalls) and TTFT p50/p95/p99 over a sliding window, computed
-  every ``SAMPLE_INTERVAL_S`` from the difference of the cumulative histograms.
+  every ``SAMPLE_INTERVAL_S`` from the difference of the cumulative histograms; which optional
+  charts have a series (``shown``) and one colour per L3 stage (``stage_colors``, as in levels.json).
 
 The frontend camel-cases every key of ``/stats/requests`` (``ttft_p50`` -> ``ttftP50``), so the
 tab's rows and table structure use camelCase keys; the CSV keeps snake_case.
@@ -32,14 +35,17 @@ import logging
 import re
 import time
 from collections import deque
+from collections.abc import Iterable
 from typing import Any
 
 import gevent
 
+from fourfold.adapters.flask import drop_form_fields
+from fourfold.adapters.locust import add_web_ui_tabs, hide_secret_defaults_in_start_form
 from fourfold.levels.hooks import live_blocks
 from fourfold.levels.options import SECRET_OPTIONS
 from fourfold.levels.slogate import get_gate, live_verdicts
-from fourfold.levels.webui_panels import series_columns
+from fourfold.levels.webui_panels import has_series, panel_rows, series_columns, stage_colors, stage_means
 from fourfold.measure.histogram import LogHistogram
 from fourfold.measure.metric_names import summary_value
 from fourfold.measure.slo import Verdict
@@ -212,6 +218,7 @@ class LLMWebUI:
         self.test_started_s: float | None = None
         self.telemetry: list[dict[str, Any]] = []       # the sampler's rows of this test (kept after its stop)
         self.stage_points: deque[dict[str, Any]] = deque(maxlen=MAX_POINTS)   # L3 stage means by time
+        self.stage_names: list[str] = []     # every stage seen, in the order first seen (its colour)
 
     @property
     def stats(self) -> Any:
@@ -230,14 +237,14 @@ class LLMWebUI:
     def levels(self, rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """``/fourfold/levels.json``: the loaded level's blocks so far (on a master: merged from the
         workers), from the functions that write them into summary.json, and the panels' rows."""
-        from fourfold.levels.webui_panels import panel_rows, stage_means
-
         runtime = self.environment.fourfold_runtime
         total = (rows if rows is not None else self.rows())[-1]
         blocks = live_blocks(self.environment)
+        means = stage_means(blocks.get("rag") or {})
         return {"level": runtime.level, "test": runtime.tests, "finished": runtime.finished,
                 "state": getattr(self.environment.runner, "state", ""), "blocks": blocks, "stream": total,
-                "stage_means_ms": stage_means(blocks.get("rag") or {}), "panels": panel_rows(blocks, total)}
+                "stage_means_ms": means, "stage_colors": self._stage_colors(means),
+                "panels": panel_rows(blocks, total)}
 
     def charts_data(self, key: str) -> dict[str, Any]:
         stats = self.stats
@@ -252,22 +259,30 @@ class LLMWebUI:
         state = getattr(runner, "state", "")
         if state in ("spawning", "running"):   # leave out the seconds still filling up
             series = trim_series(series, int(time.time()) - (MASTER_LAG_S if self._is_master() else 0))
+        telemetry, stages = series_columns(self.telemetry), series_columns(list(self.stage_points))
         return {"keys": keys, "key": key, "state": state, "t0_s": self.test_started_s,
                 "window_s": self.window.window_s, "stall_threshold_ms": stats.stall_threshold_ms,
                 "note": "merged from the workers' reports (every 3 s)" if self._is_master() else "",
                 "series": series, "ttft_window": self.window.columns(key),
-                "telemetry": series_columns(self.telemetry), "stages": series_columns(list(self.stage_points))}
+                "telemetry": telemetry, "stages": stages,
+                "shown": {"telemetry": has_series(telemetry), "stages": has_series(stages)},
+                "stage_colors": self._stage_colors(stages)}
+
+    def _stage_colors(self, names: Iterable[str]) -> dict[str, str]:
+        """The colours of every stage seen so far, ``names`` added (a new stage goes last, so a colour
+        never changes): one per stage on the whole page, levels.json and charts.json alike."""
+        self.stage_names += [name for name in names if name != "t_s" and name not in self.stage_names]
+        return stage_colors(self.stage_names)
 
     def _sample_levels(self, now_s: float) -> None:
         """Each sample: the sampler's rows so far, and the L3 stage means (from the live rag block)."""
         runtime = self.environment.fourfold_runtime
         if runtime.sampler is not None:
             self.telemetry = runtime.sampler.series()
-        from fourfold.levels.webui_panels import stage_means
-
         means = stage_means(live_blocks(self.environment).get("rag") or {}) if runtime.blocks else {}
         if any(v is not None for v in means.values()):
             self.stage_points.append({"t_s": round(now_s, 3), **means})
+            self._stage_colors(means)          # stages take their colours in the block's order
 
     def _is_master(self) -> bool:
         return bool(getattr(self.environment.fourfold_runtime, "is_master", False))
@@ -305,28 +320,13 @@ class LLMWebUI:
             self._greenlet = gevent.spawn(self._sample_forever)
 
 
-def hide_secret_defaults(template_args: dict[str, Any]) -> None:
-    """Blank every secret option's value in the start form's defaults (in place)."""
-    for option in (template_args.get("extra_options") or {}).values():
-        if option.get("is_secret") and option.get("default_value"):
-            option["default_value"] = ""
-
-
 def _protect_secrets(web_ui: Any, base: str) -> None:
     """Keep ``--api-key`` (or ``FOURFOLD_API_KEY``) out of the page: Locust puts every option's
     value into the HTML of the start form, secrets too (a password field, but in the page source).
     The form shows the field empty; submitted empty, the key given at start-up stays in force."""
     from flask import request
-    from werkzeug.datastructures import ImmutableMultiDict
 
-    update = web_ui.update_template_args
-
-    def update_template_args() -> None:
-        update()
-        hide_secret_defaults(web_ui.template_args)
-
-    web_ui.update_template_args = update_template_args
-    hide_secret_defaults(web_ui.template_args)
+    hide_secret_defaults_in_start_form(web_ui)
 
     @web_ui.app.before_request
     def _keep_secrets_given_at_start() -> None:
@@ -334,8 +334,7 @@ def _protect_secrets(web_ui: Any, base: str) -> None:
             form = request.form
             empty = {name for name in SECRET_OPTIONS if name in form and not form.get(name)}
             if empty:
-                request.form = ImmutableMultiDict(  # type: ignore[misc]
-                    [(k, v) for k, v in form.items(multi=True) if k not in empty])
+                drop_form_fields(empty)
 
 
 def form_list_values(values: list[str]) -> list[str]:
@@ -348,7 +347,6 @@ def _read_list_options(web_ui: Any, base: str) -> None:
     empty list (``--metrics-url`` not given) reads as a list of ints: any value, even the empty field
     the browser always sends, is then a 500. Read those fields here, as strings, before Locust does."""
     from flask import request
-    from werkzeug.datastructures import ImmutableMultiDict
 
     @web_ui.app.before_request
     def _list_options_as_strings() -> None:
@@ -360,8 +358,7 @@ def _read_list_options(web_ui: Any, base: str) -> None:
         for name in lists:
             setattr(options, name, form_list_values(form.getlist(name)))
         if lists:
-            request.form = ImmutableMultiDict(  # type: ignore[misc]
-                [(k, v) for k, v in form.items(multi=True) if k not in lists])
+            drop_form_fields(lists)
 
 
 def register(environment: Any) -> LLMWebUI | None:
@@ -374,21 +371,18 @@ def register(environment: Any) -> LLMWebUI | None:
     ui = LLMWebUI(environment)
     environment.fourfold_webui = ui
     structure = [{"key": camel(key), "title": title} for key, title, _ in COLUMNS]
-    web_ui.template_args["extended_tabs"] = [{"title": "LLM", "key": TAB_KEY},
-                                             {"title": "LLM SLO", "key": SLO_TAB_KEY},
-                                             {"title": "LLM level", "key": LEVEL_TAB_KEY}]
-    web_ui.template_args["extended_tables"] = [
-        {"key": TAB_KEY, "structure": structure},
-        {"key": SLO_TAB_KEY, "structure": [{"key": k, "title": t} for k, t in SLO_COLUMNS]},
-        {"key": LEVEL_TAB_KEY, "structure": [{"key": k, "title": t} for k, t in LEVEL_COLUMNS]}]
     from fourfold.levels.livequality import QUALITY_COLUMNS, QUALITY_TAB_KEY, quality_stats  # --score-live
 
-    web_ui.template_args["extended_tabs"].append({"title": "LLM quality", "key": QUALITY_TAB_KEY})
-    web_ui.template_args["extended_tables"].append(
-        {"key": QUALITY_TAB_KEY, "structure": [{"key": k, "title": t} for k, t in QUALITY_COLUMNS]})
-    web_ui.template_args["extended_csv_files"] = [
-        {"href": "./fourfold/llm.csv", "title": "Download LLM metrics CSV (fourfold)"},
-        {"href": "./fourfold/charts", "title": "LLM charts over time (fourfold)"}]
+    add_web_ui_tabs(
+        web_ui,
+        tabs=[{"title": "LLM", "key": TAB_KEY}, {"title": "LLM SLO", "key": SLO_TAB_KEY},
+              {"title": "LLM level", "key": LEVEL_TAB_KEY}, {"title": "LLM quality", "key": QUALITY_TAB_KEY}],
+        tables=[{"key": TAB_KEY, "structure": structure},
+                {"key": SLO_TAB_KEY, "structure": [{"key": k, "title": t} for k, t in SLO_COLUMNS]},
+                {"key": LEVEL_TAB_KEY, "structure": [{"key": k, "title": t} for k, t in LEVEL_COLUMNS]},
+                {"key": QUALITY_TAB_KEY, "structure": [{"key": k, "title": t} for k, t in QUALITY_COLUMNS]}],
+        csv_files=[{"href": "./fourfold/llm.csv", "title": "Download LLM metrics CSV (fourfold)"},
+                   {"href": "./fourfold/charts", "title": "LLM charts over time (fourfold)"}])
     base = (getattr(environment.parsed_options, "web_base_path", "") or "").rstrip("/")
     app, auth = web_ui.app, web_ui.auth_required_if_enabled
     _protect_secrets(web_ui, base)

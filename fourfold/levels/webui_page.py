@@ -5,11 +5,19 @@ every two seconds and draws SVG line charts: TTFT percentiles over a sliding win
 tokens/s per second, stalls (and failed requests) per second, server telemetry (the sampler's
 rows) and, for L3, the stage means over time; it polls ``levels.json`` for the level's panel (the
 rows of the "LLM level" tab) and draws the L3 stage breakdown as a stacked bar.
+
+A chart with nothing to draw for this level is left off (``charts.json``'s ``shown``: L3 has no
+server telemetry, L1/L2/L4 no stages). A stage has one colour on the whole page, the bar and the
+stage chart alike (``stage_colors`` in both JSON answers, :func:`fourfold.levels.webui_panels.stage_colors`).
 """
 
 from __future__ import annotations
 
-CHARTS_HTML = """<!doctype html>
+import json
+
+from fourfold.levels.webui_panels import CHART_COLORS
+
+_PAGE = """<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -51,13 +59,14 @@ CHARTS_HTML = """<!doctype html>
   <div class="legend" id="legend-tps"></div><svg id="tps"></svg></div>
 <div class="chart"><h2>Stalls per second (gaps between content chunks above <span id="stall">150</span> ms) and failed requests</h2>
   <div class="legend" id="legend-stalls"></div><svg id="stalls"></svg></div>
-<div class="chart"><h2>L3 stage means (ms, cumulative over the test)</h2>
+<div class="chart" id="chart-stages" hidden><h2>L3 stage means (ms, cumulative over the test)</h2>
   <div class="legend" id="legend-stages"></div><svg id="stages"></svg></div>
-<div class="chart"><h2>Server telemetry (the sampler's rows: /metrics, nvidia-smi)</h2>
+<div class="chart" id="chart-telemetry" hidden>
+  <h2>Server telemetry (the sampler's rows: /metrics, nvidia-smi)</h2>
   <div class="legend" id="legend-telemetry"></div><svg id="telemetry"></svg></div>
 <script>
 "use strict";
-const COLORS = ["#2457c5", "#e8871e", "#c93c3c", "#3a9a5b", "#7b53c1"];
+const COLORS = __COLORS__;
 const NS = "http://www.w3.org/2000/svg";
 const sel = document.getElementById("key");
 
@@ -76,7 +85,7 @@ function niceMax(v) {
 function clock(t) { return new Date(t * 1000).toTimeString().slice(0, 8); }
 function legend(id, lines) {
   document.getElementById(id).innerHTML = lines.map((l, i) =>
-    `<span><i style="background:${COLORS[i % COLORS.length]}"></i>${l.name}</span>`).join("");
+    `<span><i style="background:${l.color || COLORS[i % COLORS.length]}"></i>${l.name}</span>`).join("");
 }
 function draw(id, xs, lines, t0) {
   const svg = document.getElementById(id);
@@ -107,8 +116,8 @@ function draw(id, xs, lines, t0) {
       d += `${pen ? "L" : "M"}${sx(xs[j]).toFixed(1)},${sy(y).toFixed(1)} `;
       pen = true;
     });
-    if (d) el("path", {d, fill: "none", stroke: COLORS[i % COLORS.length], "stroke-width": 1.8,
-                       "data-series": line.name}, svg);
+    if (d) el("path", {d, fill: "none", stroke: line.color || COLORS[i % COLORS.length],
+                       "stroke-width": 1.8, "data-series": line.name}, svg);
   });
 }
 function columns(cols) {
@@ -130,7 +139,7 @@ async function refreshLevel() {
   document.getElementById("stagebar").replaceChildren(...means.map(([name, v], i) => {
     const div = document.createElement("div");
     div.style.width = (100 * v / sum).toFixed(2) + "%";
-    div.style.background = COLORS[i % COLORS.length];
+    div.style.background = (data.stage_colors || {})[name] || COLORS[i % COLORS.length];
     div.dataset.stage = name;
     div.textContent = `${name} ${v.toFixed(1)} ms`;
     return div;
@@ -157,7 +166,10 @@ async function refresh() {
     legend("legend-tps", tps); draw("tps", s.t_s, tps, data.t0_s);
     const st = [{name: "stalls", ys: s.stalls}, {name: "failed requests", ys: s.failures}];
     legend("legend-stalls", st); draw("stalls", s.t_s, st, data.t0_s);
-    const sg = columns(data.stages);
+    for (const [name, on] of Object.entries(data.shown || {})) {   // a chart this level has nothing for: off
+      document.getElementById("chart-" + name).hidden = !on;
+    }
+    const sg = columns(data.stages).map(l => ({...l, color: (data.stage_colors || {})[l.name]}));
     legend("legend-stages", sg); draw("stages", data.stages.t_s, sg, data.t0_s);
     const tm = columns(data.telemetry);
     legend("legend-telemetry", tm); draw("telemetry", data.telemetry.t_s, tm, data.t0_s);
@@ -172,3 +184,5 @@ setInterval(refresh, 2000);
 </body>
 </html>
 """
+
+CHARTS_HTML = _PAGE.replace("__COLORS__", json.dumps(list(CHART_COLORS)))

@@ -9,8 +9,10 @@ merged LLMStats summary). One row per figure: ``{"panel", "metric", "value"}``, 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
+CHART_COLORS = ("#2457c5", "#e8871e", "#c93c3c", "#3a9a5b", "#7b53c1")     # the charts page's lines and bars
 STREAM = (("output_tps", "output tok/s", "num"), ("tpot_p50_ms", "TPOT p50 ms", "ms"),
           ("stall_rate", "stall %", "pct"), ("pulse_hz", "pulse Hz", "hz"),
           ("jitter_p50_ms", "jitter p50 ms", "ms"))
@@ -158,4 +160,17 @@ def series_columns(rows: list[dict[str, Any]], max_names: int = 8) -> dict[str, 
     return {"t_s": [r.get("t_s") for r in rows], **{n: [r.get(n) for r in rows] for n in names}}
 
 
-__all__ = ["panel_rows", "series_columns", "stage_means", "stream_rows"]
+def has_series(columns: dict[str, list[Any]]) -> bool:
+    """Whether :func:`series_columns` found anything to draw (a chart with none is left off the page:
+    L3 has no telemetry sampler, the other levels no stages)."""
+    return any(name != "t_s" for name in columns)
+
+
+def stage_colors(names: Iterable[str]) -> dict[str, str]:
+    """One colour per stage, by its place in ``names`` (the order the stages were first seen), for
+    both the stacked bar and the stage chart."""
+    return {name: CHART_COLORS[i % len(CHART_COLORS)] for i, name in enumerate(dict.fromkeys(names))}
+
+
+__all__ = ["CHART_COLORS", "has_series", "panel_rows", "series_columns", "stage_colors", "stage_means",
+           "stream_rows"]

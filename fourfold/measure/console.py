@@ -29,6 +29,12 @@ _COLUMNS = (
 _TARGET_ODDITIES = ("usage_implausible", "no_terminal_event", "unsolicited_responses")
 
 
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """A count and its noun in the right number: "1 answer", "0 answers", "2 answers" (``plural``
+    for a noun that takes no "s")."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
@@ -57,6 +63,19 @@ def token_counts_line(total: dict[str, Any], facts: dict[str, Any]) -> str:
     return line
 
 
+def left_out_line(summary: dict[str, Any]) -> str:
+    """What the table's counts leave out (``records_warmup``, ``records_cancelled`` of summary.json),
+    "" when nothing: "not counted above: 16 warm-up requests (--warmup-requests), 1 cancelled request
+    (in flight when the load generator stopped); records.jsonl holds them"."""
+    parts = []
+    warmup, cancelled = int(summary.get("records_warmup") or 0), int(summary.get("records_cancelled") or 0)
+    if warmup:
+        parts.append(f"{counted(warmup, 'warm-up request')} (--warmup-requests)")
+    if cancelled:
+        parts.append(f"{counted(cancelled, 'cancelled request')} (in flight when the load generator stopped)")
+    return f"not counted above: {', '.join(parts)}; records.jsonl holds them" if parts else ""
+
+
 def format_summary(summary: dict[str, Any]) -> str:
     """A table with one line per (level, scenario) and the Aggregated line; times in ms.
 
@@ -74,6 +93,9 @@ def format_summary(summary: dict[str, Any]) -> str:
             text = str(get(group))
             cells.append(f"{text:>{width}}" if i else f"{text:<{width}.{width}}")
         lines.append(" ".join(cells))
+    left_out = left_out_line(summary)
+    if left_out:
+        lines.append(left_out)
     if total:
         errors = {k: v for k, v in (total.get("errors") or {}).items() if k != "ok" and v}
         if errors:

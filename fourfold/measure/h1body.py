@@ -2,10 +2,15 @@
 
 :class:`RawStream` is the body :class:`~fourfold.measure.transport.RawH1Transport` hands to httpx:
 iterated by httpx (``iter_raw``), or taken whole by ``fourfold.measure.stream.send`` through
-:meth:`RawStream.read_into` (one loop, no generator step per token). Its reads come from the
-process's reactor (:mod:`fourfold.measure.reactor`: kernel receive stamps, gevent, plain HTTP) or
-from blocking ``recv`` calls (TLS, or no gevent); both are ``read() -> (perf_counter_ns, bytes)``
-functions made here. One :class:`Watchdog` per request bounds the read timeout (see its docstring).
+:meth:`RawStream.read_into`. A chunked body read through the process's reactor
+(:mod:`fourfold.measure.reactor`: kernel receive stamps; gevent, plain HTTP) is decoded in one loop
+straight off the reactor's queue (``RawStream._read_chunked``, no generator step per token); where
+``fourfold.measure._hotpath`` was built, its ``take_chunks`` takes each queued read made of whole
+chunks with content in C, and the Python loop takes the rest (torn chunks, idle pieces, the last
+chunk). Any other body goes through ``RawStream.__iter__`` and :func:`read_pieces`, reading with a
+``read() -> (perf_counter_ns, bytes)`` function made here: from the reactor's queue
+(:func:`reader_read`) or one blocking ``recv`` a piece (:func:`socket_read`: TLS, or no gevent).
+One :class:`Watchdog` per request bounds the read timeout (see its docstring).
 
 **The read timeout counts content, not bytes.** ``--read-timeout`` bounds the time from the request
 to the complete response head and to the first *content*, and the silence between content pieces.
@@ -217,13 +222,17 @@ class RawStream(httpx.SyncByteStream):
         """Read the rest of the body into ``times`` / ``payloads`` with each piece's receive time
         (see :func:`read_pieces`). A chunked body read through the reactor (the common case: an
         SSE stream over plain HTTP under gevent) takes one loop instead of the generator
-        pipeline, with the same steps in the same order."""
+        pipeline, with the same steps in the same order (:meth:`_read_chunked`)."""
         if self._reader is not None and self._framing == "chunked" and not self._complete:
             return self._read_chunked(times, payloads, max_bytes, deadline_ns)
         return read_pieces(self, times, payloads, max_bytes, deadline_ns, self.recv_ns)
 
     def _read_chunked(self, times: list[int], payloads: list[bytes], max_bytes: int, deadline_ns: int | None) -> str:
-        """:meth:`__iter__`'s chunked loop and :func:`read_pieces` fused, over the reactor's queue."""
+        """:meth:`__iter__`'s chunked loop and :func:`read_pieces` fused, over the reactor's queue.
+        Between chunks, with ``_hotpath`` built, ``take_chunks`` takes in C the queued reads made
+        of whole chunks with content (stamps, payloads, byte count, size and duration limits, the
+        watchdog's content clock) and stops at the first it cannot take, which this loop then
+        decodes."""
         reader = self._reader
         assert reader is not None
         reader.body("chunked")

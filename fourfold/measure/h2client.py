@@ -1,6 +1,6 @@
 """HTTP/2 through httpx's own transport, with the same connection facts as RawH1Transport.
 
-How httpx gets to HTTP/2 (checked against hypercorn, httpx 0.28 / httpcore 1.0):
+How httpx gets to HTTP/2 (checked against hypercorn, httpx 0.29.0 / httpcore 1.0.9):
 
 - ``https://``: ``http2=True`` offers h2 by ALPN; a server that does not take it gets HTTP/1.1.
 - ``http://``: httpx never sends an ``Upgrade: h2c``; with ``http2=True`` alone it silently speaks
@@ -26,6 +26,7 @@ from typing import Any
 import httpcore
 import httpx
 
+from fourfold.adapters.httpx import connection_pool
 from fourfold.measure.transport import ConnFacts
 
 _DEFAULT_PORTS = {b"http": 80, b"https": 443}
@@ -71,9 +72,10 @@ class TracedTransport(httpx.BaseTransport):
 
     def __init__(self, inner: httpx.HTTPTransport) -> None:
         self._inner = inner
+        self._pool = connection_pool(inner)     # httpcore's pool, made with the transport: looked up once
 
     def _has_idle_connection(self, url: httpx.URL) -> bool:
-        pool = getattr(self._inner, "_pool", None)
+        pool = self._pool
         if pool is None:
             return False
         origin = httpcore.Origin(url.raw_scheme, url.raw_host, url.port or _DEFAULT_PORTS.get(url.raw_scheme, 80))

@@ -1,11 +1,23 @@
-"""The optional C steps of the body's read and late parsing (``fourfold/measure/_hotpath.c``) and the Python
-code each one mirrors.
+"""The optional C steps of the read path (``fourfold/measure/_hotpath.c``) and the Python code each
+one mirrors, in the order a response meets them:
+
+- :data:`drain`: the reactor's poll and kernel-stamped reads with each reader's bookkeeping
+  (``Reactor.drain`` in :mod:`~fourfold.measure.reactor`); twin: the Python loop over
+  ``Reader.on_ready`` reading with ``socket.recvmsg``. Linux only.
+- :data:`take_chunks`: the queued reads of a chunked body made of whole chunks with content
+  (``RawStream._read_chunked`` in :mod:`~fourfold.measure.h1body`); twin: that loop's
+  ``ChunkedDecoder`` step, which takes every read.
+- :data:`scan_events`: after the body has ended, its split into SSE events, the content template
+  match, the strict UTF-8 decode and the crediting of each delta to its chunk
+  (``JsonEventParser.feed_chunks`` in :mod:`~fourfold.measure.dialects.jsonevents`); twin: the
+  same loop in Python.
+- :data:`offsets_ms`: the counted chunks' offsets in ms, rounded as ``round(x, 3)``; twin:
+  :func:`offsets_ms_py`.
 
 ``setup.py`` compiles ``_hotpath`` where a C compiler is found (``optional=True``: the install goes
-on without it). Where it is missing, :data:`scan_events` is None (the parser's Python loop runs),
-:data:`offsets_ms` is :func:`offsets_ms_py`, :data:`drain` and :data:`take_chunks` None (the
-reactor reads with ``socket.recvmsg``, the body loop takes every piece): same results, slower.
-``tests/unit/test_hotpath.py`` holds each C function against its Python twin.
+on without it). Where it is missing, :data:`drain`, :data:`take_chunks` and :data:`scan_events`
+are None and the Python code runs, :data:`offsets_ms` is :func:`offsets_ms_py`: same results,
+slower. ``tests/unit/test_hotpath.py`` holds each C function against its Python twin.
 """
 
 from __future__ import annotations

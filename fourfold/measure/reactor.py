@@ -6,14 +6,16 @@ it in the kernel, and every token wakes the process once. The reactor does three
 
 - **Kernel receive timestamps.** Every connection has ``SO_TIMESTAMPNS`` on (see
   :func:`enable_timestamps`): the kernel stamps each segment when it arrives, and ``recvmsg``
-  hands the stamp over with the bytes (in C where ``fourfold.measure._hotpath`` was built:
-  its ``drain`` reads without the ancillary-data tuples of ``socket.recvmsg``). A chunk's time is when it reached this host, not when a
+  hands the stamp over with the bytes. A chunk's time is when it reached this host, not when a
   busy process got round to reading it, so the client's own scheduling delay drops out of TTFT
   and ITL. (On loopback the stamp is taken inside the sender's ``send``.) Where no stamp comes
   back, the time is ``perf_counter_ns()`` right after the read.
-- **One epoll for all body sockets, drained from a hub callback.** When it is readable, one
+- **One epoll for all sockets in flight, drained from a hub callback.** When it is readable, one
   callback (no greenlet switch) reads every ready socket once and queues (time, bytes) for the
-  stream that owns it.
+  stream that owns it. Where ``fourfold.measure._hotpath`` was built, :meth:`Reactor.drain` is one
+  C call (``_hotpath.drain``: the poll, each stamped read without the ancillary-data tuples of
+  ``socket.recvmsg``, and :meth:`Reader.on_ready`'s bookkeeping on the reader's attributes, its
+  ``_wake`` / ``_ended`` called back); otherwise the Python loop calls :meth:`Reader.on_ready`.
 - **Coalesced wake-ups.** After a drain that found bytes the reactor stops watching its epoll
   and drains from a timer instead, once per libev tick (~1 ms), until a tick finds nothing;
   then it watches the epoll again. One process wake-up serves many tokens (64 streams
@@ -28,15 +30,16 @@ it in the kernel, and every token wakes the process once. The reactor does three
   (streams at a few ms per token, not a server's occasional catch-up burst), it stops waiting
   for the next window.
 
-The stream's greenlet is woken lazily: not per chunk, but when the body can have ended (a read
-that ends like a chunked body's last chunk, the announced length reached, EOF or an error), when
-more than :data:`WAKE_BYTES` are queued, or when it has not run for :data:`WAKE_EVERY_NS` (so the
-caller's size and duration limits are still checked while a stream runs). It then takes the
-queued pairs in one go.
+The stream's greenlet is woken on every read of the head, then lazily (:meth:`Reader.body`): not
+per chunk, but when the body can have ended (a read that ends like a chunked body's last chunk,
+the announced length reached, EOF or an error), when more than :data:`WAKE_BYTES` are queued, or
+when it has not run for :data:`WAKE_EVERY_NS` (so the caller's size and duration limits are still
+checked while a stream runs). It then takes the queued pairs in one go.
 
-Used by :mod:`fourfold.measure.transport` for response bodies of plain-HTTP connections when gevent has
-patched ``socket``; TLS sockets (which buffer inside ``ssl``) and other platforms keep the plain
-blocking ``recv``.
+Used by :mod:`fourfold.measure.transport` for the head and body of each response on a plain-HTTP
+connection when gevent has patched ``socket`` (the socket is registered before the request is sent);
+TLS sockets (which buffer inside ``ssl``) and platforms without epoll keep the blocking ``recv``.
+The OS socket inside gevent's comes from :func:`fourfold.adapters.gevent.os_socket`.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ import sys
 import time
 from typing import Any
 
+from fourfold.adapters.gevent import os_socket
 from fourfold.measure.native import drain as drain_native
 
 _RECV_BYTES = 65536
@@ -98,8 +102,8 @@ class Reader:
     __slots__ = ("_reactor", "fd", "_recvmsg", "_recv", "queue", "waiter", "closed", "last_ns",
                  "_queued", "_woken_ns", "_lazy", "_chunked", "_remaining")
 
-    def __init__(self, reactor: Reactor, sock: Any) -> None:
-        raw = sock._sock                       # gevent's wrapped, non-blocking OS socket
+    def __init__(self, reactor: Reactor, sock: Any, raw: Any) -> None:
+        # ``raw``: the non-blocking OS socket gevent's ``sock`` wraps (fourfold.adapters.gevent)
         self._reactor = reactor
         self.fd = sock.fileno()
         self._recvmsg = raw.recvmsg if _ANC_BYTES else None
@@ -231,8 +235,9 @@ class Reactor:
         self._timer = loop.timer(COALESCE_S)
         self._watch()
 
-    def register(self, sock: Any) -> Reader:
-        reader = Reader(self, sock)
+    def register(self, sock: Any, raw: socket.socket) -> Reader:
+        """Read ``sock`` (a gevent socket; ``raw`` the OS socket it wraps) from now on."""
+        reader = Reader(self, sock, raw)
         self._readers[reader.fd] = reader
         try:
             self._epoll.register(reader.fd, _EPOLLIN)
@@ -336,10 +341,11 @@ def _reactor() -> Reactor | None:
 def reader_for(sock: Any) -> Reader | None:
     """A :class:`Reader` that owns ``sock``'s reads from now on (the response head first, see
     :meth:`Reader.body`), or None where the reactor cannot serve it (then read the socket)."""
-    if not hasattr(sock, "_sock"):
+    raw = os_socket(sock)
+    if raw is None:                      # not a gevent socket
         return None
     reactor = _reactor()
-    return reactor.register(sock) if reactor is not None else None
+    return reactor.register(sock, raw) if reactor is not None else None
 
 
 def drain() -> None:

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from fourfold.errors import SLOSpecError
+from fourfold.measure.console import counted
 from fourfold.measure.metric_names import TELEMETRY_CANONICAL, names_where, summary_value
 from fourfold.measure.metrics import SLO_METRICS
 from fourfold.measure.record import FAILURE_CLASSES
@@ -393,11 +394,12 @@ def _similarity(slo: SLO, value: Any, scores: dict[str, Any], block: dict[str, A
     scorer = f"scored by {about.get('name') or block.get('model', '?')}, backend {about.get('backend') or '?'}"
     low, judged = scores.get("low_confidence_n") or 0, scores.get("similarity_n") or 0
     if low and low > judged:
-        return Verdict(slo, "no_data", reason=f"unjudged: {low} of {low + judged} answers are low-confidence "
+        return Verdict(slo, "no_data", reason=f"unjudged: {low} of {counted(low + judged, 'answer')} "
+                       f"{'is' if low + judged == 1 else 'are'} low-confidence "
                        f"(mostly [UNK] to the embedding model; {scorer}): a quality floor cannot pass on them")
     if value is None:
         return Verdict(slo, "no_data", reason=f"{slo.metric} is empty: no scored answer had a reference answer")
-    low_note = f"; {low} low-confidence answers left out" if low else ""
+    low_note = f"; {counted(low, 'low-confidence answer')} left out" if low else ""
     verdict = _judge(slo, value)
     return verdict if verdict.status == "no_data" else Verdict(slo, verdict.status, verdict.measured, scorer + low_note)
 

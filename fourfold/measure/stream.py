@@ -1,10 +1,34 @@
-"""Send one LLM request, timestamp every received chunk, and turn it into a RequestRecord.
+"""Send one LLM request, take its body with each piece's receive time, and turn it into a RequestRecord.
 
-The loop that reads the body does as little as possible: take ``perf_counter_ns()`` and keep the
-bytes. Parsing (SSE framing, JSON, content detection) happens after the body has ended, so the
-time a chunk spends in our parser never shifts the timestamp of the next one. Each received chunk
-is then fed to the dialect's parser in order, and the chunks that completed at least one content
-delta become the record's ``chunk_offsets_ms``.
+The read path, in order. Steps marked *C* run in ``fourfold/measure/_hotpath.c`` where it was built
+(:mod:`~fourfold.measure.native`), else in their Python twins, with the same results:
+
+1. :func:`send` first drains the process's reactor (other streams' reads waiting while this
+   greenlet ran), then sends. A plain ``httpx.Client`` over
+   :class:`~fourfold.measure.transport.RawH1Transport` hands the request to the transport itself
+   (:class:`_Direct`, which builds what ``client.stream`` would); any other client goes through
+   ``client.stream``. The transport writes the request and reads the response head.
+2. Under gevent over plain HTTP the socket is the reactor's from the request on
+   (:mod:`~fourfold.measure.reactor`): a hub callback polls one epoll for every socket in flight
+   and reads each ready one with the kernel's receive stamp (``SO_TIMESTAMPNS``), queuing
+   ``(stamp, bytes)`` for its stream (*C*: ``_hotpath.drain``; Python: ``Reader.on_ready`` with
+   ``socket.recvmsg``). The stream's greenlet is woken when its body can have ended, not per read.
+3. RawH1Transport's body is taken whole by ``RawStream.read_into``
+   (:mod:`~fourfold.measure.h1body`). A chunked body from the reactor is decoded in one loop over
+   the queued reads (*C*: ``_hotpath.take_chunks`` takes each read made of whole chunks with
+   content; torn chunks, idle pieces and the end stay in Python). Other framings iterate the stream,
+   over the reactor's queue too; with TLS or without gevent each piece is one blocking ``recv``,
+   stamped with ``perf_counter_ns()`` after it returns. httpx's own transports (``--http2``):
+   ``iter_raw`` pieces, stamped as they come out. Size, duration and the read timeout (content, not
+   bytes) are checked as the pieces arrive; no SSE or JSON is parsed yet, so parsing never delays
+   the next piece's stamp.
+4. After the body has ended, a ``Content-Encoding`` is undone, the reactor is drained again and
+   the pieces go to the dialect's parser: the whole-body fast path when it takes the body
+   (``JsonEventParser.feed_chunks``; *C*: ``_hotpath.scan_events`` splits the events, matches the
+   stream's content template and credits each delta to the piece that completed it), else
+   ``feed`` piece by piece, yielding to the hub every 32 pieces. The pieces that completed at
+   least one content delta become the record's ``chunk_offsets_ms`` (*C*: ``_hotpath.offsets_ms``
+   in the fast path).
 
 Every outcome is data: the function never raises for anything the server does. Exactly one error
 class ends up in ``record.error_class`` (see :mod:`fourfold.measure.record`).
@@ -19,6 +43,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from fourfold.adapters.httpx import break_stream_cycle, direct_transport, merge_url, transport_stream
 from fourfold.measure.dialects.base import Dialect, HttpRequest
 from fourfold.measure.encoding import IDENTITY, decode_pieces
 from fourfold.measure.h1wire import MalformedResponse
@@ -122,8 +147,8 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
                 record.extra["content_type"] = secrets.scrub(content_type)[:100]   # e.g. an HTML error page
             max_bytes = limits.max_response_bytes
             deadline = t0 + int(limits.max_duration_s * 1e9) if limits.max_duration_s else None
-            # httpx wraps the transport's stream (BoundSyncStream._stream); RawH1Transport's has read_into
-            raw_stream = getattr(response.stream, "_stream", response.stream) if facts is not None else None
+            # the transport's own stream, under the one httpx wraps round it; RawH1Transport's has read_into
+            raw_stream = transport_stream(response) if facts is not None else None
             read_into = getattr(raw_stream, "read_into", None)
             if read_into is not None:       # RawH1Transport: the whole body in one loop, receive-stamped
                 response.is_stream_consumed = True      # (what iter_raw would mark; close() comes with the block)
@@ -155,7 +180,7 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
         secrets.scrub_record(record)      # the caller keeps it as cancelled: headers may have been read
         raise
     if response is not None:
-        _break_cycle(response)
+        break_stream_cycle(response)      # the with block closed the stream: frees the response by refcount
     trailing = getattr(raw_stream, "trailing", b"")    # RawH1Transport: bytes after the body's end
     if trailing:
         record.extra[UNSOLICITED] = len(trailing)
@@ -178,13 +203,9 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
 def _direct_transport(client: httpx.Client) -> RawH1Transport | None:
     """The client's RawH1Transport when the client itself would add nothing to a request: no auth,
     no event hooks, no mounted transports, no cookies stored. ``client.stream`` then costs ~75 µs
-    per request of auth, redirect and cookie machinery that does nothing (:class:`_Direct`)."""
-    transport = getattr(client, "_transport", None)
-    if (type(transport) is not RawH1Transport or type(client) is not httpx.Client or client.is_closed
-            or client.auth is not None or getattr(client, "_mounts", True) or client.params or client.follow_redirects
-            or client.event_hooks["request"] or client.event_hooks["response"] or client.cookies.jar):
-        return None
-    return transport
+    per request of auth, redirect and cookie machinery that does nothing (:class:`_Direct`).
+    What "adds nothing" means is httpx's business: :func:`fourfold.adapters.httpx.direct_transport`."""
+    return direct_transport(client, RawH1Transport)
 
 
 class _Direct:
@@ -223,26 +244,15 @@ _JOINED: dict[tuple[str, str], httpx.URL] = {}
 
 
 def _joined_url(client: httpx.Client, path: str) -> httpx.URL:
-    """``client._merge_url(path)`` (base_url + path), kept per base URL and path."""
+    """``base_url`` + ``path`` as httpx joins them (:func:`fourfold.adapters.httpx.merge_url`), kept per
+    base URL and path."""
     key = (str(client.base_url), path)
     url = _JOINED.get(key)
     if url is None:
         if len(_JOINED) > 1024:
             _JOINED.clear()
-        url = _JOINED[key] = client._merge_url(path)
+        url = _JOINED[key] = merge_url(client, path)
     return url
-
-
-def _break_cycle(response: httpx.Response) -> None:
-    """httpx's streamed Response and its BoundSyncStream point at each other, so every request left
-    ~33 objects (the request, its URL, headers, the response) for the cyclic garbage collector; at
-    256 streams that garbage made a full collection every few seconds that held the hub 30-100 ms,
-    and the streams' reads merged meanwhile (a first token stamped with a later token's arrival).
-    Once the body is read (the ``with`` block closed the stream) nothing needs the back reference:
-    dropping it frees the lot by reference counting."""
-    stream = response.stream
-    if getattr(stream, "_response", None) is response:
-        stream._response = None  # type: ignore[union-attr]
 
 
 def _read_headers(headers: httpx.Headers, record: RequestRecord, secrets: Secrets = NO_SECRETS) -> None:

@@ -4,8 +4,14 @@ httpx's default transport (httpcore + h11) costs about 130 µs of CPU per receiv
 gevent on this machine; a plain socket loop costs about 38 µs (``docs/architecture.md``). At
 thousands of tokens per second that difference *is* the client's queueing delay, which lands in
 every TTFT and ITL it measures. This transport keeps httpx's API (``Client``, auth, headers,
-``MockTransport`` for unit tests) and replaces the wire layer with a socket loop that does one
-``recv`` per iteration and decodes chunked framing with ``bytes.find``.
+``MockTransport`` for unit tests) and replaces the wire layer: its own keep-alive pool, the request
+written with one ``sendall`` (head and body apart past 64 KiB), and the response read with each
+piece's receive time. Under gevent over plain HTTP on Linux the socket is handed to the process's
+reactor before the request is sent (:mod:`~fourfold.measure.reactor`: one epoll, kernel-stamped
+reads from a hub callback, in C where ``_hotpath`` was built), so the head and the body come as
+queued ``(stamp, bytes)`` pairs; over TLS, elsewhere or without gevent each read is one blocking
+``recv``. Chunked framing is decoded incrementally (:class:`~fourfold.measure.h1wire.ChunkedDecoder`;
+whole chunks in C, ``_hotpath.take_chunks``).
 
 Connection facts go into ``response.extensions["fourfold"]`` as :class:`ConnFacts`: whether the
 connection was reused, how long connecting took, and ``t_start_ns`` (``perf_counter_ns`` when the

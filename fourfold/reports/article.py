@@ -24,18 +24,24 @@ in the metric's unit) next to the article's, "within 2x" when it has the same si
 half and twice the article's.
 
 :func:`render_markdown` and :func:`render_html` draw the same table; every cell is escaped.
+:func:`render_terminal` draws a compact one for the terminal (effect, level, Δ, verdict, direction,
+magnitude; reasons in a few words), its columns fitted to a width (160 by default) and cells that
+would not fit cut with "…": ``report.md`` and ``report.html`` keep the whole table.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import html
+import re
+import textwrap
+import unicodedata
 from dataclasses import dataclass
 
 from fourfold.reports.compare import BETTER, NA, ONE_RUN, TOO_FEW, WORSE, Row
 from fourfold.reports.glossary import fmt_ci, fmt_delta, fmt_value, verdict_text
 
-__all__ = ["CLAIMS", "Claim", "Finding", "check_rows", "render_html", "render_markdown"]
+__all__ = ["CLAIMS", "Claim", "Finding", "check_rows", "render_html", "render_markdown", "render_terminal"]
 
 UP, DOWN, EQUAL = "up", "down", "about equal"
 REPRODUCED, NOT_REPRODUCED, NOT_MEASURED = "reproduced", "not reproduced", "not measured"
@@ -253,3 +259,98 @@ def render_html(findings: list[Finding]) -> str:
     return ("<h2>Article check</h2>\n" + f"<p>{e(INTRO).replace('*', '')}</p>\n<table><tr>"
             + "".join(f"<th>{e(h)}</th>" for h in HEADER) + "</tr>\n" + "\n".join(rows) + "\n</table>\n"
             + f"<p>{e(summary_line(findings))}</p>")
+
+
+# ---- the terminal's compact table ----
+TERMINAL_WIDTH = 160
+COMPACT_HEADER = ("effect", "level", "Δ [95% CI]", "verdict", "direction", "magnitude")
+# columns shrink to these widths first: a Δ with its CI, "not reproduced: inconclusive"
+_COMPACT_MIN = (18, 13, 24, 15, 28, 13)
+_COMPACT_RIGHT = {2}                         # right-aligned columns (numbers)
+_PARENTHESES = re.compile(r" ?\([^()]*\)")
+
+
+def _without_parentheses(text: str) -> str:
+    """``text`` without its parenthesised asides, nested ones included."""
+    while True:
+        shorter = _PARENTHESES.sub("", text)
+        if shorter == text:
+            return text.strip()
+        text = shorter
+
+
+def brief_why(why: str) -> str:
+    """A finding's reason in a few words: "direction: worse, up" -> "worse, up", "inconclusive (better
+    alone (p 0.01), not after Holm ...)" -> "inconclusive", "non-inferior: CI low +0.021 > −0.03" ->
+    "non-inferior" (the verdict and Δ columns beside it say the rest)."""
+    text = _without_parentheses(why.removeprefix("direction: "))
+    return text.split(": ")[0]
+
+
+def compact_cells(finding: Finding) -> list[str]:
+    """The terminal table's cells for one finding (see :data:`COMPACT_HEADER`)."""
+    claim, row = finding.claim, finding.row
+    why = brief_why(finding.why)
+    direction = f"{finding.outcome}: {why}" if why else finding.outcome
+    effect = _without_parentheses(claim.effect)
+    if row is None:            # its why names every metric pattern tried
+        return [effect, "/".join(claim.levels), "-", "-", f"{NOT_MEASURED}: no row", "-"]
+    ci = fmt_ci(row.ci_low, row.ci_high, row.unit)
+    delta = fmt_delta(row.delta, row.unit) + ("" if ci == "-" else f" {ci}")
+    return [effect, row.group, delta, verdict_text(row), direction, magnitude(claim, row)]
+
+
+def display_width(text: str) -> int:
+    """Columns ``text`` takes on a terminal: wide characters (✅, ❌, CJK) two, combining marks none."""
+    return sum(0 if unicodedata.combining(ch) or ch == "\ufe0f"
+               else 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1 for ch in text)
+
+
+def clip(text: str, width: int) -> str:
+    """``text`` cut to ``width`` columns, "…" standing for what was cut."""
+    if display_width(text) <= width:
+        return text
+    kept = ""
+    for ch in text:
+        if display_width(kept + ch) > width - 1:
+            break
+        kept += ch
+    return kept.rstrip() + "…"
+
+
+def fit_widths(natural: list[int], minimum: list[int], budget: int) -> list[int]:
+    """Column widths summing to at most ``budget`` where it can be done at one column each: the natural
+    widths, shrunk one column at a time where they exceed their minimum the most; below the minimums
+    (a narrow terminal), the widest column first."""
+    widths = list(natural)
+    floors = [min(n, m) for n, m in zip(natural, minimum, strict=True)]
+    while sum(widths) > budget and max(widths) > 1:
+        excess = [w - f for w, f in zip(widths, floors, strict=True)]
+        pick = excess if max(excess) > 0 else widths
+        widths[pick.index(max(pick))] -= 1
+    return widths
+
+
+def render_terminal(findings: list[Finding], width: int = TERMINAL_WIDTH) -> str:
+    """The article check for a terminal: an aligned pipe table of :func:`compact_cells`, no line wider
+    than ``width`` columns (the whole table: ``report.md``, ``report.html``)."""
+    rows = [compact_cells(f) for f in findings]
+    columns = zip(COMPACT_HEADER, *rows, strict=True)
+    natural = [max(display_width(cell) for cell in column) for column in columns]
+    widths = fit_widths(natural, list(_COMPACT_MIN), width - (3 * len(COMPACT_HEADER) + 1))
+
+    def line(cells: list[str] | tuple[str, ...]) -> str:
+        padded = []
+        for i, (cell, column_width) in enumerate(zip(cells, widths, strict=True)):
+            text = clip(cell.replace("\n", " "), column_width)
+            pad = " " * (column_width - display_width(text))
+            padded.append(pad + text if i in _COMPACT_RIGHT else text + pad)
+        return "| " + " | ".join(padded) + " |"
+
+    rule = "|" + "|".join(("-" * (w + 1) + ":") if i in _COMPACT_RIGHT else "-" * (w + 2)
+                          for i, w in enumerate(widths)) + "|"
+    summary = summary_line(findings)
+    return "\n".join(["## Article check", "", line(COMPACT_HEADER), rule, *map(line, rows), "",
+                      textwrap.fill(summary, width),
+                      "(the whole table, with the article's figures: report.md, report.html)"])
+

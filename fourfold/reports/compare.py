@@ -67,7 +67,15 @@ from fourfold.reports.estimators import (
     telemetry_max,
     telemetry_mean,
 )
-from fourfold.reports.replication import SideValue, Spread, combine, difference, lend_between, runs_needed
+from fourfold.reports.replication import (
+    SideValue,
+    Spread,
+    combine,
+    difference,
+    lend_between,
+    paired_difference,
+    runs_needed,
+)
 from fourfold.reports.sample import (
     BETTER,
     DEFAULT_GATE,
@@ -180,10 +188,13 @@ def _pooled_items(runs: list[GroupSample]) -> GroupSample:
 
 
 def compare_groups(group: str, baseline: GroupSample | Sequence[GroupSample],
-                   candidate: GroupSample | Sequence[GroupSample], settings: Settings = DEFAULT_SETTINGS) -> list[Row]:
+                   candidate: GroupSample | Sequence[GroupSample], settings: Settings = DEFAULT_SETTINGS,
+                   matched: bool = False) -> list[Row]:
     """Every metric of one group with data on a side: METRICS, then :func:`error_class_metrics`, then
-    :func:`telemetry_metrics`. Each side is one run's sample or a list of them (one per run); the
-    verdicts are those of each row alone (:func:`adjust` corrects them for the number of rows)."""
+    :func:`telemetry_metrics`. Each side is one run's sample or a list of them (one per run);
+    ``matched``: the two lists are matched pairs of runs, in pair order (the same seed, run back to
+    back: :func:`fourfold.reports.replication.paired_difference`). The verdicts are those of each row
+    alone (:func:`adjust` corrects them for the number of rows)."""
     base, cand = _runs(baseline), _runs(candidate)
     if not base:
         base = [GroupSample()]
@@ -191,14 +202,14 @@ def compare_groups(group: str, baseline: GroupSample | Sequence[GroupSample],
         cand = [GroupSample()]
     rows = []
     for metric in (*METRICS, *error_class_metrics(base, cand), *telemetry_metrics(base, cand)):
-        row = _row(group, metric, base, cand, bs.row_rng(settings.seed, group, metric.key), settings)
+        row = _row(group, metric, base, cand, bs.row_rng(settings.seed, group, metric.key), settings, matched)
         if row is not None:
             rows.append(row)
     return rows
 
 
 def _row(group: str, metric: Metric, base: list[GroupSample], cand: list[GroupSample],
-         rng: np.random.Generator, s: Settings) -> Row | None:
+         rng: np.random.Generator, s: Settings, matched: bool = False) -> Row | None:
     label = metric.label
     if metric.key == "output_tps" and len(base) == len(cand) == 1 and per_user(base[0], cand[0]):
         label = f"output tokens/s per user ({base[0].users} vs {cand[0].users} users)"
@@ -240,7 +251,10 @@ def _row(group: str, metric: Metric, base: list[GroupSample], cand: list[GroupSa
     if few:
         return row(Decision(TOO_FEW, None, None, None), test, few)
     side_b, side_c = lend_between(side_b, side_c), lend_between(side_c, side_b)
-    diff = difference(side_b, side_c)
+    by_pair = paired_difference(spreads_b, spreads_c) if matched and len(spreads_b) == len(spreads_c) else None
+    if by_pair is not None:
+        test = f"{len(spreads_b)} matched pairs of runs: paired t"
+    diff = by_pair or difference(side_b, side_c)
     if diff is None:
         why = next((x.no_interval for x in (*spreads_b, *spreads_c) if x.no_interval), "")
         return row(Decision(TOO_FEW, None, None, None), test, why or "too few blocks of requests for an interval")
@@ -284,7 +298,7 @@ def adjust(rows: list[Row], alpha: float) -> list[Row]:
                  and r.verdict in (BETTER, WORSE, EQUIVALENT, INCONCLUSIVE)]
         if not index:
             continue
-        adjusted = correct([1.0 if out[i].p_value is None else out[i].p_value for i in index])
+        adjusted = correct([float(out[i].p_value or 0.0) for i in index])     # (index: rows with a p)
         for i, p in zip(index, adjusted, strict=True):
             r = out[i]
             changes: dict[str, object] = {"p_adjusted": p}

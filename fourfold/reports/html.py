@@ -39,9 +39,11 @@ from fourfold.reports.load import RunData, group_names
 from fourfold.reports.report import Report, Side
 from fourfold.reports.scores import scoring_notes
 
-__all__ = ["render_html", "waveform_records"]
+__all__ = ["code_spans", "render_html", "waveform_records"]
 
 ANSWER_PREVIEW_CHARS = 4000
+WAVEFORM_NOTE = ("Each side in its colour of the plots above; filled: its typical request (median E2E), "
+                 "dashed outline: its worst (most stalls, then longest E2E).")
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:72rem;color:#222;
 padding:0 1rem}
@@ -59,10 +61,20 @@ def e(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
+def code_spans(text: str) -> str:
+    """``text`` escaped, its Markdown code spans (```name```) as ``<code>`` elements: the metric
+    definitions are written for docs/metrics.md. A backtick without its pair stays as it is."""
+    parts = text.split("`")
+    if len(parts) % 2 == 0:                     # an odd number of backticks: the last one has no pair
+        parts[-2:] = [parts[-2] + "`" + parts[-1]]
+    return "".join(f"<code>{e(part)}</code>" if i % 2 else e(part) for i, part in enumerate(parts))
+
+
 @dataclass
 class PickedRecord:
     title: str
     record: dict[str, Any]
+    worst: bool = False             # the worst request; False: the typical one
 
 
 def _rows_html(rows: list[Row]) -> str:
@@ -121,6 +133,7 @@ def waveform_records(side: Side, group: str) -> list[PickedRecord]:
     bounds = np.cumsum([0] + [rows.size for _, rows in candidates])
     picked = []
     for title, index in (("typical (median E2E)", typical), ("worst (most stalls, then longest E2E)", worst)):
+        is_worst = title.startswith("worst")
         which = int(np.searchsorted(bounds, index, side="right")) - 1
         run, rows = candidates[which]
         row = run.records.iloc[int(rows[index - bounds[which]])]
@@ -128,26 +141,33 @@ def waveform_records(side: Side, group: str) -> list[PickedRecord]:
         if record is not None:
             stall_count = int(row["stalls"])
             picked.append(PickedRecord(f"{side.label}: {title}, E2E {row['e2e_ms']:.0f} ms, {stall_count} stall(s), "
-                                       f"item {row['item_id']}", record))
+                                       f"item {row['item_id']}", record, is_worst))
         if typical == worst:
             break
     return picked
 
 
 def _waveforms(report: Report, group: str) -> str:
+    """Per side its typical and worst request, in the side's colour of the plots above (filled:
+    typical, dashed: worst), and their answers."""
     parts = []
-    for side in report.sides:
+    plotted = [side for side in report.sides if group in side.groups]       # in the plots' order
+    for index, side in enumerate(report.sides):
         picked = waveform_records(side, group)
         if not picked:
             continue
-        waves = [plots.Waveform(p.title, p.record.get("chunk_offsets_ms") or [], int(p.record.get("output_tokens") or 0))
-                 for p in picked]
-        parts.append(_img(plots.waveform_plot(f"stream waveform: {side.label}", waves),
+        order = next((i for i, other in enumerate(plotted) if other is side), index)
+        waves = [plots.Waveform(p.title, p.record.get("chunk_offsets_ms") or [],
+                                int(p.record.get("output_tokens") or 0), p.worst) for p in picked]
+        color = plots.COLORS[order % len(plots.COLORS)]
+        parts.append(_img(plots.waveform_plot(f"stream waveform: {side.label}", waves, color),
                           f"stream waveform of {side.label}"))
         for p in picked:
             text = str(p.record.get("text") or "")
             shown = text[:ANSWER_PREVIEW_CHARS] + ("…" if len(text) > ANSWER_PREVIEW_CHARS else "")
             parts.append(f"<details><summary>answer: {e(p.title)}</summary><pre>{e(shown)}</pre></details>")
+    if parts:
+        parts.insert(0, f'<p class="note">{WAVEFORM_NOTE}</p>')
     return "\n".join(parts)
 
 
@@ -218,7 +238,7 @@ def render_html(report: Report) -> str:
     body.append(f"<h2>Metric definitions</h2><p>One definition per metric in <code>{METRICS_DOC}</code>; the "
                 "names vLLM's <code>bench serve</code> and NVIDIA AIPerf use for it:</p><table><tr><th>fourfold</th>"
                 "<th>definition</th><th>vLLM</th><th>AIPerf</th></tr>"
-                + "".join(f"<tr><td><code>{e(n)}</code></td><td>{e(d)}</td><td>{e(v)}</td><td>{e(a)}</td></tr>"
-                          for n, d, v, a in DEFINITIONS) + "</table>")
+                + "".join(f"<tr><td><code>{e(n)}</code></td><td>{code_spans(d)}</td><td>{code_spans(v)}</td>"
+                          f"<td>{code_spans(a)}</td></tr>" for n, d, v, a in DEFINITIONS) + "</table>")
     return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>fourfold comparison</title>"
             f"<style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")

@@ -19,8 +19,8 @@ from fourfold.measure.histogram import bucket_values
 from fourfold.measure.rhythm import WAVEFORM_INTERVAL_MS, waveform
 from fourfold.reports.compare import GroupSample
 
-__all__ = ["CDF_POINTS", "Series", "Waveform", "cdf_plot", "itl_plot", "similarity_plot", "tokens_plot",
-           "waveform_plot"]
+__all__ = ["CDF_POINTS", "COLORS", "WAVEFORM_LEGEND", "Series", "Waveform", "cdf_plot", "itl_plot",
+           "similarity_plot", "tokens_plot", "waveform_plot"]
 
 CDF_POINTS = 2000
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
@@ -37,6 +37,10 @@ class Waveform:
     title: str
     offsets_ms: Sequence[float]
     output_tokens: int
+    worst: bool = False             # the worst request (dashed outline) rather than the typical one (filled)
+
+
+WAVEFORM_LEGEND = {False: "typical request (filled)", True: "worst request (dashed)"}
 
 
 def text(value: str) -> str:
@@ -146,20 +150,26 @@ def similarity_plot(title: str, series: list[Series]) -> str | None:
     return _data_uri(fig)
 
 
-def waveform_plot(title: str, waves: list[Waveform]) -> str | None:
+def waveform_plot(title: str, waves: list[Waveform], color: str = COLORS[0]) -> str | None:
     """One panel per stream: tokens per 50 ms interval against time since the request was sent
-    (:func:`fourfold.measure.rhythm.waveform`)."""
+    (:func:`fourfold.measure.rhythm.waveform`), all in the side's ``color`` (the one its series has
+    in the other plots): the typical request filled, the worst one a dashed outline, each labelled
+    in its panel's legend (:data:`WAVEFORM_LEGEND`)."""
     if not waves:
         return None
     plt = _pyplot()
     fig, axes = plt.subplots(len(waves), 1, figsize=(6.4, 1.5 * len(waves) + 0.6), squeeze=False)
-    for i, (ax, wave) in enumerate(zip(axes[:, 0], waves)):
+    for ax, wave in zip(axes[:, 0], waves, strict=True):
         counts, edges = waveform(wave.offsets_ms, wave.output_tokens)
-        ax.stairs(counts, edges, fill=True, color=COLORS[i % len(COLORS)], alpha=0.8)
+        if wave.worst:
+            ax.stairs(counts, edges, color=color, linestyle="--", linewidth=1.4, label=WAVEFORM_LEGEND[True])
+        else:
+            ax.stairs(counts, edges, fill=True, color=color, alpha=0.8, label=WAVEFORM_LEGEND[False])
         ax.set_title(text(wave.title), fontsize=8)
         ax.set_ylabel(f"tok/{WAVEFORM_INTERVAL_MS:.0f} ms", fontsize=7)
         ax.tick_params(labelsize=7)
         ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, loc="upper right")
     axes[-1, 0].set_xlabel("ms since the request was sent", fontsize=8)
     fig.suptitle(text(title), fontsize=10)
     fig.tight_layout()

@@ -38,7 +38,7 @@ from fourfold.reports import bootstrap as bs
 from fourfold.reports.verdict import t_quantile
 
 __all__ = ["MAX_BLOCKS", "MIN_BLOCKS", "MIN_TAIL", "Difference", "SideValue", "Spread", "block_ids", "combine",
-           "difference", "lend_between", "per_block", "quantile_spread", "ratio_spread", "runs_needed",
+           "difference", "lend_between", "paired_difference", "per_block", "quantile_spread", "ratio_spread", "runs_needed",
            "sorted_with_blocks", "too_few_for_quantile"]
 
 MIN_BLOCKS = 10        # fewer blocks than this: no within-run variance (a bootstrap of 5 blocks says little)
@@ -204,6 +204,27 @@ def difference(baseline: SideValue, candidate: SideValue) -> Difference | None:
     parts = sum(v * v / d for v, d in ((vb, baseline.df), (vc, candidate.df)) if v > 0 and math.isfinite(d))
     df = (vb + vc) ** 2 / parts if parts > 0 else math.inf
     return Difference(candidate.value - baseline.value, se, df)
+
+
+def paired_difference(baseline: Sequence[Spread], candidate: Sequence[Spread]) -> Difference | None:
+    """candidate - baseline over matched pairs of runs (the same seed: the same requests in the same order,
+    run back to back by ``fourfold repeat``): the mean of the per-pair differences, their variance over
+    the pairs with ``k - 1`` degrees of freedom, floored as :func:`combine` floors a side (a pair's
+    within-run variance, the blocks' degrees of freedom when the floor holds). The request mix and a
+    drift of the machine that both runs of a pair share cancel out. None without two complete pairs."""
+    pairs = [(b, c) for b, c in zip(baseline, candidate, strict=True)
+             if b.value is not None and c.value is not None and math.isfinite(b.value) and math.isfinite(c.value)]
+    if len(pairs) < 2 or len(pairs) != len(baseline):
+        return None
+    k = len(pairs)
+    d = np.array([c.value - b.value for b, c in pairs], dtype=np.float64)   # type: ignore[operator]
+    s2 = float(d.var(ddof=1))
+    within = [w for b, c in pairs for w in (b.within_var, c.within_var) if w is not None]
+    floor = 2 * float(np.mean(within)) if len(within) == 2 * k else None     # a pair's: two runs' within
+    if floor is not None and s2 <= floor:
+        blocks = float(sum(max(x.blocks - 1, 1) for b, c in pairs for x in (b, c))) or math.inf
+        return Difference(float(d.mean()), math.sqrt(floor / k), blocks)
+    return Difference(float(d.mean()), math.sqrt(s2 / k), k - 1)
 
 
 def runs_needed(effect: float, band: float, per_run_var: float, alpha: float, power: float = 0.8,

@@ -119,8 +119,15 @@ def build_report(baseline: Side, candidates: list[Side], settings: Settings = DE
     comparisons = []
     for candidate in candidates:
         rows: list[Row] = []
+        pairs = matched_runs(baseline, candidate)
         for name in sorted(baseline.groups.keys() | candidate.groups.keys()):
-            rows.extend(compare_groups(name, baseline.runs_of(name), candidate.runs_of(name), settings))
+            in_pairs = [(baseline.run_groups[b][name], candidate.run_groups[c][name]) for b, c in pairs or ()
+                        if name in baseline.run_groups[b] and name in candidate.run_groups[c]]
+            if len(in_pairs) >= 2:
+                rows.extend(compare_groups(name, [b for b, _ in in_pairs], [c for _, c in in_pairs], settings,
+                                           matched=True))
+            else:
+                rows.extend(compare_groups(name, baseline.runs_of(name), candidate.runs_of(name), settings))
         comparisons.append(Comparison(baseline, candidate, adjust(rows, settings.alpha)))
     notes = verdict_notes(comparisons, settings)
     if slo:
@@ -162,6 +169,30 @@ def _check_comparable(report: Report) -> None:
             if run.path not in seen:
                 seen.add(run.path)
                 report.warnings += health_notes(f"{side.label} ({run.path.name})", run.summary)
+
+
+def matched_runs(baseline: Side, candidate: Side) -> list[tuple[int, int]] | None:
+    """(baseline run, candidate run) index pairs when the two sides' runs match one to one by level and
+    seed (``fourfold repeat`` and the demo give both runs of a repetition one seed: the same requests in
+    the same order, run back to back); None when they do not (another count, a seed twice on a side, an
+    A/B arm, a run without a seed)."""
+    if baseline.variant or candidate.variant or len(baseline.runs) != len(candidate.runs) or len(baseline.runs) < 2:
+        return None
+
+    def keys(side: Side) -> list[tuple[str, int]] | None:
+        out = []
+        for run in side.runs:
+            settings = run.meta.get("settings")
+            seed = settings.get("seed") if isinstance(settings, dict) else None
+            if not isinstance(seed, int) or isinstance(seed, bool):
+                return None
+            out.append((str(run.meta.get("level") or ""), seed))
+        return out if len(set(out)) == len(out) else None
+
+    kb, kc = keys(baseline), keys(candidate)
+    if kb is None or kc is None or set(kb) != set(kc):
+        return None
+    return [(i, kc.index(key)) for i, key in enumerate(kb)]
 
 
 def _shown(side: Side, groups: dict[str, GroupSample]) -> dict[str, GroupSample]:

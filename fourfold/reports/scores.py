@@ -26,6 +26,7 @@ import orjson
 import pandas as pd
 
 from fourfold.errors import RunDirError
+from fourfold.measure.console import counted
 from fourfold.reports.cache import CachedScores
 from fourfold.reports.records import loads_or_none
 
@@ -144,10 +145,11 @@ def scoring_notes(runs: list[Any]) -> list[str]:
         total = quality.get("total") if isinstance(quality, dict) else None
         if not isinstance(quality, dict) or not isinstance(total, dict) or not total.get("low_confidence_n"):
             continue
-        f1 = total.get("char_f1_mean")
-        notes.append(f"{run.label}: {total['low_confidence_n']} of {total.get('n', '?')} answers are low-confidence "
+        f1, n, f1_n = total.get("char_f1_mean"), total.get("n"), total.get("char_f1_n") or 0
+        of_n = f"{counted(n, 'answer')} {'is' if n == 1 else 'are'}" if isinstance(n, int) else "? are"
+        notes.append(f"{run.label}: {total['low_confidence_n']} of {of_n} low-confidence "
                      f"(more than {quality.get('unk_threshold', 0.2):.0%} of their word pieces are [UNK] to the "
                      "embedding model): their similarity is left out of every similarity figure"
-                     + (f"; character-bigram F1 mean {f1:.3f} over {total.get('char_f1_n')} answers"
+                     + (f"; character-bigram F1 mean {f1:.3f} over {counted(f1_n, 'answer')}"
                         if isinstance(f1, (int, float)) else ""))
     return notes

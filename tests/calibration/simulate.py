@@ -25,6 +25,7 @@ from fourfold.reports.replication import block_ids
 from fourfold.reports.verdict import BETTER, WORSE
 
 ITEMS = 60
+PAIR_SHARE = 0.95     # matched pairs: the share of the between-run variance both runs of a pair have in common
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,8 @@ class Version:
 # QUIET (a dedicated, steady server: ~1.5 %)
 NOISY = Version()
 QUIET = Version(between_cv=0.01, within_sd=0.15, coupling=0.5)
+# DRIFTING: runs differ mostly by what a pair shares (its requests' mix, the machine's state): ~7 % between runs
+DRIFTING = Version(between_cv=0.05, within_sd=0.15, coupling=0.5)
 
 
 def _ar1(n: int, rho: float, rng: np.random.Generator) -> np.ndarray:
@@ -60,9 +63,13 @@ def _ar1(n: int, rho: float, rng: np.random.Generator) -> np.ndarray:
     return out
 
 
-def simulate_run(v: Version, rng: np.random.Generator, item_levels: np.ndarray) -> GroupSample:
+def simulate_run(v: Version, rng: np.random.Generator, item_levels: np.ndarray,
+                 shared_shift: float | None = None) -> GroupSample:
+    """One run; ``shared_shift``: the part of its shift it shares with its pair (the same requests, run
+    back to back), the rest drawn for this run alone."""
     n = v.requests
-    shift = rng.normal(0.0, v.between_cv)
+    shift = (rng.normal(0.0, v.between_cv) if shared_shift is None
+             else shared_shift + rng.normal(0.0, v.between_cv * math.sqrt(1 - PAIR_SHARE)))
     ttft = v.ttft_ms * np.exp(shift + v.within_sd * _ar1(n, v.coupling, rng))
     tpot = v.tpot_ms * np.exp(shift + 0.5 * v.within_sd * _ar1(n, v.coupling, rng))
     e2e = ttft + (v.tokens - 1) * tpot
@@ -102,9 +109,16 @@ def simulate_run(v: Version, rng: np.random.Generator, item_levels: np.ndarray) 
 
 
 def compare_versions(baseline: Version, candidate: Version, runs: int, rng: np.random.Generator,
-                     settings: Settings, *, runs_candidate: int | None = None) -> list[Row]:
-    """One comparison, as fourfold compare makes it: ``runs`` simulated runs a side, the rows adjusted."""
+                     settings: Settings, *, runs_candidate: int | None = None, matched: bool = False) -> list[Row]:
+    """One comparison, as fourfold compare makes it: ``runs`` simulated runs a side, the rows adjusted;
+    ``matched``: run in pairs that share most of their shift (fourfold repeat's seed-matched ABBA pairs),
+    compared pair by pair."""
     item_levels = rng.uniform(0.6, 0.9, ITEMS)     # the dataset: the same items on both sides
+    if matched:
+        shared = [rng.normal(0.0, baseline.between_cv * np.sqrt(PAIR_SHARE)) for _ in range(runs)]
+        base = [simulate_run(baseline, rng, item_levels, shift) for shift in shared]
+        cand = [simulate_run(candidate, rng, item_levels, shift) for shift in shared]
+        return adjust(compare_groups("l1:sim", base, cand, settings, matched=True), settings.alpha)
     base = [simulate_run(baseline, rng, item_levels) for _ in range(runs)]
     cand = [simulate_run(candidate, rng, item_levels) for _ in range(runs_candidate or runs)]
     return adjust(compare_groups("l1:sim", base, cand, settings), settings.alpha)

@@ -56,7 +56,7 @@ def test_chinese_answers_are_low_confidence(tmp_path: Path) -> None:
     assert "low-confidence: 1 of 2 answers" in format_quality(result)
     summary = json.loads((run_dir / "summary.json").read_text())
     verdict, = evaluate(parse_spec("similarity_mean>=0.9"), summary)
-    assert verdict.status == "pass" and "1 low-confidence answers left out" in verdict.message
+    assert verdict.status == "pass" and "1 low-confidence answer left out" in verdict.message
     # a threshold of 1.0 trusts every answer
     result = score_run(run_dir, TokenizedHashEmbedder(), progress=False, unk_threshold=1.0)
     assert result.quality["total"]["low_confidence_n"] == 0 and result.quality["total"]["similarity_n"] == 2
@@ -79,7 +79,7 @@ def test_cli_unk_threshold_and_bad_embed_model(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr(runscore, "make_embedder", lambda **kwargs: TokenizedHashEmbedder())
     run_dir = _run(tmp_path, [("zh-sleep-five", ZH)])
     assert cli_main(["score", str(run_dir), "--no-compare-cache", "--unk-threshold", "0.9"]) == 0
-    assert "low-confidence: 0 of 1 answers" in capsys.readouterr().out
+    assert "low-confidence: 0 of 1 answer had" in capsys.readouterr().out
     assert cli_main(["score", str(run_dir), "--unk-threshold", "2"]) == 2
     assert "--unk-threshold must be a share in [0, 1]" in capsys.readouterr().err
     monkeypatch.undo()

@@ -44,6 +44,7 @@ def _lines(run: h.Run) -> list[bytes]:
 
 # ---------------------------------------------------------------- the tests
 
+@pytest.mark.timing
 def test_a_refused_target_gets_few_attempts_per_user_and_the_backoff_is_reported(tmp_path):
     run = h.run_level(h.refused_url(), tmp_path, users=2, seconds=4, kill_after_s=40)
     h.assert_clean(run, max_s=25, rcs=(1,))

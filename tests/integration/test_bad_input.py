@@ -107,6 +107,7 @@ def _send(server, fault: str, read_timeout_s: float = 5, client=None):  # noqa: 
     return send(client, dialect, request, RequestRecord())
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("fault, expected", [("header_drip", "ttft_timeout"), ("ping_only", "ttft_timeout"),
                                              ("ping_after_token", "read_timeout")])
 def test_a_stream_whose_bytes_carry_no_content_times_out(server, fault, expected):

@@ -10,7 +10,7 @@ import pytest
 from fourfold.measure.loadgen import LAG_INTERVAL_S, starved
 from tests.conftest import only_run_dir, run_distributed, run_locust
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timing]
 
 RUN_S = 5
 SHAPE = {"cpu_pct_mean": float, "cpu_pct_max": float, "loop_lag_ms_p50": float, "loop_lag_ms_p99": float,

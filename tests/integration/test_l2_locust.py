@@ -78,6 +78,7 @@ def test_ladder_knee_is_the_simulators_concurrency_limit(tmp_path, locustfile):
     _assert_secret_nowhere(run, out)
 
 
+@pytest.mark.timing
 def test_open_loop_poisson_sends_on_its_schedule(tmp_path, locustfile):
     out, summary, records, _ = _run(
         ["-f", locustfile("l2_open_loop.py"), "--headless", "-t", "7s", "--arrival-rate", "20",

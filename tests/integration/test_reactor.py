@@ -78,6 +78,7 @@ def _busy(ms: float) -> None:
         pass
 
 
+@pytest.mark.timing
 def test_bytes_get_their_arrival_time_not_the_time_they_were_read(pair):
     client, server = pair
     reader = reactor_mod.reader_for(client)
@@ -128,6 +129,7 @@ def _paced_body(client: socket.socket, server: socket.socket) -> tuple[int, list
     return blocked, items, sent
 
 
+@pytest.mark.timing
 def test_a_body_wakes_its_reader_once_and_keeps_every_read_apart(pair):
     client, server = pair
     # The talker and the reader share this process: when it waits for a core longer than a
@@ -166,6 +168,7 @@ def _stalling_server(tokens: int) -> tuple[socket.socket, gevent.Greenlet]:
     return listener, gevent.spawn(serve)
 
 
+@pytest.mark.timing
 def test_a_read_timeout_keeps_the_tokens_that_came_before_it():
     listener, server = _stalling_server(tokens=3)
     host, port = listener.getsockname()
@@ -203,6 +206,7 @@ time.sleep(1)
 """
 
 
+@pytest.mark.timing
 def test_busy_streams_are_drained_from_a_timer_without_restarting_the_io_watcher():
     """While reads keep coming the reactor drains once per timer tick and leaves its epoll
     unwatched: restarting the io watcher every tick made libev re-add the reactor's epoll to its

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import only_run_dir, read_jsonl, run_distributed, run_locust
+from tests.integration.corewait import core_wait
 
 pytestmark = pytest.mark.integration
 
@@ -96,6 +97,7 @@ def _p(values: list[float], q: float) -> float:
     return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
+@pytest.mark.timing
 def test_a_trace_is_replayed_at_its_own_times(tmp_path, locustfile):
     """100 entries of Poisson arrivals at 30/s (~3.3 s), prefix blocks shared, 4-token answers."""
     rng, t_ms, lines = random.Random(5), 0.0, []
@@ -108,8 +110,9 @@ def test_a_trace_is_replayed_at_its_own_times(tmp_path, locustfile):
     span_s = json.loads(lines[-1])["timestamp"] / 1000
     spans = {}
     for speed in ("1", "2"):
-        proc, runs = _run(locustfile, ["-t", "30s", "--dataset", str(trace), "--trace-speed", speed, "--ignore-eos"],
-                          tmp_path / speed, "l2_open_loop.py")
+        with core_wait() as wait:
+            proc, runs = _run(locustfile, ["-t", "30s", "--dataset", str(trace), "--trace-speed", speed,
+                                           "--ignore-eos"], tmp_path / speed, "l2_open_loop.py")
         out = proc.stdout + proc.stderr
         assert proc.returncode == 0, out[-3000:]
         records = read_jsonl(runs[0] / "records.jsonl")
@@ -120,7 +123,10 @@ def test_a_trace_is_replayed_at_its_own_times(tmp_path, locustfile):
         errors_ms = [(r["started_at"] - r["extra"]["scheduled_at"]) * 1000 for r in records]
         assert min(errors_ms) >= 0
         if speed == "1":
-            assert _p(errors_ms, 0.99) <= 5.0, sorted(errors_ms)[-5:]
+            # 5 ms is the dispatcher's own budget; on a busy machine its process is also woken late by
+            # however long it waits for a core, measured beside the run (a quiet machine: ~0.1 ms)
+            print(f"\nsend error p99 {_p(errors_ms, 0.99):.2f} ms, wake-up lateness p99 {wait.p99_ms:.2f} ms")
+            assert _p(errors_ms, 0.99) <= 5.0 + wait.p99_ms, (sorted(errors_ms)[-5:], wait.p99_ms)
         starts = [r["started_at"] for r in records]
         spans[speed] = max(starts) - min(starts)
         loop = json.loads((runs[0] / "summary.json").read_text())["l2"]["open_loop"]

@@ -243,6 +243,7 @@ def test_routes_and_http_errors(fast_flat: SimProcess) -> None:
 
 
 # --- timing ------------------------------------------------------------------------------
+@pytest.mark.timing
 def test_plan_header_matches_observed_timing(flat: SimProcess) -> None:
     body = chat("List three advantages of HTTP/3.", stream=True, max_tokens=30)
     response = call(flat, "POST", "/v1/chat/completions", body, {"x-fourfold-plan-detail": "1"})
@@ -303,6 +304,7 @@ def _ttfts(sim: SimProcess, prompts: list[str]) -> list[float]:
     return ttfts
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize(("profile", "low_ms", "high_ms"), [("baseline", 45.0, 72.0), ("candidate", -8.0, 8.0)])
 def test_orchestrator_delay_on_structured_prompts(profile: str, low_ms: float, high_ms: float) -> None:
     a, b = "Briefly explain quantum annealing.", "Explain quantum annealing in three points."
@@ -390,6 +392,7 @@ def test_keep_alive_pipelining_and_close(fast_flat: SimProcess) -> None:
     conn.close()
 
 
+@pytest.mark.timing
 def test_gateway_limit_429_queue_and_idle_timeout() -> None:
     long = request_bytes("POST", "/v1/chat/completions", chat(SKY, stream=True, max_tokens=200, ignore_eos=True))
     with start_simulator("flat", extra_args=["--max-concurrency", "1", "--over-limit", "429"]) as sim:

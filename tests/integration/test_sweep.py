@@ -67,6 +67,7 @@ def sweeps(tmp_path_factory):
     return found
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("max_batch", [4, 8])
 def test_sweep_finds_the_profiles_capacity(sweeps, max_batch, capsys):
     sweep_dir, block, elapsed_s = sweeps[max_batch]

@@ -18,7 +18,7 @@ import pytest
 
 from tests.conftest import only_run_dir, read_jsonl, run_distributed, run_locust
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timing]
 
 CAPACITY_RPS = 2 / 0.240
 STEP_S = 2.5

@@ -31,6 +31,7 @@ def _l1(tmp_path, locustfile, name: str, spec: str, *extra: str):
     return records, json.loads((run / "summary.json").read_text()), proc.stdout + proc.stderr
 
 
+@pytest.mark.timing
 def test_ttft_grows_with_input_tokens_by_the_profiles_figure_and_a_shared_prefix_is_discounted(tmp_path,
                                                                                                locustfile):
     baseline = load_profile("baseline")

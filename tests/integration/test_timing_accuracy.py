@@ -19,7 +19,7 @@ from fourfold.measure.record import RequestRecord
 from fourfold.measure.stream import send
 from fourfold.targets.launch import start_simulator
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timing]
 ITEM = Item(id="qa-brief", messages=({"role": "user", "content": "Briefly explain quantum annealing."},))
 
 

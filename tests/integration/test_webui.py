@@ -28,6 +28,7 @@ pytestmark = pytest.mark.integration
 SECRET = "sk-fourfoldtestsecret0123"
 
 
+@pytest.mark.timing
 def test_llm_tab_csv_charts_and_start_form_on_a_local_run(tmp_path, locustfile):
     port = free_port()
     base = f"http://127.0.0.1:{port}"

@@ -101,6 +101,7 @@ def test_installed_fourfold_is_the_wheel_not_the_checkout(installed, tmp_path):
     assert Path(located) == site / "fourfold" / "locustfiles" / "l3_rag.py"
 
 
+@pytest.mark.timeout(900)        # the quick demo runs each profile and level twice
 def test_demo_stock_and_own_locustfiles_run_from_an_empty_directory(installed, tmp_path):
     bin_dir, site, _ = installed
     env = _env(bin_dir)
@@ -108,10 +109,11 @@ def test_demo_stock_and_own_locustfiles_run_from_an_empty_directory(installed, t
     work = tmp_path / "empty"
     work.mkdir()
 
-    demo = _run([str(bin_dir / "fourfold"), "demo", "--quick", "--out", "demo"], work, env, 400)
+    demo = _run([str(bin_dir / "fourfold"), "demo", "--quick", "--out", "demo"], work, env, 600)
     assert (work / "demo" / "report.md").is_file() and (work / "demo" / "report.html").is_file()
     runs = sorted(p.name.split("-demo-", 1)[1] for p in (work / "demo" / "runs").iterdir())
-    assert runs == sorted(f"{side}-{level}" for side in ("baseline", "candidate") for level in ("l1", "l2", "l3", "l4"))
+    assert runs == sorted(f"{side}-{level}-{rep}" for side in ("baseline", "candidate") for level in ("l1", "l2", "l3", "l4")
+                          for rep in (1, 2))
     assert "## Article check" in demo.stdout
 
     stock = _run([str(bin_dir / "fourfold"), "locustfile", "l1"], work, env, 60).stdout.strip()

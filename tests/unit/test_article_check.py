@@ -142,3 +142,94 @@ def test_two_runs_of_one_version_reproduce_nothing(tmp_path):
         else:
             assert finding.outcome == NOT_REPRODUCED, finding
             assert finding.why.startswith(("inconclusive", "equivalent", "no change", "too few")), finding
+
+
+# ---- the terminal's compact table (issue 31 item 8: the demo printed 314 columns and wrapped) ----
+
+def _demo_like_findings() -> list[article.Finding]:
+    """Rows as a demo gives them: long reasons, a too-few row, a non-inferior one, a long group name."""
+    import dataclasses
+
+    stall = row("stall_rate", 3.5, (0.3, 6.7), 0.01, "inconclusive", unit="%", baseline=1.0)
+    stall = dataclasses.replace(stall, why="better alone (p 0.0137), not after Holm over 32 rows (p 0.219)")
+    few = dataclasses.replace(row("e2e_p95", 50.0, (40.0, 60.0), 0.01, "too few", group="l1:" + "x" * 200),
+                              why="p95 of 173 values (needs 200)", ci_low=None, ci_high=None)
+    similarity = row("similarity_mean", 0.03, (-0.01, 0.06), 0.2, "inconclusive", unit="cos", better="higher",
+                     baseline=0.79)
+    return check_rows([row("e2e_p99", 400.0, (300.0, 500.0), 0.0001, "worse"), stall, few, similarity])
+
+
+@pytest.mark.parametrize("width", [160, 120, 100])
+def test_the_terminal_table_fits_the_width(width):
+    findings = _demo_like_findings()
+    assert max(len(line) for line in article.render_markdown(findings).splitlines()) > 300  # the whole
+    lines = article.render_terminal(findings, width).splitlines()
+    assert max(article.display_width(line) for line in lines) <= width
+    table = [line for line in lines if line.startswith("| ")]
+    assert len(table) == len(CLAIMS) + 1
+    assert len({article.display_width(line) for line in table}) == 1          # aligned
+
+
+def test_the_terminal_table_says_the_outcome_in_a_few_words():
+    lines = article.render_terminal(_demo_like_findings()).splitlines()
+    assert lines[:3] == ["## Article check", "",
+                         "| effect                      | level                  |              Δ [95% CI] "
+                         "| verdict                  | direction                    | magnitude         |"]
+    dashes = ["-" * 29, "-" * 24, "-" * 24 + ":", "-" * 26, "-" * 30, "-" * 19]
+    assert lines[3] == "|" + "|".join(dashes) + "|"
+    assert lines[6] == ("| E2E p99                     | l1:saturation          | +400.0 [+300.0, +500.0] "
+                        "| ❌ worse                 | reproduced: worse, up        | 17x the article's |")
+    rows = {cells[0]: cells[1:] for cells in ([c.strip() for c in line.strip("|").split("|")]
+                                              for line in lines if line.startswith("| "))}
+    assert rows["E2E p95"] == ["l1:" + "x" * 18 + "…", "+50.0", "· too few (p95 of 173 v…",
+                               "not reproduced: too few data", "opposite sign"]
+    assert rows["stall rate"][2:4] == ["❔ inconclusive (not af…", "not reproduced: inconclusive"]
+    assert rows["fingerprint"][1:4] == ["+0.030 [-0.010, +0.060]", "❔ inconclusive",
+                                        "reproduced: non-inferior"]
+    assert rows["structured-prompt first-to…"] == ["l1/l2", "-", "-", "not measured: no row", "-"]
+    assert lines[-2:] == [article.summary_line(_demo_like_findings()),
+                          "(the whole table, with the article's figures: report.md, report.html)"]
+
+
+def test_the_demo_prints_the_compact_table():
+    from fourfold.cli.demo import render_check
+
+    findings = _demo_like_findings()
+    assert render_check(findings) == article.render_terminal(findings, 160)
+    assert render_check(findings, width=120) == article.render_terminal(findings, 120)
+
+
+@pytest.mark.parametrize(("why", "brief"), [
+    ("direction: worse, up", "worse, up"),
+    ("inconclusive (better alone (p 0.0137), not after Holm over 32 rows (p 0.219))", "inconclusive"),
+    ("too few data (p95 of 173 values (needs 200))", "too few data"),
+    ("non-inferior: CI low +0.021 > −0.03", "non-inferior"),
+    ("inferiority not ruled out: CI low -0.05 ≤ −0.03", "inferiority not ruled out"),
+    ("no verdict: one run a side", "no verdict"),
+    ("wrong direction (better, down)", "wrong direction"),
+    ("", ""),
+])
+def test_brief_why(why, brief):
+    assert article.brief_why(why) == brief
+
+
+@pytest.mark.parametrize(("text", "width", "expected"), [
+    ("within 2x", 20, "within 2x"),
+    ("within 2x (0.87x)", 10, "within 2x…"),
+    ("❔ inconclusive", 15, "❔ inconclusive"),       # the symbol takes two columns
+    ("❔ inconclusive", 14, "❔ inconclusi…"),
+    ("✅ better", 2, "…"),
+])
+def test_clip(text, width, expected):
+    clipped = article.clip(text, width)
+    assert clipped == expected and article.display_width(clipped) <= width
+
+
+@pytest.mark.parametrize(("natural", "minimum", "budget", "expected"), [
+    ([10, 20, 30], [5, 5, 5], 100, [10, 20, 30]),            # fits: untouched
+    ([10, 20, 30], [5, 5, 25], 50, [10, 10, 30]),            # the most above its minimum gives first
+    ([10, 20, 30], [10, 20, 30], 48, [10, 19, 19]),          # below the minimums: the widest first
+    ([3, 4], [9, 9], 100, [3, 4]),                           # a minimum above the natural width adds nothing
+])
+def test_fit_widths(natural, minimum, budget, expected):
+    assert article.fit_widths(natural, minimum, budget) == expected

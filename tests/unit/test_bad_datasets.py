@@ -1,7 +1,7 @@
 """Bad input to fourfold itself (a dataset file, an option value): one ``fourfold: error:`` line naming
-the file and line (or the option) and exit code 2, before anything starts: no run directory, no
-embedded target, no traceback, no run idling until ``-t``. The web UI's start form gets the same
-line as its error message and starts nothing."""
+the file and line (or the option) and exit code 2, before anything starts. Here the errors
+themselves; tests/integration/test_bad_dataset_runs.py holds real locust runs and the web UI's start
+form to them (no run directory, no embedded target, no traceback, no run idling until ``-t``)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,6 @@ import pytest
 from fourfold.errors import DatasetError, OptionError, ScriptError
 from fourfold.levels.options import Settings
 from fourfold.measure.items import load_items
-from tests.conftest import free_port, run_locust
-from tests.integration.webui_support import finish, http_get, http_post_form, start_locust, wait_for
 
 GOOD = b'{"id": "a", "prompt": "Say hello."}\n'
 # name, file bytes, the error after "<file>" (None: the file reads, BOM stripped)
@@ -88,105 +86,8 @@ def test_a_nonsense_option_value_is_an_option_error(settings: dict[str, object],
     assert str(info.value) == message and info.value.exit_code == 2
 
 
-# ---- real locust runs: the line, exit 2, nothing started or written ----
-def bad_file(name: str, content: bytes):
-    def make(tmp: Path) -> str:
-        (tmp / name).write_bytes(content)
-        return str(tmp / name)
-    return make
-
-
 SESSION = {"id": "s1", "prompt": "Plan a trip.", "reference": "Go by train.", "max_turns": 3,
            "facts": [{"key": "train", "ask": "How?"}]}
-# locustfile, its arguments (a callable makes a file in the run's directory, returns its path),
-# the error line after "fourfold: error: " ({path}: the file made)
-RUNS = [
-    ("l1_throughput.py", ["--dataset", bad_file("p.jsonl", GOOD + b"{oops\n")],
-     "{path}:2: not JSON (Expecting property name enclosed in double quotes at column 2)"),
-    ("l1_throughput.py", ["--dataset", bad_file("p.jsonl", b"")],
-     "{path}: no items (the file is empty, or holds only blank lines and # comments)"),
-    ("l1_throughput.py", ["--dataset", bad_file("p.jsonl", b'{"id": "a", "prompt": "\xff"}\n')],
-     "{path}:1: not UTF-8 (byte 0xff at column 24); save the file as UTF-8"),
-    ("l1_throughput.py", ["--dataset", bad_file("p.jsonl", b'[{"conversations": [{"from": "gpt", "value": "x"}]}]\n')],
-     "{path}:1: 'conversations' has no human turn (the prompt)"),      # a JSON array is read (ShareGPT here)
-    ("l1_throughput.py", ["--dataset", bad_file("p.jsonl", b'{"id": "a", "prompt": 42}\n')],
-     "{path}:1: 'prompt' must be a non-empty text, got 42"),
-    ("l1_throughput.py", ["--dataset", bad_file("p.jsonl", b'{"id": "a", "prompt": "x", "max_tokens": "lots"}\n')],
-     "{path}:1: 'max_tokens' must be a positive integer, got \"lots\""),
-    ("l1_throughput.py", ["--dataset", "missing.jsonl"], "missing.jsonl: no such file"),
-    ("l1_throughput.py", ["--max-tokens", "-5"], "--max-tokens must be a number >= 1, got -5"),
-    ("l1_throughput.py", ["--read-timeout", "-1"], "--read-timeout must be a number > 0, got -1.0"),
-    ("l1_throughput.py", ["--mirror-share", "nan"], "--mirror-share must be a number within [0, 1], got nan"),
-    ("l1_throughput.py", ["--header", "NoColon"], "--header 'NoColon': expected 'Name: value'"),
-    ("l1_throughput.py", ["--header", "X Trace: 1"],
-     "--header 'X Trace: 1': 'X Trace' is not a header name (letters, digits and !#$%&'*+-.^_`|~ only)"),
-    ("l1_throughput.py", ["--think-scale", "nan"], "--think-scale nan / --patience-scale 1.0: must be numbers >= 0"),
-    ("l1_throughput.py", ["--sessions-per-user", "-1"],
-     "--sessions-per-user must be >= 0 (0: until the run ends), got -1"),
-    ("l2_gateway.py", ["--ladder-hold-s", "nan"], "--ladder-hold-s must be a number > 0, got nan"),
-    ("l2_open_loop.py", ["--think-time-s", "-1"],
-     "--think-time-s and --retry-after-cap-s must be numbers >= 0, got -1.0 and 30.0"),
-    ("l2_open_loop.py", ["--dataset", bad_file("p.jsonl", b"{}\n")],
-     "{path}: no prompt column (looked for prompt, question, instruction, input, query, problem, text); "
-     "the file has: no columns; name it with --dataset-column prompt=COLUMN"),
-    ("l3_rag.py", ["--dataset", bad_file("q.jsonl", b'{"id": "q1", "prompt": "x"}\n{"id": 1.5}\n')],
-     "{path}:2: 'id' must be a text or an integer, got 1.5"),
-    ("l3_rag.py", ["--rag-corpus", bad_file("c.jsonl", b'{"id": "d1", "title": "t", "text": "x"}\n[1]\n')],
-     "{path}:2: not a corpus document ('list' object has no attribute 'get'); expected id, title, text"),
-    ("l3_rag.py", ["--rag-request-template", "@nope.json"],
-     "--rag-request-template @nope.json: cannot read nope.json (No such file or directory)"),
-    ("l3_rag.py", ["--rag-recall-k", "0"], "--rag-recall-k must be at least 1, got 0"),
-    ("l3_rag.py", ["--rag-corpus", bad_file("c.jsonl", b"\xfe\n")],
-     "{path}:1: not UTF-8 (byte 0xfe at column 1); save the file as UTF-8"),
-    ("l4_session.py", ["--dataset", bad_file("s.jsonl", (json.dumps(SESSION) + "\n{\n").encode())],
-     "{path}:2: not JSON (Expecting property name enclosed in double quotes at column 2)"),
-    ("l4_session.py", ["--dataset", bad_file("s.jsonl", json.dumps({**SESSION, "max_turns": "3"}).encode())],
-     "{path}:1: session script s1: 'max_turns' must be an integer >= 1, got '3'"),
-]
-
-
-def _ids() -> list[str]:
-    return [f"{lf.split('.')[0]}:{i}" for i, (lf, _, _) in enumerate(RUNS)]
-
-
-@pytest.mark.integration
-@pytest.mark.parametrize(("locustfile_name", "args", "line"), RUNS, ids=_ids())
-def test_a_run_with_bad_input_stops_before_it_starts(tmp_path: Path, locustfile, locustfile_name: str,
-                                                     args: list, line: str) -> None:
-    made = [a(tmp_path) if callable(a) else a for a in args]
-    path = next((m for a, m in zip(args, made) if callable(a)), "")
-    proc = run_locust(["-f", locustfile(locustfile_name), "--headless", "-u", "1", "-r", "1", "-t", "30s",
-                       "--metrics-url", "off", *made], tmp_path, timeout=60)
-    lines = [x for x in proc.stderr.splitlines() if "locust.main: Starting Locust" not in x]
-    assert (proc.returncode, lines, proc.stdout) == (2, [f"fourfold: error: {line.format(path=path)}"], "")
-    assert not (tmp_path / "runs").exists()          # no run directory, not even an empty one
-
-
-@pytest.mark.integration
-def test_the_web_ui_refuses_a_bad_start_form_with_the_line(tmp_path: Path, locustfile) -> None:
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    proc = start_locust(["-f", locustfile("l1_throughput.py"), "--web-host", "127.0.0.1", "--web-port", str(port),
-                         "--sim-profile", "flat", "--metrics-url", "off"], tmp_path)
-    form = {"user_count": "1", "spawn_rate": "1", "host": "", "run_time": "5s"}
-    try:
-        wait_for(lambda: http_get(base + "/")[0] == 200, 30, what="the web UI")
-        answers = [http_post_form(base + "/swarm", {**form, **bad}) for bad in (
-            {"max_tokens": "-5"}, {"max_tokens": "lots"}, {"read_timeout": "nan"}, {"mirror_share": "2"},
-            {"dataset": str(bad_file("p.jsonl", b"[]\n")(tmp_path))})]
-        state = json.loads(http_get(base + "/stats/requests")[2])["state"]
-    finally:
-        out = finish(proc, terminate=True)
-    assert [(a["success"], a["message"]) for a in answers] == [
-        (False, "fourfold: error: --max-tokens must be a number >= 1, got -5"),
-        (False, "fourfold: error: --max-tokens 'lots': expected an integer"),
-        (False, "fourfold: error: --read-timeout must be a number > 0, got nan"),
-        (False, "fourfold: error: --mirror-share must be a number within [0, 1], got 2.0"),
-        (False, f"fourfold: error: {tmp_path / 'p.jsonl'}: no items (an empty JSON array)")]
-    assert state == "ready"                          # no test started
-    assert "Traceback" not in out
-    # (quitting a web UI that never started a test still writes an empty run directory: not this test's)
-    assert all(p.stat().st_size == 0 for p in tmp_path.glob("runs/*/records.jsonl"))   # no request was sent
 
 
 def test_l4_session_scripts_name_file_and_line(tmp_path: Path) -> None:

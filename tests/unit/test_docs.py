@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 
 from fourfold.cli import COMMANDS
+from fourfold.levels.livequality import QUALITY_TAB_KEY
+from fourfold.levels.webui import LEVEL_TAB_KEY, SLO_TAB_KEY, TAB_KEY
 from fourfold.locustfiles import LOCUSTFILE_DIR, LOCUSTFILES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -178,6 +180,31 @@ def test_first_code_block_is_set_up_and_run_then_set_up_and_test() -> None:
     assert (ROOT / "constraints-cpu.txt").is_file()
     assert main_job[-1] == ".venv/bin/fourfold demo"
 
+
+
+def test_cpu_torch_advice_installs_into_the_venv() -> None:
+    """The CPU-torch line runs before either README line, so it makes ``.venv`` itself and uses its pip
+    (a bare ``pip`` would put torch in whatever environment the shell has)."""
+    advice = [line for line in shell_code(_readme()).splitlines() if "download.pytorch.org/whl/cpu" in line]
+    assert advice, "README.md no longer says how to get CPU-only torch"
+    for line in advice:
+        steps = line.split(" && ")
+        assert steps[0] == "python3 -m venv .venv", line
+        pip = shlex.split(steps[1])
+        assert pip[:3] == [".venv/bin/pip", "install", "torch==2.13.0"], line
+        assert pip[pip.index("--index-url") + 1] == "https://download.pytorch.org/whl/cpu"
+    pin = (ROOT / "constraints-cpu.txt").read_text(encoding="utf-8")
+    assert "torch==2.13.0" in pin.splitlines()
+    assert [line for line in pin.splitlines() if "pip install" in line and ".venv/bin/pip" not in line] == []
+
+
+def test_every_web_ui_tab_has_its_address_in_the_docs() -> None:
+    """Each tab fourfold adds to Locust's web UI opens at ``/?tab=KEY``; docs/webui.md gives every one,
+    the README the LLM and LLM level tabs'."""
+    webui = (ROOT / "docs" / "webui.md").read_text(encoding="utf-8")
+    keys = [TAB_KEY, SLO_TAB_KEY, LEVEL_TAB_KEY, QUALITY_TAB_KEY]
+    assert [key for key in keys if f"`/?tab={key}`" not in webui] == []
+    assert "`/?tab=llm`" in _readme() and "`/?tab=level`" in _readme()
 
 @pytest.mark.parametrize("page", [README, *DOCS], ids=lambda p: p.name)
 def test_relative_links_resolve(page: Path) -> None:

@@ -1,15 +1,12 @@
-"""The load generator's health: the starved verdict and its notes (pure), the mergeable samples,
-and the hub sampler measured against a block of known length."""
+"""The load generator's health: the starved verdict and its notes, and the mergeable samples (pure;
+the hub sampler against a block of known length is in tests/integration/test_hub_sampler.py)."""
 
 from __future__ import annotations
 
-import time
-
-import gevent
 import pytest
 
 from fourfold.measure.histogram import LogHistogram
-from fourfold.measure.loadgen import GeneratorHealth, HubSampler, console_line, cpu_pct
+from fourfold.measure.loadgen import GeneratorHealth, console_line, cpu_pct
 from fourfold.reports.health import health_notes, starved
 
 SHAPE = {"cpu_pct_mean": float, "cpu_pct_max": float, "loop_lag_ms_p50": float, "loop_lag_ms_p99": float,
@@ -113,56 +110,3 @@ def test_an_empty_block_has_the_shape_and_is_not_starved():
     got = GeneratorHealth().block()
     assert set(got) == set(SHAPE) and all(type(got[key]) is kind for key, kind in SHAPE.items())
     assert (got["samples"], got["processes"], got["starved"]) == (0, 0, False)
-
-
-def _hold_the_hub(seconds: float) -> None:
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
-
-
-@pytest.mark.parametrize(("interval_s", "least_ms"), [(0.01, 185.0), (0.1, 95.0)])
-def test_the_sampler_measures_a_200_ms_block_of_the_hub(interval_s, least_ms):
-    """A greenlet busy for 200 ms while the sampler sleeps ``interval_s``: it wakes 200 ms minus
-    what was left of its sleep late (190-200 ms at 10 ms; 100-200 ms at 100 ms), the quiet
-    wake-ups around it within a few ms."""
-    health = GeneratorHealth()
-    sampler = HubSampler(health, interval_s=interval_s).start()
-    gevent.sleep(0.35)
-    gevent.spawn(_hold_the_hub, 0.2).join()
-    gevent.sleep(0.35)
-    sampler.stop()
-    got = health.block()
-    assert least_ms <= got["loop_lag_ms_max"] <= 300.0, got
-    assert got["loop_lag_ms_p50"] < 20.0, got
-    assert got["samples"] >= 5 and got["processes"] == 1
-    samples = got["samples"]
-    gevent.sleep(2 * interval_s)
-    assert health.block()["samples"] == samples                 # stopped: nothing more is recorded
-
-
-def test_a_stopped_sampler_keeps_no_wake_up_the_stop_itself_delayed():
-    """Locust's stop sequence holds the hub before ``test_stopping``: a wake-up that falls due in
-    it comes after the stop and must not be recorded."""
-    health = GeneratorHealth()
-    sampler = HubSampler(health, interval_s=0.05).start()
-    gevent.sleep(0.3)
-    _hold_the_hub(0.3)                       # the sampler's timer falls due while nothing runs
-    sampler.stop()                           # ... and the stop comes before the hub runs again
-    gevent.sleep(0.1)
-    assert health.block()["loop_lag_ms_max"] < 50.0
-
-
-def test_the_sampler_reads_cpu_once_per_interval_as_percent_of_one_core():
-    health = GeneratorHealth()
-    sampler = HubSampler(health, interval_s=0.02, cpu_interval_s=0.25).start()
-    gevent.sleep(0.3)
-    for _ in range(8):                       # 0.4 s of work, yielding so the sampler can read
-        _hold_the_hub(0.05)
-        gevent.sleep(0)
-    gevent.sleep(0.8)                        # then idle
-    sampler.stop()
-    got = health.block()
-    assert health.cpu_n >= 3
-    assert 60.0 <= got["cpu_pct_max"] <= 110.0, got            # the busy stretch: about one core
-    assert got["cpu_pct_mean"] < got["cpu_pct_max"] - 20, got  # the idle ones pull the mean down

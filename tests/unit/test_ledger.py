@@ -139,36 +139,3 @@ def test_the_run_dir_check(tmp_path):
     with pytest.raises(OptionError, match=r"file is a file, not a directory \(.*file is in its path\)"):
         check_run_base(tmp_path / "file" / "runs")
     assert list(tmp_path.iterdir()) == [tmp_path / "file"]
-
-
-_EXHAUSTED = """
-import errno, json, os, resource, sys
-from fourfold.measure.record import RequestRecord
-from fourfold.measure.runlog import RunWriter
-writer = RunWriter("full", sys.argv[1])
-writer.prepare()
-writer.append(RequestRecord(request_id="r0"))
-resource.setrlimit(resource.RLIMIT_NOFILE, (256, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
-try:
-    while True:
-        os.open(os.devnull, os.O_RDONLY)
-except OSError as exc:
-    assert exc.errno == errno.EMFILE
-writer.flush()
-writer.write_summary({"records": writer.records_written, "lost": writer.records_lost})
-print(writer.run_dir)
-"""
-
-
-def test_summary_json_is_written_with_every_descriptor_in_use(tmp_path):
-    """The real thing, in a process of its own (no pytest, no gevent hub needing a descriptor): the
-    descriptor limit reached, then the records and summary.json."""
-    import subprocess
-    import sys
-
-    done = subprocess.run([sys.executable, "-c", _EXHAUSTED, str(tmp_path)], capture_output=True, text=True,
-                          timeout=30, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    run_dir = Path(done.stdout.strip())
-    assert json.loads((run_dir / "summary.json").read_text()) == {"records": 1, "lost": 0}
-    assert [json.loads(line)["request_id"] for line in (run_dir / "records.jsonl").read_text().splitlines()] == ["r0"]

@@ -149,16 +149,6 @@ def test_generator_reproduces_the_committed_files():
     assert jsonl(questions) == DEFAULT_QUESTIONS.read_text(encoding="utf-8")
 
 
-def test_targets_rag_does_not_import_measure():
-    import subprocess
-    import sys
-
-    code = ("import sys, fourfold.targets.rag.cli, fourfold.targets.rag.launch, fourfold.targets.rag.server; "
-            "print(sorted(m for m in sys.modules if m.startswith(('fourfold.measure', 'fourfold.fingerprint'))))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
-
-
 class BagOfWords:
     """A stand-in embedder: term counts over the corpus vocabulary (no model)."""
 

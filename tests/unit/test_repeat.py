@@ -205,7 +205,7 @@ def test_a_missing_run_directory_is_shown_and_one_side_gets_a_placeholder() -> N
         "exit: 1 failed requests or an error",
         "runs: out/T1-r-runs-1",
         "stopped: run 2 ended with a usage error",
-        "1 run(s) left no run directory: #2",
+        "1 run left no run directory: #2",
         "manifest: o/repeat.json",
         "next: fourfold compare --baseline out/T1-r-runs-1 --candidate <the other version's run directories>"]
     assert plan.compare_command([outcome(1, A, 1), outcome(2, B, 1, run_dir=None)], [A, B]) is None
@@ -281,7 +281,7 @@ def test_a_run_without_a_run_directory_makes_the_exit_status_1(monkeypatch, tmp_
     assert run_repeat(["3", "--out", "o", "--", "locust", "-f", "l1.py", "--headless"], fake, monkeypatch,
                       tmp_path) == 1
     assert len(fake.calls) == 3
-    assert "1 run(s) left no run directory: #2" in capsys.readouterr().out
+    assert "1 run left no run directory: #2" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(("argv", "message"), [

@@ -5,10 +5,13 @@ from __future__ import annotations
 import base64
 import re
 
+import pytest
 from test_report_data import RunSpec, write_run
 
+from fourfold.reports import html as html_module
+from fourfold.reports import plots
 from fourfold.reports.compare import Settings
-from fourfold.reports.html import render_html
+from fourfold.reports.html import code_spans, render_html
 from fourfold.reports.report import report_from_paths
 
 ATTACK = "<script>alert(1)</script>"
@@ -42,3 +45,46 @@ def test_page_is_self_contained_with_plots_and_definitions(tmp_path):
 def test_dollar_signs_in_labels_do_not_break_the_plots(tmp_path):
     page = render_html(_report(tmp_path, text="costs $5 and $6", label="v$1"))
     assert "v$1" in page
+
+
+def test_definitions_show_code_spans_as_code_not_backticks(tmp_path):
+    """The definitions are written for docs/metrics.md: their `code` spans become <code> elements."""
+    page = render_html(_report(tmp_path, text="a plain answer"))
+    definitions = page[page.index("<h2>Metric definitions</h2>"):]
+    assert "`" not in definitions
+    assert "(quality&#x27;s <code>fact_checked_n</code>)" in definitions
+    assert "share of <code>[UNK]</code> word pieces" in definitions
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("a `name` b", "a <code>name</code> b"),
+    ("`<b>` & `x`", "<code>&lt;b&gt;</code> &amp; <code>x</code>"),          # escaped inside and out
+    ("one ` alone", "one ` alone"),
+    ("`a` and ` alone", "<code>a</code> and ` alone"),
+    ("none", "none"),
+])
+def test_code_spans(text, expected):
+    assert code_spans(text) == expected
+
+
+def _svg(page: str, alt: str) -> str:
+    pattern = r'<img src="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)" alt="' + re.escape(alt) + '"'
+    data = re.search(pattern, page)
+    assert data, alt
+    return base64.b64decode(data.group(1)).decode("utf-8")
+
+
+def test_waveforms_use_the_sides_colours_and_say_typical_and_worst(tmp_path):
+    """Red and blue are the candidate and the baseline in every plot; the waveforms' typical and worst
+    request differ by fill and dash (issue 31 item 8: red/blue meant worst/typical there)."""
+    page = render_html(_report(tmp_path, text="a plain answer"))
+    baseline, candidate = plots.COLORS[:2]
+    assert _svg(page, "TTFT CDF").count(baseline) and _svg(page, "TTFT CDF").count(candidate)
+    for alt, own, other in (("stream waveform of base", baseline, candidate),
+                            ("stream waveform of cand", candidate, baseline)):
+        svg = _svg(page, alt)
+        assert own in svg and other not in svg, alt
+        assert "<!-- typical request (filled) -->" in svg and "<!-- worst request (dashed) -->" in svg
+        assert "stroke-dasharray" in svg
+    assert html_module.WAVEFORM_NOTE in page
+    assert plots.WAVEFORM_LEGEND == {False: "typical request (filled)", True: "worst request (dashed)"}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from fourfold.measure import runlog
 from fourfold.measure.record import SCHEMA_VERSION, RequestRecord
 from fourfold.measure.runlog import REDACTED, RunWriter, is_secret_key, redact, redact_text, sanitize_label
 from fourfold.measure.runread import (
@@ -117,18 +118,36 @@ def test_newer_schema_raises_a_clear_error(tmp_path: Path) -> None:
         list(read_records(writer.run_dir))
 
 
-def test_append_flushes_after_one_second(tmp_path: Path) -> None:
+class _Clock:
+    """``time`` as runlog sees it, with ``monotonic()`` moved by the test instead of waited for."""
+
+    def __init__(self) -> None:
+        self.now_s = time.monotonic()
+
+    def monotonic(self) -> float:
+        return self.now_s
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(time, name)
+
+
+def test_append_flushes_after_one_second(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = _Clock()
+    monkeypatch.setattr(runlog, "time", clock)
     writer = RunWriter("flush", base_dir=tmp_path)
     path = writer.run_dir / "records.jsonl"
     writer.append(_record(0))
     assert path.read_bytes() == b""          # buffered
-    time.sleep(1.1)
-    writer.append(_record(1))                # > 1 s since the last flush: both lines reach the file
+    clock.now_s += 0.9
+    writer.append(_record(1))
+    assert path.read_bytes() == b""          # under a second: still buffered
+    clock.now_s += 0.2
+    writer.append(_record(2))                # > 1 s since the last flush: every line reaches the file
     on_disk = path.read_bytes().decode().splitlines()
-    assert [json.loads(line)["request_id"] for line in on_disk] == ["r0", "r1"]
-    writer.append(_record(2))
+    assert [json.loads(line)["request_id"] for line in on_disk] == ["r0", "r1", "r2"]
+    writer.append(_record(3))
     writer.flush()
-    assert len(path.read_bytes().splitlines()) == 3
+    assert len(path.read_bytes().splitlines()) == 4
     writer.close()
     writer.close()
 

@@ -131,6 +131,7 @@ def test_send_counts_with_the_tokenizer_when_the_server_sends_no_usage(tokenizer
     assert "token counts" not in format_summary(summary)
 
 
+@pytest.mark.timing
 def test_counting_costs_microseconds_after_the_body(tokenizer):
     """The cost of --tokenizer per record (measured here, reported in docs/datasets.md): a
     1,000-token prompt and a 256-token answer; it runs after the body ended, so no timestamp moves."""

@@ -59,3 +59,64 @@ def test_series_columns_put_the_telemetry_names_first_and_fill_gaps_with_none():
     assert list(cols) == ["t_s", "server.kv_cache_usage_pct", "server.running"]
     assert cols["server.kv_cache_usage_pct"] == [40.0, None] and cols["t_s"] == [1.0, 2.0]
     assert series_columns([]) == {"t_s": []}
+
+
+# ---- the charts page (issue 31 item 8: an empty telemetry panel on L3, two colours for one stage) ----
+
+def test_a_chart_is_shown_only_with_a_series_to_draw():
+    from fourfold.levels.webui_panels import has_series, series_columns
+
+    assert has_series(series_columns([])) is False                      # L3: no telemetry sampler
+    assert has_series(series_columns([{"t_s": 1.0}])) is False
+    assert has_series(series_columns([{"t_s": 1.0, "server.running": 2.0}])) is True
+
+
+def test_one_colour_per_stage_in_the_order_first_seen():
+    from fourfold.levels.webui_panels import CHART_COLORS, stage_colors
+
+    colours = stage_colors(["retrieve", "rerank", "generate", "retrieve", "other"])
+    assert colours == {"retrieve": CHART_COLORS[0], "rerank": CHART_COLORS[1], "generate": CHART_COLORS[2],
+                       "other": CHART_COLORS[3]}
+    many = stage_colors(f"s{i}" for i in range(len(CHART_COLORS) + 1))
+    assert many[f"s{len(CHART_COLORS)}"] == CHART_COLORS[0]               # more stages than colours: cycled
+
+
+def _charts_ui():
+    from types import SimpleNamespace
+
+    from fourfold.levels.webui import LLMWebUI
+    from fourfold.measure.stats import LLMStats
+
+    runtime = SimpleNamespace(stats=LLMStats(), is_master=False, tests=1)
+    return LLMWebUI(SimpleNamespace(fourfold_runtime=runtime, runner=SimpleNamespace(state="stopped")))
+
+
+def test_charts_json_says_which_charts_to_show_and_colours_stages_as_the_bar_does():
+    from fourfold.levels.webui_panels import CHART_COLORS
+
+    ui = _charts_ui()
+    ui.stage_names = ["retrieve", "rerank", "generate", "other"]   # as _sample_levels saw them (block order)
+    ui.stage_points.append({"t_s": 1.0, "retrieve": 2.0, "rerank": None, "generate": 6.0, "other": 1.0})
+    data = ui.charts_data("")
+    assert data["shown"] == {"telemetry": False, "stages": True}           # L3: no empty telemetry panel
+    assert list(data["stages"]) == ["t_s", "generate", "other", "rerank", "retrieve"]     # columns sorted...
+    assert data["stage_colors"] == {"retrieve": CHART_COLORS[0], "rerank": CHART_COLORS[1],   # ...colours not
+                                    "generate": CHART_COLORS[2], "other": CHART_COLORS[3]}
+    bar = ui._stage_colors({"retrieve": 2.0, "rerank": 0.0, "generate": 6.0, "other": 1.0})     # levels.json
+    assert bar == data["stage_colors"]
+    ui.telemetry = [{"t_s": 1.0, "server.running": 3.0}]
+    ui.stage_points.clear()
+    assert ui.charts_data("")["shown"] == {"telemetry": True, "stages": False}    # L1: no empty stage panel
+
+
+def test_the_charts_page_hides_empty_charts_and_takes_stage_colours_from_the_server():
+    import json
+
+    from fourfold.levels.webui_page import CHARTS_HTML
+    from fourfold.levels.webui_panels import CHART_COLORS
+
+    assert f"const COLORS = {json.dumps(list(CHART_COLORS))};" in CHARTS_HTML
+    assert '<div class="chart" id="chart-stages" hidden>' in CHARTS_HTML
+    assert '<div class="chart" id="chart-telemetry" hidden>' in CHARTS_HTML
+    assert 'document.getElementById("chart-" + name).hidden = !on;' in CHARTS_HTML
+    assert CHARTS_HTML.count("(data.stage_colors || {})") == 2                # the bar and the stage chart

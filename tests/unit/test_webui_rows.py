@@ -1,4 +1,5 @@
-"""The pure parts of the LLM tab: rows, CSV, windowed TTFT, secrets; stalls per second in LLMStats."""
+"""The pure parts of the LLM tab: rows, CSV, windowed TTFT; stalls per second in LLMStats (the
+secrets of the start form: tests/unit/test_adapters.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from fourfold.levels.webui import (
     TTFTWindow,
     camel,
     csv_text,
-    hide_secret_defaults,
     histogram_delta,
     slo_rows,
     table_rows,
@@ -130,12 +130,3 @@ def test_an_idle_workers_empty_delta_merges_whatever_its_thresholds() -> None:
     assert master.groups == {}
     with pytest.raises(ValueError, match="cannot merge"):
         master.merge_wire(stats_with_records().to_wire())
-
-
-def test_hide_secret_defaults() -> None:
-    args = {"extra_options": {"api_key": {"is_secret": True, "default_value": "sk-abc"},
-                              "model": {"is_secret": False, "default_value": "m"}}}
-    hide_secret_defaults(args)
-    assert args["extra_options"]["api_key"]["default_value"] == ""
-    assert args["extra_options"]["model"]["default_value"] == "m"
-    hide_secret_defaults({})

@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 SEED = 20240611
 HERE = Path(__file__).resolve().parent
@@ -140,7 +141,7 @@ def build(seed: int = SEED) -> tuple[list[dict], list[dict]]:
         name = rng.choice(CITY_A) + rng.choice(CITY_B)
         if name not in city_names and name[:4] not in {c[:4] for c in city_names}:
             city_names.append(name)
-    cities = []
+    cities: list[dict[str, Any]] = []
     for i, name in enumerate(city_names):
         cities.append({"name": name, "country": COUNTRIES[i % len(COUNTRIES)], "river": RIVERS[i % len(RIVERS)],
                        "population": rng.randrange(40, 900) * 1000, "mayor": person(rng, people),
@@ -155,7 +156,7 @@ def build(seed: int = SEED) -> tuple[list[dict], list[dict]]:
     sectors = list(SECTORS)
     products_words = list(PRODUCT_WORDS)
     rng.shuffle(products_words)
-    companies = []
+    companies: list[dict[str, Any]] = []
     for i, stem_name in enumerate(stems):
         sector = sectors[i % len(sectors)]
         what, product_kind = SECTORS[sector]
@@ -177,7 +178,7 @@ def build(seed: int = SEED) -> tuple[list[dict], list[dict]]:
     def add(kind: str, entity: str, title: str, text: str, claims: dict | None = None,
             facts: list[dict] | None = None) -> str:
         doc_id = f"doc-{len(docs) + 1:04d}"
-        doc = {"id": doc_id, "title": title, "text": text, "kind": kind, "entity": entity}
+        doc: dict[str, Any] = {"id": doc_id, "title": title, "text": text, "kind": kind, "entity": entity}
         if claims:
             doc["claims"] = claims
         if facts:

@@ -12,6 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.timing]
 REPO = Path(__file__).resolve().parents[2]
 
 SCRIPT = r"""
