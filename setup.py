@@ -10,7 +10,7 @@ setup(
     ext_modules=[
         Extension("fourfold.reports._records_scan", ["fourfold/reports/_records_scan.c"], optional=True,
                   extra_compile_args=["-O2"]),
-        Extension("fourfold.measure._hotpath", ["fourfold/measure/_hotpath.c"], optional=True,
+        Extension("fourfold.client._hotpath", ["fourfold/client/_hotpath.c"], optional=True,
                   extra_compile_args=["-O2"]),
     ],
 )

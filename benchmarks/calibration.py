@@ -25,7 +25,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fourfold.reports.compare import Settings  # noqa: E402
+from fourfold.reports.compare import CompareSettings  # noqa: E402
 from tests.calibration.simulate import NOISY, QUIET, Version, compare_versions, decided  # noqa: E402
 
 
@@ -43,7 +43,7 @@ def effects(v: Version) -> dict[str, tuple[Version, tuple[str, ...]]]:
 
 
 def false_positives(v: Version, runs: int, reps: int, rng: np.random.Generator,
-                    settings: Settings) -> tuple[float, float]:
+                    settings: CompareSettings) -> tuple[float, float]:
     gate = table = 0
     for _ in range(reps):
         rows = compare_versions(v, v, runs, rng, settings)
@@ -53,7 +53,7 @@ def false_positives(v: Version, runs: int, reps: int, rng: np.random.Generator,
 
 
 def power(baseline: Version, candidate: Version, metrics: tuple[str, ...], runs: int, reps: int,
-          rng: np.random.Generator, settings: Settings) -> float:
+          rng: np.random.Generator, settings: CompareSettings) -> float:
     hits = 0
     for _ in range(reps):
         rows = compare_versions(baseline, candidate, runs, rng, settings)
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
     runs = [int(r) for r in args.runs.split(",")]
-    settings = Settings(resamples=400)
+    settings = CompareSettings(resamples=400)
     rng = np.random.default_rng(args.seed)
     started = time.monotonic()
     for name, version in (("noisy", NOISY), ("quiet", QUIET)):

@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO))
 
 from fourfold.data import DATA_DIR  # noqa: E402
 from fourfold.fingerprint.embedder import CachedEmbedder, EmbeddingCache, MiniLMEmbedder, text_key  # noqa: E402
-from fourfold.measure.items import load_items  # noqa: E402
+from fourfold.workloads.items import load_items  # noqa: E402
 
 _SENTENCE_RE = re.compile(r"[^.!?\n]+[.!?]")
 

@@ -2,7 +2,7 @@
 answers on the bundled Chinese items (English beside them for contrast).
 
 For each bundled item of a language, the paraphrase is its reference as the simulator's
-paraphrasing candidate words it (``fourfold.targets.sim.generate``: every sentence reworded,
+paraphrasing candidate words it (``fourfold.targets.sim.paraphrase``: every sentence reworded,
 half the items reordered; fixed seed); the unrelated answers are the paraphrases of every other
 item of the same language, scored against this item's reference. For each measure: the mean and
 the lowest paraphrase score, the mean and the highest unrelated score, and the AUC (the chance a
@@ -26,8 +26,8 @@ sys.path.insert(0, str(REPO))
 from fourfold.data import DATA_DIR  # noqa: E402
 from fourfold.fingerprint.embedder import MiniLMEmbedder  # noqa: E402
 from fourfold.fingerprint.lexical import char_f1  # noqa: E402
-from fourfold.measure.items import load_items  # noqa: E402
-from fourfold.targets.sim.generate import GenerationKnobs, generate  # noqa: E402
+from fourfold.targets.sim.paraphrase import GenerationKnobs, generate  # noqa: E402
+from fourfold.workloads.items import load_items  # noqa: E402
 
 
 def separation(same: list[float], other: list[float]) -> str:

@@ -44,7 +44,7 @@ sys.path.append(str(REPO / "benchmarks"))
 
 from rawclient import planned_offsets  # noqa: E402
 
-from fourfold.measure.runread import read_records  # noqa: E402
+from fourfold.rundir.runread import read_records  # noqa: E402
 from fourfold.targets.launch import start_simulator  # noqa: E402
 
 

@@ -41,8 +41,8 @@ sys.path.insert(0, str(REPO))
 
 from fourfold.fingerprint.score import ScoreRow  # noqa: E402
 from fourfold.measure.record import RequestRecord  # noqa: E402
-from fourfold.measure.runlog import RunWriter  # noqa: E402
 from fourfold.reports.cache import CACHE_FILE  # noqa: E402
+from fourfold.rundir.runlog import RunWriter  # noqa: E402
 
 T0 = 1_790_000_000.0
 SENTINELS = {"item_id": "\u00a7I\u00a7", "request_id": "\u00a7R\u00a7", "text": "\u00a7T\u00a7"}

@@ -25,7 +25,7 @@ itself (the click pattern). This module imports nothing of fourfold, so every la
 
 The same fault raises the same class on every path: a damaged records.jsonl is a
 RecordsFormatError whether `fourfold compare`, `fourfold score` or a reader of
-``fourfold.measure.runread`` finds it; a summary.json or meta.json that is not a JSON object is a
+``fourfold.rundir.runread`` finds it; a summary.json or meta.json that is not a JSON object is a
 RunDirError for `check`, `score` and `compare` alike. The modules that raise a class re-export it
 (``from fourfold.reports.records import RecordsFormatError`` keeps working); the CLI re-exports
 the tree.
@@ -33,7 +33,7 @@ the tree.
 Not in the tree, on purpose: exceptions that never leave the code that raises them. A server's
 bad request becomes its HTTP error answer (``fourfold.targets.sim.httpio.HttpParseError``,
 ``fourfold.targets.sim.wire.WireError``, ``fourfold.targets.rag.server.BadRequest``); the rest are private
-control flow (``fourfold.measure.transport`` retries a ``fourfold.measure.h1wire.StaleConnection`` on a fresh
+control flow (``fourfold.client.transport`` retries a ``fourfold.client.h1wire.StaleConnection`` on a fresh
 connection; ``fourfold.levels.runtime._RequestFailed``, ``fourfold.reports.cache._Uncacheable``). Bad input from a server
 under test is never an exception here at all: it is a record's ``error_class``.
 """

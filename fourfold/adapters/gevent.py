@@ -1,6 +1,6 @@
 """gevent's insides that fourfold uses (checked against gevent 26.9.0).
 
-The reactor (:mod:`fourfold.measure.reactor`) reads a response's socket from a hub callback with
+The reactor (:mod:`fourfold.client.reactor`) reads a response's socket from a hub callback with
 ``recvmsg`` and the kernel's receive stamp, bypassing gevent's cooperative ``recv`` (a failed
 attempt, an io watcher and a trip through the hub per read). For that it needs the OS socket
 gevent wraps. Nothing here imports gevent: the socket is whatever object the caller holds.

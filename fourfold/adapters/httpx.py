@@ -1,7 +1,7 @@
 """httpx's insides that fourfold uses (checked against httpx 0.29.0, httpcore 1.0.9).
 
 fourfold keeps httpx as its client API and puts its own HTTP/1.1 transport underneath
-(:mod:`fourfold.measure.transport`). Three things need more than httpx's public API: sending on the
+(:mod:`fourfold.client.transport`). Three things need more than httpx's public API: sending on the
 transport without the client's per-request machinery when the client would add nothing
 (:func:`direct_transport`, :func:`merge_url`), reaching the transport's own stream under the one
 httpx wraps around it (:func:`transport_stream`, :func:`break_stream_cycle`), and asking the

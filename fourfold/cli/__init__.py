@@ -143,7 +143,7 @@ def _cmd_probe(args: argparse.Namespace, rest: list[str]) -> int:
 
 
 def _cmd_check(args: argparse.Namespace, rest: list[str]) -> int:
-    from fourfold.measure.gate import check_run
+    from fourfold.gates.gate import check_run
 
     result = check_run(args.run_dir, args.slo, args.junit)
     print(result.text)

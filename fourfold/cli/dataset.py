@@ -4,7 +4,7 @@
     fourfold dataset inspect qa.parquet --dataset-column prompt=question,reference=answer
     fourfold dataset convert data/sharegpt.json --to jsonl --out prompts.jsonl
 
-Both read the file exactly as a run does (:func:`fourfold.measure.formats.load_dataset`), so a file
+Both read the file exactly as a run does (:func:`fourfold.workloads.formats.load_dataset`), so a file
 ``inspect`` accepts is one a run accepts, and a bad one is the same one-line error with exit 2.
 """
 
@@ -17,8 +17,8 @@ from pathlib import Path
 
 from fourfold.errors import UsageError
 from fourfold.measure.console import counted
-from fourfold.measure.formats import FORMAT_NAMES, Dataset, load_dataset, parse_columns
-from fourfold.measure.formats_inspect import format_inspection, inspect, inspection_dict, write_jsonl
+from fourfold.workloads.formats import FORMAT_NAMES, Dataset, load_dataset, parse_columns
+from fourfold.workloads.formats_inspect import format_inspection, inspect, inspection_dict, write_jsonl
 
 ESTIMATE = "estimated: a word or a punctuation mark is one token; --tokenizer for exact counts"
 
@@ -47,12 +47,12 @@ def run(args: argparse.Namespace, rest: list[str]) -> int:
     dataset = load_dataset(args.file, args.dataset_format, parse_columns(args.dataset_column))
     if args.dataset_command == "inspect":
         if args.tokenizer:
-            from fourfold.measure.tokenizer import load_tokenizer
+            from fourfold.workloads.tokenizer import load_tokenizer
 
             tokenizer = load_tokenizer(args.tokenizer)
             count, counter = tokenizer.count, f"exact, tokenizer {tokenizer.name}"
         else:
-            from fourfold.measure.synthetic import estimate_tokens
+            from fourfold.workloads.synthetic import estimate_tokens
 
             count, counter = estimate_tokens, ESTIMATE
         found = inspect(dataset, count, counter)

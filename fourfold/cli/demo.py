@@ -33,7 +33,6 @@ from fourfold.cli.report import DEMO_DURATION_S, DEMO_REPEATS, DEMO_USERS
 from fourfold.errors import FourfoldError, UsageError
 from fourfold.locustfiles import LOCUSTFILE_DIR
 from fourfold.measure.console import counted
-from fourfold.measure.runread import latest_run
 from fourfold.reports.article import (
     TERMINAL_WIDTH,
     Finding,
@@ -42,9 +41,10 @@ from fourfold.reports.article import (
     render_markdown,
     render_terminal,
 )
-from fourfold.reports.compare import DEFAULT_SETTINGS, Settings
+from fourfold.reports.compare import DEFAULT_SETTINGS, CompareSettings
 from fourfold.reports.load import load_run
 from fourfold.reports.report import Report, Section, Side, build_report, write_report
+from fourfold.rundir.runread import latest_run
 from fourfold.targets import IMPORT_ROOT
 
 __all__ = ["DEMO_LEVELS", "DemoOptions", "DemoResult", "article_check", "available_levels", "render_check", "run_demo"]
@@ -76,7 +76,7 @@ class DemoOptions:
     seed: int = 0                               # the simulators' seed (the bootstrap's is in settings)
     score: bool = True
     max_tokens: int | None = None               # None: each item's own (the whole reference answer)
-    settings: Settings = DEFAULT_SETTINGS
+    settings: CompareSettings = DEFAULT_SETTINGS
     min_level_s: int = 10                       # the shortest run of a level other than L1
     repeats: int = DEMO_REPEATS                 # runs of each profile and level (the comparison's replicates)
     profiles: tuple[str, str] = ROLES           # the baseline's and the candidate's simulator profile
@@ -87,7 +87,7 @@ class DemoOptions:
         profile, 4 users, answers cut at 64 tokens (so each user gets several requests in, and
         candidate answers still pulse; cut answers are left out of structure compliance)."""
         return cls(out_dir=out_dir, duration_s=8, users=4, levels=None, score=score, max_tokens=64,
-                   settings=Settings(resamples=500), min_level_s=5, repeats=2)
+                   settings=CompareSettings(resamples=500), min_level_s=5, repeats=2)
 
 
 @dataclass

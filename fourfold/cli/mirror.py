@@ -16,8 +16,8 @@ def add_arguments(cmd: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, rest: list[str]) -> int:
-    from fourfold.measure.runread import read_records
     from fourfold.reports.mirror import compare_mirror, format_markdown
+    from fourfold.rundir.runread import read_records
 
     run_dir = Path(args.run_dir)
     out = Path(args.out) if args.out else run_dir / "mirror.md"

@@ -1,4 +1,4 @@
-"""``fourfold probe feature|inflection|tokens``: argument parsing and printing for measure.probe.
+"""``fourfold probe feature|inflection|tokens``: argument parsing and printing for gates.probe.
 
 With no ``--host``, each probe runs against two embedded simulators, ``baseline`` and
 ``candidate``, so the article's effects are visible from a fresh checkout.
@@ -64,7 +64,7 @@ def _check_numbers(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace, rest: list[str]) -> int:
-    from fourfold.measure import probe
+    from fourfold.gates import probe
 
     _check_numbers(args)
     if args.probe == "feature":

@@ -114,8 +114,8 @@ def _now() -> str:
 
 
 def repeat(args: argparse.Namespace, rest: list[str], say: Callable[[str], None]) -> int:
-    from fourfold.measure.runlog import RECORDS_FILE, check_run_base, write_json_atomic
-    from fourfold.measure.runread import find_runs
+    from fourfold.rundir.runlog import RECORDS_FILE, check_run_base, write_json_atomic
+    from fourfold.rundir.runread import find_runs
 
     count = plan.parse_count(args.count)
     locust_args = plan.locust_arguments(plan.command_after_dashes(rest))

@@ -26,8 +26,8 @@ from typing import Any
 
 from fourfold.errors import UsageError
 from fourfold.measure.console import counted
-from fourfold.measure.runlog import redact, redact_text, sanitize_label
-from fourfold.measure.secrets import REDACTED
+from fourfold.rundir.runlog import redact, redact_text, sanitize_label
+from fourfold.rundir.secrets import REDACTED
 
 MAX_REPEAT = 100
 SINGLE, BASELINE, CANDIDATE = "runs", "baseline", "candidate"
@@ -40,7 +40,7 @@ EXIT_MEANINGS = {0: "ok", 1: "failed requests or an error", 2: "usage error", 3:
 
 
 @dataclass(frozen=True)
-class Side:
+class RepeatSide:
     """One version under test: its host (``""``: the command's own target) and extra locust arguments."""
 
     name: str
@@ -120,14 +120,14 @@ def split_args(option: str, text: str | None) -> tuple[str, ...]:
 
 
 def make_sides(baseline_host: str | None, candidate_host: str | None, baseline_args: str | None,
-               candidate_args: str | None) -> tuple[Side, ...]:
+               candidate_args: str | None) -> tuple[RepeatSide, ...]:
     """No side option: one side (:data:`SINGLE`); else a baseline and a candidate, each given by at least
     one of its host and its arguments."""
-    baseline = Side(BASELINE, baseline_host or "", split_args("--baseline-args", baseline_args))
-    candidate = Side(CANDIDATE, candidate_host or "", split_args("--candidate-args", candidate_args))
+    baseline = RepeatSide(BASELINE, baseline_host or "", split_args("--baseline-args", baseline_args))
+    candidate = RepeatSide(CANDIDATE, candidate_host or "", split_args("--candidate-args", candidate_args))
     given = [side for side in (baseline, candidate) if side.host or side.args]
     if not given:
-        return (Side(SINGLE),)
+        return (RepeatSide(SINGLE),)
     if len(given) == 1:
         other = CANDIDATE if given[0].name == BASELINE else BASELINE
         raise UsageError(f"only the {given[0].name} side was given: give --{other}-host and/or --{other}-args "
@@ -147,7 +147,7 @@ def find_option(args: Sequence[str], names: Sequence[str]) -> str | None:
     return None
 
 
-def check_arguments(args: Sequence[str], sides: Sequence[Side]) -> None:
+def check_arguments(args: Sequence[str], sides: Sequence[RepeatSide]) -> None:
     """No option that fourfold repeat sets itself in the command or a side's arguments."""
     for where, given in (("the command", args), *((f"--{side.name}-args", side.args) for side in sides)):
         found = find_option(given, SET_BY_REPEAT)
@@ -179,12 +179,12 @@ def run_label(label: str, side: str, repetition: int) -> str:
     return sanitize_label(f"{label}-{repetition}" if side == SINGLE else f"{label}-{side}-{repetition}")
 
 
-def plan_runs(count: int, sides: Sequence[Side], seed_base: int, label: str) -> list[PlannedRun]:
+def plan_runs(count: int, sides: Sequence[RepeatSide], seed_base: int, label: str) -> list[PlannedRun]:
     return [PlannedRun(index, side, r, seed_of(r, seed_base), run_label(label, side, r))
             for index, (side, r) in enumerate(launch_order(count, [s.name for s in sides]), start=1)]
 
 
-def run_arguments(args: Sequence[str], side: Side, run: PlannedRun, run_base: str, shuffle: bool = True) -> list[str]:
+def run_arguments(args: Sequence[str], side: RepeatSide, run: PlannedRun, run_base: str, shuffle: bool = True) -> list[str]:
     """The locust arguments of one run (module docstring)."""
     extra = ["--host", side.host] if side.host else []
     seeds = ["--seed", str(run.seed), "--sim-seed", str(run.seed)]
@@ -193,7 +193,7 @@ def run_arguments(args: Sequence[str], side: Side, run: PlannedRun, run_base: st
 
 
 def redact_args(args: Sequence[str]) -> list[str]:
-    """An argument list fit to print and keep: :func:`~fourfold.measure.runlog.redact` (``--api-key X``,
+    """An argument list fit to print and keep: :func:`~fourfold.rundir.runlog.redact` (``--api-key X``,
     URL credentials, key-shaped words) and every ``--header`` value, which fourfold treats as a credential."""
     out = [str(arg) for arg in redact(list(args))]
     for i, arg in enumerate(out):
@@ -263,7 +263,7 @@ def format_summary(outcomes: Sequence[RunOutcome], sides: Sequence[str], planned
     return lines
 
 
-def manifest(*, count: int, sides: Sequence[Side], command_args: Sequence[str], seed_base: int, shuffle: bool,
+def manifest(*, count: int, sides: Sequence[RepeatSide], command_args: Sequence[str], seed_base: int, shuffle: bool,
              out: str, outcomes: Sequence[RunOutcome], started_at: str, finished_at: str, elapsed_s: float,
              stopped: str | None, versions: dict[str, str]) -> dict[str, Any]:
     """repeat.json: what was asked, what ran and what each run left (commands redacted)."""
@@ -293,7 +293,7 @@ def manifest(*, count: int, sides: Sequence[Side], command_args: Sequence[str], 
     }
 
 
-__all__ = ["MAX_REPEAT", "PlannedRun", "RunOutcome", "Side", "check_arguments", "command_after_dashes",
+__all__ = ["MAX_REPEAT", "PlannedRun", "RunOutcome", "RepeatSide", "check_arguments", "command_after_dashes",
            "compare_command", "display", "failed", "find_option", "format_summary", "launch_order",
            "locust_arguments", "make_sides", "manifest", "parse_count", "plan_runs", "redact_args", "run_arguments",
            "run_dirs", "seed_of", "split_args"]

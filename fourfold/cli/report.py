@@ -83,7 +83,7 @@ def add_demo_arguments(cmd: argparse.ArgumentParser) -> None:
 
 
 def _settings(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from fourfold.reports.compare import DEFAULT_GATE, Settings
+    from fourfold.reports.compare import DEFAULT_GATE, CompareSettings
     from fourfold.reports.verdict import parse_min_effects
 
     if not 100 <= args.resamples <= 1_000_000:
@@ -95,7 +95,7 @@ def _settings(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         gate = tuple(p.strip() for p in args.gate.split(",") if p.strip())
         if not gate:
             raise UsageError("--gate needs at least one row key or pattern, e.g. 'ttft_p95,e2e_p95,error_rate'")
-    return Settings(resamples=args.resamples, seed=args.seed, confidence=1 - args.alpha, alpha=args.alpha,
+    return CompareSettings(resamples=args.resamples, seed=args.seed, confidence=1 - args.alpha, alpha=args.alpha,
                     min_effects=parse_min_effects(getattr(args, "min_effect", [])), gate=gate)
 
 

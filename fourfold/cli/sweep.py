@@ -5,7 +5,7 @@
 1. A throughput probe: a closed loop (``l2_gateway.py --ladder off``) at ``--probe-users`` for
    ``--probe-s`` seconds; its completed requests per second are the rate the target reaches.
 2. Open-loop runs (``l2_open_loop.py``), each ``--duration-s`` long, at rates the search in
-   :mod:`fourfold.measure.sweep` picks (3/4 of the probe's rate first, then up or down, then
+   :mod:`fourfold.gates.sweep` picks (3/4 of the probe's rate first, then up or down, then
    bisection), until a passing and a missing rate are within ``--tolerance`` of each other.
 
 Each run is a bounded headless ``locust`` subprocess with the same extra options (anything
@@ -95,7 +95,7 @@ class Runner:
 
     def run(self, label: str, locustfile: str, options: list[str], seconds: float) -> tuple[Path, dict[str, Any]]:
         from fourfold.locustfiles import LOCUSTFILE_DIR
-        from fourfold.measure.runread import latest_run, read_summary
+        from fourfold.rundir.runread import latest_run, read_summary
         from fourfold.targets import IMPORT_ROOT
 
         base = self.sweep_dir / "runs"
@@ -137,11 +137,11 @@ def _probe(runner: Runner, args: argparse.Namespace) -> dict[str, Any]:
 
 def sweep(args: argparse.Namespace, rest: list[str], say: Callable[[str], None]) -> tuple[Path, dict[str, Any], list[str]]:
     """Probe, search, write the sweep directory; returns (directory, sweep block, table lines)."""
-    from fourfold.measure.gate import load_slo
-    from fourfold.measure.runlog import RunWriter
-    from fourfold.measure.slo import to_spec
-    from fourfold.measure.sweep import SearchPlan, format_table, knee_metric, rate_point, search
+    from fourfold.gates.gate import load_slo
+    from fourfold.gates.slo import to_spec
+    from fourfold.gates.sweep import SearchPlan, format_table, knee_metric, rate_point, search
     from fourfold.reports.capacity import sweep_plot
+    from fourfold.rundir.runlog import RunWriter
 
     _check(args)
     slos = load_slo(args.slo or DEFAULT_SLO)

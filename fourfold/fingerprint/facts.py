@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fourfold.measure.items import jsonl_lines
+from fourfold.workloads.items import jsonl_lines
 
 __all__ = ["FACT_KINDS", "Fact", "FactCheck", "check_answer", "fact_error_rate", "load_facts", "parse_facts"]
 

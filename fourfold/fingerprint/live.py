@@ -105,7 +105,7 @@ def _send(out: Any, message: dict[str, Any]) -> None:
 def _load_items(first: dict[str, Any]) -> dict[str, Any]:
     from fourfold.fingerprint.rag import rag_dataset
     from fourfold.fingerprint.runscore import resolve_dataset
-    from fourfold.measure.formats import load_run_dataset
+    from fourfold.workloads.formats import load_run_dataset
 
     meta = first.get("meta") or {}
     run_dir = Path(first.get("run_dir") or ".")

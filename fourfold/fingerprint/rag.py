@@ -35,8 +35,9 @@ from fourfold.fingerprint.embedder import Embedder
 from fourfold.fingerprint.facts import Fact, check_answer, load_facts
 from fourfold.fingerprint.score import ScoreRow, distribution, groundedness
 from fourfold.measure.console import counted
-from fourfold.measure.rag import CorpusDoc, load_corpus
+from fourfold.measure.rag import CorpusDoc
 from fourfold.measure.record import RequestRecord
+from fourfold.workloads.corpus import corpus_by_id
 
 __all__ = ["LOW_GROUNDEDNESS", "check_facts", "rag_dataset", "rag_quality", "run_corpus"]
 
@@ -91,7 +92,7 @@ def _mean(values: list[float]) -> float | None:
 def rag_quality(rows: Sequence[ScoreRow], records: Sequence[RequestRecord], embedder: Embedder,
                 corpus: dict[str, CorpusDoc] | str | Path, how: str = "max") -> dict[str, Any]:
     """Set ``row.groundedness`` for the L3 rows and return the ``rag`` quality block."""
-    docs = load_corpus(corpus) if isinstance(corpus, (str, Path)) else corpus
+    docs = corpus_by_id(corpus) if isinstance(corpus, (str, Path)) else corpus
     by_id = {r.request_id: r for r in records}
     unknown: set[str] = set()
     jobs: list[tuple[ScoreRow, RequestRecord, list[str]]] = []

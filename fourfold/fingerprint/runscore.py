@@ -77,11 +77,11 @@ from fourfold.fingerprint.structure import (
     requested_items,
 )
 from fourfold.measure.console import counted
-from fourfold.measure.formats import load_run_dataset
-from fourfold.measure.items import Item
 from fourfold.measure.record import RequestRecord
-from fourfold.measure.runlog import RECORDS_FILE, SUMMARY_FILE, write_json_atomic
-from fourfold.measure.runread import read_meta, read_records, read_summary
+from fourfold.rundir.runlog import RECORDS_FILE, SUMMARY_FILE, write_json_atomic
+from fourfold.rundir.runread import read_meta, read_records, read_summary
+from fourfold.workloads.formats import load_run_dataset
+from fourfold.workloads.items import Item
 
 __all__ = ["SCORES_FILE", "RunScore", "format_quality", "make_embedder", "resolve_dataset", "score_records",
            "score_run", "text_groundedness"]

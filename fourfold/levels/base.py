@@ -21,20 +21,20 @@ import httpx
 from locust import User, constant
 
 from fourfold.adapters.locust import user_waiting
+from fourfold.client.dialects import RequestOptions, get_dialect
+from fourfold.client.factory import make_http_client
+from fourfold.client.stream import UNSENT, StreamLimits, send
 from fourfold.data import DATA_DIR
 from fourfold.errors import OptionError
 from fourfold.levels import hooks
 from fourfold.levels.options import Settings
 from fourfold.levels.runtime import Runtime, get_runtime
-from fourfold.measure.client import make_http_client
-from fourfold.measure.dialects import RequestOptions, get_dialect
-from fourfold.measure.formats import load_items_as
-from fourfold.measure.items import Item
 from fourfold.measure.record import RequestRecord
-from fourfold.measure.sampling import Selection
-from fourfold.measure.secrets import attach as attach_secrets
-from fourfold.measure.stream import UNSENT, StreamLimits, send
-from fourfold.measure.tokenizer import Tokenizer, load_tokenizer
+from fourfold.rundir.secrets import attach as attach_secrets
+from fourfold.workloads.formats import load_items_as
+from fourfold.workloads.items import Item
+from fourfold.workloads.sampling import Selection
+from fourfold.workloads.tokenizer import Tokenizer, load_tokenizer
 
 logging.getLogger("httpx").setLevel(logging.WARNING)
 logging.getLogger("httpcore").setLevel(logging.WARNING)
@@ -47,7 +47,7 @@ DEFAULT_DATASET = DATA_DIR / "prompts" / "prompts.jsonl"
 
 def dataset(path: str, settings: Settings | None = None) -> list[Item]:
     """Items of a dataset, loaded once per process; a ``--dataset`` is read with the run's
-    ``--dataset-format`` and ``--dataset-column`` (:mod:`fourfold.measure.formats`)."""
+    ``--dataset-format`` and ``--dataset-column`` (:mod:`fourfold.workloads.formats`)."""
     fmt, columns = ((settings.dataset_format, settings.dataset_columns) if settings is not None and settings.dataset
                     else ("auto", ()))
     key = (path or str(DEFAULT_DATASET), fmt, columns)
@@ -67,9 +67,9 @@ def selection(settings: Settings) -> Selection:
 
 def selected_items(path: str, settings: Settings) -> list[Item]:
     """The items of ``path`` this run sends: ``--dataset-filter``, then ``--dataset-sample``
-    (:mod:`fourfold.measure.sampling`); input lengths by ``--tokenizer`` when given, else the
+    (:mod:`fourfold.workloads.sampling`); input lengths by ``--tokenizer`` when given, else the
     synthetic estimate, and a trace's prompts made exact by it. Once per process and options."""
-    from fourfold.measure.trace import exact_trace_items, is_trace
+    from fourfold.workloads.trace import exact_trace_items, is_trace
 
     chosen = selection(settings)
     items = dataset(path, settings)
@@ -82,7 +82,7 @@ def selected_items(path: str, settings: Settings) -> list[Item]:
         if tokenizer is not None:
             count = tokenizer.count
         else:
-            from fourfold.measure.synthetic import estimate_tokens as count
+            from fourfold.workloads.synthetic import estimate_tokens as count
         if exact:
             items = exact_trace_items(items, tokenizer)
         _SELECTED[key] = chosen.select(items, count, path or "the bundled prompts")
@@ -94,7 +94,7 @@ _SYNTHETIC: dict[tuple[str, str], list[Item]] = {}
 
 def synthetic_items(settings: Settings) -> list[Item]:
     """``--synthetic``'s items (exact lengths with ``--tokenizer``), made once per process."""
-    from fourfold.measure.synthetic import make_items, parse_synthetic
+    from fourfold.workloads.synthetic import make_items, parse_synthetic
 
     spec = parse_synthetic(settings.synthetic)
     if settings.dataset or settings.dataset_sample or settings.dataset_filter:
@@ -127,7 +127,7 @@ def token_counts_facts(settings: Settings) -> dict[str, Any]:
         return {}
     facts: dict[str, Any] = {"tokenizer": settings.tokenizer or None}
     if settings.synthetic:
-        from fourfold.measure.synthetic import parse_synthetic
+        from fourfold.workloads.synthetic import parse_synthetic
 
         facts["synthetic"] = parse_synthetic(settings.synthetic).describe()
         facts["synthetic_lengths"] = "tokenizer" if settings.tokenizer else "estimate"
@@ -173,7 +173,7 @@ def simulator_gateway_args(settings: Settings) -> list[str]:
 
 def make_client(settings: Settings, base_url: str) -> httpx.Client:
     """The httpx client of a user (or its mirror), carrying the run's credentials to scrub from every
-    record it makes (``measure.secrets``: the API key and each non-public ``--header`` value)."""
+    record it makes (``rundir.secrets``: the API key and each non-public ``--header`` value)."""
     client = make_http_client(base_url, headers=settings.request_headers(), http2=settings.http2,
                               insecure=settings.insecure, read_timeout_s=settings.read_timeout_s,
                               connect_timeout_s=settings.connect_timeout_s)
@@ -269,7 +269,7 @@ class LLMUser(User):
     @classmethod
     def sent_items(cls, environment: Any) -> tuple[str, list[Item]]:
         """The name of what this class's users send and its items, the same as :meth:`initial_items`
-        (meta.json's ``dataset_*`` facts, :mod:`fourfold.measure.provenance`)."""
+        (meta.json's ``dataset_*`` facts, :mod:`fourfold.rundir.provenance`)."""
         settings = get_runtime(environment).settings
         if settings.synthetic:
             return f"synthetic {settings.synthetic}", synthetic_items(settings)
@@ -277,7 +277,7 @@ class LLMUser(User):
 
     def use_items(self, items: list[Item]) -> None:
         """Send ``items``: today's rotation (start at ``user_id mod n``), or with ``--shuffle`` the
-        order of (``--seed``, the run-wide user index), :func:`fourfold.measure.sampling.user_order`."""
+        order of (``--seed``, the run-wide user index), :func:`fourfold.workloads.sampling.user_order`."""
         self.items = items
         chosen = selection(self.settings)
         self._cursor = chosen.order(len(items), self.user_index if chosen.shuffle else self.user_id)

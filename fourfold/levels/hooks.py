@@ -85,7 +85,7 @@ def _preload_quitting_path() -> None:
 def _on_init(environment: Any, **_kw: Any) -> None:
     from fourfold.errors import UsageError
     from fourfold.levels.runtime import register
-    from fourfold.measure.runlog import check_run_base
+    from fourfold.rundir.runlog import check_run_base
 
     _deliver_sigint_to_main()
     inputs.check_or_exit(environment)        # options and datasets: one line and exit 2 before anything starts
@@ -175,7 +175,7 @@ def _on_test_start(environment: Any, **_kw: Any) -> None:
         log.error("fourfold: cannot create a run directory in %s (%s); records will be counted as lost",
                   runtime.settings.run_dir, exc.strerror or exc)
     if classes and any(cls.samples_server_metrics for cls in classes):
-        from fourfold.levels.sampler import start_sampler
+        from fourfold.levels.telemetry_sampler import start_sampler
 
         runtime.sampler = start_sampler(runtime)
 
@@ -183,10 +183,10 @@ def _on_test_start(environment: Any, **_kw: Any) -> None:
 def sent_facts(environment: Any, classes: list[Any]) -> dict[str, Any]:
     """meta.json's facts about what this test sends and from where (``fourfold compare`` checks that
     the sides agree, :mod:`fourfold.reports.comparability`): the dataset's name, item count and
-    content hash over every User class's items (:mod:`fourfold.measure.provenance`), the classes'
+    content hash over every User class's items (:mod:`fourfold.rundir.provenance`), the classes'
     scenarios and the ``client`` machine. Once per test, on the process that writes meta.json."""
     from fourfold.errors import UsageError
-    from fourfold.measure.provenance import client_facts, dataset_facts
+    from fourfold.rundir.provenance import client_facts, dataset_facts
 
     facts: dict[str, Any] = {"dataset_name": None, "dataset_items": None, "dataset_sha256": None,
                              "scenarios": sorted({str(getattr(cls, "scenario", "")) for cls in classes}),

@@ -22,7 +22,7 @@ from typing import Any
 from fourfold.errors import OptionError, UsageError
 from fourfold.levels.l4_options import SessionSettings
 from fourfold.levels.options import Settings
-from fourfold.measure.tokenizer import load_tokenizer
+from fourfold.workloads.tokenizer import load_tokenizer
 
 # --synthetic: the levels whose items are plain prompts; L3 needs questions with gold documents and
 # references, L4 scripted conversations with goal facts, which synthetic text has neither of

@@ -13,7 +13,7 @@ Users (concrete classes; the locustfiles import them):
   ``--max-in-flight``; ``queue_ms`` is the time from each intended arrival to its send. In a
   distributed run the master gives every worker one dispatcher and each draws
   ``--arrival-rate / workers`` from its own seed. With a trace as ``--dataset``
-  (:mod:`fourfold.measure.trace`) it sends each entry at its own time instead (``--trace-speed``;
+  (:mod:`fourfold.workloads.trace`) it sends each entry at its own time instead (``--trace-speed``;
   dispatcher i of D takes entries i, i + D, ...), puts the scheduled time in ``extra.scheduled_at``,
   and stops when its share is done (a local run then ends).
 
@@ -35,6 +35,7 @@ import gevent
 import gevent.pool
 from locust import task
 
+from fourfold.client.factory import make_http_client
 from fourfold.errors import OptionError
 from fourfold.levels import hooks, sweep_live
 from fourfold.levels.arrivals import dispatcher_seed, trace_gaps, trace_offered, trace_share
@@ -52,9 +53,8 @@ from fourfold.levels.l2_stats import (
 )
 from fourfold.levels.ladder import STEP_ATTR, format_ladder, ladder_report, step_scenario
 from fourfold.levels.options import Settings
-from fourfold.measure.client import make_http_client
 from fourfold.measure.record import RequestRecord
-from fourfold.measure.trace import arrival_offsets_s, is_trace
+from fourfold.workloads.trace import arrival_offsets_s, is_trace
 
 log = logging.getLogger("fourfold")
 DISPATCHERS_ATTR = "fourfold_dispatchers"    # parsed_options: open-loop dispatchers in the whole run

@@ -3,7 +3,7 @@
 :class:`RagUser` sends each question of the RAG dataset (``data/rag/questions.jsonl`` unless
 ``--dataset`` names another) to ``--rag-path`` with the ``--rag-request-template``, and reads the
 answer, the retrieved document ids and the stage timings through the ``rag`` dialect's path specs
-(:mod:`fourfold.measure.dialects.rag`; ``--rag-answer-path``, ``--rag-ids-path``, ``--rag-timings-path``).
+(:mod:`fourfold.client.dialects.rag`; ``--rag-answer-path``, ``--rag-ids-path``, ``--rag-timings-path``).
 Stage timings also come from a standard ``Server-Timing`` header; a service that exposes none is
 measured end to end only. Per request (:func:`fourfold.measure.rag.annotate`): recall@k and context
 precision against the question's ``gold_ids``, the conflict flag (two retrieved documents of one
@@ -31,16 +31,17 @@ from typing import Any
 
 from locust import task
 
+from fourfold.client.dialects.rag import DEFAULT_TEMPLATE, RagDialect, RagWire
 from fourfold.data import DATA_DIR, find
 from fourfold.errors import DatasetError
 from fourfold.levels import hooks
 from fourfold.levels.base import LLMUser, selected_items
 from fourfold.levels.options import Settings
 from fourfold.levels.runtime import get_runtime
-from fourfold.measure.dialects.rag import DEFAULT_TEMPLATE, RagDialect, RagWire
-from fourfold.measure.items import Item
-from fourfold.measure.rag import CorpusDoc, RagStats, annotate, format_rag, load_corpus
+from fourfold.measure.rag import CorpusDoc, RagStats, annotate, format_rag
 from fourfold.measure.record import RequestRecord
+from fourfold.workloads.corpus import corpus_by_id
+from fourfold.workloads.items import Item
 
 __all__ = ["DEFAULT_CORPUS", "DEFAULT_QUESTIONS", "RagSettings", "RagUser", "add_arguments", "register", "register_options"]
 
@@ -87,7 +88,7 @@ def corpus(path: Path) -> dict[str, CorpusDoc]:
     """The corpus, loaded once per process."""
     key = str(path)
     if key not in _CORPORA:
-        _CORPORA[key] = load_corpus(path)
+        _CORPORA[key] = corpus_by_id(path)
     return _CORPORA[key]
 
 

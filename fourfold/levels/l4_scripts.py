@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from fourfold.errors import ScriptError
-from fourfold.measure.items import jsonl_lines
+from fourfold.workloads.items import jsonl_lines
 
 OUTCOMES = ("completed", "max_turns", "abandoned")
 ABANDON_REASONS = ("ttft", "e2e", "error")
@@ -66,7 +66,7 @@ JOINERS = {"en": (", ", " and "), "zh": ("、", "和")}
 
 
 @dataclass(frozen=True)
-class Fact:
+class NeededFact:
     """One thing the user needs: key phrases (any one counts) and how the user asks for it."""
 
     keys: tuple[str, ...]
@@ -91,7 +91,7 @@ class SessionScript:
     id: str
     opening: str
     reference: str
-    facts: tuple[Fact, ...]
+    facts: tuple[NeededFact, ...]
     max_turns: int
     persona: Persona = field(default_factory=Persona)
     rephrase: str = ""
@@ -112,7 +112,7 @@ class Turn:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class SessionVerdict:
     """How the session stands after an answer; ``outcome`` is "" while it goes on."""
 
     outcome: str = ""
@@ -182,7 +182,7 @@ def _text(data: dict[str, Any], name: str, where: str) -> str:
     return value.strip()
 
 
-def _fact(raw: Any, where: str) -> Fact:
+def _fact(raw: Any, where: str) -> NeededFact:
     if not isinstance(raw, dict):
         raise ScriptError(f"{where}: expected an object with 'key' and 'ask'")
     keys = raw.get("key")
@@ -192,7 +192,7 @@ def _fact(raw: Any, where: str) -> Fact:
     ask = raw.get("ask")
     if not isinstance(ask, str) or not ask.strip():
         raise ScriptError(f"{where}: 'ask' must be a non-empty string")
-    return Fact(tuple(k.strip().casefold() for k in keys), ask.strip())
+    return NeededFact(tuple(k.strip().casefold() for k in keys), ask.strip())
 
 
 def _persona(raw: dict[str, Any], where: str) -> Persona:
@@ -262,24 +262,24 @@ def _fill(script: SessionScript, name: str, asks: list[int]) -> str:
 
 
 def judge(script: SessionScript, covered: frozenset[int], turns: int, *, ok: bool,
-          ttft_ms: float | None, e2e_ms: float | None, patience_scale: float = 1.0) -> Verdict:
+          ttft_ms: float | None, e2e_ms: float | None, patience_scale: float = 1.0) -> SessionVerdict:
     """Whether the session ends after this answer (see the module docstring for the order).
 
     ``patience_scale`` multiplies the persona's patience; 0 means it never runs out.
     """
     persona = script.persona
     if not ok:
-        return Verdict("abandoned", "error")
+        return SessionVerdict("abandoned", "error")
     for reason, limit_ms, value_ms in (("ttft", persona.patience_ttft_ms, ttft_ms),
                                        ("e2e", persona.patience_e2e_ms, e2e_ms)):
         if limit_ms is not None and value_ms is not None and patience_scale > 0 \
                 and value_ms > limit_ms * patience_scale:
-            return Verdict("abandoned", reason)
+            return SessionVerdict("abandoned", reason)
     if len(covered) == len(script.facts):
-        return Verdict("completed")
+        return SessionVerdict("completed")
     if turns >= script.max_turns:
-        return Verdict("max_turns")
-    return Verdict()
+        return SessionVerdict("max_turns")
+    return SessionVerdict()
 
 
 @dataclass
@@ -294,7 +294,7 @@ class Conversation:
     covered: frozenset[int] = frozenset()
     last_new: int = 0
     last_words: int = 0
-    verdict: Verdict = field(default_factory=Verdict)
+    verdict: SessionVerdict = field(default_factory=SessionVerdict)
 
     @property
     def turns(self) -> int:
@@ -328,6 +328,6 @@ class Conversation:
         return new
 
 
-__all__ = ["ABANDON_REASONS", "FOLLOWUPS", "OUTCOMES", "RULES", "Conversation", "Fact", "Persona",
-           "ScriptError", "SessionScript", "Turn", "Verdict", "covered_facts", "judge", "load_scripts",
+__all__ = ["ABANDON_REASONS", "FOLLOWUPS", "OUTCOMES", "RULES", "Conversation", "NeededFact", "Persona",
+           "ScriptError", "SessionScript", "Turn", "SessionVerdict", "covered_facts", "judge", "load_scripts",
            "next_turn", "script_from_dict", "word_count"]

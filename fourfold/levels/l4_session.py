@@ -48,9 +48,9 @@ from fourfold.levels.l4_scripts import Conversation, SessionScript, script_from_
 from fourfold.levels.l4_stats import SessionStats, format_sessions
 from fourfold.levels.options import Settings
 from fourfold.levels.runtime import get_runtime
-from fourfold.measure.items import Item, jsonl_objects
 from fourfold.measure.record import RequestRecord
 from fourfold.measure.stats import end_s
+from fourfold.workloads.items import Item, jsonl_objects
 
 log = logging.getLogger("fourfold")
 DEFAULT_SESSIONS = DATA_DIR / "sessions" / "sessions.jsonl"

@@ -4,7 +4,7 @@ Registered through ``events.init_command_line_parser`` they work from the comman
 ``LOCUST_*`` environment variables, from ``locust.conf`` / ``[tool.locust]``, and in the web UI's
 start form. Secrets are masked in the form and never copied into records, logs or ``meta.json``:
 the ``--api-key`` and every ``--header`` value not marked public with ``--header-public``
-(:meth:`Settings.secrets`, :mod:`fourfold.measure.secrets`; :func:`redacted` for meta.json).
+(:meth:`Settings.secrets`, :mod:`fourfold.rundir.secrets`; :func:`redacted` for meta.json).
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from fourfold.client.dialects import DIALECTS
 from fourfold.errors import OptionError
+from fourfold.gates.gate import load_slo
+from fourfold.gates.slo import SLOSpecError
 from fourfold.levels.l4_options import register as _register_l4
-from fourfold.measure.dialects import DIALECTS
-from fourfold.measure.formats import FORMAT_NAMES, check_format_name, parse_columns
-from fourfold.measure.gate import load_slo
-from fourfold.measure.secrets import REDACTED, Secrets
-from fourfold.measure.slo import SLOSpecError
+from fourfold.rundir.secrets import REDACTED, Secrets
+from fourfold.workloads.formats import FORMAT_NAMES, check_format_name, parse_columns
 
 SECRET_OPTIONS = frozenset({"api_key"})
 

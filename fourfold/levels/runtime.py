@@ -35,8 +35,8 @@ from fourfold.levels.ledger import PROGRESS_INTERVAL_S, PROGRESS_MESSAGE, Backof
 from fourfold.levels.options import Settings, redacted
 from fourfold.measure.loadgen import GeneratorHealth, HubSampler
 from fourfold.measure.record import RequestRecord
-from fourfold.measure.runlog import RunWriter
 from fourfold.measure.stats import LLMStats
+from fourfold.rundir.runlog import RunWriter
 
 log = logging.getLogger("fourfold")
 WIRE_KEY = "fourfold"

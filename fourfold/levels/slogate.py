@@ -1,4 +1,4 @@
-"""The SLO gate inside a Locust run (``--slo``, ``--junit``); the pure part is :mod:`fourfold.measure.slo`.
+"""The SLO gate inside a Locust run (``--slo``, ``--junit``); the pure part is :mod:`fourfold.gates.slo`.
 
 - ``configure(environment, runtime)`` (``test_start``, every role): reads ``--slo`` into a
   :class:`Gate`; on the local runner or the master it rewrites ``parsed_options.slo`` to the
@@ -27,10 +27,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from fourfold.levels.options import Settings
-from fourfold.levels.runtime import Runtime
-from fourfold.measure.gate import load_slo, write_junit
-from fourfold.measure.slo import (
+from fourfold.gates.gate import load_slo, write_junit
+from fourfold.gates.slo import (
     MISS_EXIT_CODE,
     SLO,
     SLOSpecError,
@@ -41,7 +39,9 @@ from fourfold.measure.slo import (
     summary_block,
     to_spec,
 )
-from fourfold.measure.slo_report import format_verdicts
+from fourfold.gates.slo_report import format_verdicts
+from fourfold.levels.options import Settings
+from fourfold.levels.runtime import Runtime
 from fourfold.measure.stats import LLMStats
 
 log = logging.getLogger("fourfold")

@@ -1,12 +1,12 @@
 """``--sweep``: the capacity sweep inside one open-loop run (``l2_open_loop.py``), live in the web UI.
 
-One test steps the offered rate through the rates :func:`fourfold.measure.sweep.next_rate` picks,
+One test steps the offered rate through the rates :func:`fourfold.gates.sweep.next_rate` picks,
 starting at ``--arrival-rate``. Each *step* offers one rate for ``--sweep-step-s`` seconds under
 its own scenario name (``sweep@12.5/s``; a rate run again ``sweep@12.5/s#2``), so LLMStats keeps the
 steps apart; then no arrival comes until the step's requests are back (at most one more
 ``--sweep-step-s``: whatever is still in flight then is cancelled, and the step counts as
 saturated). The step is judged from its own records only (:func:`step_summary` ->
-:func:`fourfold.measure.sweep.rate_point`), the next rate is chosen, and when the search is done
+:func:`fourfold.gates.sweep.rate_point`), the next rate is chosen, and when the search is done
 the test stops (headless: the run ends; web UI: Stop).
 
 Who does what, in every runner (Locust custom messages; a local runner delivers them in-process):
@@ -33,9 +33,7 @@ import gevent.event
 import gevent.pool
 
 from fourfold.adapters.locust import send_stats_now
-from fourfold.levels.arrivals import ArrivalProcess, dispatcher_seed
-from fourfold.levels.l2_stats import SWEEP_BASE as STEP_BASE
-from fourfold.measure.sweep import (
+from fourfold.gates.sweep import (
     RatePoint,
     SearchPlan,
     format_table,
@@ -44,6 +42,8 @@ from fourfold.measure.sweep import (
     rate_point,
     result_of,
 )
+from fourfold.levels.arrivals import ArrivalProcess, dispatcher_seed
+from fourfold.levels.l2_stats import SWEEP_BASE as STEP_BASE
 
 log = logging.getLogger("fourfold")
 STEP_MSG, DONE_MSG = "fourfold_sweep_step", "fourfold_sweep_done"
@@ -74,7 +74,7 @@ def step_scenario(rate_rps: float, points: list[RatePoint]) -> str:
 
 def step_summary(group: dict[str, Any] | None, sent: int, cut: int, duration_s: float,
                  missing: int = 0) -> dict[str, Any]:
-    """One step as a summary.json-like dict for :func:`fourfold.measure.sweep.rate_point`: ``total``
+    """One step as a summary.json-like dict for :func:`fourfold.gates.sweep.rate_point`: ``total``
     (and ``groups``) its LLMStats group, ``l2.open_loop`` its rates and whether target and load
     generator kept up. ``cut``: requests still in flight a drain after the step (cancelled);
     ``missing``: dispatchers that never answered."""
@@ -94,7 +94,7 @@ def sweep_slo_text(slo: str, slo_ttft_p95_ms: float) -> str:
 # ---- the controller (local runner or master) ----
 class Controller:
     def __init__(self, environment: Any, settings: Any, slo_text: str, dispatchers: int) -> None:
-        from fourfold.measure.gate import load_slo
+        from fourfold.gates.gate import load_slo
 
         self.environment, self.settings = environment, settings
         self.slo_text, self.slos = slo_text, load_slo(slo_text)
@@ -241,7 +241,7 @@ def check_inputs(open_loop: bool, gateway: Any, settings: Any) -> None:
     """At ``init``: ``--sweep`` needs the open-loop dispatcher and offers rates, not a trace (OptionError)."""
     from fourfold.errors import OptionError
     from fourfold.levels.base import selected_items
-    from fourfold.measure.trace import is_trace
+    from fourfold.workloads.trace import is_trace
 
     if not gateway.sweep:
         return

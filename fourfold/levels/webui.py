@@ -42,13 +42,13 @@ import gevent
 
 from fourfold.adapters.flask import drop_form_fields
 from fourfold.adapters.locust import add_web_ui_tabs, hide_secret_defaults_in_start_form
+from fourfold.gates.slo import Verdict
 from fourfold.levels.hooks import live_blocks
 from fourfold.levels.options import SECRET_OPTIONS
 from fourfold.levels.slogate import get_gate, live_verdicts
 from fourfold.levels.webui_panels import has_series, panel_rows, series_columns, stage_colors, stage_means
 from fourfold.measure.histogram import LogHistogram
 from fourfold.measure.metric_names import summary_value
-from fourfold.measure.slo import Verdict
 from fourfold.measure.stats import TOTAL_LEVEL
 
 log = logging.getLogger("fourfold")

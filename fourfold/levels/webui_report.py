@@ -19,8 +19,8 @@ import logging
 import os
 from typing import Any
 
+from fourfold.gates.slo import Verdict
 from fourfold.levels.slogate import get_gate, live_verdicts
-from fourfold.measure.slo import Verdict
 
 log = logging.getLogger("fourfold")
 SECTION_ID = "fourfold-llm"

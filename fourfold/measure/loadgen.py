@@ -2,7 +2,7 @@
 
 A latency the client measures includes the client's own waiting: a greenlet whose token arrived
 (or whose request fell due) waits for the gevent hub until every greenlet ahead of it has run.
-Kernel receive stamps hide part of that (:mod:`fourfold.measure.reactor`), not all of it: sends,
+Kernel receive stamps hide part of that (:mod:`fourfold.client.reactor`), not all of it: sends,
 open-loop arrivals and the first read of a busy process are late too. Each process that sends
 load (a local runner or a worker) therefore watches itself while a test runs:
 

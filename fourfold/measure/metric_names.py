@@ -7,7 +7,7 @@ and AIPerf give the same quantity. What reads it:
   fourfold.measure.metric_names`` prints it; ``tests/unit/test_metrics_doc.py`` fails when the
   page and the code differ);
 - the report's footnote (:mod:`fourfold.reports.glossary`): the metrics the report shows;
-- the SLO grammar (:mod:`measure.slo`): which names are latencies, rates, throughputs, quality;
+- the SLO grammar (:mod:`gates.slo`): which names are latencies, rates, throughputs, quality;
 - :func:`summary_value`: a metric's value in a summary.json block by its SLO/report name
   (``ttft_p95`` is ``block["ttft_ms"]["p95"]``), for the SLO gate, the web UI table and the
   summary-vs-report test.

@@ -1,6 +1,6 @@
 """Server metrics: Prometheus text and ``nvidia-smi`` CSV parsed into one canonical vocabulary.
 
-Pure functions; the sampler greenlet in :mod:`fourfold.levels.sampler` does the I/O. Engines name the same
+Pure functions; the sampler greenlet in :mod:`fourfold.levels.telemetry_sampler` does the I/O. Engines name the same
 quantity differently, so each canonical metric lists its known source names (first found wins;
 samples with several label sets are summed for counts and averaged for percentages).
 

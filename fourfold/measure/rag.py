@@ -22,18 +22,15 @@ everywhere else (``recall_at_k`` and ``precision_at_k`` are also the records' an
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from fourfold.measure.histogram import LogHistogram
-from fourfold.measure.items import jsonl_lines
 from fourfold.measure.record import RequestRecord
 
-__all__ = ["CorpusDoc", "RagStats", "annotate", "conflict_groups", "format_rag", "load_corpus", "precision_at_k",
+__all__ = ["CorpusDoc", "RagStats", "annotate", "conflict_groups", "format_rag", "precision_at_k",
            "recall_at_k", "stage_timings"]
 
 TOTAL_STAGES = frozenset({"total", "e2e", "overall"})     # server_timing entries that are not stages
@@ -51,20 +48,6 @@ class CorpusDoc:
     def chunk_text(self) -> str:
         """The text a model saw for this document (title and text)."""
         return f"{self.title}: {self.text}" if self.title else self.text
-
-
-def load_corpus(path: str | Path) -> dict[str, CorpusDoc]:
-    """id -> document of a corpus JSONL (``id``, ``title``, ``text``, optional ``claims``)."""
-    docs: dict[str, CorpusDoc] = {}
-    for n, line in jsonl_lines(path):
-        try:
-            data = json.loads(line)
-            claims = {str(k): str(v) for k, v in (data.get("claims") or {}).items()}
-            docs[str(data["id"])] = CorpusDoc(str(data["id"]), str(data.get("title") or ""),
-                                              str(data["text"]), claims)
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise ValueError(f"{path}:{n}: not a corpus document ({exc}); expected id, title, text") from None
-    return docs
 
 
 # ---- per-request metrics ----

@@ -13,7 +13,7 @@ package is cheap; matplotlib loads when the HTML report is rendered.
 
 from __future__ import annotations
 
-from fourfold.reports.compare import GroupSample, Row, Settings, compare_groups
+from fourfold.reports.compare import CompareSettings, GroupSample, Row, compare_groups
 from fourfold.reports.load import RunData, RunDirError, group_samples, load_run
 from fourfold.reports.report import Comparison, Report, Side, build_report, report_from_paths, write_report
 
@@ -24,7 +24,7 @@ __all__ = [
     "Row",
     "RunData",
     "RunDirError",
-    "Settings",
+    "CompareSettings",
     "Side",
     "build_report",
     "compare_groups",

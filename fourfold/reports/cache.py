@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fourfold.measure.runlog import RECORDS_FILE
 from fourfold.reports.records import GapHistogram, GroupKey, RecordTable
+from fourfold.rundir.runlog import RECORDS_FILE
 
 __all__ = ["CACHE_FILE", "CACHE_VERSION", "CachedScores", "RunCache", "Stamp", "stamp"]
 

@@ -2,7 +2,7 @@
 
 A run with ``--sweep`` (``l2_open_loop.py``) holds the same block as ``l2.sweep`` in its own
 summary.json, every rate a step of that one run (scenario ``sweep@RATE/s``; :func:`is_live_sweep`). A sweep directory (``fourfold sweep``) holds ``summary.json`` with a ``sweep`` block (rates,
-capacity, bracket, knee; :mod:`fourfold.measure.sweep`) and the per-rate run directories under
+capacity, bracket, knee; :mod:`fourfold.gates.sweep`) and the per-rate run directories under
 ``runs/``. When every run given to ``fourfold compare`` is a sweep, the comparison gets one
 *capacity* row per candidate: capacity = the highest rate that met the SLO, with the bracket
 ``[last pass, first miss]`` as its uncertainty. The verdict is read from the brackets, not from a
@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from fourfold.errors import SLOSpecError
-from fourfold.measure.runread import read_summary
-from fourfold.measure.slo import SLO, parse_spec
-from fourfold.reports.sample import BETTER, INCONCLUSIVE, NA, WORSE, Row
+from fourfold.gates.slo import SLO, parse_spec
+from fourfold.reports.rows import BETTER, INCONCLUSIVE, NA, WORSE, Row
+from fourfold.rundir.runread import read_summary
 
 __all__ = ["CAPACITY_GROUP", "capacity_row", "is_live_sweep", "read_sweep", "sweep_plot", "sweep_plot_uri",
            "sweep_rates_text"]

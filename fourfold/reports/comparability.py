@@ -13,7 +13,7 @@
 A side of several runs is compared as the set of its runs' values: a field whose values differ
 *within* a side is reported too (its values shown as ``{a, b}``). A field that the metas of either
 side lack (runs of older versions) is skipped. The facts come from the writer's side of
-meta.json (``fourfold.levels.runtime.Runtime.meta``, ``fourfold.measure.provenance``).
+meta.json (``fourfold.levels.runtime.Runtime.meta``, ``fourfold.rundir.provenance``).
 
 :func:`too_few_requests` is the small-sample check a row makes before it gives a verdict.
 """
@@ -31,7 +31,7 @@ Reader = Callable[[dict[str, Any]], "tuple[Any, str] | None"]   # meta -> (value
 
 
 @dataclass(frozen=True)
-class Difference:
+class MetaDifference:
     """One meta.json field whose values differ between (or within) the sides."""
 
     field: str               # "dataset", "max tokens", "client CPU count", ...
@@ -179,7 +179,7 @@ def _side(values: dict[Any, str]) -> str:
 
 
 def differences(baseline_metas: list[dict[str, Any]],
-                candidate_metas: list[dict[str, Any]]) -> list[Difference]:
+                candidate_metas: list[dict[str, Any]]) -> list[MetaDifference]:
     """Every field of :data:`FIELDS` whose values differ between the sides or within one, in the
     table's order (sent before setup); a field either side's metas lack is skipped."""
     found = []
@@ -189,11 +189,11 @@ def differences(baseline_metas: list[dict[str, Any]],
             continue
         if len(baseline) == 1 and baseline.keys() == candidate.keys():
             continue
-        found.append(Difference(name, kind, _side(baseline), _side(candidate)))
+        found.append(MetaDifference(name, kind, _side(baseline), _side(candidate)))
     return found
 
 
-def render_lines(diffs: Sequence[Difference]) -> list[str]:
+def render_lines(diffs: Sequence[MetaDifference]) -> list[str]:
     """The terminal's and the report's lines: one warning for what was sent, one note for the setup."""
     lines = []
     for kind, opening in ((SENT, "warning: the sides sent different workloads: "),
@@ -213,5 +213,5 @@ def too_few_requests(label: str, n: int, minimum: int = MIN_REQUESTS) -> str | N
             "too few for a verdict")
 
 
-__all__ = ["FIELDS", "MIN_REQUESTS", "SENT", "SETUP", "Difference", "differences", "render_lines",
+__all__ = ["FIELDS", "MIN_REQUESTS", "SENT", "SETUP", "MetaDifference", "differences", "render_lines",
            "too_few_requests"]

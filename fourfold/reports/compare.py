@@ -76,7 +76,7 @@ from fourfold.reports.replication import (
     paired_difference,
     runs_needed,
 )
-from fourfold.reports.sample import (
+from fourfold.reports.rows import (
     BETTER,
     DEFAULT_GATE,
     DEFAULT_SETTINGS,
@@ -87,18 +87,18 @@ from fourfold.reports.sample import (
     NO_CHANGE,
     TOO_FEW,
     WORSE,
+    CompareSettings,
     GroupSample,
     ItlSample,
     Metric,
-    Paired,
+    PairedItems,
     Row,
-    Settings,
     SideMeasure,
 )
 from fourfold.reports.verdict import Decision, benjamini_hochberg, decide, holm, min_effect_for
 
 __all__ = ["BETTER", "DEFAULT_GATE", "DEFAULT_SETTINGS", "EQUIVALENT", "INCONCLUSIVE", "METRICS", "NA", "NO_CHANGE",
-           "TOO_FEW", "WORSE", "GroupSample", "ItlSample", "Metric", "Row", "Settings", "adjust", "compare_groups",
+           "TOO_FEW", "WORSE", "GroupSample", "ItlSample", "Metric", "Row", "CompareSettings", "adjust", "compare_groups",
            "is_gated", "pairs", "telemetry_metrics"]
 
 ONE_RUN = "1 run a side: between-run variance unknown, no verdict (run >= 2 a side: fourfold repeat)"
@@ -147,7 +147,7 @@ METRICS: tuple[Metric, ...] = (
 def error_class_metrics(baseline: Sequence[GroupSample], candidate: Sequence[GroupSample]) -> list[Metric]:
     """One error-rate row per failure class that occurred on either side (``error_rate.http_5xx``)."""
     def rate_of(name: str) -> SideMeasure:
-        def side(g: GroupSample, rng: np.random.Generator, s: Settings) -> Spread | None:
+        def side(g: GroupSample, rng: np.random.Generator, s: CompareSettings) -> Spread | None:
             counts = GroupSample(failures=g.error_classes.get(name, 0), requests=g.requests)
             if "requests" in g.block_counts:
                 counts.block_counts = {"requests": g.block_counts["requests"],
@@ -168,7 +168,7 @@ def telemetry_metrics(baseline: Sequence[GroupSample], candidate: Sequence[Group
             for name in names for stat in ("mean", "max")]
 
 
-def is_gated(key: str, settings: Settings) -> bool:
+def is_gated(key: str, settings: CompareSettings) -> bool:
     return any(fnmatch.fnmatchcase(key, pattern) for pattern in settings.gate)
 
 
@@ -188,7 +188,7 @@ def _pooled_items(runs: list[GroupSample]) -> GroupSample:
 
 
 def compare_groups(group: str, baseline: GroupSample | Sequence[GroupSample],
-                   candidate: GroupSample | Sequence[GroupSample], settings: Settings = DEFAULT_SETTINGS,
+                   candidate: GroupSample | Sequence[GroupSample], settings: CompareSettings = DEFAULT_SETTINGS,
                    matched: bool = False) -> list[Row]:
     """Every metric of one group with data on a side: METRICS, then :func:`error_class_metrics`, then
     :func:`telemetry_metrics`. Each side is one run's sample or a list of them (one per run);
@@ -209,7 +209,7 @@ def compare_groups(group: str, baseline: GroupSample | Sequence[GroupSample],
 
 
 def _row(group: str, metric: Metric, base: list[GroupSample], cand: list[GroupSample],
-         rng: np.random.Generator, s: Settings, matched: bool = False) -> Row | None:
+         rng: np.random.Generator, s: CompareSettings, matched: bool = False) -> Row | None:
     label = metric.label
     if metric.key == "output_tps" and len(base) == len(cand) == 1 and per_user(base[0], cand[0]):
         label = f"output tokens/s per user ({base[0].users} vs {cand[0].users} users)"
@@ -274,7 +274,7 @@ def _test_name(b: SideValue, c: SideValue, arms: bool) -> str:
     return f"{b.runs} vs {c.runs} runs: between-run t"
 
 
-def _paired_row(group: str, metric: Metric, paired: Paired, s: Settings, runs_b: int, runs_c: int) -> Row:
+def _paired_row(group: str, metric: Metric, paired: PairedItems, s: CompareSettings, runs_b: int, runs_c: int) -> Row:
     diffs = paired.diffs
     m = diffs.size
     delta = paired.candidate - paired.baseline

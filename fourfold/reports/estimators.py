@@ -19,13 +19,13 @@ from fourfold.reports.replication import (
     ratio_spread,
     too_few_for_quantile,
 )
-from fourfold.reports.sample import (
+from fourfold.reports.rows import (
     ITL_BOOTSTRAP_RECORDS,
     MIN_PAIRED_ITEMS,
+    CompareSettings,
     GroupSample,
-    Paired,
+    PairedItems,
     PairedMeasure,
-    Settings,
     SideMeasure,
 )
 
@@ -37,14 +37,14 @@ MIN_RATE_N = 20        # a rate from fewer trials is no basis for a test ("too f
 MIN_MEAN_N = 5
 
 
-def within_resamples(s: Settings) -> int:
+def within_resamples(s: CompareSettings) -> int:
     """Replicates of the within-run bootstrap: a variance, not a tail, is read from them."""
     return max(100, s.resamples // 4)
 
 
 def quantile_of(name: str, q: float) -> SideMeasure:
     """The nearest-rank ``q`` quantile of a per-request array; blocks of the run's requests."""
-    def side(g: GroupSample, rng: np.random.Generator, s: Settings) -> Spread | None:
+    def side(g: GroupSample, rng: np.random.Generator, s: CompareSettings) -> Spread | None:
         values = getattr(g, name)
         if not values.size:
             return None
@@ -60,7 +60,7 @@ def quantile_of(name: str, q: float) -> SideMeasure:
 def itl_quantile(q: float) -> SideMeasure:
     """A quantile of the pooled chunk gaps; blocks of consecutive requests of the run's gap sample
     (the spread scaled by sqrt(m/n) when m of n requests were sampled)."""
-    def side(g: GroupSample, rng: np.random.Generator, s: Settings) -> Spread | None:
+    def side(g: GroupSample, rng: np.random.Generator, s: CompareSettings) -> Spread | None:
         itl = g.itl
         value = itl.quantiles((q,))[0] if itl is not None and itl.count else None
         if itl is None or value is None:
@@ -88,7 +88,7 @@ def per_second(total: Callable[[GroupSample], float | None],
                series: Callable[[GroupSample], np.ndarray | None]) -> SideMeasure:
     """A total per wall second (tokens/s, goodput); the spread of the steady 1-s series' mean,
     resampled in blocks of seconds, applied to the total."""
-    def side(g: GroupSample, rng: np.random.Generator, s: Settings) -> Spread | None:
+    def side(g: GroupSample, rng: np.random.Generator, s: CompareSettings) -> Spread | None:
         value = total(g)
         if value is None:
             return None
@@ -132,7 +132,7 @@ def telemetry_mean(name: str) -> SideMeasure:
     the series decorrelates, and at least MIN_BLOCKS effective samples for a within-run interval:
     telemetry samples (one a second) follow each other, so they are worth fewer than their count.
     With fewer the run's mean still counts, as one replicate among a side's runs."""
-    def side(g: GroupSample, rng: np.random.Generator, s: Settings) -> Spread | None:
+    def side(g: GroupSample, rng: np.random.Generator, s: CompareSettings) -> Spread | None:
         values = steady(g.telemetry.get(name))
         if not values.size:
             return None
@@ -152,7 +152,7 @@ def telemetry_mean(name: str) -> SideMeasure:
 
 def telemetry_max(name: str) -> SideMeasure:
     """The largest sample of a server series (every sample): values only, no test."""
-    def side(g: GroupSample, rng: np.random.Generator, s: Settings) -> Spread | None:
+    def side(g: GroupSample, rng: np.random.Generator, s: CompareSettings) -> Spread | None:
         values = g.telemetry.get(name, np.zeros(0))
         return Spread(float(values.max()), int(values.size)) if values.size else None
     return side
@@ -160,7 +160,7 @@ def telemetry_max(name: str) -> SideMeasure:
 
 def rate(count: str, total: str, scale: float = 100.0) -> SideMeasure:
     """``scale * count / total`` (in %): per-block counts when the sample has them, else a binomial."""
-    def side(g: GroupSample, rng: np.random.Generator, s: Settings) -> Spread | None:
+    def side(g: GroupSample, rng: np.random.Generator, s: CompareSettings) -> Spread | None:
         k, n = getattr(g, count), getattr(g, total)
         if not n:
             return None
@@ -199,7 +199,7 @@ def tokens_total(g: GroupSample) -> float | None:
 output_tps = per_second(tokens_total, lambda g: g.tokens_per_s)
 
 
-def _mean_spread(values: np.ndarray, rng: np.random.Generator, s: Settings) -> Spread | None:
+def _mean_spread(values: np.ndarray, rng: np.random.Generator, s: CompareSettings) -> Spread | None:
     if not values.size:
         return None
     spread = Spread(float(values.mean()), int(values.size))
@@ -210,7 +210,7 @@ def _mean_spread(values: np.ndarray, rng: np.random.Generator, s: Settings) -> S
     return spread
 
 
-def penalty(g: GroupSample, rng: np.random.Generator, s: Settings) -> Spread | None:
+def penalty(g: GroupSample, rng: np.random.Generator, s: CompareSettings) -> Spread | None:
     """Mean TTFT of structured prompts - mean TTFT of plain ones."""
     if g.ttft_plain_ms is None or g.ttft_structured_ms is None:
         return None
@@ -228,7 +228,7 @@ def penalty(g: GroupSample, rng: np.random.Generator, s: Settings) -> Spread | N
 
 
 def mean_of(name: str, scale: float = 1.0) -> SideMeasure:
-    def side(g: GroupSample, rng: np.random.Generator, s: Settings) -> Spread | None:
+    def side(g: GroupSample, rng: np.random.Generator, s: CompareSettings) -> Spread | None:
         return _mean_spread(scale * getattr(g, name), rng, s)
     return side
 
@@ -263,7 +263,7 @@ def item_codes(items: np.ndarray, index: dict[object, int]) -> np.ndarray:
 def paired_items(values: str, items: str, scale: float = 1.0) -> PairedMeasure:
     """The item-balanced means of the items answered on both sides and their per-item differences;
     None when pairing does not apply (the unpaired side measure is used then)."""
-    def measure(b: GroupSample, c: GroupSample) -> Paired | None:
+    def measure(b: GroupSample, c: GroupSample) -> PairedItems | None:
         xb, xc = getattr(b, values), getattr(c, values)
         if not xb.size or not xc.size:
             return None
@@ -271,7 +271,7 @@ def paired_items(values: str, items: str, scale: float = 1.0) -> PairedMeasure:
         if found is None:
             return None
         mb, mc = found
-        return Paired(scale * float(mb.mean()), scale * float(mc.mean()), scale * (mc - mb))
+        return PairedItems(scale * float(mb.mean()), scale * float(mc.mean()), scale * (mc - mb))
     return measure
 
 
@@ -279,7 +279,7 @@ def share_unpaired(name: str, below: float | None = None, above: float | None = 
     """The share (in %) of a 1.0 / 0.0 per-answer array (compliance, fact errors, conflicts); with
     ``below`` / ``above``, of the answers whose value is under / over it (low groundedness, pulsing
     streams)."""
-    def side(g: GroupSample, rng: np.random.Generator, s: Settings) -> Spread | None:
+    def side(g: GroupSample, rng: np.random.Generator, s: CompareSettings) -> Spread | None:
         x = getattr(g, name)
         if not x.size:
             return None
@@ -291,7 +291,7 @@ def share_unpaired(name: str, below: float | None = None, above: float | None = 
     return side
 
 
-def pulse_frequency(g: GroupSample, rng: np.random.Generator, s: Settings) -> Spread | None:
+def pulse_frequency(g: GroupSample, rng: np.random.Generator, s: CompareSettings) -> Spread | None:
     """The median pulse frequency of the *pulsing* streams, as summary.json's ``pulse_hz``; a run where
     no stream pulses keeps its zeros (0.0 over all of them)."""
     values = g.pulse_hz[g.pulse_hz > 0]

@@ -45,7 +45,6 @@ import pandas as pd
 
 from fourfold.data import DATA_DIR, find
 from fourfold.errors import RunDirError, SchemaError, UsageError
-from fourfold.measure.formats import load_run_dataset
 from fourfold.measure.metrics import (
     check_slo,
     end_offset_ms_array,
@@ -57,8 +56,6 @@ from fourfold.measure.metrics import (
     wall_s,
 )
 from fourfold.measure.record import SCHEMA_VERSION
-from fourfold.measure.runlog import META_FILE, RECORDS_FILE, SUMMARY_FILE
-from fourfold.measure.runread import read_json_object as _read_json_object
 from fourfold.reports.cache import RunCache, stamp
 from fourfold.reports.compare import GroupSample, ItlSample
 from fourfold.reports.records import (
@@ -74,6 +71,9 @@ from fourfold.reports.scores import SCORES_FILE, confidence_columns
 from fourfold.reports.scores import read_scores as _read_scores  # (a module global: tests replace it)
 from fourfold.reports.telemetry import join as join_telemetry
 from fourfold.reports.telemetry import read_telemetry
+from fourfold.rundir.runlog import META_FILE, RECORDS_FILE, SUMMARY_FILE
+from fourfold.rundir.runread import read_json_object as _read_json_object
+from fourfold.workloads.formats import load_run_dataset
 
 __all__ = ["SCORES_FILE", "RunData", "RunDirError", "base_scenario", "group_names", "group_samples", "load_run", "load_runs",
            "prompt_kinds", "run_variants"]

@@ -28,7 +28,7 @@ from fourfold.measure.record import RequestRecord
 
 
 @dataclass
-class Paired:
+class MirroredPair:
     metric: str
     n: int
     primary_mean: float | None
@@ -42,7 +42,7 @@ class Paired:
 class MirrorReport:
     pairs: int
     unpaired: int
-    paired: list[Paired] = field(default_factory=list)
+    paired: list[MirroredPair] = field(default_factory=list)
     ks_statistic: float | None = None
     ks_p_value: float | None = None
     primary_tokens_mean: float | None = None
@@ -100,16 +100,16 @@ def _usable(record: RequestRecord) -> bool:
     return record.ok and record.error_class != "cancelled"
 
 
-def _paired(metric: str, pairs: list[tuple[RequestRecord, RequestRecord]], seed: int) -> Paired:
+def _paired(metric: str, pairs: list[tuple[RequestRecord, RequestRecord]], seed: int) -> MirroredPair:
     both = [(getattr(p, metric), getattr(m, metric)) for p, m in pairs
             if _usable(p) and _usable(m) and getattr(p, metric) is not None and getattr(m, metric) is not None]
     if not both:
-        return Paired(metric, 0, None, None, None, None, None)
+        return MirroredPair(metric, 0, None, None, None, None, None)
     primary = np.array([x for x, _ in both], dtype=float)
     mirror = np.array([y for _, y in both], dtype=float)
     delta = mirror - primary
     low, high = bootstrap_mean_ci(delta, seed=seed) if len(delta) > 1 else (float(delta[0]), float(delta[0]))
-    return Paired(metric, len(both), round(float(primary.mean()), 2), round(float(mirror.mean()), 2),
+    return MirroredPair(metric, len(both), round(float(primary.mean()), 2), round(float(mirror.mean()), 2),
                   round(float(delta.mean()), 2), round(low, 2), round(high, 2))
 
 

@@ -16,7 +16,7 @@ offsets (most of a line's bytes, with its answer text); never a Python object pe
   object, a required key missing) raises :class:`~fourfold.errors.RecordsFormatError`
   (:class:`~fourfold.errors.SchemaError` for a newer schema), naming the file and line.
 - **Impossible values**, on the blocks of both paths alike (:class:`_Screen`, the rules of
-  :mod:`fourfold.measure.plausible`): a start far from the run's other records, a negative
+  :mod:`fourfold.rundir.plausible`): a start far from the run's other records, a negative
   latency, NaN or absurd chunk offsets, negative or astronomic tokens: the record is skipped and
   counted with the unreadable lines, so one damaged line can neither sink a report nor make its
   per-second timeline span centuries (a ``started_at`` 1e11 s away once asked for 745 GiB).
@@ -39,8 +39,8 @@ import numpy as np
 import orjson
 
 from fourfold.errors import RecordsFormatError, SchemaError
-from fourfold.measure import plausible
 from fourfold.measure.record import SCHEMA_VERSION
+from fourfold.rundir import plausible
 
 try:
     from fourfold.reports import _records_scan  # compiled from reports/_records_scan.c where a compiler was
@@ -269,7 +269,7 @@ def loads_or_none(text: bytes) -> Any:
 
 
 class _Screen:
-    """Leaves records with impossible values (:mod:`fourfold.measure.plausible`) out of the blocks
+    """Leaves records with impossible values (:mod:`fourfold.rundir.plausible`) out of the blocks
     of one file, counting them with the unreadable lines; the same rules on the scanner's and the
     fallback's blocks, so both paths keep the same rows."""
 

@@ -16,15 +16,15 @@ from pathlib import Path
 
 from fourfold.errors import UsageError
 from fourfold.reports.capacity import CAPACITY_GROUP, capacity_row, is_live_sweep, read_sweep
-from fourfold.reports.comparability import SENT, Difference, differences, render_lines, too_few_requests
+from fourfold.reports.comparability import SENT, MetaDifference, differences, render_lines, too_few_requests
 from fourfold.reports.compare import (
     DEFAULT_SETTINGS,
     DETECT_BANDS,
     INCONCLUSIVE,
     ONE_RUN,
+    CompareSettings,
     GroupSample,
     Row,
-    Settings,
     adjust,
     compare_groups,
 )
@@ -88,13 +88,13 @@ class Section:
 @dataclass
 class Report:
     comparisons: list[Comparison]
-    settings: Settings
+    settings: CompareSettings
     created_at: str = ""
     notes: list[str] = field(default_factory=list)
     sections: list[Section] = field(default_factory=list)   # sections appended by callers (the demo's article check)
     sweeps: list[tuple[str, dict]] = field(default_factory=list)   # (side label, sweep block): latency vs rate
     warnings: list[str] = field(default_factory=list)     # loud: the sides sent different workloads, too few
-    workload_differences: list[Difference] = field(default_factory=list)   # what differed in what was sent
+    workload_differences: list[MetaDifference] = field(default_factory=list)   # what differed in what was sent
 
     @property
     def baseline(self) -> Side:
@@ -105,7 +105,7 @@ class Report:
         return [self.baseline, *(c.candidate for c in self.comparisons)]
 
 
-def build_report(baseline: Side, candidates: list[Side], settings: Settings = DEFAULT_SETTINGS,
+def build_report(baseline: Side, candidates: list[Side], settings: CompareSettings = DEFAULT_SETTINGS,
                  slo_ms: dict[str, float] | None = None) -> Report:
     """Compare each candidate side with the baseline, group by group."""
     if not candidates:
@@ -201,7 +201,7 @@ def _shown(side: Side, groups: dict[str, GroupSample]) -> dict[str, GroupSample]
     return {side.shown_as[name]: g for name, g in groups.items() if name in side.shown_as}
 
 
-def verdict_notes(comparisons: list[Comparison], settings: Settings) -> list[str]:
+def verdict_notes(comparisons: list[Comparison], settings: CompareSettings) -> list[str]:
     """What the verdicts rest on: the gate's family and its correction, and the sides whose
     between-run variance is unknown (one run), with what to do about it."""
     notes = []
@@ -268,7 +268,7 @@ def _pick_baseline(variants: list[str]) -> list[str]:
 
 
 def report_from_paths(paths: list[str | os.PathLike[str]], *, variants: list[str] | None = None,
-                      settings: Settings = DEFAULT_SETTINGS, slo_ms: dict[str, float] | None = None,
+                      settings: CompareSettings = DEFAULT_SETTINGS, slo_ms: dict[str, float] | None = None,
                       stall_ms: float | None = None, cache: bool = True) -> Report:
     """``fourfold compare``: the first path is the baseline, the others candidates; with one path,
     its two variants (``variants`` names them, baseline first, or the run has exactly two).
@@ -313,7 +313,7 @@ def report_from_paths(paths: list[str | os.PathLike[str]], *, variants: list[str
 
 
 def report_from_sides(baseline: list[str | os.PathLike[str]], candidates: list[list[str | os.PathLike[str]]], *,
-                      settings: Settings = DEFAULT_SETTINGS, slo_ms: dict[str, float] | None = None,
+                      settings: CompareSettings = DEFAULT_SETTINGS, slo_ms: dict[str, float] | None = None,
                       stall_ms: float | None = None, cache: bool = True) -> Report:
     """``fourfold compare --baseline A1 A2 --candidate B1 B2``: each side is several runs of one version,
     the replicates of its rows (:mod:`fourfold.reports.replication`)."""
@@ -334,7 +334,7 @@ def report_from_sides(baseline: list[str | os.PathLike[str]], candidates: list[l
     return build_report(sides[0], sides[1:], settings, slo_ms)
 
 
-def _sweep_report(paths: list[str | os.PathLike[str]], sweeps: list[dict], settings: Settings,
+def _sweep_report(paths: list[str | os.PathLike[str]], sweeps: list[dict], settings: CompareSettings,
                   slo_ms: dict[str, float] | None, stall_ms: float | None, cache: bool) -> Report:
     """Sweeps (``fourfold sweep`` directories or ``--sweep`` runs): the capacity row
     (:mod:`fourfold.reports.capacity`), then the rows of each side at its own capacity (the highest

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fourfold.reports.compare import GroupSample, Row, Settings, adjust, compare_groups
+from fourfold.reports.compare import CompareSettings, GroupSample, Row, adjust, compare_groups
 from fourfold.reports.replication import block_ids
 from fourfold.reports.verdict import BETTER, WORSE
 
@@ -109,7 +109,7 @@ def simulate_run(v: Version, rng: np.random.Generator, item_levels: np.ndarray,
 
 
 def compare_versions(baseline: Version, candidate: Version, runs: int, rng: np.random.Generator,
-                     settings: Settings, *, runs_candidate: int | None = None, matched: bool = False) -> list[Row]:
+                     settings: CompareSettings, *, runs_candidate: int | None = None, matched: bool = False) -> list[Row]:
     """One comparison, as fourfold compare makes it: ``runs`` simulated runs a side, the rows adjusted;
     ``matched``: run in pairs that share most of their shift (fourfold repeat's seed-matched ABBA pairs),
     compared pair by pair."""

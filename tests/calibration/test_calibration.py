@@ -11,7 +11,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from fourfold.reports.compare import GroupSample, Settings, adjust, compare_groups
+from fourfold.reports.compare import CompareSettings, GroupSample, adjust, compare_groups
 from tests.calibration.simulate import (
     DRIFTING,
     ITEMS,
@@ -23,7 +23,7 @@ from tests.calibration.simulate import (
     simulate_run,
 )
 
-SETTINGS = Settings(resamples=400)
+SETTINGS = CompareSettings(resamples=400)
 ALPHA = SETTINGS.alpha
 
 

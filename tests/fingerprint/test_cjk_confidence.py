@@ -15,7 +15,7 @@ from fourfold.cli import main as cli_main
 from fourfold.fingerprint.embedder import MiniLMEmbedder, minilm_path
 from fourfold.fingerprint.lexical import best_char_f1, char_f1
 from fourfold.fingerprint.runscore import SCORES_FILE, format_quality, score_run
-from fourfold.measure.slo import evaluate, parse_spec
+from fourfold.gates.slo import evaluate, parse_spec
 from fourfold.reports.load import load_run
 from fourfold.reports.report import Side, build_report
 

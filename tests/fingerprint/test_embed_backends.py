@@ -21,8 +21,8 @@ from fourfold.fingerprint.embedder import (
     auto_backend,
     choose_backend,
 )
-from fourfold.measure.items import load_items
-from fourfold.targets.sim.generate import GenerationKnobs, generate
+from fourfold.targets.sim.paraphrase import GenerationKnobs, generate
+from fourfold.workloads.items import load_items
 
 AMX = "processor\t: 0\nflags\t\t: fpu sse2 avx512f amx_bf16 amx_tile amx_int8\n"
 NO_AMX = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16\nbugs\t\t: amx_bf16_none\n"

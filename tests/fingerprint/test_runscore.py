@@ -21,10 +21,10 @@ from fourfold.fingerprint.embedder import (
     default_cache_path,
 )
 from fourfold.fingerprint.runscore import SCORES_FILE, score_run, text_groundedness
-from fourfold.measure.items import Item, load_items
 from fourfold.measure.record import RequestRecord
-from fourfold.measure.runlog import RunWriter
-from fourfold.measure.runread import read_records, read_summary
+from fourfold.rundir.runlog import RunWriter
+from fourfold.rundir.runread import read_records, read_summary
+from fourfold.workloads.items import Item, load_items
 
 ITEMS = {item.id: item for item in load_items(DATA_DIR / "prompts" / "prompts.jsonl")}
 
@@ -220,10 +220,10 @@ def test_missing_model_package_names_it(monkeypatch: pytest.MonkeyPatch, capsys:
 
 def _simulator_run(base: Path, profile: str, items: list[Item]) -> Path:
     """One request per item against the simulator (fast timing), recorded like a level would."""
+    from fourfold.client.dialects import RequestOptions, get_dialect
+    from fourfold.client.stream import send
     from fourfold.levels.base import make_client
     from fourfold.levels.options import Settings
-    from fourfold.measure.dialects import RequestOptions, get_dialect
-    from fourfold.measure.stream import send
     from fourfold.targets.launch import start_simulator
 
     dialect = get_dialect("openai")

@@ -24,7 +24,7 @@ API_KEY = "sk-PLANTcli-7Hq2Zr9Lw4Xv8Nm3"
 SUB_KEY = "ocpPLANT-5fG8kT1xQ0wE6rY2uI4o"
 PUBLIC = "trace-PUBLIC-4242-visible"
 PLANTED = (API_KEY, SUB_KEY)
-MIN_CHARS = 6        # fourfold.measure.secrets.MIN_CHARS: what is left of a cut key is at most 5 characters
+MIN_CHARS = 6        # fourfold.rundir.secrets.MIN_CHARS: what is left of a cut key is at most 5 characters
 
 
 # ---------------------------------------------------------------- handlers (run in the server process)
@@ -146,12 +146,12 @@ def _leaks(text: str) -> list[str]:
 
 
 def test_a_key_echoed_into_any_field_a_server_controls_is_redacted_before_any_cut():
+    from fourfold.client.dialects import RequestOptions, get_dialect
+    from fourfold.client.stream import send
     from fourfold.levels.base import make_client
     from fourfold.levels.options import Settings
-    from fourfold.measure.dialects import RequestOptions, get_dialect
-    from fourfold.measure.items import Item
     from fourfold.measure.record import RequestRecord
-    from fourfold.measure.stream import send
+    from fourfold.workloads.items import Item
 
     settings = Settings(api_key=API_KEY, headers=(("Ocp-Apim-Subscription-Key", SUB_KEY),),
                         public_headers=(("X-Trace", PUBLIC),), read_timeout_s=5, connect_timeout_s=5)

@@ -8,12 +8,12 @@ import time
 
 import pytest
 
+from fourfold.client.dialects import RequestOptions, get_dialect
+from fourfold.client.stream import send
 from fourfold.levels.base import make_client
 from fourfold.levels.options import Settings
-from fourfold.measure.dialects import RequestOptions, get_dialect
-from fourfold.measure.items import Item
 from fourfold.measure.record import RequestRecord
-from fourfold.measure.stream import send
+from fourfold.workloads.items import Item
 from tests.conftest import only_run_dir, read_jsonl, run_locust
 from tests.faulty_server import FaultyServer
 

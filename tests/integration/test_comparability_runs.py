@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from fourfold.data import DATA_DIR
-from fourfold.measure.formats import load_items_as
-from fourfold.measure.items import Item
-from fourfold.measure.provenance import items_sha256
-from fourfold.reports.comparability import Difference, differences
+from fourfold.reports.comparability import MetaDifference, differences
+from fourfold.rundir.provenance import items_sha256
+from fourfold.workloads.formats import load_items_as
+from fourfold.workloads.items import Item
 from tests.conftest import only_run_dir, read_jsonl, run_locust
 
 pytestmark = pytest.mark.integration
@@ -55,7 +55,7 @@ def test_the_dataset_hash_tells_datasets_apart_and_ignores_the_order(tmp_path: P
 
     found = differences([bundled], [theirs])
     sent = [d for d in found if d.kind == "sent"]
-    assert sent == [Difference("dataset", "sent", f"sha256 {bundled['dataset_sha256'][:8]}… of prompts.jsonl",
+    assert sent == [MetaDifference("dataset", "sent", f"sha256 {bundled['dataset_sha256'][:8]}… of prompts.jsonl",
                                f"sha256 {theirs['dataset_sha256'][:8]}… of mine.jsonl")]
     assert [d for d in differences([bundled], [reordered]) if d.kind == "sent"] == []
     assert [d.field for d in differences([bundled, theirs], [reordered])] == ["dataset"]   # within a side too

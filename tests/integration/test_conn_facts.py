@@ -11,13 +11,13 @@ import gevent
 import httpx
 import pytest
 
-from fourfold.measure.client import make_http_client
-from fourfold.measure.dialects import RequestOptions, get_dialect
-from fourfold.measure.items import Item
+from fourfold.client.dialects import RequestOptions, get_dialect
+from fourfold.client.factory import make_http_client
+from fourfold.client.stream import send
+from fourfold.client.transport import RawH1Transport
 from fourfold.measure.record import RequestRecord
-from fourfold.measure.stream import send
-from fourfold.measure.transport import RawH1Transport
 from fourfold.targets.launch import start_simulator
+from fourfold.workloads.items import Item
 
 pytestmark = [pytest.mark.integration, pytest.mark.timing]
 ITEM = Item(id="q", messages=({"role": "user", "content": "Briefly explain quantum annealing."},))
@@ -65,7 +65,7 @@ def test_a_bad_content_length_leaves_no_watchdog_behind():
 def test_the_body_is_read_by_the_transport_in_one_loop(monkeypatch):
     """send() must reach RawH1Transport's read_into through httpx's wrapper around the stream
     (BoundSyncStream); through iter_raw every token also went through httpx's generators."""
-    from fourfold.measure.h1body import RawStream
+    from fourfold.client.h1body import RawStream
 
     calls = []
     original = RawStream.read_into

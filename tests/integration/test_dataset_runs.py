@@ -12,8 +12,8 @@ import pytest
 
 from fourfold.data import DATA_DIR
 from fourfold.fingerprint.runscore import score_run
-from fourfold.measure.formats import load_dataset
 from fourfold.reports.load import prompt_kinds
+from fourfold.workloads.formats import load_dataset
 from tests.conftest import only_run_dir, read_jsonl, run_locust
 
 pytestmark = pytest.mark.integration

@@ -10,11 +10,11 @@ import threading
 import httpx
 import pytest
 
-from fourfold.measure import stream as stream_mod
-from fourfold.measure.client import make_http_client
-from fourfold.measure.dialects import RequestOptions, get_dialect
-from fourfold.measure.items import Item
+from fourfold.client import stream as stream_mod
+from fourfold.client.dialects import RequestOptions, get_dialect
+from fourfold.client.factory import make_http_client
 from fourfold.measure.record import RequestRecord
+from fourfold.workloads.items import Item
 
 pytestmark = pytest.mark.integration
 _BODY = (b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}\n\n'

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from fourfold.measure.runread import RunLogWarning, read_records
+from fourfold.rundir.runread import RunLogWarning, read_records
 from fourfold.targets.launch import SimProcess, start_simulator
 from tests.conftest import LOCUST, free_port, locust_env, read_jsonl
 
@@ -256,11 +256,11 @@ def test_a_request_stopped_before_it_left_is_marked_unsent_and_one_that_left_is_
     import gevent
     import httpx
 
-    from fourfold.measure.dialects import RequestOptions, get_dialect
-    from fourfold.measure.items import Item
+    from fourfold.client.dialects import RequestOptions, get_dialect
+    from fourfold.client.stream import UNSENT, send
+    from fourfold.client.transport import RawH1Transport
     from fourfold.measure.record import RequestRecord
-    from fourfold.measure.stream import UNSENT, send
-    from fourfold.measure.transport import RawH1Transport
+    from fourfold.workloads.items import Item
 
     dialect = get_dialect("openai")
     request = dialect.build(Item(id="q", messages=({"role": "user", "content": "hi"},)), RequestOptions())

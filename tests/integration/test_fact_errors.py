@@ -19,7 +19,7 @@ import pytest
 from fourfold.data import DATA_DIR
 from fourfold.fingerprint.facts import load_facts
 from fourfold.fingerprint.runscore import SCORES_FILE, score_run
-from fourfold.measure.gate import check_run
+from fourfold.gates.gate import check_run
 from tests.conftest import REPO, only_run_dir, read_jsonl, run_locust
 
 pytestmark = pytest.mark.integration

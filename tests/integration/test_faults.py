@@ -1,7 +1,7 @@
 """Every simulator fault, met by fourfold's real client: one sensible class each, no crash, no hang,
 one record per request the target received.
 
-Unit-level: each fault alone against ``measure.stream.send`` (all three dialects, streaming and
+Unit-level: each fault alone against ``client.stream.send`` (all three dialects, streaming and
 not). Acceptance: a headless locust run against the simulator with every fault kind, 20 % of
 requests in total.
 """
@@ -15,14 +15,14 @@ import time
 import gevent
 import pytest
 
+from fourfold.client.dialects import RequestOptions, get_dialect
+from fourfold.client.stream import StreamLimits, send
 from fourfold.levels.base import make_client
 from fourfold.levels.options import Settings
-from fourfold.measure.dialects import RequestOptions, get_dialect
-from fourfold.measure.items import Item
 from fourfold.measure.record import ERROR_CLASSES, RequestRecord
-from fourfold.measure.stream import StreamLimits, send
 from fourfold.targets.launch import start_simulator
 from fourfold.targets.sim.faults import FAULT_HEADER, FAULT_KINDS
+from fourfold.workloads.items import Item
 from tests.conftest import only_run_dir, read_jsonl, run_locust
 from tests.integration.test_durability import sim_metrics
 

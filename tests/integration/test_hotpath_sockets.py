@@ -1,5 +1,5 @@
 """The C hot path's stamped read (``_hotpath.recv_stamped``) against the Python reader it mirrors
-(``measure.reactor.Reader._read``), on real loopback TCP connections: the kernel's receive stamp,
+(``client.reactor.Reader._read``), on real loopback TCP connections: the kernel's receive stamp,
 not the time of the read. The rest of the C steps, on recorded bytes, are in
 tests/unit/test_hotpath.py."""
 
@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from fourfold.measure import native
+from fourfold.client import native
 
 pytestmark = [pytest.mark.integration, pytest.mark.timing,
-              pytest.mark.skipif(native._hotpath is None, reason="fourfold.measure._hotpath was not built")]
+              pytest.mark.skipif(native._hotpath is None, reason="fourfold.client._hotpath was not built")]
 
 
 def _pair(stamps: bool = True) -> tuple[Any, Any]:
@@ -34,7 +34,7 @@ def test_recv_stamped_reads_as_the_python_reader_does() -> None:
     import struct
     import time
 
-    from fourfold.measure.reactor import Reader
+    from fourfold.client.reactor import Reader
 
     client, peer = _pair()
     reader = Reader.__new__(Reader)            # only _read's inputs: the socket's own recvmsg

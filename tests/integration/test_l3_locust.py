@@ -18,7 +18,7 @@ DOCS, QUESTIONS = load_corpus(), load_questions()
 # Stated tolerance: the service's stages add up to no more than its own total, and its total to no more
 # than the client's end-to-end time, and for at least 95% of requests the unattributed rest (network,
 # HTTP, service overhead) is within max(25 ms, 10% of e2e); on an idle loopback its median is ~1.5 ms.
-# The client's clock may run early: measure.reactor stamps every socket it drains after one epoll
+# The client's clock may run early: client.reactor stamps every socket it drains after one epoll
 # wake-up with the wake-up's time, so bytes that land between the poll and their recv (more of them
 # when the CPU is contended) get an earlier time. Up to CLOCK_EARLY_SHARE of the requests may end up
 # to more than CLOCK_SLACK_MS "before" the service finished.

@@ -43,8 +43,8 @@ def test_mirrored_requests_are_paired_and_kept_apart(tmp_path, locustfile):
 
 
 def test_mirror_report_compares_the_pairs(tmp_path, locustfile):
-    from fourfold.measure.runread import read_records
     from fourfold.reports.mirror import compare_mirror, format_markdown, ks_two_sample, pair_records
+    from fourfold.rundir.runread import read_records
 
     proc = run_locust(["-f", locustfile("l1_throughput.py"), "--headless", "-u", "3", "-r", "3", "-t", "8s",
                        "--max-tokens", "24", "--no-ignore-eos", "--sim-profile", "baseline",

@@ -34,7 +34,7 @@ import pytest
 
 from fourfold.errors import RagServiceStartError
 from fourfold.levels.l3_rag import DEFAULT_QUESTIONS
-from fourfold.measure.runread import read_records
+from fourfold.rundir.runread import read_records
 from fourfold.targets.launch import SimProcess, spawn_listening, start_simulator
 from fourfold.targets.rag.cli import LISTENING_PREFIX as RAG_LISTENING
 from fourfold.targets.rag.launch import rag_command

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from fourfold.measure.probe import (
+from fourfold.gates.probe import (
     PROMPT_B,
     classify_feature,
     feature_probe,

@@ -1,4 +1,4 @@
-"""fourfold.measure.reactor on real loopback sockets: kernel receive stamps, lazy wake-ups, no lost bytes.
+"""fourfold.client.reactor on real loopback sockets: kernel receive stamps, lazy wake-ups, no lost bytes.
 
 The "server" side is a plain socket driven by the test (or a greenlet), so every send time is
 known exactly; the client side is read through the process's reactor as the transport does.
@@ -14,12 +14,12 @@ import time
 import gevent
 import pytest
 
-from fourfold.measure import reactor as reactor_mod
-from fourfold.measure.client import make_http_client
-from fourfold.measure.dialects import RequestOptions, get_dialect
-from fourfold.measure.items import Item
+from fourfold.client import reactor as reactor_mod
+from fourfold.client.dialects import RequestOptions, get_dialect
+from fourfold.client.factory import make_http_client
+from fourfold.client.stream import send
 from fourfold.measure.record import RequestRecord
-from fourfold.measure.stream import send
+from fourfold.workloads.items import Item
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="epoll and SO_TIMESTAMPNS are Linux")]
@@ -27,15 +27,15 @@ pytestmark = [pytest.mark.integration,
 
 @pytest.fixture(autouse=True, params=["c", "python"])
 def reads(request, monkeypatch):
-    """Every test here runs with the reactor's reads and whole chunks in C (``fourfold.measure._hotpath``:
+    """Every test here runs with the reactor's reads and whole chunks in C (``fourfold.client._hotpath``:
     drain, take_chunks) and in Python (the fallback where no compiler built it)."""
     if request.param == "python":
-        from fourfold.measure import h1body
+        from fourfold.client import h1body
 
         monkeypatch.setattr(reactor_mod, "drain_native", None)
         monkeypatch.setattr(h1body, "take_chunks", None)
     elif reactor_mod.drain_native is None:
-        pytest.skip("fourfold.measure._hotpath was not built")
+        pytest.skip("fourfold.client._hotpath was not built")
     return request.param
 
 
@@ -324,8 +324,8 @@ _END = b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in (_FINISH, b"data: [DONE]\
 def test_the_chunked_body_loop_reads_as_the_generator_pipeline_does(body, limit, error_class, chunks, monkeypatch):
     """RawStream.read_into's one loop over the reactor's queue (the common case) gives the record
     the generator pipeline (``RawStream.__iter__`` + ``read_pieces``) gives."""
-    from fourfold.measure import h1body
-    from fourfold.measure.stream import StreamLimits
+    from fourfold.client import h1body
+    from fourfold.client.stream import StreamLimits
 
     listener = _one_shot_server(_HEAD + body, pause_after=len(_HEAD) + 40)
     host, port = listener.getsockname()
@@ -381,12 +381,12 @@ _CONTENT = [_chunk(b'data: {"choices":[{"index":0,"delta":{"content":"t%d "}}]}\
 def test_whole_chunks_taken_in_c_give_the_python_loops_record(pieces, limit, error_class, chunks, monkeypatch):
     """Reads that are each one whole chunk (a server that flushes one event per chunk) are taken
     by ``_hotpath.take_chunks``; the record is the one the Python loop gives."""
-    from fourfold.measure import h1body
-    from fourfold.measure.native import take_chunks
-    from fourfold.measure.stream import StreamLimits
+    from fourfold.client import h1body
+    from fourfold.client.native import take_chunks
+    from fourfold.client.stream import StreamLimits
 
     if take_chunks is None:
-        pytest.skip("fourfold.measure._hotpath was not built")
+        pytest.skip("fourfold.client._hotpath was not built")
     listener = _one_shot_server(_HEAD, len(_HEAD), pieces=pieces)
     host, port = listener.getsockname()
     dialect = get_dialect("openai")

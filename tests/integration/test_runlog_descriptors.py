@@ -16,7 +16,7 @@ pytestmark = pytest.mark.integration
 _EXHAUSTED = """
 import errno, json, os, resource, sys
 from fourfold.measure.record import RequestRecord
-from fourfold.measure.runlog import RunWriter
+from fourfold.rundir.runlog import RunWriter
 writer = RunWriter("full", sys.argv[1])
 writer.prepare()
 writer.append(RequestRecord(request_id="r0"))

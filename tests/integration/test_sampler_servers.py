@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from fourfold.levels.sampler import Sampler
+from fourfold.levels.telemetry_sampler import Sampler
 
 pytestmark = pytest.mark.integration
 ENGINE = "vllm:num_requests_running 7\nvllm:kv_cache_usage_perc 0.5\nDCGM_FI_DEV_MEM_COPY_UTIL 11\n"

@@ -18,17 +18,17 @@ from pathlib import Path
 import psutil
 import pytest
 
+from fourfold.client.dialects import RequestOptions, get_dialect
+from fourfold.client.factory import make_http_client
+from fourfold.client.stream import send
 from fourfold.levels.base import make_client
 from fourfold.levels.options import Settings, redacted
-from fourfold.measure.client import make_http_client
-from fourfold.measure.dialects import RequestOptions, get_dialect
-from fourfold.measure.items import Item
 from fourfold.measure.record import RequestRecord
-from fourfold.measure.runlog import RunWriter
-from fourfold.measure.secrets import MIN_CHARS, Secrets, credential_forms, for_request
-from fourfold.measure.stream import send
+from fourfold.rundir.runlog import RunWriter
+from fourfold.rundir.secrets import MIN_CHARS, Secrets, credential_forms, for_request
 from fourfold.targets.launch import start_simulator
 from fourfold.targets.sim.cli import build_parser
+from fourfold.workloads.items import Item
 from tests.conftest import LOCUST, locust_env, only_run_dir, read_jsonl
 from tests.faulty_server import FaultyServer
 
@@ -159,7 +159,7 @@ def test_secret_headers_are_scrubbed_from_what_an_echoing_server_sends_back():
 
 
 
-# ---- the redaction rule (fourfold.measure.secrets) ------------------------------------------------------
+# ---- the redaction rule (fourfold.rundir.secrets) ------------------------------------------------------
 KEY = "sk-live-PLANTED-0a1b2c3d4e5f"
 SUB = "ocp-PLANTED-9z8y7x6w5v4u"
 

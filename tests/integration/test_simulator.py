@@ -1,4 +1,4 @@
-"""The simulator as a subprocess, spoken to with raw sockets (never measure.dialects).
+"""The simulator as a subprocess, spoken to with raw sockets (never client.dialects).
 
 Every response is read byte by byte here: the status line, headers, and the chunked framing, so
 these tests pin the exact wire format that real servers send and fourfold's parsers must read.

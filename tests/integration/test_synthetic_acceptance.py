@@ -9,8 +9,8 @@ import statistics
 
 import pytest
 
-from fourfold.measure.synthetic import make_items, parse_synthetic
-from fourfold.measure.tokenizer import load_tokenizer
+from fourfold.workloads.synthetic import make_items, parse_synthetic
+from fourfold.workloads.tokenizer import load_tokenizer
 
 pytestmark = pytest.mark.slow
 

@@ -12,12 +12,12 @@ import statistics
 
 import pytest
 
-from fourfold.measure.client import make_http_client
-from fourfold.measure.dialects import RequestOptions, get_dialect
-from fourfold.measure.items import Item
+from fourfold.client.dialects import RequestOptions, get_dialect
+from fourfold.client.factory import make_http_client
+from fourfold.client.stream import send
 from fourfold.measure.record import RequestRecord
-from fourfold.measure.stream import send
 from fourfold.targets.launch import start_simulator
+from fourfold.workloads.items import Item
 
 pytestmark = [pytest.mark.integration, pytest.mark.timing]
 ITEM = Item(id="qa-brief", messages=({"role": "user", "content": "Briefly explain quantum annealing."},))

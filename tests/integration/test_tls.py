@@ -12,7 +12,7 @@ import sys
 import httpx
 import pytest
 
-from fourfold.measure.client import make_http_client
+from fourfold.client.factory import make_http_client
 from tests.conftest import REPO, only_run_dir, read_jsonl, run_locust
 
 pytestmark = pytest.mark.integration

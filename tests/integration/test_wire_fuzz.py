@@ -13,12 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fourfold.client.dialects import RequestOptions, get_dialect
+from fourfold.client.stream import StreamLimits, send
 from fourfold.levels.base import make_client
 from fourfold.levels.options import Settings
-from fourfold.measure.dialects import RequestOptions, get_dialect
-from fourfold.measure.items import Item
 from fourfold.measure.record import ERROR_CLASSES, RequestRecord
-from fourfold.measure.stream import StreamLimits, send
+from fourfold.workloads.items import Item
 
 pytestmark = pytest.mark.integration
 ITEM = Item(id="q", messages=({"role": "user", "content": "hi"},))

@@ -85,13 +85,13 @@ def test_the_wheel_holds_one_package_with_its_data_and_extension(installed):
                      "fourfold/data/datasets/sharegpt_sample.parquet", "fourfold/data/datasets/openai_sample.jsonl",
                      "fourfold/data/datasets/trace_sample.jsonl"):
         assert expected in names, expected
-    for extension in ("fourfold/reports/_records_scan.", "fourfold/measure/_hotpath."):
+    for extension in ("fourfold/reports/_records_scan.", "fourfold/client/_hotpath."):
         assert any(n.startswith(extension) and n.endswith(".so") for n in names), extension
 
 
 def test_installed_fourfold_is_the_wheel_not_the_checkout(installed, tmp_path):
     bin_dir, site, _ = installed
-    code = ("import fourfold, fourfold.reports.recordlines as r, fourfold.measure.native as n, fourfold.levels; "
+    code = ("import fourfold, fourfold.reports.recordlines as r, fourfold.client.native as n, fourfold.levels; "
             "print(fourfold.__file__); print(r._records_scan is not None); print(n.drain is not None); "
             "print(n._hotpath.__file__)")
     out = _run([str(bin_dir / "python"), "-c", code], tmp_path, _env(bin_dir), 120).stdout.split()

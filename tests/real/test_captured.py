@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from fourfold.measure.dialects import get_dialect
+from fourfold.client.dialects import get_dialect
 from tests.real.capture import REQUESTS, capture_all
 
 pytestmark = [pytest.mark.real, pytest.mark.integration]

@@ -1,6 +1,6 @@
 """Records with absurd values (a start 1e11 s away, offsets of the wrong type, a 100,000-deep line,
 NaN or negative latencies, texts where numbers go) are skipped and counted by every reader, as torn
-lines are: the compiled scanner and its fallback alike, ``fourfold.measure.runread`` (score,
+lines are: the compiled scanner and its fallback alike, ``fourfold.rundir.runread`` (score,
 mirror) alike, and the compare report says how many; the other records' numbers are unchanged."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from fourfold import cli
-from fourfold.measure.runread import RunLogWarning, read_records
 from fourfold.reports.load import load_run
 from fourfold.reports.recordlines import _records_scan
 from fourfold.reports.records import read_record_table
+from fourfold.rundir.runread import RunLogWarning, read_records
 from tests.unit.test_cli_errors import write_run
 
 START = 1_767_225_600.0      # write_run's first started_at; record i starts i s later, offsets 100+i, 120+i, 140+i

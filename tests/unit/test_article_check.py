@@ -7,12 +7,12 @@ import pytest
 
 from fourfold.reports import article
 from fourfold.reports.article import CLAIMS, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, check_rows, judge
-from fourfold.reports.compare import GroupSample, Row, Settings, compare_groups
+from fourfold.reports.compare import CompareSettings, GroupSample, Row, compare_groups
 from fourfold.reports.html import render_html as render_report_html
 from fourfold.reports.markdown import render_markdown as render_report_markdown
 from fourfold.reports.report import Comparison, Report, Section, Side
 
-SETTINGS = Settings(resamples=500)
+SETTINGS = CompareSettings(resamples=500)
 
 
 def claim(metric: str) -> article.Claim:

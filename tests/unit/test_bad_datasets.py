@@ -12,7 +12,7 @@ import pytest
 
 from fourfold.errors import DatasetError, OptionError, ScriptError
 from fourfold.levels.options import Settings
-from fourfold.measure.items import load_items
+from fourfold.workloads.items import load_items
 
 GOOD = b'{"id": "a", "prompt": "Say hello."}\n'
 # name, file bytes, the error after "<file>" (None: the file reads, BOM stripped)

@@ -20,11 +20,11 @@ from fourfold.errors import (
     UsageError,
 )
 from fourfold.fingerprint.runscore import score_run
-from fourfold.measure.gate import check_run
+from fourfold.gates.gate import check_run
 from fourfold.measure.record import RequestRecord
-from fourfold.measure.runlog import RunWriter
-from fourfold.measure.runread import read_records
 from fourfold.reports.load import load_run
+from fourfold.rundir.runlog import RunWriter
+from fourfold.rundir.runread import read_records
 
 ITEM_IDS = ("qa-brief", "qa-three-points", "http3-three-advantages")   # in the bundled prompts
 SUMMARY = {"total": {"requests": 6, "ok": 6, "ttft_ms": {"p95": 120.0}}, "groups": [],
@@ -262,9 +262,9 @@ def test_the_cli_re_exports_the_tree_and_each_class_its_exit_code() -> None:
     ("fourfold.fingerprint.embedder", "ModelUnavailable"),
     ("fourfold.levels.l4_ab", "SplitError"),
     ("fourfold.levels.l4_scripts", "ScriptError"),
-    ("fourfold.measure.dialects", "UnknownDialect"),
-    ("fourfold.measure.runread", "SchemaError"),
-    ("fourfold.measure.slo", "SLOSpecError"),
+    ("fourfold.client.dialects", "UnknownDialect"),
+    ("fourfold.rundir.runread", "SchemaError"),
+    ("fourfold.gates.slo", "SLOSpecError"),
     ("fourfold.reports.load", "RunDirError"),
     ("fourfold.reports.records", "RecordsFormatError"),
     ("fourfold.targets.launch", "SimulatorStartError"),

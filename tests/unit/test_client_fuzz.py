@@ -14,11 +14,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fourfold.measure.dialects import RequestOptions, get_dialect
-from fourfold.measure.items import Item
+from fourfold.client.dialects import RequestOptions, get_dialect
+from fourfold.client.stream import StreamLimits, send
+from fourfold.client.transport import ChunkedDecoder
 from fourfold.measure.record import ERROR_CLASSES, TEXT_CAP_CHARS, RequestRecord
-from fourfold.measure.stream import StreamLimits, send
-from fourfold.measure.transport import ChunkedDecoder
+from fourfold.workloads.items import Item
 
 RECORDED = Path(__file__).resolve().parents[1] / "recorded"
 STREAMS = {"vllm_chat": "openai", "vllm_chat_reasoning": "openai", "llamacpp_chat": "openai", "tgi_chat": "openai",

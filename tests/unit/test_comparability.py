@@ -1,5 +1,5 @@
 """Comparability of a comparison's sides (fourfold.reports.comparability) and the dataset hash and
-client facts meta.json carries for it (fourfold.measure.provenance)."""
+client facts meta.json carries for it (fourfold.rundir.provenance)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from fourfold.data import DATA_DIR
-from fourfold.measure.formats import load_items_as
-from fourfold.measure.items import Item
-from fourfold.measure.provenance import client_facts, cpu_model, dataset_facts, items_sha256
-from fourfold.measure.sampling import sample
-from fourfold.reports.comparability import Difference, differences, render_lines, too_few_requests
+from fourfold.reports.comparability import MetaDifference, differences, render_lines, too_few_requests
+from fourfold.rundir.provenance import client_facts, cpu_model, dataset_facts, items_sha256
+from fourfold.workloads.formats import load_items_as
+from fourfold.workloads.items import Item
+from fourfold.workloads.sampling import sample
 
 HASH_A, HASH_B = "1a2b3c4d" + "0" * 56, "9f8e7d6c" + "1" * 56
 
@@ -54,77 +54,77 @@ def meta(base: dict[str, Any] = META, **changes: Any) -> dict[str, Any]:
 CASES = [
     ("identical", [META], [META], []),
     ("another seed of the embedded simulator is setup", [META], [meta(embedded_target__seed=2)],
-     [Difference("target", "setup", "embedded simulator (profile baseline, seed 1)",
+     [MetaDifference("target", "setup", "embedded simulator (profile baseline, seed 1)",
                  "embedded simulator (profile baseline, seed 2)")]),
     ("an embedded target's port is no difference", [META], [meta(target="http://127.0.0.1:40999")], []),
     ("another dataset", [META], [meta(dataset_sha256=HASH_B, dataset_name="mine.jsonl")],
-     [Difference("dataset", "sent", "sha256 1a2b3c4d… of prompts.jsonl", "sha256 9f8e7d6c… of mine.jsonl")]),
+     [MetaDifference("dataset", "sent", "sha256 1a2b3c4d… of prompts.jsonl", "sha256 9f8e7d6c… of mine.jsonl")]),
     ("the same items under another file name", [META], [meta(dataset_name="copy.jsonl")], []),
     ("max tokens", [META], [meta(settings__max_tokens=64)],
-     [Difference("max tokens", "sent", "the items' own", "64")]),
+     [MetaDifference("max tokens", "sent", "the items' own", "64")]),
     ("users and duration", [META], [meta(locust__users=32, locust__run_time=60)],
-     [Difference("users", "sent", "16", "32"), Difference("duration", "sent", "40", "60")]),
+     [MetaDifference("users", "sent", "16", "32"), MetaDifference("duration", "sent", "40", "60")]),
     ("streaming and ignore-EOS", [META], [meta(settings__stream=False, settings__ignore_eos=True)],
-     [Difference("streaming", "sent", "on", "off"), Difference("ignore EOS", "sent", "default", "forced")]),
+     [MetaDifference("streaming", "sent", "on", "off"), MetaDifference("ignore EOS", "sent", "default", "forced")]),
     ("level, scenario and dialect", [META], [meta(level="l3", scenarios=["rag"], dialect="rag")],
-     [Difference("level", "sent", "l1", "l3"), Difference("scenarios", "sent", "saturation", "rag"),
-      Difference("dialect", "sent", "openai", "rag")]),
+     [MetaDifference("level", "sent", "l1", "l3"), MetaDifference("scenarios", "sent", "saturation", "rag"),
+      MetaDifference("dialect", "sent", "openai", "rag")]),
     ("model", [META], [meta(model="llama-3-8b")],
-     [Difference("model", "sent", "fourfold-sim", "llama-3-8b")]),
+     [MetaDifference("model", "sent", "fourfold-sim", "llama-3-8b")]),
     ("endpoint of a RAG service", [meta(rag={"wire": {"path": "/v1/rag"}})],
-     [meta(rag={"wire": {"path": "/ask"}})], [Difference("endpoint", "sent", "/v1/rag", "/ask")]),
+     [meta(rag={"wire": {"path": "/ask"}})], [MetaDifference("endpoint", "sent", "/v1/rag", "/ask")]),
     ("arrival rate and process (open loop)", [OPEN_LOOP],
      [meta(OPEN_LOOP, l2__arrivals={"kind": "gamma", "rate_rps": 20.0, "burstiness": 0.5})],
-     [Difference("arrival process", "sent", "poisson", "gamma (burstiness 0.5)"),
-      Difference("arrival rate", "sent", "10", "20")]),
+     [MetaDifference("arrival process", "sent", "poisson", "gamma (burstiness 0.5)"),
+      MetaDifference("arrival rate", "sent", "10", "20")]),
     ("open loop: -u is no workload", [OPEN_LOOP], [meta(OPEN_LOOP, locust__users=4)], []),
     ("two external targets", [meta(embedded_target=..., target="http://a:8000")],
      [meta(embedded_target=..., target="http://b:8000")],
-     [Difference("target", "setup", "http://a:8000", "http://b:8000")]),
+     [MetaDifference("target", "setup", "http://a:8000", "http://b:8000")]),
     ("fourfold version and client machine", [META],
      [meta(versions__fourfold="0.2.0", client__hostname="ci-7", client__cpu_count=16)],
-     [Difference("fourfold version", "setup", "0.1.0", "0.2.0"),
-      Difference("client hostname", "setup", "vm", "ci-7"),
-      Difference("client CPU count", "setup", "2", "16")]),
+     [MetaDifference("fourfold version", "setup", "0.1.0", "0.2.0"),
+      MetaDifference("client hostname", "setup", "vm", "ci-7"),
+      MetaDifference("client CPU count", "setup", "2", "16")]),
     ("runs within a side differ", [META, meta(locust__users=8)], [META, META],
-     [Difference("users", "sent", "{16, 8}", "16")]),
+     [MetaDifference("users", "sent", "{16, 8}", "16")]),
     ("both sides vary alike: still reported", [META, meta(dataset_sha256=HASH_B)],
      [meta(dataset_sha256=HASH_B), META],
-     [Difference("dataset", "sent", "{sha256 1a2b3c4d… of prompts.jsonl, sha256 9f8e7d6c… of prompts.jsonl}",
+     [MetaDifference("dataset", "sent", "{sha256 1a2b3c4d… of prompts.jsonl, sha256 9f8e7d6c… of prompts.jsonl}",
                  "{sha256 9f8e7d6c… of prompts.jsonl, sha256 1a2b3c4d… of prompts.jsonl}")]),
     ("an older meta without the new fields: skipped", [META],
      [meta(dataset_sha256=..., dataset_name=..., client=..., scenarios=...)], []),
     ("an older meta on one run of a side: the others count", [META, meta(dataset_sha256=...)],
      [meta(dataset_sha256=HASH_B)],
-     [Difference("dataset", "sent", "sha256 1a2b3c4d… of prompts.jsonl",
+     [MetaDifference("dataset", "sent", "sha256 1a2b3c4d… of prompts.jsonl",
                  "sha256 9f8e7d6c… of prompts.jsonl")]),
     ("older client facts under versions", [meta(client=...)],
      [meta(client=..., versions__python="3.12.1")],
-     [Difference("client Python", "setup", "3.11.7", "3.12.1")]),
+     [MetaDifference("client Python", "setup", "3.11.7", "3.12.1")]),
     ("a side with no runs", [], [META], []),
 ]
 
 
 @pytest.mark.parametrize(("baseline", "candidate", "expected"), [c[1:] for c in CASES],
                          ids=[c[0] for c in CASES])
-def test_differences(baseline: list[dict], candidate: list[dict], expected: list[Difference]) -> None:
+def test_differences(baseline: list[dict], candidate: list[dict], expected: list[MetaDifference]) -> None:
     assert differences(baseline, candidate) == expected
 
 
 @pytest.mark.parametrize(("diffs", "lines"), [
     ([], []),
-    ([Difference("dataset", "sent", "sha256 1a2b3c4d… of prompts.jsonl", "sha256 9f8e7d6c… of mine.jsonl")],
+    ([MetaDifference("dataset", "sent", "sha256 1a2b3c4d… of prompts.jsonl", "sha256 9f8e7d6c… of mine.jsonl")],
      ["warning: the sides sent different workloads: dataset (baseline sha256 1a2b3c4d… of prompts.jsonl, "
       "candidate sha256 9f8e7d6c… of mine.jsonl)"]),
-    ([Difference("target", "setup", "http://a", "http://b")],
+    ([MetaDifference("target", "setup", "http://a", "http://b")],
      ["note: the sides ran on different setups: target (baseline http://a, candidate http://b)"]),
-    ([Difference("fourfold version", "setup", "0.1.0", "0.2.0"), Difference("users", "sent", "{16, 8}", "16"),
-      Difference("model", "sent", "m1", "m2")],
+    ([MetaDifference("fourfold version", "setup", "0.1.0", "0.2.0"), MetaDifference("users", "sent", "{16, 8}", "16"),
+      MetaDifference("model", "sent", "m1", "m2")],
      ["warning: the sides sent different workloads: users (baseline {16, 8}, candidate 16); "
       "model (baseline m1, candidate m2)",
       "note: the sides ran on different setups: fourfold version (baseline 0.1.0, candidate 0.2.0)"]),
 ], ids=["none", "dataset", "setup only", "both kinds, sent first"])
-def test_render_lines(diffs: list[Difference], lines: list[str]) -> None:
+def test_render_lines(diffs: list[MetaDifference], lines: list[str]) -> None:
     assert render_lines(diffs) == lines
 
 

@@ -18,7 +18,7 @@ from fourfold.reports.compare import (
     ONE_RUN,
     GroupSample,
     ItlSample,
-    Settings,
+    CompareSettings,
     adjust,
     compare_groups,
     pairs,
@@ -84,14 +84,14 @@ def test_verdicts_follow_the_direction_of_each_metric(shift, failures, metric, v
     rng = np.random.default_rng(11)
     base = _sample(rng.normal(100, 10, 1600), unit="arm")
     cand = _sample(rng.normal(100 + shift, 10, 1600), failures=failures * 4, unit="arm")
-    rows = {r.metric: r for r in compare_groups("l1:x", base, cand, Settings(resamples=1000))}
+    rows = {r.metric: r for r in compare_groups("l1:x", base, cand, CompareSettings(resamples=1000))}
     assert rows[metric].verdict == verdict
 
 
 def test_one_run_a_side_shows_an_interval_and_no_verdict():
     rng = np.random.default_rng(12)
     rows = {r.metric: r for r in compare_groups("l1:x", _sample(rng.normal(100, 10, 400)),
-                                                 _sample(rng.normal(160, 10, 400)), Settings(resamples=400))}
+                                                 _sample(rng.normal(160, 10, 400)), CompareSettings(resamples=400))}
     row = rows["ttft_p50"]
     assert row.verdict == INCONCLUSIVE and row.why == ONE_RUN and row.p_value is None
     assert row.ci_low is not None and 50 < row.ci_low < row.delta < row.ci_high < 70
@@ -103,25 +103,25 @@ def test_runs_are_the_replicates():
     rng = np.random.default_rng(13)
     def runs(*centres: float) -> list[GroupSample]:
         return [_sample(rng.normal(c, 2, 600)) for c in centres]
-    spread = {r.metric: r for r in compare_groups("l1:x", runs(100, 110), runs(104, 114), Settings(resamples=400))}
+    spread = {r.metric: r for r in compare_groups("l1:x", runs(100, 110), runs(104, 114), CompareSettings(resamples=400))}
     row = spread["ttft_p50"]
     assert row.verdict == INCONCLUSIVE and row.runs_baseline == row.runs_candidate == 2
     assert row.ci_high - row.ci_low > 20                  # the between-run spread, not the 0.3 ms of requests
     clear = {r.metric: r for r in compare_groups("l1:x", runs(100, 101, 100.5), runs(130, 131, 130.5),
-                                                 Settings(resamples=400))}
+                                                 CompareSettings(resamples=400))}
     assert clear["ttft_p50"].verdict == "worse" and clear["ttft_p50"].test == "3 vs 3 runs: between-run t"
 
 
 def test_a_lone_run_borrows_the_between_run_variance_of_a_side_of_runs():
     rng = np.random.default_rng(14)
     base = [_sample(rng.normal(c, 2, 600)) for c in (100, 101, 100.5)]
-    rows = {r.metric: r for r in compare_groups("l1:x", base, _sample(rng.normal(130, 2, 600)), Settings())}
+    rows = {r.metric: r for r in compare_groups("l1:x", base, _sample(rng.normal(130, 2, 600)), CompareSettings())}
     assert rows["ttft_p50"].verdict == "worse" and rows["ttft_p50"].runs_candidate == 1
 
 
 def test_too_few_values_for_a_quantile():
     rows = {r.metric: r for r in compare_groups("l1:x", _sample(np.arange(1.0, 97.0), unit="arm"),
-                                                 _sample(np.arange(2.0, 98.0), unit="arm"), Settings(resamples=200))}
+                                                 _sample(np.arange(2.0, 98.0), unit="arm"), CompareSettings(resamples=200))}
     assert rows["ttft_p99"].verdict == "too few" and rows["ttft_p99"].why == "p99 of 96 values (needs 1000)"
     assert rows["ttft_p95"].verdict == "too few" and rows["ttft_p50"].verdict != "too few"
 
@@ -130,13 +130,13 @@ def test_identical_values_are_no_change_and_floating_point_noise_too():
     telemetry = {"server.gpu_util_pct": np.full(13, 12.12)}
     other = {"server.gpu_util_pct": np.full(18, 12.12)}
     rows = {r.metric: r for r in compare_groups("l1:x", [GroupSample(telemetry=telemetry)] * 2,
-                                                 [GroupSample(telemetry=other)] * 2, Settings(resamples=200))}
+                                                 [GroupSample(telemetry=other)] * 2, CompareSettings(resamples=200))}
     assert rows["telemetry.server.gpu_util_pct.mean"].verdict == "no change"
     assert vd.decide(1.8e-15, 0.0, 4, 0.0, "higher", 0.05, 12.12, 12.12).verdict == "no change"
 
 
 def test_a_side_without_data_is_not_applicable():
-    rows = compare_groups("l1:x", _sample(np.arange(1.0, 50.0)), GroupSample(), Settings(resamples=200))
+    rows = compare_groups("l1:x", _sample(np.arange(1.0, 50.0)), GroupSample(), CompareSettings(resamples=200))
     ttft = next(r for r in rows if r.metric == "ttft_p50")
     assert ttft.candidate is None and ttft.delta is None and ttft.verdict == NA
 
@@ -155,7 +155,7 @@ def test_decide_interval_against_band(delta, se, band, better, verdict):
 
 def test_adjust_keeps_a_p_of_zero():
     rows = compare_groups("l1:x", [GroupSample(pulse_hz=np.full(30, 0.0))] * 2,
-                          [GroupSample(pulse_hz=np.full(30, 3.0) + 0.01 * np.arange(30))] * 2, Settings(resamples=200))
+                          [GroupSample(pulse_hz=np.full(30, 3.0) + 0.01 * np.arange(30))] * 2, CompareSettings(resamples=200))
     raw = next(r for r in rows if r.metric == "pulse_hz")
     adjusted = next(r for r in adjust(rows, 0.05) if r.metric == "pulse_hz")
     assert raw.verdict == adjusted.verdict == "worse" and adjusted.p_adjusted < 0.05
@@ -171,7 +171,7 @@ def test_adjust_downgrades_a_verdict_the_family_does_not_support():
     rng = np.random.default_rng(15)
     base = _sample(rng.normal(100, 10, 2000), unit="arm")
     cand = _sample(rng.normal(103.6, 10, 2000), unit="arm")      # p50 +3.6 %: just beyond the band alone
-    rows = compare_groups("l1:x", base, cand, Settings(resamples=1000, gate=("ttft_*", "e2e_*", "error_rate",
+    rows = compare_groups("l1:x", base, cand, CompareSettings(resamples=1000, gate=("ttft_*", "e2e_*", "error_rate",
                                                                               "interruption_rate", "stall_rate")))
     raw = next(r for r in rows if r.metric == "ttft_p50")
     adjusted = next(r for r in adjust(rows, 0.05) if r.metric == "ttft_p50")

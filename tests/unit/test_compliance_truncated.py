@@ -10,8 +10,8 @@ from fourfold.data import DATA_DIR
 from fourfold.fingerprint.runscore import score_records
 from fourfold.fingerprint.score import quality_block
 from fourfold.fingerprint.structure import judged_compliance
-from fourfold.measure.items import load_items
 from fourfold.measure.record import RequestRecord
+from fourfold.workloads.items import load_items
 
 ITEMS = {item.id: item for item in load_items(DATA_DIR / "prompts" / "prompts.jsonl")}
 THREE = "1. one\n2. two\n3. three"

@@ -13,8 +13,8 @@ import pytest
 
 from fourfold.errors import SLOSpecError
 from fourfold.fingerprint.score import ScoreRow, summarize
+from fourfold.gates.slo import evaluate, metric_kind, parse_spec, parse_table
 from fourfold.measure.metric_names import by_name, markdown_table, resolve
-from fourfold.measure.slo import evaluate, metric_kind, parse_spec, parse_table
 from fourfold.reports.compare import BETTER, NA, NO_CHANGE, WORSE, GroupSample, compare_groups
 from fourfold.reports.scores import confidence_columns, read_scores
 

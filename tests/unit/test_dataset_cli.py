@@ -9,7 +9,7 @@ import pytest
 
 from fourfold.cli import main
 from fourfold.data import DATA_DIR
-from fourfold.measure.formats import load_dataset
+from fourfold.workloads.formats import load_dataset
 
 SAMPLES = DATA_DIR / "datasets"
 SHAREGPT = [

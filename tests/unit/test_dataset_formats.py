@@ -1,4 +1,4 @@
-"""Dataset formats (fourfold.measure.formats*): every format reads the bundled samples into the same
+"""Dataset formats (fourfold.workloads.formats*): every format reads the bundled samples into the same
 items; detection from content; each malformed variant is one DatasetError naming file, line or row
 and field; a run's format and column map travel through meta.json to `fourfold score` and the reports."""
 
@@ -13,9 +13,9 @@ import pytest
 
 from fourfold.data import DATA_DIR
 from fourfold.errors import DatasetError, OptionError
-from fourfold.measure.formats import classify, load_dataset, load_run_dataset, parse_columns
-from fourfold.measure.formats_inspect import Lengths, write_jsonl
-from fourfold.measure.items import Item
+from fourfold.workloads.formats import classify, load_dataset, load_run_dataset, parse_columns
+from fourfold.workloads.formats_inspect import Lengths, write_jsonl
+from fourfold.workloads.items import Item
 
 SAMPLES = DATA_DIR / "datasets"
 

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fourfold.measure.dialects import DIALECTS, RequestOptions, UnknownDialect, get_dialect
-from fourfold.measure.dialects.base import Completion
-from fourfold.measure.dialects.openai_chat import loads_event
-from fourfold.measure.items import Item
+from fourfold.client.dialects import DIALECTS, RequestOptions, UnknownDialect, get_dialect
+from fourfold.client.dialects.base import Completion
+from fourfold.client.dialects.openai_chat import loads_event
 from fourfold.measure.record import ERROR_CLASSES
+from fourfold.workloads.items import Item
 
 RECORDED = Path(__file__).resolve().parents[1] / "recorded"
 
@@ -519,7 +519,7 @@ def test_template_fast_path_matches_event_by_event(contents: list[Any]) -> None:
 
 
 def test_content_template_is_proven_not_assumed() -> None:
-    from fourfold.measure.dialects.openai_chat import content_template
+    from fourfold.client.dialects.openai_chat import content_template
 
     plain = vllm_event(" tok").encode()
     prefix, suffix = content_template(plain)

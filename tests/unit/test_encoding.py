@@ -1,11 +1,11 @@
-"""Content-Encoding undone per received piece (fourfold.measure.encoding)."""
+"""Content-Encoding undone per received piece (fourfold.client.encoding)."""
 
 from __future__ import annotations
 
 import gzip
 import zlib
 
-from fourfold.measure.encoding import decode_pieces
+from fourfold.client.encoding import decode_pieces
 
 BODY = b"".join(b'data: {"choices":[{"delta":{"content":"w%d "}}]}\n\n' % i for i in range(50)) + b"data: [DONE]\n\n"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from fourfold.measure.record import RequestRecord
-from fourfold.measure.runlog import RunWriter
 from fourfold.reports.report import report_from_paths, report_from_sides
+from fourfold.rundir.runlog import RunWriter
 
 T0 = 1_700_000_000.0
 

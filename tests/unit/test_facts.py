@@ -14,9 +14,9 @@ from fourfold.errors import UsageError
 from fourfold.fingerprint.facts import Fact, check_answer, fact_error_rate, load_facts, parse_facts
 from fourfold.fingerprint.rag import check_facts
 from fourfold.fingerprint.score import ScoreRow, summarize
+from fourfold.gates.slo import evaluate, parse_spec, parse_table
 from fourfold.measure.record import RequestRecord
-from fourfold.measure.slo import evaluate, parse_spec, parse_table
-from fourfold.reports.compare import GroupSample, Settings, compare_groups
+from fourfold.reports.compare import CompareSettings, GroupSample, compare_groups
 
 CORPUS = DATA_DIR / "rag" / "corpus.jsonl"
 QUESTIONS = DATA_DIR / "rag" / "questions.jsonl"
@@ -178,7 +178,7 @@ def _facts_sample(errors: int, n: int) -> GroupSample:
 
 
 def test_report_row_is_lower_is_better_with_a_ci():
-    settings = Settings(resamples=500)
+    settings = CompareSettings(resamples=500)
     base, cand = _facts_sample(62, 500), _facts_sample(25, 500)     # 12.4 % -> 5.0 %, same items
     (row,) = [r for r in compare_groups("l3:rag", base, cand, settings) if r.metric == "fact_error_rate"]
     assert (row.baseline, row.candidate, row.better, row.unit) == (pytest.approx(12.4), pytest.approx(5.0), "lower", "%")
@@ -198,7 +198,7 @@ def test_a_malformed_fact_is_one_usage_error_with_file_and_line(tmp_path: Path):
 def test_the_check_finds_exactly_the_simulators_planted_slips():
     """The simulator's generated answers (reworded, reordered, chatty, with slips): every answer with
     a planted slip is a fact error, and no answer without one is."""
-    sim = pytest.importorskip("fourfold.targets.sim.generate")
+    sim = pytest.importorskip("fourfold.targets.sim.paraphrase")
     facts = load_facts(CORPUS)
     knobs = sim.GenerationKnobs(paraphrase_rate=0.5, reorder_rate=0.5, chatter_rate=0.5, slip_rate=0.5)
     outcomes = []

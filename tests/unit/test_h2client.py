@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import httpx
 
-from fourfold.measure.client import make_http_client
-from fourfold.measure.h2client import TracedTransport, _Trace, connection_facts
+from fourfold.client.factory import make_http_client
+from fourfold.client.h2client import TracedTransport, _Trace, connection_facts
 
 
 class _FakeInner(httpx.BaseTransport):

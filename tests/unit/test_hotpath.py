@@ -1,4 +1,4 @@
-"""The C steps of late parsing (fourfold/measure/_hotpath.c) against the Python code they mirror.
+"""The C steps of late parsing (fourfold/client/_hotpath.c) against the Python code they mirror.
 
 With the extension built (``pip install`` compiles it), ``JsonEventParser.feed_chunks`` scans a
 body with ``_hotpath.scan_events`` and ``stream._finish`` rounds offsets with
@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fourfold.measure import native
-from fourfold.measure.dialects import get_dialect, jsonevents
+from fourfold.client import native
+from fourfold.client.dialects import get_dialect, jsonevents
 
-pytestmark = pytest.mark.skipif(native._hotpath is None, reason="fourfold.measure._hotpath was not built")
+pytestmark = pytest.mark.skipif(native._hotpath is None, reason="fourfold.client._hotpath was not built")
 RECORDED = Path(__file__).resolve().parents[1] / "recorded"
 
 

@@ -15,7 +15,7 @@ import pytest
 import fourfold
 
 PACKAGE_DIR = Path(fourfold.__file__).resolve().parent
-OLD_TOP_LEVEL = ("measure", "levels", "reports", "fingerprint", "targets")
+OLD_TOP_LEVEL = ("measure", "levels", "reports", "fingerprint", "targets", "client", "workloads", "rundir", "gates")
 
 # layer -> the fourfold layers it may import (besides itself); a layer is fourfold.<first name>
 LAYERS: dict[str, frozenset[str]] = {
@@ -23,13 +23,18 @@ LAYERS: dict[str, frozenset[str]] = {
     "data": frozenset(),
     "adapters": frozenset(),                 # other libraries' insides (test_adapters.py): at the bottom
     "measure": frozenset({"errors", "data", "adapters"}),
-    "fingerprint": frozenset({"errors", "data", "adapters", "measure"}),
+    "workloads": frozenset({"errors", "data", "adapters", "measure"}),
+    "rundir": frozenset({"errors", "data", "adapters", "measure", "workloads"}),
+    "client": frozenset({"errors", "data", "adapters", "measure", "workloads", "rundir"}),
+    "gates": frozenset({"errors", "data", "adapters", "measure", "workloads", "rundir", "client"}),
+    "fingerprint": frozenset({"errors", "data", "adapters", "measure", "workloads", "rundir"}),
     "targets": frozenset({"errors", "data", "adapters", "fingerprint"}),
-    "reports": frozenset({"errors", "data", "adapters", "measure", "fingerprint"}),
-    "levels": frozenset({"errors", "data", "adapters", "measure", "fingerprint", "targets"}),
+    "reports": frozenset({"errors", "data", "adapters", "measure", "workloads", "rundir", "gates", "fingerprint"}),
+    "levels": frozenset({"errors", "data", "adapters", "measure", "workloads", "rundir", "client", "gates",
+                         "fingerprint", "targets"}),
     "locustfiles": frozenset({"errors", "data", "levels"}),
-    "cli": frozenset({"errors", "data", "adapters", "measure", "fingerprint", "targets", "reports", "levels",
-                      "locustfiles"}),
+    "cli": frozenset({"errors", "data", "adapters", "measure", "workloads", "rundir", "client", "gates",
+                      "fingerprint", "targets", "reports", "levels", "locustfiles"}),
     "__main__": frozenset({"cli"}),
     "__init__": frozenset(),
 }
@@ -115,8 +120,8 @@ def test_no_module_imports_upward() -> None:
     ("measure/x.py", "from fourfold import reports\n", 1),
     ("measure/x.py", "from ..reports import load\n", 1),
     ("measure/x.py", "from . import sse\n", 0),
-    ("measure/dialects/x.py", "from .. import sse\n", 0),
-    ("targets/x.py", "from fourfold.measure.dialects import get_dialect\n", 1),
+    ("client/dialects/x.py", "from .. import sse\n", 0),
+    ("targets/x.py", "from fourfold.client.dialects import get_dialect\n", 1),
     ("targets/x.py", "from fourfold.fingerprint.embedder import Embedder\n", 0),
     ("errors.py", "import fourfold.data\n", 1),
     ("reports/x.py", "from measure.record import RequestRecord\n", 1),
@@ -151,3 +156,35 @@ def test_every_long_module_is_explained_in_the_architecture_page() -> None:
     section = " ".join(text.partition("\n## Module size\n")[2].partition("\n## ")[0].split())
     missing = [name for name, why in LONG_MODULES.items() if f"- `{name}`: {why}" not in section]
     assert missing == [], f"docs/architecture.md's 'Module size' section lacks the reason of {missing}"
+
+
+def public_classes(root: Path = PACKAGE_DIR) -> dict[str, list[str]]:
+    """class name -> the modules (relative to fourfold/) that define a public class of that name."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                found.setdefault(node.name, []).append(path.relative_to(root).as_posix())
+    return found
+
+
+def test_no_two_classes_share_a_name() -> None:
+    """A class name means one thing in fourfold: `Settings` is the run's options, not also a report's."""
+    shared = {name: where for name, where in public_classes().items() if len(where) > 1}
+    assert shared == {}, f"rename one of each: {shared}"
+
+
+def test_no_two_modules_share_a_name_across_the_client_side_rooms() -> None:
+    """The rooms users look in (measure, workloads, rundir, client, gates, reports, fingerprint, levels)
+    hold no two modules of one name: `sampler`, `sample` and `sampling` once meant three things."""
+    rooms = ("measure", "workloads", "rundir", "client", "gates", "reports", "fingerprint", "levels")
+    seen: dict[str, list[str]] = {}
+    for room in rooms:
+        for path in sorted((PACKAGE_DIR / room).rglob("*.py")):
+            if path.name != "__init__.py":
+                seen.setdefault(path.stem, []).append(path.relative_to(PACKAGE_DIR).as_posix())
+    # rag: one concept seen from three sides (its measurements, its groundedness, its dialect);
+    # base: a package's abstract base (the dialect contract, the Locust User)
+    allowed = {"rag", "base"}
+    shared = {stem: where for stem, where in seen.items() if len(where) > 1 and stem not in allowed}
+    assert shared == {}, f"rename one of each: {shared}"

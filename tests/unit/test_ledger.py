@@ -13,9 +13,9 @@ import pytest
 from fourfold.errors import OptionError
 from fourfold.levels.base import next_backoff_s
 from fourfold.levels.ledger import Backoff, WorkerLedger, worker_lines
-from fourfold.measure import runlog
 from fourfold.measure.record import RequestRecord
-from fourfold.measure.runlog import RunWriter, check_run_base
+from fourfold.rundir import runlog
+from fourfold.rundir.runlog import RunWriter, check_run_base
 
 
 @pytest.mark.parametrize(("previous", "expected"), [(0.0, 0.1), (0.1, 0.2), (0.2, 0.4), (1.6, 3.2), (3.2, 5.0),

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from fourfold.gates.slo import LATENCY_BASES, QUALITY_METRICS, RATE_METRICS, THROUGHPUT_METRICS
 from fourfold.measure import metrics as m
 from fourfold.measure.histogram import (
     LogHistogram,
@@ -21,7 +22,6 @@ from fourfold.measure.histogram import (
 )
 from fourfold.measure.metric_names import METRICS, by_name, resolve, summary_value
 from fourfold.measure.record import ERROR_CLASSES, RequestRecord
-from fourfold.measure.slo import LATENCY_BASES, QUALITY_METRICS, RATE_METRICS, THROUGHPUT_METRICS
 from fourfold.measure.stats import LLMStats
 from fourfold.reports.compare import METRICS as ROWS
 from fourfold.reports.compare import GroupSample

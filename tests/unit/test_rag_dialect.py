@@ -9,11 +9,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from fourfold.measure.dialects import RequestOptions, get_dialect
-from fourfold.measure.dialects.rag import RagDialect, RagWire, extract, parse_paths, render_template
-from fourfold.measure.items import Item
+from fourfold.client.dialects import RequestOptions, get_dialect
+from fourfold.client.dialects.rag import RagDialect, RagWire, extract, parse_paths, render_template
+from fourfold.client.stream import send
 from fourfold.measure.record import RequestRecord
-from fourfold.measure.stream import send
+from fourfold.workloads.items import Item
 
 RECORDED = Path(__file__).resolve().parents[1] / "recorded"
 SSE = (RECORDED / "rag_reference.sse").read_bytes()

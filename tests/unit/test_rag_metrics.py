@@ -17,11 +17,11 @@ from fourfold.measure.rag import (
     annotate,
     conflict_groups,
     format_rag,
-    load_corpus,
     precision_at_k,
     recall_at_k,
 )
 from fourfold.measure.record import RequestRecord
+from fourfold.workloads.corpus import corpus_by_id
 
 CLAIMS = {"d1": {"g": "2010"}, "d2": {"g": "2012"}, "d3": {"g": "2010"}, "d4": {"h": "x"}}
 
@@ -154,6 +154,6 @@ def test_load_corpus_reads_claims_and_reports_bad_lines(tmp_path: Path):
     path = tmp_path / "c.jsonl"
     path.write_text('{"id": "a", "title": "T", "text": "x", "claims": {"g": 1}}\n{"id": "b"}\n')
     with pytest.raises(ValueError, match=r"c.jsonl:2"):
-        load_corpus(path)
+        corpus_by_id(path)
     path.write_text('{"id": "a", "title": "T", "text": "x", "claims": {"g": 1}}\n')
-    assert load_corpus(path)["a"] == CorpusDoc("a", "T", "x", {"g": "1"})
+    assert corpus_by_id(path)["a"] == CorpusDoc("a", "T", "x", {"g": "1"})

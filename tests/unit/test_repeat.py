@@ -11,9 +11,9 @@ import pytest
 from fourfold import cli
 from fourfold.cli import repeat as repeat_cmd
 from fourfold.cli import repeat_plan as plan
-from fourfold.cli.repeat_plan import PlannedRun, RunOutcome, Side
+from fourfold.cli.repeat_plan import PlannedRun, RepeatSide, RunOutcome
 from fourfold.errors import UsageError
-from fourfold.measure.runlog import RunWriter
+from fourfold.rundir.runlog import RunWriter
 
 A, B = "baseline", "candidate"
 
@@ -40,12 +40,12 @@ def test_abba_cancels_a_linear_drift_over_every_two_pairs(count: int) -> None:
 
 
 def test_seeds_differ_between_repetitions_and_are_shared_within_a_pair() -> None:
-    runs = plan.plan_runs(3, [Side(A, args=("--x",)), Side(B, args=("--y",))], seed_base=7, label="ab")
+    runs = plan.plan_runs(3, [RepeatSide(A, args=("--x",)), RepeatSide(B, args=("--y",))], seed_base=7, label="ab")
     assert [(r.index, r.side, r.repetition, r.seed, r.label) for r in runs] == [
         (1, A, 1, 7, "ab-baseline-1"), (2, B, 1, 7, "ab-candidate-1"),
         (3, B, 2, 8, "ab-candidate-2"), (4, A, 2, 8, "ab-baseline-2"),
         (5, A, 3, 9, "ab-baseline-3"), (6, B, 3, 9, "ab-candidate-3")]
-    one_side = plan.plan_runs(2, [Side("runs")], seed_base=1, label="my run")
+    one_side = plan.plan_runs(2, [RepeatSide("runs")], seed_base=1, label="my run")
     assert [(r.seed, r.label) for r in one_side] == [(1, "my-run-1"), (2, "my-run-2")]
 
 
@@ -98,15 +98,15 @@ def test_a_command_that_is_not_locust_is_a_usage_error(command: list[str], messa
 
 
 @pytest.mark.parametrize(("hosts", "args", "expected"), [
-    ((None, None), (None, None), (Side("runs"),)),
-    (("", ""), ("", ""), (Side("runs"),)),
-    (("http://a", "http://b"), (None, None), (Side(A, "http://a"), Side(B, "http://b"))),
+    ((None, None), (None, None), (RepeatSide("runs"),)),
+    (("", ""), ("", ""), (RepeatSide("runs"),)),
+    (("http://a", "http://b"), (None, None), (RepeatSide(A, "http://a"), RepeatSide(B, "http://b"))),
     ((None, None), ("--sim-profile baseline", "--sim-profile candidate"),
-     (Side(A, args=("--sim-profile", "baseline")), Side(B, args=("--sim-profile", "candidate")))),
-    (("http://a", "http://b"), ("--model 'm a'", None), (Side(A, "http://a", ("--model", "m a")), Side(B, "http://b"))),
-    ((None, None), ("--model a", "--model a"), (Side(A, args=("--model", "a")), Side(B, args=("--model", "a")))),
+     (RepeatSide(A, args=("--sim-profile", "baseline")), RepeatSide(B, args=("--sim-profile", "candidate")))),
+    (("http://a", "http://b"), ("--model 'm a'", None), (RepeatSide(A, "http://a", ("--model", "m a")), RepeatSide(B, "http://b"))),
+    ((None, None), ("--model a", "--model a"), (RepeatSide(A, args=("--model", "a")), RepeatSide(B, args=("--model", "a")))),
 ])
-def test_make_sides(hosts: tuple, args: tuple, expected: tuple[Side, ...]) -> None:
+def test_make_sides(hosts: tuple, args: tuple, expected: tuple[RepeatSide, ...]) -> None:
     assert plan.make_sides(hosts[0], hosts[1], args[0], args[1]) == expected
 
 
@@ -121,41 +121,41 @@ def test_bad_sides_are_usage_errors(hosts: tuple, args: tuple, message: str) -> 
         plan.make_sides(hosts[0], hosts[1], args[0], args[1])
 
 
-TWO_HOSTS = (Side(A, "http://a"), Side(B, "http://b"))
+TWO_HOSTS = (RepeatSide(A, "http://a"), RepeatSide(B, "http://b"))
 
 
 @pytest.mark.parametrize(("args", "sides", "message"), [
-    (["-f", "l1.py", "--label", "x"], (Side("runs"),), "--label in the command"),
-    (["-f", "l1.py", "--run-dir=elsewhere"], (Side("runs"),), "--run-dir in the command"),
-    (["--seed", "3"], (Side("runs"),), "--seed in the command"),
-    (["--sim-seed=3"], (Side("runs"),), "--sim-seed in the command"),
-    ([], (Side(A, args=("--seed", "1")), Side(B, args=("--x",))), "--seed in --baseline-args"),
+    (["-f", "l1.py", "--label", "x"], (RepeatSide("runs"),), "--label in the command"),
+    (["-f", "l1.py", "--run-dir=elsewhere"], (RepeatSide("runs"),), "--run-dir in the command"),
+    (["--seed", "3"], (RepeatSide("runs"),), "--seed in the command"),
+    (["--sim-seed=3"], (RepeatSide("runs"),), "--sim-seed in the command"),
+    ([], (RepeatSide(A, args=("--seed", "1")), RepeatSide(B, args=("--x",))), "--seed in --baseline-args"),
     (["--host", "http://c"], TWO_HOSTS, "--host in the command"),
     (["-Hhttp://c"], TWO_HOSTS, "--host in the command"),
-    ([], (Side(A, "http://a"), Side(B, "http://b", ("--host", "http://c"))), "--host in --candidate-args"),
+    ([], (RepeatSide(A, "http://a"), RepeatSide(B, "http://b", ("--host", "http://c"))), "--host in --candidate-args"),
 ])
-def test_options_repeat_sets_itself_are_refused(args: list[str], sides: tuple[Side, ...], message: str) -> None:
+def test_options_repeat_sets_itself_are_refused(args: list[str], sides: tuple[RepeatSide, ...], message: str) -> None:
     with pytest.raises(UsageError, match=message):
         plan.check_arguments(args, sides)
 
 
 @pytest.mark.parametrize(("args", "sides"), [
-    (["-f", "l1.py", "--host", "http://c", "--seed-like", "1"], (Side("runs"),)),   # one target for both
-    (["-f", "l1.py", "--host", "http://c"], (Side(A, args=("--model", "a")), Side(B, args=("--model", "b")))),
+    (["-f", "l1.py", "--host", "http://c", "--seed-like", "1"], (RepeatSide("runs"),)),   # one target for both
+    (["-f", "l1.py", "--host", "http://c"], (RepeatSide(A, args=("--model", "a")), RepeatSide(B, args=("--model", "b")))),
     (["-f", "l1.py", "--shuffle", "--sim-profile", "flat"], TWO_HOSTS),
 ])
-def test_arguments_repeat_leaves_alone(args: list[str], sides: tuple[Side, ...]) -> None:
+def test_arguments_repeat_leaves_alone(args: list[str], sides: tuple[RepeatSide, ...]) -> None:
     plan.check_arguments(args, sides)
 
 
 def test_run_arguments() -> None:
     run = PlannedRun(index=2, side=B, repetition=1, seed=5, label="r-candidate-1")
-    side = Side(B, "http://b:8000", ("--sim-profile", "candidate"))
+    side = RepeatSide(B, "http://b:8000", ("--sim-profile", "candidate"))
     assert plan.run_arguments(["-f", "l1.py", "--headless"], side, run, "runs/rep") == [
         "-f", "l1.py", "--headless", "--sim-profile", "candidate", "--host", "http://b:8000",
         "--run-dir", "runs/rep", "--label", "r-candidate-1", "--seed", "5", "--sim-seed", "5", "--shuffle"]
-    assert plan.run_arguments(["--shuffle"], Side("runs"), run, "o")[-1] == "5"               # not twice
-    assert "--shuffle" not in plan.run_arguments([], Side("runs"), run, "o", shuffle=False)
+    assert plan.run_arguments(["--shuffle"], RepeatSide("runs"), run, "o")[-1] == "5"               # not twice
+    assert "--shuffle" not in plan.run_arguments([], RepeatSide("runs"), run, "o", shuffle=False)
 
 
 @pytest.mark.parametrize(("args", "expected"), [
@@ -212,7 +212,7 @@ def test_a_missing_run_directory_is_shown_and_one_side_gets_a_placeholder() -> N
 
 
 def test_the_manifest_redacts_commands() -> None:
-    sides = (Side(A, "https://u:pw-123456@a/v1", ("--header", "X-Key: k-123456")), Side(B, "http://b"))
+    sides = (RepeatSide(A, "https://u:pw-123456@a/v1", ("--header", "X-Key: k-123456")), RepeatSide(B, "http://b"))
     data = plan.manifest(count=1, sides=sides, command_args=["-f", "l1.py", "--api-key", "sk-abcdefghijkl"],
                          seed_base=1, shuffle=True, out="out", outcomes=[outcome(1, A, 1), outcome(2, B, 1)],
                          started_at="s", finished_at="f", elapsed_s=10.0, stopped=None, versions={})

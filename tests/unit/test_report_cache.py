@@ -15,12 +15,12 @@ import fourfold.reports.cache  # noqa: F401  (reports.cache below)
 from fourfold import reports
 from fourfold.cli import main
 from fourfold.reports.cache import CACHE_FILE
-from fourfold.reports.compare import Settings
+from fourfold.reports.compare import CompareSettings
 from fourfold.reports.csvout import write_csv
 from fourfold.reports.load import load_run
 from fourfold.reports.report import report_from_paths
 
-SETTINGS = Settings(resamples=300)
+SETTINGS = CompareSettings(resamples=300)
 
 
 def _csv(report, tmp_path) -> str:

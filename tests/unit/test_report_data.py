@@ -1,5 +1,5 @@
 """Hand-made run directories for the report tests, and the fast records reader checked against
-the plain one (measure.runread) on them."""
+the plain one (rundir.runread) on them."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from fourfold.measure.record import RequestRecord
-from fourfold.measure.runlog import RunWriter
-from fourfold.measure.runread import read_records
 from fourfold.reports.records import read_record_table
+from fourfold.rundir.runlog import RunWriter
+from fourfold.rundir.runread import read_records
 
 T0 = 1_700_000_000.0
 ITEMS = [(f"item-{i}", "structured" if i >= 5 else "plain") for i in range(10)]

@@ -18,7 +18,7 @@ import pytest
 from test_report_data import RunSpec, write_dataset, write_run
 
 from fourfold.cli import main
-from fourfold.reports.compare import Settings
+from fourfold.reports.compare import CompareSettings
 from fourfold.reports.markdown import render_markdown
 from fourfold.reports.report import report_from_paths, report_from_sides
 
@@ -66,7 +66,7 @@ def _check_golden(name: str, text: str) -> None:
 
 
 def test_markdown_report_matches_golden_and_verdicts(sides):
-    report = report_from_sides(*sides[:1], [sides[1]], settings=Settings(resamples=2000, seed=0))
+    report = report_from_sides(*sides[:1], [sides[1]], settings=CompareSettings(resamples=2000, seed=0))
     verdicts = {row.metric: row.verdict for row in report.comparisons[0].rows}
     assert verdicts["ttft_p50"] == "worse"                     # the latency regression
     assert verdicts["ttft_structured_penalty"] == "better"     # the orchestrator's cost is gone
@@ -80,7 +80,7 @@ def test_markdown_report_matches_golden_and_verdicts(sides):
 
 
 def test_one_run_a_side_says_the_between_run_variance_is_unknown(runs):
-    report = report_from_paths(list(runs), settings=Settings(resamples=500))
+    report = report_from_paths(list(runs), settings=CompareSettings(resamples=500))
     rows = {row.metric: row for row in report.comparisons[0].rows}
     assert rows["ttft_p50"].verdict == "inconclusive" and rows["ttft_p50"].ci_low > 0     # the interval is shown
     assert rows["similarity_mean"].verdict == "worse"                 # paired items: their own replicates
@@ -119,7 +119,7 @@ def test_fail_on_worse_with_one_run_a_side_passes_without_a_verdict(runs, tmp_pa
 
 def test_identical_runs_show_no_change(sides):
     report = report_from_sides([sides[0][0], sides[0][0]], [[sides[0][0], sides[0][0]]],
-                               settings=Settings(resamples=500))
+                               settings=CompareSettings(resamples=500))
     rows = report.comparisons[0].rows
     assert {row.verdict for row in rows if row.test != "values only"} <= {"no change", "too few"}
     assert {row.metric for row in rows if row.test == "values only"} == {      # telemetry maxima: no test

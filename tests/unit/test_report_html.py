@@ -10,7 +10,7 @@ from test_report_data import RunSpec, write_run
 
 from fourfold.reports import html as html_module
 from fourfold.reports import plots
-from fourfold.reports.compare import Settings
+from fourfold.reports.compare import CompareSettings
 from fourfold.reports.html import code_spans, render_html
 from fourfold.reports.report import report_from_paths
 
@@ -20,7 +20,7 @@ ATTACK = "<script>alert(1)</script>"
 def _report(tmp_path, text: str = ATTACK, label: str = "base"):
     base = write_run(tmp_path / "runs", RunSpec(label, seed=1, n=40, text=text, pause_every=5))
     cand = write_run(tmp_path / "runs", RunSpec("cand", seed=2, n=40, text=text, pause_every=3))
-    return report_from_paths([base, cand], settings=Settings(resamples=200))
+    return report_from_paths([base, cand], settings=CompareSettings(resamples=200))
 
 
 def test_model_output_and_labels_are_escaped(tmp_path):

@@ -10,11 +10,11 @@ import pytest
 from test_report_data import RunSpec, write_run
 
 from fourfold.reports.article import CLAIMS, find_row
-from fourfold.reports.compare import NA, GroupSample, Settings, compare_groups
+from fourfold.reports.compare import NA, CompareSettings, GroupSample, compare_groups
 from fourfold.reports.load import group_samples, load_run
 from fourfold.reports.telemetry import read_telemetry
 
-SETTINGS = Settings(resamples=2000, seed=0)
+SETTINGS = CompareSettings(resamples=2000, seed=0)
 # first and last samples are partial ticks: steady() drops them (0 and 100 here)
 BASE_BW = np.array([0.0, 40.0, 41.0, 42.0, 40.0, 41.0, 42.0, 100.0])
 CAND_BW = np.array([0.0, 88.0, 90.0, 92.0, 89.0, 91.0, 90.0, 100.0])

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from fourfold.gates.slo import evaluate, parse_spec
 from fourfold.measure.console import format_summary
 from fourfold.measure.metrics import jitter_ms, jitter_ms_of_gaps, pulse_hz, pulse_hz_of_gaps
 from fourfold.measure.record import RequestRecord
 from fourfold.measure.rhythm import gaps_ms
-from fourfold.measure.runlog import RunWriter
-from fourfold.measure.slo import evaluate, parse_spec
 from fourfold.measure.stats import LLMStats
+from fourfold.rundir.runlog import RunWriter
 
 T0 = 1_700_000_000.0
 
@@ -105,7 +105,7 @@ def test_the_report_has_a_row_each_and_agrees_with_the_summary(tmp_path):
 
 
 def test_a_slo_table_makes_pulse_hz_a_ceiling():
-    from fourfold.measure.slo import parse_table
+    from fourfold.gates.slo import parse_table
 
     (slo,) = parse_table({"pulse_hz": 2}, where="slo.toml")
     assert slo.clause == "pulse_hz<=2"

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from fourfold.measure import runlog
 from fourfold.measure.record import SCHEMA_VERSION, RequestRecord
-from fourfold.measure.runlog import REDACTED, RunWriter, is_secret_key, redact, redact_text, sanitize_label
-from fourfold.measure.runread import (
+from fourfold.rundir import runlog
+from fourfold.rundir.runlog import REDACTED, RunWriter, is_secret_key, redact, redact_text, sanitize_label
+from fourfold.rundir.runread import (
     RunLogWarning,
     SchemaError,
     find_runs,
@@ -192,7 +192,7 @@ def test_find_and_latest_runs(tmp_path: Path) -> None:
 
 
 def test_a_surrogate_pair_split_across_two_events_is_one_character_on_disk(tmp_path: Path) -> None:
-    from fourfold.measure.dialects import get_dialect
+    from fourfold.client.dialects import get_dialect
 
     parser = get_dialect("openai").parser(True)
     for content in ("a \\ud83d", "\\ude00 b", " lone \\ud83d"):        # JSON escapes, one token per event
@@ -226,7 +226,7 @@ def test_summary_strings_are_scrubbed_but_its_field_names_are_kept(tmp_path: Pat
 def test_a_key_sharing_its_first_characters_with_a_configured_one_is_redacted_whole() -> None:
     """Two keys of one provider share a prefix ("sk-test-"): the configured key's prefix rule must not
     cut the other one after the shared part and leave its rest in clear."""
-    from fourfold.measure import secrets
+    from fourfold.rundir import secrets
 
     secrets.Secrets.configured(api_key="sk-test-CONFIGURED-0001")     # remembered by the process
     assert redact_text("key was sk-test-OTHERKEY9876") == "key was ***"

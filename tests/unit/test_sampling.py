@@ -1,4 +1,4 @@
-"""Sampling: --dataset-filter, --dataset-sample, --shuffle (fourfold.measure.sampling) and the run-wide
+"""Sampling: --dataset-filter, --dataset-sample, --shuffle (fourfold.workloads.sampling) and the run-wide
 user index a shuffled order is drawn for (fourfold.levels.base.global_user_index)."""
 
 from __future__ import annotations
@@ -10,8 +10,15 @@ import pytest
 
 from fourfold.errors import DatasetError, OptionError
 from fourfold.levels.base import global_user_index
-from fourfold.measure.items import Item
-from fourfold.measure.sampling import LengthClause, Selection, apply_filter, parse_filter, sample, user_order
+from fourfold.workloads.items import Item
+from fourfold.workloads.sampling import (
+    LengthClause,
+    Selection,
+    apply_filter,
+    parse_filter,
+    sample,
+    user_order,
+)
 
 
 def words(n: int) -> str:
@@ -126,7 +133,7 @@ def test_workers_indices_cover_a_local_runs_users():
 
 def test_items_made_to_a_length_ask_for_their_output_length():
     from fourfold.levels.base import asks_output_length
-    from fourfold.measure.items import Item
+    from fourfold.workloads.items import Item
 
     plain = Item(id="a", messages=({"role": "user", "content": "hi"},), max_tokens=8)
     synthetic = Item(id="s", messages=plain.messages, max_tokens=8, meta={"synthetic": {"output": 8}})

@@ -9,7 +9,7 @@ import math
 
 from test_report_data import RunSpec, write_run
 
-from fourfold.reports.compare import Settings
+from fourfold.reports.compare import CompareSettings
 from fourfold.reports.html import render_html
 from fourfold.reports.markdown import render_markdown
 from fourfold.reports.report import report_from_paths
@@ -30,14 +30,14 @@ def test_different_backends_warn_in_markdown_and_html(tmp_path) -> None:
     cand = write_run(tmp_path / "runs", RunSpec("cand", seed=2, n=20))
     _scored(base, FP32)
     _scored(cand, {**FP32, "backend": "torch-bf16", "id": "m:bf16"}, low=3)
-    report = report_from_paths([base, cand], settings=Settings(resamples=50))
+    report = report_from_paths([base, cand], settings=CompareSettings(resamples=50))
     markdown, page = render_markdown(report), render_html(report)
     for text in (markdown, page):
         assert "WARNING: the runs were scored with different embedding models or backends" in text
         assert "backend torch-fp32" in text and "backend torch-bf16" in text
         assert "cand: 3 of 10 answers are low-confidence" in text
     _scored(cand, FP32)                                       # scored alike: no warning
-    report = report_from_paths([base, cand], settings=Settings(resamples=50))
+    report = report_from_paths([base, cand], settings=CompareSettings(resamples=50))
     assert "WARNING" not in render_markdown(report) and "WARNING" not in render_html(report)
 
 
@@ -46,7 +46,7 @@ def test_different_models_warn(tmp_path) -> None:
     cand = write_run(tmp_path / "runs", RunSpec("cand", seed=2, n=20))
     _scored(base, FP32)
     _scored(cand, {**FP32, "name": "paraphrase-multilingual-MiniLM-L12-v2", "weights_sha256": "ab" * 32})
-    markdown = render_markdown(report_from_paths([base, cand], settings=Settings(resamples=50)))
+    markdown = render_markdown(report_from_paths([base, cand], settings=CompareSettings(resamples=50)))
     assert "different embedding models" in markdown and "paraphrase-multilingual-MiniLM-L12-v2" in markdown
 
 

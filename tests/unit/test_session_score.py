@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fourfold.data import DATA_DIR
 from fourfold.fingerprint.runscore import select_records
-from fourfold.measure.items import load_items
 from fourfold.measure.record import RequestRecord
+from fourfold.workloads.items import load_items
 
 
 def test_only_final_turns_of_sessions_are_scored():

@@ -8,7 +8,7 @@ from fourfold.data import DATA_DIR
 from fourfold.levels.l4_scripts import (
     Conversation,
     ScriptError,
-    Verdict,
+    SessionVerdict,
     covered_facts,
     judge,
     load_scripts,
@@ -16,9 +16,9 @@ from fourfold.levels.l4_scripts import (
     script_from_dict,
     word_count,
 )
-from fourfold.measure.items import load_items
 from fourfold.targets.sim.perturb import EN_FILLERS, ZH_FILLERS
 from fourfold.targets.sim.sessions import ALL_FIXED_SENTENCES, SessionBook
+from fourfold.workloads.items import load_items
 
 DEFAULT_SESSIONS = DATA_DIR / "sessions" / "sessions.jsonl"
 SCRIPTS = load_scripts(DEFAULT_SESSIONS)
@@ -124,12 +124,12 @@ def test_follow_up_texts_fill_the_templates():
 
 
 @pytest.mark.parametrize(("covered", "turns", "ok", "ttft", "e2e", "verdict"), [
-    ({0, 1, 2}, 1, False, 10, 10, Verdict("abandoned", "error")),
-    ({0, 1, 2}, 1, True, 501, 600, Verdict("abandoned", "ttft")),     # slow but complete: the user had left
-    ({0}, 1, True, 400, 2001, Verdict("abandoned", "e2e")),
-    ({0, 1, 2}, 4, True, 400, 2000, Verdict("completed")),
-    ({0, 1}, 4, True, 400, 2000, Verdict("max_turns")),
-    ({0, 1}, 3, True, None, None, Verdict()),
+    ({0, 1, 2}, 1, False, 10, 10, SessionVerdict("abandoned", "error")),
+    ({0, 1, 2}, 1, True, 501, 600, SessionVerdict("abandoned", "ttft")),     # slow but complete: the user had left
+    ({0}, 1, True, 400, 2001, SessionVerdict("abandoned", "e2e")),
+    ({0, 1, 2}, 4, True, 400, 2000, SessionVerdict("completed")),
+    ({0, 1}, 4, True, 400, 2000, SessionVerdict("max_turns")),
+    ({0, 1}, 3, True, None, None, SessionVerdict()),
 ])
 def test_judge_order(covered, turns, ok, ttft, e2e, verdict):
     assert judge(make(), frozenset(covered), turns, ok=ok, ttft_ms=ttft, e2e_ms=e2e) == verdict
@@ -137,12 +137,12 @@ def test_judge_order(covered, turns, ok, ttft, e2e, verdict):
 
 def test_patience_scale():
     script = make()
-    assert judge(script, frozenset(), 1, ok=True, ttft_ms=900, e2e_ms=100, patience_scale=2.0) == Verdict()
+    assert judge(script, frozenset(), 1, ok=True, ttft_ms=900, e2e_ms=100, patience_scale=2.0) == SessionVerdict()
     assert judge(script, frozenset(), 1, ok=True, ttft_ms=300, e2e_ms=100, patience_scale=0.5) == \
-        Verdict("abandoned", "ttft")
-    assert judge(script, frozenset(), 1, ok=True, ttft_ms=1e9, e2e_ms=1e9, patience_scale=0) == Verdict()
+        SessionVerdict("abandoned", "ttft")
+    assert judge(script, frozenset(), 1, ok=True, ttft_ms=1e9, e2e_ms=1e9, patience_scale=0) == SessionVerdict()
     assert judge(script, frozenset(), 1, ok=False, ttft_ms=1, e2e_ms=1, patience_scale=0) == \
-        Verdict("abandoned", "error")
+        SessionVerdict("abandoned", "error")
 
 
 def test_conversation_history_grows_by_two_messages_per_turn():
@@ -152,7 +152,7 @@ def test_conversation_history_grows_by_two_messages_per_turn():
         sizes.append(len(conversation.ask(conversation.next_turn())))
         new = conversation.answer(answer, ttft_ms=10, e2e_ms=100)
     assert sizes == [1, 3, 5]
-    assert new == (1, 2) and conversation.verdict == Verdict("completed") and conversation.turns == 3
+    assert new == (1, 2) and conversation.verdict == SessionVerdict("completed") and conversation.turns == 3
     assert [m["role"] for m in conversation.messages] == ["user", "assistant"] * 3
     with pytest.raises(RuntimeError, match="already ended"):
         conversation.ask(conversation.next_turn())
@@ -162,7 +162,7 @@ def test_a_failed_answer_is_not_added_to_the_history():
     conversation = Conversation(make())
     conversation.ask(conversation.next_turn())
     assert conversation.answer("", ok=False) == ()
-    assert conversation.verdict == Verdict("abandoned", "error") and len(conversation.messages) == 1
+    assert conversation.verdict == SessionVerdict("abandoned", "error") and len(conversation.messages) == 1
 
 
 @pytest.mark.parametrize(("text", "words"), [("one two  three", 3), ("首字延迟", 4), ("第一个token的时间", 7), ("", 0)])

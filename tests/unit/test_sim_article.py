@@ -10,9 +10,9 @@ import re
 
 from fourfold.targets.sim.answers import DEFAULT_PROMPTS_PATH, Answer, AnswerBook
 from fourfold.targets.sim.cli import build_parser, config_from_args
+from fourfold.targets.sim.exposition import SimCounters, TokenRate, gpu_gauges, render_metrics
 from fourfold.targets.sim.gateway import GatewayConfig
-from fourfold.targets.sim.generate import EN_OPENERS, SURNAMES, GenerationKnobs, generate, slip_candidates
-from fourfold.targets.sim.metrics import SimCounters, TokenRate, gpu_gauges, render_metrics
+from fourfold.targets.sim.paraphrase import EN_OPENERS, SURNAMES, GenerationKnobs, generate, slip_candidates
 from fourfold.targets.sim.perturb import count_items
 from fourfold.targets.sim.plan import RequestFacts, make_plan
 from fourfold.targets.sim.profile import load_profile
@@ -82,7 +82,7 @@ def test_memory_bandwidth_follows_tokens_per_second() -> None:
     assert line.endswith(" 92.0")                          # 480 tokens/s: the candidate's full rate
 
 
-# ---- generated answers (fourfold.targets.sim.generate) ----
+# ---- generated answers (fourfold.targets.sim.paraphrase) ----
 FACT = "Rosven Robotics was founded in 2012 by Ada Lindqvist. It employs about 850 people."
 
 

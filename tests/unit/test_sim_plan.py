@@ -14,8 +14,8 @@ from fourfold.targets.sim.answers import (
     generic_answer,
     requested_items,
 )
+from fourfold.targets.sim.exposition import LagHistogram, SimCounters, gpu_gauges, render_metrics
 from fourfold.targets.sim.httpio import HttpParseError, RequestParser, chunk
-from fourfold.targets.sim.metrics import LagHistogram, SimCounters, gpu_gauges, render_metrics
 from fourfold.targets.sim.perturb import QualityKnobs, count_items, perturb
 from fourfold.targets.sim.plan import RequestFacts, choose_tokens, make_plan
 from fourfold.targets.sim.profile import ProfileError, available_profiles, load_profile
@@ -277,7 +277,7 @@ def test_lag_histogram_and_metrics_text() -> None:
 
 
 def test_bundled_dataset_contract() -> None:
-    from fourfold.measure.items import load_items  # the contract the levels read the dataset with
+    from fourfold.workloads.items import load_items  # the contract the levels read the dataset with
 
     items = load_items(DEFAULT_PROMPTS_PATH)
     assert len(items) >= 44

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from fourfold.errors import ProfileError
-from fourfold.measure.synthetic import block_text, make_text
 from fourfold.targets.sim.answers import Answer
 from fourfold.targets.sim.plan import RequestFacts, make_plan, prefill_ms
 from fourfold.targets.sim.prefix import PrefixCache
 from fourfold.targets.sim.profile import load_profile
+from fourfold.workloads.synthetic import block_text, make_text
 
 ANSWER = Answer("A short answer.", "x", None)
 

@@ -9,8 +9,8 @@ import pytest
 
 from fourfold.cli import main as cli_main
 from fourfold.errors import UsageError
-from fourfold.measure.gate import check_run, is_slo_file, load_slo, load_slo_file
-from fourfold.measure.slo import (
+from fourfold.gates.gate import check_run, is_slo_file, load_slo, load_slo_file
+from fourfold.gates.slo import (
     SLO,
     SLOSpecError,
     evaluate,
@@ -21,7 +21,7 @@ from fourfold.measure.slo import (
     summary_block,
     to_spec,
 )
-from fourfold.measure.slo_report import format_verdicts, junit_xml
+from fourfold.gates.slo_report import format_verdicts, junit_xml
 
 
 @pytest.mark.parametrize(("text", "expected"), [

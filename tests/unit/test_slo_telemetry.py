@@ -9,7 +9,7 @@ import pytest
 
 from fourfold.cli import main as cli_main
 from fourfold.errors import SLOSpecError
-from fourfold.measure.slo import SLO, evaluate, metric_kind, parse_clause, parse_spec
+from fourfold.gates.slo import SLO, evaluate, metric_kind, parse_clause, parse_spec
 
 
 def _summary(**metrics: dict[str, float]) -> dict:

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from fourfold.gates.slo import parse_spec
 from fourfold.levels import slogate
-from fourfold.measure.slo import parse_spec
 from tests.unit.test_slo import _summary
 
 MEETS, MISSES, NO_SLO = "ttft_p95<=450ms", "ttft_p95<=400ms", ""      # the summary's TTFT p95 is 430 ms

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fourfold.measure.sse import SSEDecoder, SSEEvent
+from fourfold.client.sse import SSEDecoder, SSEEvent
 
 
 def decode_all(chunks: list[bytes], **kwargs: int) -> tuple[list[SSEEvent], SSEDecoder]:

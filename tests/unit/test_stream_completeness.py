@@ -10,13 +10,13 @@ from typing import Any
 import httpx
 import pytest
 
+from fourfold.client.dialects import get_dialect
+from fourfold.client.dialects.rag import RagDialect, RagWire
+from fourfold.client.h1body import is_idle_piece, read_pieces
+from fourfold.client.stream import classify_status
 from fourfold.measure.console import format_summary
-from fourfold.measure.dialects import get_dialect
-from fourfold.measure.dialects.rag import RagDialect, RagWire
-from fourfold.measure.h1body import is_idle_piece, read_pieces
 from fourfold.measure.record import RequestRecord
 from fourfold.measure.stats import LLMStats
-from fourfold.measure.stream import classify_status
 
 
 def parse(dialect: Any, body: bytes, streaming: bool = True) -> Any:

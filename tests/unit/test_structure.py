@@ -16,7 +16,7 @@ from fourfold.fingerprint.structure import (
     punctuation_counts,
     requested_items,
 )
-from fourfold.measure.items import load_items
+from fourfold.workloads.items import load_items
 
 REQUESTED = [
     # English

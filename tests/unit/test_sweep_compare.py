@@ -12,10 +12,10 @@ from pathlib import Path
 
 from fourfold.cli import main
 from fourfold.measure.record import RequestRecord
-from fourfold.measure.runlog import RunWriter
 from fourfold.reports.html import render_html
 from fourfold.reports.markdown import render_markdown
 from fourfold.reports.report import report_from_paths
+from fourfold.rundir.runlog import RunWriter
 
 T0 = 1_700_000_000.0
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fourfold.cli import main
-from fourfold.measure.slo import parse_spec
+from fourfold.gates.slo import parse_spec
 from fourfold.reports.capacity import _latency_slos, capacity_row, read_sweep, sweep_plot
 
 

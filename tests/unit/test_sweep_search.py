@@ -1,4 +1,4 @@
-"""The capacity sweep's search (fourfold.measure.sweep): a fake target with a known capacity."""
+"""The capacity sweep's search (fourfold.gates.sweep): a fake target with a known capacity."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from fourfold.measure.slo import parse_spec
-from fourfold.measure.sweep import (
+from fourfold.gates.slo import parse_spec
+from fourfold.gates.sweep import (
     RatePoint,
     SearchPlan,
     bracket,

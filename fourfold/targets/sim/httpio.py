@@ -28,7 +28,7 @@ class HttpParseError(Exception):
 
 
 @dataclass
-class HttpRequest:
+class IncomingRequest:
     method: str
     target: str
     version: str
@@ -53,7 +53,7 @@ class RequestParser:
 
     def __init__(self, max_head_bytes: int = MAX_HEAD_BYTES, max_body_bytes: int = MAX_BODY_BYTES) -> None:
         self._buffer = bytearray()
-        self._pending: HttpRequest | None = None
+        self._pending: IncomingRequest | None = None
         self._body_length = 0
         self.max_head_bytes = max_head_bytes
         self.max_body_bytes = max_body_bytes
@@ -65,7 +65,7 @@ class RequestParser:
     def buffered_bytes(self) -> int:
         return len(self._buffer)
 
-    def next_request(self) -> HttpRequest | None:
+    def next_request(self) -> IncomingRequest | None:
         """The next complete request, None when more bytes are needed; raises HttpParseError."""
         if self._pending is None:
             end = self._buffer.find(b"\r\n\r\n")
@@ -88,7 +88,7 @@ class RequestParser:
         return request
 
 
-def parse_head(head: bytes, max_body_bytes: int = MAX_BODY_BYTES) -> tuple[HttpRequest, int]:
+def parse_head(head: bytes, max_body_bytes: int = MAX_BODY_BYTES) -> tuple[IncomingRequest, int]:
     """Parse a request head (without the blank line); returns the request and its body length."""
     try:
         text = head.decode("latin-1")
@@ -127,7 +127,7 @@ def parse_head(head: bytes, max_body_bytes: int = MAX_BODY_BYTES) -> tuple[HttpR
         raise HttpParseError(411, f"{method} needs a Content-Length header")
     if length > max_body_bytes:
         raise HttpParseError(413, f"request body of {length} bytes is larger than {max_body_bytes}")
-    return HttpRequest(method.upper(), target, version, headers), length
+    return IncomingRequest(method.upper(), target, version, headers), length
 
 
 def reason(status: int) -> str:

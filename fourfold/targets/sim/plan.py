@@ -21,7 +21,7 @@ from itertools import accumulate
 from typing import Any
 
 from fourfold.targets.sim.answers import Answer
-from fourfold.targets.sim.generate import GenerationKnobs, Slip, generate
+from fourfold.targets.sim.paraphrase import GenerationKnobs, Slip, generate
 from fourfold.targets.sim.perturb import QualityKnobs, perturb
 from fourfold.targets.sim.profile import Profile
 from fourfold.targets.sim.tokens import cycle_tokens, tokenize
@@ -64,7 +64,7 @@ class Plan:
     session: dict[str, Any] = field(default_factory=dict)   # session turn facts (fourfold.targets.sim.sessions)
     prefill_ms: float = 0.0       # the part of ttft_ms spent reading the prompt (prefill_ms())
     cached_tokens: int = 0        # input tokens the prefix cache held
-    slips: list[Slip] = field(default_factory=list)   # planted factual errors (fourfold.targets.sim.generate)
+    slips: list[Slip] = field(default_factory=list)   # planted factual errors (fourfold.targets.sim.paraphrase)
 
     @property
     def output_tokens(self) -> int:

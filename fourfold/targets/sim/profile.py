@@ -78,7 +78,7 @@ class Profile:
     drop_sentence_rate: float = 0.0
     filler_sentence_rate: float = 0.0
     list_item_drop_rate: float = 0.0
-    # generation (fourfold.targets.sim.generate): reworded, reordered, factual slips
+    # generation (fourfold.targets.sim.paraphrase): reworded, reordered, factual slips
     paraphrase_rate: float = 0.0
     reorder_rate: float = 0.0
     slip_rate: float = 0.0

@@ -24,7 +24,7 @@ from fourfold.targets.sim.app import PLAN_DETAIL_HEADER, PLAN_HEADER, Reply, Sim
 from fourfold.targets.sim.httpio import (
     LAST_CHUNK,
     HttpParseError,
-    HttpRequest,
+    IncomingRequest,
     RequestParser,
     chunk,
     response_head,
@@ -179,7 +179,7 @@ class SimProtocol(asyncio.Protocol):
                 self._send_reply(error_reply(500, f"simulator error: {type(exc).__name__}: {exc}"))
             arrived_s = None
 
-    def _handle(self, request: HttpRequest, arrived_s: float | None = None) -> None:
+    def _handle(self, request: IncomingRequest, arrived_s: float | None = None) -> None:
         routed = self.app.route(request)
         if isinstance(routed, Reply):
             self._send_reply(routed)

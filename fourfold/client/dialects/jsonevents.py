@@ -1,0 +1,449 @@
+"""What every JSON-over-SSE dialect shares: :class:`JsonEventParser` (SSE decoding, malformed-event
+counting, error ranking, the one-JSON-body mode and the whole-body fast path) and the helpers its
+subclasses call (:func:`loads_event`, :func:`error_message`, :func:`classify_error_message`).
+
+The OpenAI, Anthropic, Triton and RAG parsers subclass it and only say what their events mean
+(``_on_event``, ``_on_body``; ``_on_object`` to take the fast path).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from json.scanner import make_scanner
+from typing import Any
+
+from fourfold.client.dialects.base import Completion
+from fourfold.client.native import scan_events
+from fourfold.client.sse import DEFAULT_MAX_EVENT_BYTES, SSEDecoder, SSEEvent
+from fourfold.measure.record import INPUT_USAGE_IMPLAUSIBLE, NO_TERMINAL_EVENT, USAGE_IMPLAUSIBLE
+
+__all__ = ["ERROR_RANK", "INPUT_USAGE_IMPLAUSIBLE", "JsonEventParser", "NO_TERMINAL_EVENT", "USAGE_IMPLAUSIBLE",
+           "classify_error_message", "error_message", "finite_number", "loads_event", "loads_json",
+           "whole_number"]
+
+_CONTEXT_LENGTH = re.compile(
+    r"context[ _-]?(length|window)|maximum context|max_model_len|prompt is too long"
+    r"|input length|max_input_len|too many (input )?tokens",
+    re.IGNORECASE,
+)
+
+# When several problems show up in one body, the most telling one is reported.
+ERROR_RANK = {"": 0, "malformed_stream": 1, "too_large": 2, "interrupted": 3, "http_5xx": 3,
+              "rate_limited": 3, "context_length": 4}
+# a JSON string without escapes or control characters: the fast path takes it as plain text
+_PLAIN_STRING = re.compile(rb'"[^"\\\x00-\x1f]*"')
+
+# A reported output count is believed when it is a whole number >= 0 and, less the reasoning tokens
+# the server says it kept to itself, at most USAGE_FACTOR per content delta or one per byte of the
+# text received (a token is at least a byte), plus USAGE_MARGIN; a prompt count up to MAX_INPUT_TOKENS.
+USAGE_FACTOR, USAGE_MARGIN, MAX_INPUT_TOKENS = 10, 64, 100_000_000
+
+_HEAD_PARTS = 16   # feed_chunks: events its template search sees first when C scans the body
+
+# the C scanner json.loads itself ends up in (typeshed types its argument as the C class)
+_scan_json = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+
+
+def loads_json(data: str | bytes) -> Any:
+    """``json.loads`` whose only error is ``ValueError``: a value nested deeper than Python's
+    recursion limit (a server's ``[`` x 100,000) raises RecursionError in ``json``, which no
+    parser's error handling expects; here it is malformed JSON like any other."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+
+
+def loads_event(text: str) -> Any:
+    """``json.loads`` for one event's data, about twice as fast on a short object.
+
+    ``json.loads`` spends half its time on a small event in two whitespace regexes around the C
+    scanner; this calls the scanner directly when the text starts with ``{`` and checks the tail
+    by hand. Same results and the same ``ValueError`` (``JSONDecodeError``) on bad input, nesting
+    too deep included (:func:`loads_json`).
+    """
+    if not text.startswith("{"):
+        return loads_json(text)
+    try:
+        obj, end = _scan_json(text, 0)
+    except StopIteration as exc:   # what the scanner raises where json.loads says "Expecting value"
+        raise json.JSONDecodeError("Expecting value", text, exc.value) from None
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+    if end != len(text) and text[end:].strip(" \t\n\r"):
+        raise json.JSONDecodeError("Extra data", text, end)
+    return obj
+
+
+def whole_number(value: Any) -> int | None:
+    """``value`` as an int when it is a whole number (``12``, ``12.0``), else None (``True``,
+    ``12.5``, ``"12"``, NaN, infinity)."""
+    if type(value) is int:
+        return value
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return None
+
+
+def finite_number(value: Any) -> float | None:
+    """``value`` as a finite float when it is a JSON number, else None (a bool, a string, NaN,
+    infinity or an int beyond a double would each break a record or the statistics)."""
+    if type(value) not in (int, float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _as_reported(value: Any) -> Any:
+    """A server's value as a record can keep it: small ints as they are, anything else as (the
+    start of) its text (a NaN would make the record's JSON line unwritable)."""
+    if type(value) is int and abs(value) < 2**53:
+        return value
+    return str(value)[:64]
+
+
+def classify_error_message(message: str, default: str = "interrupted") -> str:
+    """Error class for an error reported inside a 200 body: context length, else ``default``."""
+    return "context_length" if _CONTEXT_LENGTH.search(message) else default
+
+
+def error_message(error: Any) -> str:
+    """The human text of an error payload (``{"message": ...}``, a plain string, or anything)."""
+    if isinstance(error, dict):
+        text = error.get("message") or error.get("error") or error.get("type") or ""
+        code = error.get("code")
+        if isinstance(text, str) and isinstance(code, str) and code not in text:
+            text = f"{text} ({code})"  # OpenAI puts "context_length_exceeded" in code
+        return text if isinstance(text, str) else json.dumps(text)
+    return error if isinstance(error, str) else json.dumps(error)
+
+
+def _load_objects(payloads: list[bytes]) -> list[dict[str, Any]] | None:
+    """The events' JSON objects by one ``json.loads`` of an array of them (cheaper than one each);
+    None when one is not JSON, not an object, or breaks the array (``{"a": 1}, {"b": 2}``)."""
+    try:
+        objects = loads_json(b"[" + b",".join(payloads) + b"]")
+    except ValueError:     # includes invalid UTF-8
+        return None
+    if len(objects) != len(payloads) or not all(type(o) is dict for o in objects):
+        return None
+    return objects
+
+
+class JsonEventParser:
+    """A StreamParser for dialects whose stream is SSE events carrying JSON.
+
+    Subclasses implement ``_on_event`` (one SSE event -> content deltas it carried, 0 or 1) and
+    ``_on_body`` (the whole non-streamed JSON body). Text and reasoning go into ``_text`` /
+    ``_reasoning``; everything else straight into ``_done`` (the Completion being built).
+    """
+
+    _template_hits = 0      # events feed_chunks took by the template, without JSON (tests read it)
+
+    def __init__(self, streaming: bool = True, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
+        self.streaming = streaming
+        self.max_event_bytes = max_event_bytes
+        self.decoder = SSEDecoder(max_event_bytes)
+        self.server_timing: dict[str, float] = {}
+        self.malformed_events = 0
+        self._text: list[str] = []
+        self._reasoning: list[str] = []
+        self._body: list[bytes] = []
+        self._body_bytes = 0
+        self._done = Completion()
+        self._finished = False
+        self._fed = False
+        # usage as the server reported it (any JSON value; checked in finish()), and the output
+        # tokens it says it did not send (OpenAI's completion_tokens_details.reasoning_tokens)
+        self.usage_output: Any = None
+        self.usage_input: Any = None
+        self.usage_hidden = 0
+
+    # ---- StreamParser ----
+    def feed(self, data: bytes) -> int:
+        """Consume raw bytes; return the content deltas they completed (0 when not streaming)."""
+        self._fed = True
+        if not self.streaming:
+            self._body_bytes += len(data)
+            if self._body_bytes <= self.max_event_bytes:
+                self._body.append(data)
+            return 0
+        deltas = 0
+        on_event = self._on_event
+        for event in self.decoder.decode(data):
+            deltas += on_event(event)
+        self._done.content_deltas += deltas
+        return deltas
+
+    def feed_chunks(self, chunks: list[bytes]) -> list[int] | None:
+        """A whole streamed body at once: the content deltas each chunk completed, or None when
+        the body is not plain enough for the fast path (then ``feed`` each chunk instead).
+
+        The fast path covers what nearly every server sends: only ``data:`` events of one line,
+        ``\n\n`` between them, the body ending after an event. All JSON objects are parsed in one
+        ``json.loads`` of a JSON array built from their payloads (the per-call overhead dominates
+        a small event), and each event is credited to the chunk that carried its closing blank
+        line, exactly as ``feed`` would. Anything else (comments, ``event:``/``id:`` lines,
+        CRLF, a BOM, a torn last event, an oversized event, a payload that is not JSON or breaks
+        the array) returns None before any state has changed, and the event-by-event path
+        decides. Only subclasses with an ``_on_object`` handler take the fast path; one with a
+        ``_find_template(parts) -> (prefix, suffix) | None`` hook also skips the JSON parse of
+        the events ``prefix + <plain JSON string> + suffix``: plain content deltas.
+        """
+        on_object = getattr(self, "_on_object", None)
+        if on_object is None or not self.streaming or self._fed or not chunks:
+            return None
+        body = b"".join(chunks)
+        if not body.endswith(b"\n\n") or b"\r" in body or body.startswith(b"\xef\xbb\xbf"):
+            return None
+        parts = body.split(b"\n\n", _HEAD_PARTS if scan_events is not None else -1)   # (see _HEAD_PARTS)
+        cut_short = len(parts) > _HEAD_PARTS
+        parts.pop()
+        limit = self.max_event_bytes
+        find_template = getattr(self, "_find_template", None)
+        template = find_template(parts) if find_template is not None else None
+        if template is None and cut_short and find_template is not None:
+            parts = body.split(b"\n\n")
+            parts.pop()
+            template = find_template(parts)
+        tprefix, tsuffix = template if template is not None else (b"\x00", b"")
+        if scan_events is not None:      # the same loop in C (fourfold.client.native)
+            return self._feed_scanned(body, chunks, tprefix, tsuffix, template is not None, on_object)
+        cut_start, cut_end = len(tprefix), (-len(tsuffix) if tsuffix else None)
+        plain = _PLAIN_STRING.fullmatch
+        # per event: str (a plain content delta), int (index of its JSON object) or SSEEvent
+        items: list[Any] = []
+        ends: list[int] = []       # offset just past each event's closing blank line
+        json_payloads: list[bytes] = []
+        end = 0
+        hits = 0
+        for part in parts:
+            end += len(part) + 2
+            ends.append(end)
+            if part.startswith(tprefix) and part.endswith(tsuffix):
+                literal = part[cut_start:cut_end]
+                if plain(literal) and len(part) <= limit:
+                    try:
+                        items.append(literal[1:-1].decode("utf-8"))
+                        hits += 1
+                        continue
+                    except UnicodeDecodeError:
+                        return None
+            if not part.startswith(b"data:") or b"\n" in part or len(part) > limit:
+                return None
+            payload = part[6:] if part[5:6] == b" " else part[5:]
+            if payload[:1] == b"{":
+                items.append(len(json_payloads))
+                json_payloads.append(payload)
+            else:
+                try:
+                    items.append(SSEEvent(data=payload.decode("utf-8")))
+                except UnicodeDecodeError:
+                    return None
+        if (objects := _load_objects(json_payloads)) is None:
+            return None
+        # every check passed: from here on the body is applied, event by event, in order
+        self._fed = True
+        if template is not None:
+            self._template_hits = hits
+        per_chunk = [0] * len(chunks)
+        chunk_ends: list[int] = []
+        total = 0
+        for data in chunks:
+            total += len(data)
+            chunk_ends.append(total)
+        chunk = 0
+        append_text = self._text.append
+        on_event = self._on_event
+        deltas = 0
+        for item, end in zip(items, ends):
+            while chunk_ends[chunk] < end:
+                chunk += 1
+            kind = type(item)
+            if kind is str:                   # a plain content delta (see _find_template)
+                if not item:
+                    continue
+                append_text(item)
+                got = 1
+            elif kind is int:
+                obj = objects[item]
+                try:
+                    got = on_object(obj)
+                except (AttributeError, TypeError, KeyError, IndexError) as exc:
+                    self._malformed(json_payloads[item].decode("utf-8", "replace"),
+                                    f"unexpected shape ({type(exc).__name__}: {exc})")
+                    got = 0
+            else:
+                got = on_event(item)
+            if got:
+                per_chunk[chunk] += got
+                deltas += got
+        self._done.content_deltas += deltas
+        return per_chunk
+
+    def _feed_scanned(self, body: bytes, chunks: list[bytes], tprefix: bytes, tsuffix: bytes, templated: bool,
+                      on_object: Any) -> list[int] | None:
+        """:meth:`feed_chunks`' loop with the parts scanned by ``_hotpath.scan_events``: the same
+        checks, the same events applied in the same order, the plain deltas' texts taken in runs."""
+        assert scan_events is not None
+        scanned = scan_events(body, chunks, tprefix, tsuffix, self.max_event_bytes)
+        if scanned is None:
+            return None
+        texts, per_chunk, others, hits = scanned
+        objects = _load_objects([payload for _, _, payload, is_json in others if is_json])
+        if objects is None:
+            return None
+        try:
+            events = [SSEEvent(data=payload.decode("utf-8")) for _, _, payload, is_json in others if not is_json]
+        except UnicodeDecodeError:
+            return None
+        # every check passed: from here on the body is applied, event by event, in order
+        self._fed = True
+        if templated:
+            self._template_hits = hits
+        text = self._text
+        deltas = taken = 0
+        next_object, next_event = iter(objects), iter(events)
+        for before, chunk, payload, is_json in others:
+            if before > taken:
+                text.extend(texts[taken:before])
+                taken = before
+            if is_json:
+                try:
+                    got = on_object(next(next_object))
+                except (AttributeError, TypeError, KeyError, IndexError) as exc:
+                    self._malformed(payload.decode("utf-8", "replace"), f"unexpected shape ({type(exc).__name__}: {exc})")
+                    got = 0
+            else:
+                got = self._on_event(next(next_event))
+            if got:
+                per_chunk[chunk] += got
+                deltas += got
+        text.extend(texts[taken:])
+        self._done.content_deltas += deltas + len(texts)
+        return per_chunk
+
+    def finish(self) -> Completion:
+        """End of body: flush, parse a non-streamed body, and return the Completion (idempotent)."""
+        done = self._done
+        if self._finished:
+            return done
+        self._finished = True
+        if self.streaming:
+            for event in self.decoder.flush():
+                done.content_deltas += self._on_event(event)
+            if self.decoder.too_large:
+                self._error("too_large", f"an SSE event exceeded {self.max_event_bytes} bytes and was discarded")
+            if self.decoder.invalid_utf8:   # replaced by U+FFFD (the text is kept) and counted
+                self._malformed_utf8(self.decoder.invalid_utf8)
+        elif self._body_bytes > self.max_event_bytes:
+            self._error("too_large", f"response body of {self._body_bytes} bytes exceeds {self.max_event_bytes}")
+        else:
+            raw = b"".join(self._body)
+            try:
+                raw.decode("utf-8-sig")
+            except UnicodeDecodeError:
+                self._malformed_utf8(1)
+            try:
+                obj = loads_json(raw.decode("utf-8-sig", "replace"))
+                if not isinstance(obj, dict):
+                    raise TypeError("not a JSON object")
+                self._on_body(obj)
+            except (ValueError, AttributeError, TypeError, KeyError, IndexError) as exc:
+                self._malformed(raw[:120].decode("utf-8", "replace"), f"not a valid response body ({exc})")
+        self._finalize()
+        if done.error_class == "malformed_stream" and self.malformed_events > 1:
+            done.error_detail += f" (+{self.malformed_events - 1} more malformed)"
+        done.text = "".join(self._text)
+        done.reasoning = "".join(self._reasoning)
+        self._settle_usage()
+        if (self.streaming and not done.terminal and done.finish_reason
+                and not self.decoder.discarded_tail_bytes):
+            # a finish reason and then a clean end of the body (no torn last line): the answer is
+            # complete though the terminal event never came (servers that skip [DONE])
+            done.terminal = True
+            done.extra[NO_TERMINAL_EVENT] = True
+        return done
+
+    def _settle_usage(self) -> None:
+        """Believe the reported usage only when it is plausible (the limits above); else keep the
+        reported value in ``extra`` and leave the count None (the record then counts chunks)."""
+        done = self._done
+        reported = self.usage_output
+        if reported is not None:
+            tokens = whole_number(reported)
+            visible = tokens
+            if tokens is not None and 0 < self.usage_hidden <= tokens:
+                visible = tokens - self.usage_hidden
+            if (tokens is None or tokens < 0
+                    or (visible is not None and visible > USAGE_FACTOR * done.content_deltas + USAGE_MARGIN
+                        and visible > len(done.text.encode()) + len(done.reasoning.encode()) + USAGE_MARGIN)):
+                done.extra[USAGE_IMPLAUSIBLE] = _as_reported(reported)
+                done.output_tokens = None
+            else:
+                done.output_tokens = tokens
+        reported = self.usage_input
+        if reported is not None:
+            tokens = whole_number(reported)
+            if tokens is None or not 0 <= tokens <= MAX_INPUT_TOKENS:
+                done.extra[INPUT_USAGE_IMPLAUSIBLE] = _as_reported(reported)
+                done.input_tokens = None
+            else:
+                done.input_tokens = tokens
+
+    # ---- for subclasses ----
+    def _on_event(self, event: SSEEvent) -> int:
+        raise NotImplementedError
+
+    def _on_body(self, obj: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _finalize(self) -> None:
+        """Hook run once by finish() before the Completion is returned."""
+
+    def _json(self, data: str) -> dict[str, Any] | None:
+        """The event's JSON object, or None (counted as malformed) when it is not one."""
+        try:
+            obj = loads_event(data)
+        except ValueError as exc:
+            self._malformed(data, f"not JSON ({exc})")
+            return None
+        if not isinstance(obj, dict):
+            self._malformed(data, "not a JSON object")
+            return None
+        return obj
+
+    def _malformed_utf8(self, lines: int) -> None:
+        self.malformed_events += 1
+        if self.malformed_events == 1:
+            self._error("malformed_stream", f"invalid UTF-8 in {lines} line(s) of the body (replaced by U+FFFD)")
+
+    def _malformed(self, data: str, why: str) -> None:
+        self.malformed_events += 1
+        if self.malformed_events == 1:
+            self._error("malformed_stream", f"{why}: {data[:120]!r}")
+
+    def _server_error(self, error: Any, default: str = "interrupted") -> None:
+        message = error_message(error)
+        self._error(classify_error_message(message, default), message or "error event without a message")
+
+    def _error(self, error_class: str, detail: str) -> None:
+        """Keep the most telling problem (``ERROR_RANK``); the first of equal rank wins."""
+        done = self._done
+        if ERROR_RANK.get(error_class, 3) > ERROR_RANK.get(done.error_class, 3):
+            done.error_class, done.error_detail = error_class, detail
+
+    def _read_timings(self, timings: Any) -> None:
+        """Numeric ``*_ms`` / ``*_us`` entries of a server's timing block -> ``server_timing``."""
+        if isinstance(timings, dict):
+            for key, value in timings.items():
+                if isinstance(key, str) and key.endswith(("_ms", "_us")):
+                    number = finite_number(value)
+                    if number is not None:
+                        self.server_timing[key] = number
+
