@@ -79,8 +79,10 @@ def main(argv: list[str] | None = None) -> int:
         print("| A/A: gate decided (Holm, alpha 0.05) | " + " | ".join(f"{g:.3f}" for g, _ in rates) + " |")
         print("| A/A: any row decided (BH) | " + " | ".join(f"{t:.3f}" for _, t in rates) + " |")
         for effect, (candidate, metrics) in effects(version).items():
-            shares = [power(version, candidate, metrics, r, max(20, args.reps // 4), rng, settings) for r in runs]
-            print(f"| power: {effect} ({', '.join(metrics)} worse) | " + " | ".join(f"{p:.2f}" for p in shares) + " |")
+            shares = [power(version, candidate, metrics, r, max(20, args.reps // 4), rng, settings)
+                      for r in runs]
+            print(f"| power: {effect} ({', '.join(metrics)} worse) | "
+                  + " | ".join(f"{p:.2f}" for p in shares) + " |")
     print(f"\n{args.reps} A/A comparisons and {max(20, args.reps // 4)} per effect in each cell; "
           f"{time.monotonic() - started:.0f} s")
     return 0

@@ -89,14 +89,15 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=96, help="answers encoded batched (default 96)")
     parser.add_argument("--single", type=int, default=24, help="answers encoded one at a time (default 24)")
     parser.add_argument("--tokens", type=int, default=150, help="word pieces per answer (default 150)")
-    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="torch thread counts (default 1 2)")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2],
+                        help="torch thread counts (default 1 2)")
     parser.add_argument("--batch-size", type=int, nargs="+", default=[32], help="batch sizes (default 32)")
     parser.add_argument("--repeat", type=int, default=3,
                         help="measurements per setting, batched and one-at-a-time alternating; the best "
                              "of each is reported (default 3)")
     parser.add_argument("--backend", default="torch-fp32",
-                        help="embedding backend (default torch-fp32, the reference; benchmarks/fingerprint_backends.py "
-                             "compares fp32 with bf16)")
+                        help="embedding backend (default torch-fp32, the reference; "
+                             "benchmarks/fingerprint_backends.py compares fp32 with bf16)")
     parser.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
     args = parser.parse_args()
 
@@ -131,7 +132,8 @@ def main() -> int:
                     embedder.encode([text])
                 single = max(single, rate(len(single_texts), time.perf_counter() - started))
             rows.append({"mode": "cold", "threads": threads, "batch_size": batch_size,
-                         "batched_answers_per_s": round(batched, 2), "one_at_a_time_answers_per_s": round(single, 2),
+                         "batched_answers_per_s": round(batched, 2),
+                         "one_at_a_time_answers_per_s": round(single, 2),
                          "batching_speedup": round(batched / single, 2)})
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -152,23 +154,27 @@ def main() -> int:
 
     facts = {
         "answers": len(answers), "tokens_min": lengths[0], "tokens_median": lengths[len(lengths) // 2],
-        "tokens_max": lengths[-1], "cpu_count": os.cpu_count(), "torch": torch.__version__, "backend": first.backend,
-        "import_s": round(import_s, 2), "load_s": round(load_s, 2),
-        "cached_in_process_answers_per_s": round(cached_rate), "cached_new_process_s": round(new_process_s, 2),
-        "loadavg_before": [round(x, 2) for x in load_before], "loadavg_after": [round(x, 2) for x in load_after],
+        "tokens_max": lengths[-1], "cpu_count": os.cpu_count(), "torch": torch.__version__,
+        "backend": first.backend, "import_s": round(import_s, 2), "load_s": round(load_s, 2),
+        "cached_in_process_answers_per_s": round(cached_rate),
+        "cached_new_process_s": round(new_process_s, 2),
+        "loadavg_before": [round(x, 2) for x in load_before],
+        "loadavg_after": [round(x, 2) for x in load_after],
     }
     if args.json:
         print(json.dumps({"facts": facts, "rows": rows}, indent=1))
         return 0
     print(f"{facts['answers']} answers of {facts['tokens_min']}-{facts['tokens_max']} word pieces "
-          f"(median {facts['tokens_median']}); {facts['cpu_count']} CPUs; torch {facts['torch']} ({facts['backend']}); "
+          f"(median {facts['tokens_median']}); {facts['cpu_count']} CPUs; "
+          f"torch {facts['torch']} ({facts['backend']}); "
           f"load average {facts['loadavg_before'][0]} before, {facts['loadavg_after'][0]} after")
     print(f"import torch + sentence-transformers {facts['import_s']} s, model load {facts['load_s']} s\n")
     print("| mode | threads | batch | answers/s batched | answers/s one at a time | batching speed-up |")
     print("|---|---|---|---|---|---|")
     for row in rows:
-        print(f"| cold (no cache) | {row['threads']} | {row['batch_size']} | {row['batched_answers_per_s']} | "
-              f"{row['one_at_a_time_answers_per_s']} | {row['batching_speedup']}x |")
+        print(f"| cold (no cache) | {row['threads']} | {row['batch_size']} | "
+              f"{row['batched_answers_per_s']} | {row['one_at_a_time_answers_per_s']} | "
+              f"{row['batching_speedup']}x |")
     print(f"| cached, in process | - | - | {facts['cached_in_process_answers_per_s']} | - | - |")
     print(f"| cached, new process (no torch import) | - | - | {rate(len(answers), new_process_s):.0f} "
           f"({new_process_s:.2f} s wall for {len(answers)}) | - | - |")

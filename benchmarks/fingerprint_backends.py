@@ -32,8 +32,10 @@ FLAGS = ("amx_bf16", "amx_tile", "avx512_bf16", "avx512f", "avx2")
 
 def cpu_flags() -> tuple[str, list[str]]:
     text = Path("/proc/cpuinfo").read_text(errors="replace") if Path("/proc/cpuinfo").exists() else ""
-    model = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), "?")
-    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
+    model = next((line.split(":", 1)[1].strip() for line in text.splitlines()
+                  if line.startswith("model name")), "?")
+    flags = next((line.split(":", 1)[1].split() for line in text.splitlines()
+                  if line.startswith("flags")), [])
     return model, [f for f in FLAGS if f in flags]
 
 
@@ -43,7 +45,8 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=150, help="word pieces per answer (default 150)")
     parser.add_argument("--threads", type=int, nargs="+", default=[1], help="torch thread counts (default 1)")
     parser.add_argument("--batch-size", type=int, default=32, help="batch size (default 32)")
-    parser.add_argument("--repeat", type=int, default=3, help="measurements per backend; best kept (default 3)")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="measurements per backend; best kept (default 3)")
     args = parser.parse_args()
 
     model_name, flags = cpu_flags()
@@ -54,10 +57,12 @@ def main() -> int:
     answers = make_answers(model.tokenizer, args.n, args.tokens)
     fp32.encode(answers[:4])
     bf16.encode(answers[:4])                                        # warm-up of both paths
-    print(f"CPU: {model_name}; {os.cpu_count()} CPUs; flags present: {', '.join(flags) or 'none of ' + ', '.join(FLAGS)}")
+    print(f"CPU: {model_name}; {os.cpu_count()} CPUs; "
+          f"flags present: {', '.join(flags) or 'none of ' + ', '.join(FLAGS)}")
     print(f"auto picks {choose_backend('auto')} here; {len(answers)} answers of ~{args.tokens} word pieces, "
           f"batch {args.batch_size}, best of {args.repeat}; load average {os.getloadavg()[0]:.2f}\n")
-    print("| threads | torch-fp32 answers/s | torch-bf16 answers/s | bf16 / fp32 | lowest cosine bf16 vs fp32 |")
+    print("| threads | torch-fp32 answers/s | torch-bf16 answers/s | bf16 / fp32 "
+          "| lowest cosine bf16 vs fp32 |")
     print("|---|---|---|---|---|")
     for threads in args.threads:
         fp32.threads = bf16.threads = threads

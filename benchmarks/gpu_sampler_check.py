@@ -117,7 +117,8 @@ def main() -> int:
     if not smi:
         print("no nvidia-smi on PATH: this check needs an NVIDIA GPU")
         return 2
-    print(subprocess.run([smi, "--query-gpu=name,driver_version,memory.total,utilization.gpu,utilization.memory",
+    print(subprocess.run([smi,
+                          "--query-gpu=name,driver_version,memory.total,utilization.gpu,utilization.memory",
                           "--format=csv"], capture_output=True, text=True).stdout)
 
     nvml = NvmlReader()
@@ -144,7 +145,8 @@ def main() -> int:
     table = []
     for p in phases:
         lo, hi = float(p["start"]) + 2.0, float(p["end"]) - 0.5   # NVML's utilisation averages ~1 s back
-        row: dict[str, object] = {"phase": p["name"], "seconds": round(float(p["end"]) - float(p["start"]), 1),
+        row: dict[str, object] = {"phase": p["name"],
+                                  "seconds": round(float(p["end"]) - float(p["start"]), 1),
                                   "samples": sum(1 for r in ours if lo <= r["t_s"] <= hi)}
         for key in ("gpu_util_pct", "mem_bw_util_pct", "gpu_mem_used_mib"):
             row[f"ours.{key}"] = window_mean(ours, f"nvidia_smi.{key}", lo, hi)
@@ -174,7 +176,8 @@ def main() -> int:
 
     delta = val("alloc_16gib_idle", "ours.gpu_mem_used_mib") - val("idle", "ours.gpu_mem_used_mib")
     check("16 GiB allocation seen", abs(delta - 16384) <= 0.03 * 16384, f"used +{delta:.0f} MiB")
-    check("idle: gpu util < 10 %", val("idle", "ours.gpu_util_pct") < 10, f"{val('idle', 'ours.gpu_util_pct'):.1f}")
+    check("idle: gpu util < 10 %", val("idle", "ours.gpu_util_pct") < 10,
+          f"{val('idle', 'ours.gpu_util_pct'):.1f}")
     check("copy loop: memory-bandwidth util > 50 %", val("copy_loop", "ours.mem_bw_util_pct") > 50,
           f"{val('copy_loop', 'ours.mem_bw_util_pct'):.1f}")
     check("matmul loop: gpu util > 90 %", val("matmul_loop", "ours.gpu_util_pct") > 90,
@@ -182,7 +185,8 @@ def main() -> int:
     check("idle after: util back < 10 %", val("idle_after", "ours.gpu_util_pct") < 10,
           f"{val('idle_after', 'ours.gpu_util_pct'):.1f}")
     for r in table:
-        for key, tol in (("gpu_util_pct", 10.0), ("mem_bw_util_pct", 10.0), ("gpu_mem_used_mib", 0.01 * nvml.total_mib)):
+        for key, tol in (("gpu_util_pct", 10.0), ("mem_bw_util_pct", 10.0),
+                         ("gpu_mem_used_mib", 0.01 * nvml.total_mib)):
             a, b = r[f"ours.{key}"], r[f"nvml.{key}"]
             ok = a is not None and b is not None and abs(float(a) - float(b)) <= tol
             check(f"{r['phase']}: {key} within {tol:.0f} of NVML", ok, f"ours {a} NVML {b}")
@@ -191,11 +195,13 @@ def main() -> int:
         check(f"summary.json has mean/max of {name} (max >= {least_max:g})",
               "mean" in m and "max" in m and m["max"] >= least_max, json.dumps(m))
 
-    print(f"{'phase':18} {'s':>5} {'n':>3} | {'gpu% ours':>9} {'NVML':>6} | {'membw% ours':>11} {'NVML':>6} | {'used MiB ours':>13} {'NVML':>8}")
+    print(f"{'phase':18} {'s':>5} {'n':>3} | {'gpu% ours':>9} {'NVML':>6} | "
+          f"{'membw% ours':>11} {'NVML':>6} | {'used MiB ours':>13} {'NVML':>8}")
     for r in table:
         def f(v: object) -> str:
             return "-" if v is None else f"{float(v):.1f}"
-        print(f"{r['phase']:18} {r['seconds']:>5} {r['samples']:>3} | {f(r['ours.gpu_util_pct']):>9} {f(r['nvml.gpu_util_pct']):>6} | "
+        print(f"{r['phase']:18} {r['seconds']:>5} {r['samples']:>3} | "
+              f"{f(r['ours.gpu_util_pct']):>9} {f(r['nvml.gpu_util_pct']):>6} | "
               f"{f(r['ours.mem_bw_util_pct']):>11} {f(r['nvml.mem_bw_util_pct']):>6} | "
               f"{f(r['ours.gpu_mem_used_mib']):>13} {f(r['nvml.gpu_mem_used_mib']):>8}")
     failures = 0

@@ -70,24 +70,29 @@ def errors_from_records(run_dir: Path, window: tuple[float, float]) -> dict:
         tokens_in_window += in_window * record.output_tokens / len(offsets)   # a chunk may carry several
         ttft_err.append(offsets[0] - planned[0])
         if "t0_monotonic_s" in record.plan:
-            lag.append((record.sent_mono_s + offsets[0] / 1000 - record.plan["t0_monotonic_s"]) * 1000 - planned[0])
+            lag.append((record.sent_mono_s + offsets[0] / 1000 - record.plan["t0_monotonic_s"]) * 1000
+                       - planned[0])
             admission.append((record.plan["t0_monotonic_s"] - record.sent_mono_s) * 1000)
         for i in range(1, min(len(offsets), len(planned))):
             itl_err.append(abs((offsets[i] - offsets[i - 1]) - (planned[i] - planned[i - 1])))
-    return {"ttft_err": ttft_err, "itl_err": itl_err, "lag": lag, "admission": admission, "tokens": tokens_in_window}
+    return {"ttft_err": ttft_err, "itl_err": itl_err, "lag": lag, "admission": admission,
+            "tokens": tokens_in_window}
 
 
-def run_fourfold(url: str, streams: int, duration_s: float, max_tokens: int, score_live: bool = False) -> dict:
+def run_fourfold(url: str, streams: int, duration_s: float, max_tokens: int,
+                 score_live: bool = False) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         # --score-live needs the answers' text; its scorer starts with an empty embedding cache
         live = ["--score-live"] if score_live else ["--no-record-text"]
         env = {**os.environ, "FOURFOLD_CACHE_DIR": str(Path(tmp) / ".cache")}
-        command = [*pin(0), sys.executable, "-m", "locust", "-f", str(REPO / "locustfiles" / "l1_throughput.py"),
+        command = [*pin(0), sys.executable, "-m", "locust",
+                   "-f", str(REPO / "locustfiles" / "l1_throughput.py"),
                    "--headless", "-u", str(streams), "-r", str(streams), "-t", f"{duration_s:g}s",
                    "--host", url, "--max-tokens", str(max_tokens), "--ignore-eos", "--warmup-requests", "1",
                    "--metrics-url", "off", *live, "--run-dir", tmp, "--label", "ingest",
                    "--loglevel", "WARNING", "--only-summary"]
-        proc = subprocess.Popen(command, cwd=tmp, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(command, cwd=tmp, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
         ps = psutil.Process(proc.pid)
         warm_s = min(5.0, duration_s / 4)
         time.sleep(warm_s)
@@ -152,12 +157,14 @@ def main() -> int:
     parser.add_argument("--score-live", action="store_true",
                         help="run fourfold with --score-live (1 in 10 answers scored by a child process)")
     parser.add_argument("--repeat", type=int, default=1,
-                        help="pairs of runs per point (a fresh simulator each); prints the medians and ratios")
+                        help="pairs of runs per point (a fresh simulator each); "
+                             "prints the medians and ratios")
     args = parser.parse_args()
     results = []
     for itl in args.itl_ms:
         for _ in range(args.repeat):
-            sim = start_simulator("flat", seed=0, extra_args=["--itl-ms", f"{itl:g}", "--max-batch", "100000"],
+            sim = start_simulator("flat", seed=0,
+                                  extra_args=["--itl-ms", f"{itl:g}", "--max-batch", "100000"],
                                   prefix=pin(1))
             try:
                 raw = row("raw-socket", run_raw(sim.url, args.streams, args.duration, args.max_tokens))
@@ -207,9 +214,10 @@ def print_medians(results: list[dict]) -> None:
 
 
 def print_table(results: list[dict]) -> None:
-    print(f"{'streams':>7} {'itl':>5} {'client':<11} {'TTFT err p50':>12} {'p99':>7} {'1st lag p50':>11} {'p99':>7} "
-          f"{'admit p50':>9} {'p99':>7} "
-          f"{'ITL err p50':>11} {'p99':>7} {'CPU ms/1k tok':>13} {'of it sys':>9} {'tok/s':>8} {'vs raw CPU':>10}")
+    print(f"{'streams':>7} {'itl':>5} {'client':<11} {'TTFT err p50':>12} {'p99':>7} "
+          f"{'1st lag p50':>11} {'p99':>7} {'admit p50':>9} {'p99':>7} "
+          f"{'ITL err p50':>11} {'p99':>7} {'CPU ms/1k tok':>13} {'of it sys':>9} "
+          f"{'tok/s':>8} {'vs raw CPU':>10}")
     for i in range(0, len(results), 2):
         raw, ours = results[i], results[i + 1]
         for r in (raw, ours):
@@ -217,14 +225,16 @@ def print_table(results: list[dict]) -> None:
                      if r["cpu_ms_per_1k_tokens"] and raw["cpu_ms_per_1k_tokens"] else None)
             print(f"{r['streams']:>7} {r['itl_ms']:>5g} {r['client']:<11} {fmt(r['ttft_err_p50_ms']):>12} "
                   f"{fmt(r['ttft_err_p99_ms']):>7} {fmt(r['first_token_lag_p50_ms']):>11} "
-                  f"{fmt(r['first_token_lag_p99_ms']):>7} {fmt(r['admission_p50_ms']):>9} {fmt(r['admission_p99_ms']):>7} "
+                  f"{fmt(r['first_token_lag_p99_ms']):>7} {fmt(r['admission_p50_ms']):>9} "
+                  f"{fmt(r['admission_p99_ms']):>7} "
                   f"{fmt(r['itl_err_p50_ms']):>11} {fmt(r['itl_err_p99_ms']):>7} "
                   f"{fmt(r['cpu_ms_per_1k_tokens'], 1):>13} {fmt(r['sys_ms_per_1k_tokens'], 1):>9} "
                   f"{fmt(r['tokens_per_s'], 0):>8} {fmt(ratio):>10}")
             live = r.get("quality_live")
             if live:
-                print(f"{'':>14} --score-live: {live['scored']} answers scored (sampled {live['sampled']}, dropped "
-                      f"{live['dropped']}, capped {live['capped']}), similarity mean {live['similarity_mean']}, "
+                print(f"{'':>14} --score-live: {live['scored']} answers scored (sampled {live['sampled']}, "
+                      f"dropped {live['dropped']}, capped {live['capped']}), "
+                      f"similarity mean {live['similarity_mean']}, "
                       f"scorer CPU {live['scorer_cpu_s']} s (its model's load included)")
 
 

@@ -6,8 +6,8 @@ directory:
 
 - the *schedule*: the pure generator's arrivals for the same seed over the same window
   (``levels.arrivals``), its rate and the CV of its gaps;
-- what was *sent*: the records (one per request that reached the target); rate = (n - 1) / (last send - first send),
-  CV of the gaps between consecutive send times;
+- what was *sent*: the records (one per request that reached the target);
+  rate = (n - 1) / (last send - first send), CV of the gaps between consecutive send times;
 - the client queue (intended arrival -> send, ``queue_ms``) and the dispatcher's own verdict.
 
 A Poisson sample's rate over T seconds has a standard deviation of sqrt(rate / T) (0.82/s at

@@ -95,7 +95,8 @@ def _guidellm_request(item: dict, complete: bool) -> PeerRequest | None:
     iterations = timings.get("token_iterations") or 0
     tokens = usage.get("total_tokens") or usage.get("text_tokens") or iterations
     return PeerRequest(start_s=start, ttft_ms=None if first is None else (first - start) * 1000,
-                       tokens=tokens if first is not None else 0, last_token_s=timings.get("last_token_iteration"),
+                       tokens=tokens if first is not None else 0,
+                       last_token_s=timings.get("last_token_iteration"),
                        chunks=iterations, complete=complete)
 
 
@@ -132,11 +133,13 @@ def parse_aiperf(text: str) -> list[PeerRequest]:
             continue
         record = json.loads(line)
         meta, metrics = record.get("metadata", {}), record.get("metrics", {})
-        if record.get("error") or meta.get("error") or meta.get("benchmark_phase", "profiling") != "profiling":
+        if (record.get("error") or meta.get("error")
+                or meta.get("benchmark_phase", "profiling") != "profiling"):
             continue
         ttft = _ms(metrics, "time_to_first_token")
         gaps = _ms(metrics, "inter_chunk_latency") or []
-        tokens = (metrics.get("output_sequence_length") or metrics.get("usage_completion_tokens") or {}).get("value")
+        tokens = (metrics.get("output_sequence_length") or metrics.get("usage_completion_tokens")
+                  or {}).get("value")
         out.append(PeerRequest(start_s=meta["request_start_ns"] / 1e9, ttft_ms=ttft, gaps_ms=tuple(gaps),
                                tokens=int(tokens or len(gaps) + 1), chunks=len(gaps) + 1,
                                complete=not meta.get("was_cancelled", False)))
@@ -231,7 +234,8 @@ def verdicts(rows: list[dict], ours: str = "fourfold", reference: str = "raw-soc
     for streams, itl in points:
         here = [r for r in rows if (r["streams"], r["itl_ms"]) == (streams, itl)]
         mine = next((r for r in here if r["client"] == ours), None)
-        peers = [r for r in here if r["client"] not in (ours, reference) and r.get("ttft_err_p50_ms") is not None]
+        peers = [r for r in here if r["client"] not in (ours, reference)
+                 and r.get("ttft_err_p50_ms") is not None]
         if mine is None or mine.get("ttft_err_p50_ms") is None or not peers:
             continue
         worse = [f"{p['client']} {q}" for p in peers for q in ("p50", "p99")
@@ -260,8 +264,8 @@ COLUMNS = (("TTFT err p50", "ttft_err_p50_ms", 2), ("TTFT err p99", "ttft_err_p9
 
 def table_cells(row: dict, reference: str = "raw-socket") -> list[str]:
     show_ratio = row["client"] != reference
-    cells = [str(row["streams"]), f"{row['itl_ms']:g}", row["client"] + ("*" if row.get("itl_basis") == ITL_PER_REQUEST
-                                                                         else "")]
+    cells = [str(row["streams"]), f"{row['itl_ms']:g}",
+             row["client"] + ("*" if row.get("itl_basis") == ITL_PER_REQUEST else "")]
     for _, key, digits in COLUMNS:
         cells.append(_cell(row.get(key), row.get(f"{key}_vs_raw") if show_ratio else None, digits))
     cells.append(str(row.get("requests", "-")))

@@ -39,11 +39,13 @@ class PeerSpec:
 PEERS: dict[str, PeerSpec] = {
     "vllm": PeerSpec("vllm", "0.33.0", (("--no-deps", "vllm==0.33.0"),
                                         ("aiohttp==3.14.5", "regex==2026.11.19", "tqdm==4.70.1")),
-                     "async_request_openai_chat_completions in N closed-loop asyncio tasks (peer_vllm_driver.py)"),
+                     "async_request_openai_chat_completions in N closed-loop asyncio tasks "
+                     "(peer_vllm_driver.py)"),
     "guidellm": PeerSpec("guidellm", "0.8.1", (("torch==2.13.0+cpu", "guidellm==0.8.1"),),
                          "guidellm run, concurrent profile, max_duration constraint, JSON report"),
     "aiperf": PeerSpec("aiperf", "0.13.0", (("aiperf==0.13.0",),),
-                       "aiperf profile --streaming --concurrency N --benchmark-duration D, profile_export.jsonl"),
+                       "aiperf profile --streaming --concurrency N --benchmark-duration D, "
+                       "profile_export.jsonl"),
 }
 
 VLLM_REQUEST_FILE = Path("vllm") / "benchmarks" / "lib" / "endpoint_request_func.py"
@@ -107,7 +109,8 @@ def check(name: str, peers_dir: Path) -> None:
         if not vllm_request_module(peers_dir).exists():
             raise PeerError(f"{VLLM_REQUEST_FILE} is missing from the installed vllm")
     if name == "guidellm":
-        torch = _run([str(python), "-c", "import importlib.metadata as m; print(m.version('torch'))"], 60).strip()
+        torch = _run([str(python),
+                      "-c", "import importlib.metadata as m; print(m.version('torch'))"], 60).strip()
         if not torch.endswith("+cpu"):
             raise PeerError(f"torch {torch} is not a CPU build")
 
@@ -132,7 +135,8 @@ def install(name: str, peers_dir: Path) -> str:
     if not venv_python(name, peers_dir).exists():
         _run([sys.executable, "-m", "venv", str(target)], 300)
     for step in spec.pip_steps:
-        _run([str(venv_python(name, peers_dir)), "-m", "pip", "install", "--disable-pip-version-check", *step])
+        _run([str(venv_python(name, peers_dir)), "-m", "pip", "install",
+              "--disable-pip-version-check", *step])
     check(name, peers_dir)
     return (f"{name} {spec.version}: installed in {time.monotonic() - started:.0f} s, "
             f"{_size_mb(target):,.0f} MB at {target}")

@@ -52,7 +52,8 @@ def tree_cpu_s(root: psutil.Process, last_seen: dict[int, float]) -> float:
     return sum(last_seen.values())
 
 
-def run_measured(command: list[str], cwd: Path, env: dict[str, str], timeout_s: float) -> tuple[int, list, list]:
+def run_measured(command: list[str], cwd: Path, env: dict[str, str],
+                 timeout_s: float) -> tuple[int, list, list]:
     """Run ``command`` pinned to core 0; returns (exit code, CPU samples, last log lines)."""
     log_path = cwd / "peer.log"
     with open(log_path, "wb") as log:
@@ -93,7 +94,8 @@ def _finish(rc: int, tail: list[str], output: Path) -> None:
 def run_vllm(peers_dir: Path, url: str, streams: int, itl_ms: float, duration_s: float, max_tokens: int,
              tmp: Path) -> PeerRun:
     out = tmp / "vllm.json"
-    command = [str(venv_python("vllm", peers_dir)), str(DRIVER), "--module", str(vllm_request_module(peers_dir)),
+    command = [str(venv_python("vllm", peers_dir)), str(DRIVER),
+               "--module", str(vllm_request_module(peers_dir)),
                "--url", url, "--streams", str(streams), "--duration", f"{duration_s:g}",
                "--max-tokens", str(max_tokens), "--out", str(out)]
     rc, samples, tail = run_measured(command, tmp, peer_env("vllm", peers_dir), duration_s + 120)
@@ -136,7 +138,8 @@ def run_aiperf(peers_dir: Path, url: str, streams: int, itl_ms: float, duration_
                "--tokenizer", str(minilm_tokenizer_dir()), "--use-server-token-count",
                "--artifact-dir", str(artifacts), "--ui-type", "none"]
     # not offline: AIPerf's offline mode accepts only hub-cache names, not a tokenizer directory
-    rc, samples, tail = run_measured(command, tmp, peer_env("aiperf", peers_dir, offline=False), duration_s + 240)
+    rc, samples, tail = run_measured(command, tmp, peer_env("aiperf", peers_dir, offline=False),
+                                     duration_s + 240)
     out = artifacts / "profile_export.jsonl"
     _finish(rc, tail, out)
     return PeerRun(parse_aiperf(out.read_text()), samples, ITL_PER_GAP, tail)

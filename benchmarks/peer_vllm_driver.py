@@ -70,7 +70,8 @@ async def drive(module, url: str, streams: int, duration_s: float, max_tokens: i
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--module", required=True, help="path of vllm/benchmarks/lib/endpoint_request_func.py")
+    parser.add_argument("--module", required=True,
+                        help="path of vllm/benchmarks/lib/endpoint_request_func.py")
     parser.add_argument("--url", required=True)
     parser.add_argument("--streams", type=int, required=True)
     parser.add_argument("--duration", type=float, required=True)

@@ -129,7 +129,8 @@ def main() -> int:
     parser.add_argument("--streams", type=int, nargs="+", default=[1, 16, 64])
     parser.add_argument("--itl-ms", type=float, nargs="+", default=[10.0, 2.0, 1.0])
     parser.add_argument("--duration", type=float, default=15.0,
-                        help="seconds of load per client and point (10 or more: run_fourfold reads a window from 5 s in)")
+                        help="seconds of load per client and point "
+                             "(10 or more: run_fourfold reads a window from 5 s in)")
     parser.add_argument("--max-tokens", type=int, default=200)
     parser.add_argument("--peers", nargs="*", default=list(PEERS), help=f"any of {', '.join(PEERS)}")
     parser.add_argument("--peers-dir", type=Path, default=DEFAULT_PEERS_DIR,

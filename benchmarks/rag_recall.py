@@ -24,7 +24,8 @@ from fourfold.targets.rag import Pipeline, load_corpus, load_questions  # noqa: 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--k", type=int, default=3)
-    parser.add_argument("--dense", action="store_true", help="include MiniLM configurations (slow first start)")
+    parser.add_argument("--dense", action="store_true",
+                        help="include MiniLM configurations (slow first start)")
     args = parser.parse_args(argv)
     docs, questions = load_corpus(), load_questions()
     claims = {d.id: d.meta.get("claims") or {} for d in docs}
@@ -33,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
         configs += [("bm25", "dense"), ("dense", "none"), ("dense", "lexical")]
     embedder = None
     print(f"{len(docs)} documents, {len(questions)} questions, k={args.k}")
-    print(f"{'retriever':<10} {'rerank':<8} {'recall@k':>9} {'precision@k':>12} {'conflict':>9} {'ms/query':>9}")
+    print(f"{'retriever':<10} {'rerank':<8} {'recall@k':>9} {'precision@k':>12} "
+          f"{'conflict':>9} {'ms/query':>9}")
     for retriever, rerank in configs:
         if "dense" in (retriever, rerank) and embedder is None:
             from fourfold.targets.rag.dense import default_embedder
@@ -49,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
             conflicts += bool(conflict_groups(ids, claims))
         ms = (time.perf_counter() - started) * 1000 / len(questions)
         n = len(questions)
-        print(f"{retriever:<10} {rerank:<8} {recall / n:>9.3f} {precision / n:>12.3f} {conflicts / n:>9.1%} {ms:>9.2f}")
+        print(f"{retriever:<10} {rerank:<8} {recall / n:>9.3f} {precision / n:>12.3f} "
+              f"{conflicts / n:>9.1%} {ms:>9.2f}")
     return 0
 
 

@@ -70,7 +70,8 @@ BLOCK_BYTES = 16 << 20
 def line_starts(data: bytes) -> np.ndarray:
     """Where each line of ``data`` starts."""
     ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10) + 1
-    return np.concatenate([[0], ends[:-1]]) if ends.size and ends[-1] == len(data) else np.concatenate([[0], ends])
+    return (np.concatenate([[0], ends[:-1]]) if ends.size and ends[-1] == len(data)
+            else np.concatenate([[0], ends]))
 
 
 def in_blocks(block: Block, size: int = 6500) -> Any:
@@ -92,8 +93,8 @@ def polars_blocks(path: Path) -> Any:
     schema.update({"status": pl.Int64, "output_tokens": pl.Int64, "conn_reused": pl.Boolean})
     schema.update({name: pl.String for name in TEXT_COLUMNS})
     schema["chunk_offsets_ms"] = pl.List(pl.Float64)
-    schema["extra"] = pl.Struct({"session_completed": pl.Boolean, "rounds": pl.Int64, "recall_at_k": pl.Float64,
-                                 "precision_at_k": pl.Float64})
+    schema["extra"] = pl.Struct({"session_completed": pl.Boolean, "rounds": pl.Int64,
+                                 "recall_at_k": pl.Float64, "precision_at_k": pl.Float64})
     frame = pl.read_ndjson(path, schema=schema)
     nums = np.column_stack([(frame[name].fill_null(False) if name in FLAG_COLUMNS else frame[name])
                             .cast(pl.Float64).to_numpy() for name in NUMBER_COLUMNS])
@@ -114,7 +115,8 @@ def msgspec_blocks(path: Path) -> Any:
     extra = msgspec.defstruct("Extra", [(name, number, None) for name in EXTRA_KEYS])
     record = msgspec.defstruct("Record", [*((name, str | None) for name in TEXT_COLUMNS),
                                           *((name, number) for name in NUMBER_COLUMNS),
-                                          ("chunk_offsets_ms", list[float], []), ("extra", extra | None, None)])
+                                          ("chunk_offsets_ms", list[float], []),
+                                          ("extra", extra | None, None)])
     decoder = msgspec.json.Decoder(record)
     no_extra = extra()
     position = 0
@@ -122,8 +124,9 @@ def msgspec_blocks(path: Path) -> Any:
         while data := fh.read(BLOCK_BYTES):
             data += fh.readline()
             rows = decoder.decode_lines(data)
-            nums = np.array([(r.started_at, r.status, r.ttfb_ms, r.ttft_ms, r.e2e_ms, r.queue_ms, r.output_tokens,
-                              r.conn_reused, bool(r.warmup), bool(r.terminal)) for r in rows], dtype=np.float64)
+            nums = np.array([(r.started_at, r.status, r.ttfb_ms, r.ttft_ms, r.e2e_ms, r.queue_ms,
+                              r.output_tokens, r.conn_reused, bool(r.warmup), bool(r.terminal))
+                             for r in rows], dtype=np.float64)
             texts = [[r.level for r in rows], [r.scenario for r in rows], [r.variant for r in rows],
                      [r.item_id for r in rows], [r.error_class for r in rows]]
             extras = np.array([(e.session_completed, e.rounds, e.recall_at_k, e.precision_at_k)
@@ -172,7 +175,8 @@ def sidecar_blocks(base: Path) -> Any:
     rows = np.fromfile(base.with_suffix(".rows"), dtype=SIDE_ROW)
     flat = np.fromfile(base.with_suffix(".offsets"), dtype="<f8")
     table = np.array(json.loads(base.with_suffix(".texts").read_text()), dtype=object)
-    yield from in_blocks(Block(rows["nums"], [table[rows["texts"][:, j]].tolist() for j in range(len(TEXT_COLUMNS))],
+    yield from in_blocks(Block(rows["nums"],
+                               [table[rows["texts"][:, j]].tolist() for j in range(len(TEXT_COLUMNS))],
                                rows["extras"], rows["n"].astype(np.int64), flat, rows["start"]))
 
 
@@ -196,14 +200,16 @@ def digest(table: records.RecordTable) -> str:
         h.update("\x1f".join(map(str, column.tolist())).encode() if column.dtype == "category"
                  else np.ascontiguousarray(column.to_numpy()).tobytes())
     for key, hist in sorted(table.itl.items()):
-        h.update(repr((key, sorted(hist.counts.items()), hist.count, hist.min, hist.max, f"{hist.sum:.9g}")).encode())
+        h.update(repr((key, sorted(hist.counts.items()), hist.count, hist.min, hist.max,
+                       f"{hist.sum:.9g}")).encode())
     for key, kept in sorted(table.gap_samples.items()):
         h.update(repr(key).encode())
         for gaps in kept:
             h.update(gaps.tobytes())
     for key, per_second in sorted(table.tokens_per_s.items()):
         h.update(repr((key, [(s, f"{v:.9g}") for s, v in sorted(per_second.items())])).encode())
-    h.update(repr((sorted(table.ok_with_gaps.items()), table.warmup, table.cancelled, table.unreadable)).encode())
+    h.update(repr((sorted(table.ok_with_gaps.items()), table.warmup, table.cancelled,
+                   table.unreadable)).encode())
     return h.hexdigest()[:12]
 
 
@@ -286,13 +292,14 @@ def lines_to_maintain() -> dict[str, str]:
         "c-scanner": f"{code_lines(scanner_c) + code_lines(lines_py)} (C {code_lines(scanner_c)}, "
                      f"recordlines.py {code_lines(lines_py)} with the fallback)",
         "fallback": f"~{fallback} (recordlines.py without the scanner's glue)",
-        "polars": f"{code_lines(polars_blocks, line_starts, in_blocks)} + the fallback ~{fallback} (a torn line fails the "
-                  "whole read) + a dependency",
+        "polars": f"{code_lines(polars_blocks, line_starts, in_blocks)} + the fallback ~{fallback} "
+                  "(a torn line fails the whole read) + a dependency",
         "polars-1-thread": "(as polars)",
-        "msgspec": f"{code_lines(msgspec_blocks, line_starts)} + the fallback ~{fallback} (decode_lines stops at "
-                   "a bad line) + a dependency",
-        "sidecar-read": f"{code_lines(SidecarWriter, sidecar_blocks, in_blocks)} as sketched (no versioning, no torn-file "
-                        f"repair) + the fallback ~{fallback} for runs without one",
+        "msgspec": f"{code_lines(msgspec_blocks, line_starts)} + the fallback ~{fallback} "
+                   "(decode_lines stops at a bad line) + a dependency",
+        "sidecar-read": f"{code_lines(SidecarWriter, sidecar_blocks, in_blocks)} as sketched "
+                        "(no versioning, no torn-file repair) "
+                        f"+ the fallback ~{fallback} for runs without one",
         "reduction": f"{code_lines(records._Accumulator)} (records.py; shared by all)",
     }
 
@@ -309,7 +316,8 @@ def make_file(records_n: int, workdir: Path) -> Path:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=100_000, help="records in the generated file (default 100,000)")
+    parser.add_argument("--records", type=int, default=100_000,
+                        help="records in the generated file (default 100,000)")
     parser.add_argument("--file", type=Path, help="read this records.jsonl instead of generating one")
     parser.add_argument("--repeat", type=int, default=3, help="rounds (default 3); medians are shown")
     parser.add_argument("--options", nargs="+", default=list(OPTIONS), choices=OPTIONS, metavar="OPTION")
@@ -329,10 +337,12 @@ def main() -> int:
 
         def child(option: str) -> dict[str, Any]:
             env = {**os.environ, **({"POLARS_MAX_THREADS": "1"} if option == "polars-1-thread" else {})}
-            out = subprocess.run([sys.executable, __file__, "--extra-path", args.extra_path, "--child", option,
-                                  str(path), str(workdir)], env=env, capture_output=True, text=True, check=False)
+            out = subprocess.run([sys.executable, __file__, "--extra-path", args.extra_path,
+                                  "--child", option, str(path), str(workdir)],
+                                 env=env, capture_output=True, text=True, check=False)
             if out.returncode:
-                return {"failed": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode}
+                return {"failed": out.stderr.strip().splitlines()[-1] if out.stderr.strip()
+                                  else out.returncode}
             return json.loads(out.stdout.strip().splitlines()[-1])
 
         results: dict[str, list[dict[str, Any]]] = {option: [] for option in args.options}
@@ -342,7 +352,8 @@ def main() -> int:
         write = child("sidecar-write")
     lines = lines_to_maintain()
     reference = next((r[0].get("digest") for o, r in results.items() if o == "c-scanner" and r), None)
-    print("\n| option | CPU s / 100k records | wall s / 100k records | same table as c-scanner | lines to maintain |")
+    print("\n| option | CPU s / 100k records | wall s / 100k records | same table as c-scanner "
+          "| lines to maintain |")
     print("|---|---|---|---|---|")
     for option, runs in results.items():
         done = [r for r in runs if "cpu" in r]

@@ -57,8 +57,8 @@ def line_template() -> str:
         item_id=SENTINELS["item_id"], request_id=SENTINELS["request_id"], user_id=11111, started_at=22222.5,
         sent_mono_s=33333.5, status=200, ttfb_ms=44444.5, ttft_ms=55555.5, e2e_ms=66666.5,
         chunk_offsets_ms=[77777.5], output_tokens=88888, output_tokens_source="usage", input_tokens=31,
-        content_chunks=99999, terminal=True, finish_reason="stop", text=SENTINELS["text"], response_bytes=12121,
-        conn_reused=True, http_version="HTTP/1.1",
+        content_chunks=99999, terminal=True, finish_reason="stop", text=SENTINELS["text"],
+        response_bytes=12121, conn_reused=True, http_version="HTTP/1.1",
         plan={"seed": 0, "profile": "sim", "ttft_ms": 55555.5, "itl_ms": 20.0, "orchestrator_ms": 0.0,
               "output_tokens": 88888, "pauses": [], "finish_reason": "stop", "structured": False,
               "item_id": SENTINELS["item_id"], "load_factor": 1.0, "queued_ms": 0.01})
@@ -71,13 +71,15 @@ def line_template() -> str:
     return text
 
 
-def stream_pool(rng: random.Random, n: int, candidate: bool, chunks: tuple[int, int]) -> list[tuple[str, float, float, int]]:
+def stream_pool(rng: random.Random, n: int, candidate: bool,
+                chunks: tuple[int, int]) -> list[tuple[str, float, float, int]]:
     """(offsets joined, ttft, e2e, tokens) for ``n`` pre-drawn streams."""
     pool = []
     for _ in range(n):
         tokens = rng.randint(*chunks)
         structured = rng.random() < 0.5
-        ttft = rng.gauss(70, 6) if candidate else rng.gauss(80, 6) + (rng.gauss(58, 12) if structured else 0.0)
+        ttft = (rng.gauss(70, 6) if candidate
+                else rng.gauss(80, 6) + (rng.gauss(58, 12) if structured else 0.0))
         pulse = candidate and rng.random() < 0.5
         offsets = [max(1.0, ttft)]
         for j in range(1, tokens):
@@ -163,8 +165,8 @@ def measure(name: str, command: list[str], records: int) -> int:
     print(output.strip().splitlines()[-1])
     print(f"fourfold compare ({name}), 2 x {records:,} records: wall {wall:.1f} s, CPU {cpu:.1f} s, "
           f"peak RSS (ru_maxrss, largest process) {usage.ru_maxrss / 1024:.0f} MiB, process tree peak "
-          f"(sampled) {peak[0] / 2**20:.0f} MiB, load average {load_before:.1f} -> {psutil.getloadavg()[0]:.1f} "
-          f"on {psutil.cpu_count()} CPUs", flush=True)
+          f"(sampled) {peak[0] / 2**20:.0f} MiB, load average {load_before:.1f} "
+          f"-> {psutil.getloadavg()[0]:.1f} on {psutil.cpu_count()} CPUs", flush=True)
     return 0
 
 
@@ -173,7 +175,8 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=1_000_000, help="records per run (default 1,000,000)")
     parser.add_argument("--streams", type=int, default=5000, help="distinct pre-drawn streams (default 5000)")
     parser.add_argument("--chunks", type=int, nargs=2, default=(60, 180), metavar=("MIN", "MAX"),
-                        help="content chunks per record (default 60 180: full answers of the bundled prompts)")
+                        help="content chunks per record "
+                             "(default 60 180: full answers of the bundled prompts)")
     parser.add_argument("--text-words", type=int, nargs=2, default=(40, 90), metavar=("MIN", "MAX"),
                         help="words per answer text (default 40 90; 0 0 as with --no-record-text)")
     parser.add_argument("--keep", default=None, help="write the runs here and keep them")
@@ -188,9 +191,11 @@ def main() -> int:
             runs = [write_run(base, "bench-baseline", args.records, args.streams, 1, False, **shape),
                     write_run(base, "bench-candidate", args.records, args.streams, 2, True, **shape)]
             print(f"wrote 2 x {args.records:,} records in {time.perf_counter() - started:.0f} s "
-                  f"({sum((r / 'records.jsonl').stat().st_size for r in runs) / 1e9:.2f} GB of records.jsonl, "
-                  f"{sum((r / 'scores.jsonl').stat().st_size for r in runs) / 1e9:.2f} GB of scores.jsonl)")
-        command = [sys.executable, "-m", "fourfold", "compare", *map(str, runs), "--out", str(base / "report")]
+                  f"({sum((r / 'records.jsonl').stat().st_size for r in runs) / 1e9:.2f} GB of "
+                  f"records.jsonl, {sum((r / 'scores.jsonl').stat().st_size for r in runs) / 1e9:.2f} GB "
+                  "of scores.jsonl)")
+        command = [sys.executable, "-m", "fourfold", "compare", *map(str, runs),
+                   "--out", str(base / "report")]
         for run in runs:
             (run / CACHE_FILE).unlink(missing_ok=True)
         for name in ("cold", "warm"):

@@ -13,7 +13,7 @@ resident set of each worker and the CPU each used in the steady window (the firs
 - the simulator's own CPU share, because on a 2-core machine the simulator competes with the
   workers for the same cores: when it is saturated, the workers cannot take in more.
 
-    python benchmarks/scaling.py                                  # 1 and 2 workers (1, 2, 4, 8 on >= 12 cores)
+    python benchmarks/scaling.py   # 1 and 2 workers (1, 2, 4, 8 on >= 12 cores)
     python benchmarks/scaling.py --processes 1 2 --users 256 --itl-ms 2 --duration 30
     python benchmarks/scaling.py --processes 1 2 4 8 --sim-cores 12-15 --locust-cores 0-11   # 16 cores
 
@@ -84,7 +84,8 @@ def run_point(processes: int, users: int, itl_ms: float, duration_s: float, warm
     sim_ps = psutil.Process(sim.process.pid)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            command = [*taskset(locust_cores), sys.executable, "-m", "locust", "-f", str(REPO / "locustfiles" / "l1_throughput.py"),
+            command = [*taskset(locust_cores), sys.executable, "-m", "locust",
+                       "-f", str(REPO / "locustfiles" / "l1_throughput.py"),
                        "--headless", "--processes", str(processes), "-u", str(users), "-r", str(users),
                        "-t", f"{duration_s:g}s", "--host", sim.url, "--max-tokens", str(max_tokens),
                        "--ignore-eos", "--warmup-requests", "1", "--metrics-url", "off", "--no-record-text",
@@ -134,7 +135,8 @@ def main() -> int:
     parser.add_argument("--processes", type=int, nargs="+",
                         default=[1, 2, 4, 8] if (os.cpu_count() or 1) >= 12 else [1, 2])
     parser.add_argument("--sim-cores", default=sim_default, help="taskset -c list for the simulator")
-    parser.add_argument("--locust-cores", default=locust_default, help="taskset -c list for master and workers")
+    parser.add_argument("--locust-cores", default=locust_default,
+                        help="taskset -c list for master and workers")
     parser.add_argument("--users", type=int, default=256)
     parser.add_argument("--itl-ms", type=float, default=2.0)
     parser.add_argument("--max-tokens", type=int, default=500)
@@ -144,12 +146,14 @@ def main() -> int:
     args = parser.parse_args()
     rows = [run_point(n, args.users, args.itl_ms, args.duration, args.warm, args.max_tokens, args.sim_cores,
                       args.locust_cores) for n in args.processes]
-    print(f"cores: {os.cpu_count()}; simulator on {args.sim_cores or 'any'}, locust on {args.locust_cores or 'any'}")
+    print(f"cores: {os.cpu_count()}; simulator on {args.sim_cores or 'any'}, "
+          f"locust on {args.locust_cores or 'any'}")
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
     base = rows[0]["tokens_per_s"] or 1.0
-    print(f"{'workers':>7} {'users':>5} {'itl':>4} {'tok/s':>8} {'vs first':>8} {'TTFT err p50':>12} {'p99':>7} "
+    print(f"{'workers':>7} {'users':>5} {'itl':>4} {'tok/s':>8} {'vs first':>8} "
+          f"{'TTFT err p50':>12} {'p99':>7} "
           f"{'1st lag p99':>11} {'worker CPU':>10} {'worker RSS MiB':>14} {'master MiB':>10} {'sim CPU':>7}")
     for r in rows:
         cpu = "/".join(f"{w['cpu_share']:.2f}" for w in r["workers"])

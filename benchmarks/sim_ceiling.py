@@ -55,7 +55,8 @@ class Stream:
 def request_bytes(port: int, n_tokens: int) -> bytes:
     body = json.dumps({"model": "sim", "stream": True, "ignore_eos": True, "max_tokens": n_tokens,
                        "messages": [{"role": "user", "content": "Why is the sky blue?"}]}).encode()
-    return (f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+    return (f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            "Content-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\n\r\n").encode() + body
 
 
@@ -145,7 +146,8 @@ def quantile(values: list[float], q: float) -> float:
 
 
 def measure(n_streams: int, args: argparse.Namespace) -> dict[str, float]:
-    prefix = ["taskset", "-c", str(args.server_cpu)] if shutil.which("taskset") and args.server_cpu >= 0 else []
+    prefix = (["taskset", "-c", str(args.server_cpu)] if shutil.which("taskset") and args.server_cpu >= 0
+              else [])
     extra = ["--itl-ms", str(args.itl_ms), "--ttft-ms", str(args.ttft_ms), "--max-batch", "1000000"]
     with start_simulator("flat", seed=0, extra_args=extra, prefix=prefix) as sim:
         cpu_before_s = cpu_s(sim.process.pid)
@@ -154,7 +156,8 @@ def measure(n_streams: int, args: argparse.Namespace) -> dict[str, float]:
         metrics = scrape(sim.url)
     tokens = sum(s.tokens for s in streams)
     flowing = [s for s in streams if s.tokens]
-    window_s = max(s.last_token_s for s in flowing) - min(s.first_token_s for s in flowing) if flowing else 1.0
+    window_s = (max(s.last_token_s for s in flowing) - min(s.first_token_s for s in flowing)
+                if flowing else 1.0)
     planned_s = (args.ttft_ms + (args.tokens - 1) * args.itl_ms) / 1000.0
     lags = [lag for s in streams for lag in s.lags_ms]
     key = '{model_name="fourfold-sim",quantile="%s"}'
@@ -180,7 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--streams", type=int, nargs="+", default=[256])
     parser.add_argument("--itl-ms", type=float, default=1.0)
-    parser.add_argument("--ttft-ms", type=float, default=500.0, help="first token after this (long enough that every stream is admitted before tokens flow)")
+    parser.add_argument("--ttft-ms", type=float, default=500.0,
+                        help="first token after this "
+                             "(long enough that every stream is admitted before tokens flow)")
     parser.add_argument("--tokens", type=int, default=2000)
     parser.add_argument("--server-cpu", type=int, default=1, help="core for the simulator (-1: no pinning)")
     parser.add_argument("--client-cpu", type=int, default=0, help="core for this client (-1: no pinning)")
@@ -194,12 +199,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             print(json.dumps(result))
             continue
-        print(f"streams={result['streams']} itl={result['itl_ms']}ms  planned {result['planned_tps']:,.0f} tok/s  "
+        print(f"streams={result['streams']} itl={result['itl_ms']}ms  "
+              f"planned {result['planned_tps']:,.0f} tok/s  "
               f"achieved {result['achieved_tps']:,.0f} tok/s  complete {result['complete']}/{n_streams}  "
               f"server {result['server_cores']:.2f} cores")
-        print(f"  send lag (server)    p50 {result['send_lag_p50_ms']:.2f} ms  p99 {result['send_lag_p99_ms']:.2f} ms  "
-              f"mean {result['send_lag_mean_ms']:.2f} ms")
-        print(f"  arrival lag (client) p50 {result['arrival_lag_p50_ms']:.2f} ms  p99 {result['arrival_lag_p99_ms']:.2f} ms  "
+        print(f"  send lag (server)    p50 {result['send_lag_p50_ms']:.2f} ms  "
+              f"p99 {result['send_lag_p99_ms']:.2f} ms  mean {result['send_lag_mean_ms']:.2f} ms")
+        print(f"  arrival lag (client) p50 {result['arrival_lag_p50_ms']:.2f} ms  "
+              f"p99 {result['arrival_lag_p99_ms']:.2f} ms  "
               f"wall {result['wall_s']:.2f} s vs planned {result['planned_stream_s']:.2f} s")
     return 0
 

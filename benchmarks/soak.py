@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fourfold.targets.launch import start_simulator  # noqa: E402
-from fourfold.targets.sim.faults import FAULT_KINDS  # noqa: E402
+from fourfold.targets.sim.fault_spec import FAULT_KINDS  # noqa: E402
 
 MB = 1024 * 1024
 
@@ -49,7 +49,8 @@ def sample(proc: psutil.Process) -> dict[str, float]:
         procs = [proc, *proc.children(recursive=True)]
         rss = sum(p.memory_info().rss for p in procs) / MB
         fds = sum(p.num_fds() for p in procs)
-        conns = sum(1 for p in procs for c in p.net_connections(kind="tcp") if c.status == psutil.CONN_ESTABLISHED)
+        conns = sum(1 for p in procs for c in p.net_connections(kind="tcp")
+                    if c.status == psutil.CONN_ESTABLISHED)
     except psutil.Error:
         return {}
     return {"rss_mb": round(rss, 1), "fds": fds, "conns": conns}
@@ -72,11 +73,13 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--users", type=int, default=16)
     parser.add_argument("--max-tokens", type=int, default=128)
-    parser.add_argument("--fault-rate", type=float, default=0.02, help="total share of faulted requests (0: none)")
+    parser.add_argument("--fault-rate", type=float, default=0.02,
+                        help="total share of faulted requests (0: none)")
     parser.add_argument("--read-timeout", type=float, default=5.0)
     parser.add_argument("--max-response-s", type=float, default=30.0)
     parser.add_argument("--interval", type=float, default=10.0, help="seconds between samples")
-    parser.add_argument("--workdir", default="", help="where the run directory goes (default: a new temp dir)")
+    parser.add_argument("--workdir", default="",
+                        help="where the run directory goes (default: a new temp dir)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args()
 
@@ -84,7 +87,8 @@ def main() -> int:
     if args.fault_rate > 0:
         each = args.fault_rate / len(FAULT_KINDS)
         fault_args = [a for kind in FAULT_KINDS for a in ("--fault", f"{kind}={each:.6f}")]
-        fault_args += ["--fault", f"stall_s={args.read_timeout + 2}", "--fault", f"slow_headers_s={args.read_timeout + 2}"]
+        fault_args += ["--fault", f"stall_s={args.read_timeout + 2}",
+                       "--fault", f"slow_headers_s={args.read_timeout + 2}"]
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="fourfold-soak-"))
     workdir.mkdir(parents=True, exist_ok=True)
     duration_s = args.minutes * 60
@@ -92,10 +96,11 @@ def main() -> int:
     with start_simulator("baseline", seed=0, extra_args=fault_args) as sim:
         sim_proc = psutil.Process(sim.process.pid)
         command = [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "l1_throughput.py"),
-                   "--headless", "-u", str(args.users), "-r", str(max(1, args.users // 4)), "-t", f"{int(duration_s)}s",
-                   "--host", sim.url, "--max-tokens", str(args.max_tokens), "--read-timeout", str(args.read_timeout),
-                   "--max-response-s", str(args.max_response_s), "--metrics-url", "off", "--label", "soak",
-                   "--run-dir", str(workdir / "runs"), "--only-summary", "--ignore-eos"]
+                   "--headless", "-u", str(args.users), "-r", str(max(1, args.users // 4)),
+                   "-t", f"{int(duration_s)}s", "--host", sim.url, "--max-tokens", str(args.max_tokens),
+                   "--read-timeout", str(args.read_timeout), "--max-response-s", str(args.max_response_s),
+                   "--metrics-url", "off", "--label", "soak", "--run-dir", str(workdir / "runs"),
+                   "--only-summary", "--ignore-eos"]
         env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
         with open(workdir / "locust.log", "w") as log:
             locust = subprocess.Popen(command, cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -104,7 +109,8 @@ def main() -> int:
             while locust.poll() is None and not list((workdir / "runs").glob("*/records.jsonl")):
                 time.sleep(0.2)      # sampling starts once the first record is written
             while locust.poll() is None:
-                row = {"t_s": round(time.monotonic() - t0, 1), "locust": sample(proc), "sim": sample(sim_proc)}
+                row = {"t_s": round(time.monotonic() - t0, 1), "locust": sample(proc),
+                       "sim": sample(sim_proc)}
                 if row["locust"]:
                     samples.append(row)
                 deadline = time.monotonic() + args.interval
@@ -126,14 +132,17 @@ def main() -> int:
     warm = next((s for s in samples if s["t_s"] >= 60), samples[0] if samples else None)
     last = samples[-1] if samples else None
     result = {
-        "minutes": args.minutes, "users": args.users, "max_tokens": args.max_tokens, "fault_rate": args.fault_rate,
+        "minutes": args.minutes, "users": args.users, "max_tokens": args.max_tokens,
+        "fault_rate": args.fault_rate,
         "exit_code": locust.returncode, "wall_s": round(wall_s, 1), "workdir": str(workdir),
         "rss_first_mb": samples[0]["locust"]["rss_mb"] if samples else None,
         "rss_warm_mb": warm["locust"]["rss_mb"] if warm else None,
         "rss_last_mb": last["locust"]["rss_mb"] if last else None,
         "rss_max_mb": max((s["locust"]["rss_mb"] for s in samples), default=None),
-        "rss_growth_after_warmup_mb": round(last["locust"]["rss_mb"] - warm["locust"]["rss_mb"], 1) if last and warm else None,
-        "rss_growth_total_mb": round(last["locust"]["rss_mb"] - samples[0]["locust"]["rss_mb"], 1) if last else None,
+        "rss_growth_after_warmup_mb": (round(last["locust"]["rss_mb"] - warm["locust"]["rss_mb"], 1)
+                                       if last and warm else None),
+        "rss_growth_total_mb": (round(last["locust"]["rss_mb"] - samples[0]["locust"]["rss_mb"], 1)
+                                if last else None),
         "locust_conns_last": last["locust"]["conns"] if last else None,
         "locust_fds_last": last["locust"]["fds"] if last else None,
         "sim_rss_first_mb": samples[0]["sim"].get("rss_mb") if samples else None,
@@ -144,7 +153,8 @@ def main() -> int:
         "records": records,
         "requests": summary.get("requests"), "errors": summary.get("errors"),
         "output_tps": round(summary["output_tps"], 1) if summary.get("output_tps") else None,
-        "faults": {k.split('"')[1]: int(v) for k, v in metrics.items() if k.startswith("fourfold_sim_faults_total")},
+        "faults": {k.split('"')[1]: int(v) for k, v in metrics.items()
+                   if k.startswith("fourfold_sim_faults_total")},
         "samples": samples,
     }
     if args.json:

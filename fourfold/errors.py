@@ -11,7 +11,8 @@ itself (the click pattern). This module imports nothing of fourfold, so every la
       │    ├── ProfileError *             a simulator profile name, file or override
       │    ├── FaultError *               an injected fault's name, rate or parameter
       │    ├── ScriptError *              an L4 session script
-      │    ├── DatasetError *             a dataset file (prompts, questions, corpus, sessions): file:line and what
+      │    ├── DatasetError *             a dataset file (prompts, questions, corpus, sessions):
+      │    │                              file:line and what
       │    ├── OptionError *              an option value out of its range (negative, NaN, not 'Name: value')
       │    └── SplitError *               an L4 A/B split (--ab-split)
       ├── GateFailed (3)                  an SLO, quality floor or probe threshold was missed
@@ -34,8 +35,8 @@ Not in the tree, on purpose: exceptions that never leave the code that raises th
 bad request becomes its HTTP error answer (``fourfold.targets.sim.httpio.HttpParseError``,
 ``fourfold.targets.sim.wire.WireError``, ``fourfold.targets.rag.server.BadRequest``); the rest are private
 control flow (``fourfold.client.transport`` retries a ``fourfold.client.h1wire.StaleConnection`` on a fresh
-connection; ``fourfold.levels.runtime._RequestFailed``, ``fourfold.reports.cache._Uncacheable``). Bad input from a server
-under test is never an exception here at all: it is a record's ``error_class``.
+connection; ``fourfold.levels.runtime._RequestFailed``, ``fourfold.reports.cache._Uncacheable``). Bad input
+from a server under test is never an exception here at all: it is a record's ``error_class``.
 """
 
 from __future__ import annotations

@@ -45,10 +45,12 @@ def run_distributed(common: list[str], master_args: list[str], cwd: Path, worker
     """A headless run on a master and ``workers`` workers on 127.0.0.1 (``common`` given to all of them);
     the master's output. Fails the test when the master does not exit 0; kills what is left."""
     port = free_port()
-    master = subprocess.Popen([*LOCUST, *common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
-                               str(port), "--headless", "--expect-workers", str(workers), *master_args], cwd=cwd,
+    master = subprocess.Popen([*LOCUST, *common, "--master", "--master-bind-host", "127.0.0.1",
+                               "--master-bind-port", str(port), "--headless",
+                               "--expect-workers", str(workers), *master_args], cwd=cwd,
                               env=locust_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    procs = [subprocess.Popen([*LOCUST, *common, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
+    procs = [subprocess.Popen([*LOCUST, *common, "--worker", "--master-host", "127.0.0.1",
+                               "--master-port", str(port)],
                               cwd=cwd, env=locust_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
              for _ in range(workers)]
     try:

@@ -52,7 +52,8 @@ class _Handler(socketserver.BaseRequestHandler):
                 buf += sock.recv(65536)
             buf = buf[length:]
             fault = headers.get(b"x-fault", b"").decode() or self.server.next_fault()
-            self.credentials = b" ".join(headers.get(k, b"") for k in (b"authorization", b"x-api-key")).decode()
+            self.credentials = b" ".join(headers.get(k, b"")
+                                         for k in (b"authorization", b"x-api-key")).decode()
             self.server.seen.append(fault)
             if not self.respond(sock, fault):
                 return
@@ -66,7 +67,8 @@ class _Handler(socketserver.BaseRequestHandler):
             return True
         if fault in ("unsolicited", "unsolicited_late"):
             body = b"".join(_chunk(e) for e in GOOD) + b"0\r\n\r\n"
-            answer = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" + body
+            answer = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                      b"Transfer-Encoding: chunked\r\n\r\n" + body)
             if fault == "unsolicited":
                 sock.sendall(answer + answer)
             else:                             # the second answer while the connection is idle
@@ -75,9 +77,11 @@ class _Handler(socketserver.BaseRequestHandler):
                 sock.sendall(answer)
             return True
         if fault.startswith("usage="):
-            events = [*GOOD[:2], b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":%s}}\n\n'
+            events = [*GOOD[:2],
+                      b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":%s}}\n\n'
                       % fault[6:].encode(), GOOD[-1]]
-            sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+            sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                         b"Transfer-Encoding: chunked\r\n\r\n"
                          + b"".join(_chunk(e) for e in events) + b"0\r\n\r\n")
             return True
         if fault == "echo_auth":
@@ -86,9 +90,12 @@ class _Handler(socketserver.BaseRequestHandler):
                 sock.sendall(b"HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\n"
                              b"Content-Length: %d\r\n\r\n%s" % (len(data), data))
             else:
-                event = {"choices": [{"delta": {"content": f"you sent {self.credentials}"}, "finish_reason": "stop"}]}
-                sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-                             + _chunk(b"data: " + json.dumps(event).encode() + b"\n\n") + _chunk(GOOD[-1]) + b"0\r\n\r\n")
+                event = {"choices": [{"delta": {"content": f"you sent {self.credentials}"},
+                                      "finish_reason": "stop"}]}
+                sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                             b"Transfer-Encoding: chunked\r\n\r\n"
+                             + _chunk(b"data: " + json.dumps(event).encode() + b"\n\n") + _chunk(GOOD[-1])
+                             + b"0\r\n\r\n")
             self.server.echo_count += 1
             return True
         if fault in ("http_500", "http_429", "context_length"):
@@ -102,7 +109,8 @@ class _Handler(socketserver.BaseRequestHandler):
             sock.sendall(b"HTTP/1.1 %s\r\nContent-Type: application/json\r\n%sContent-Length: %d\r\n\r\n%s"
                          % (status, extra, len(data), data))
             return True
-        sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+        sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n")
         events = list(GOOD)
         if fault == "malformed_json":
             events.insert(1, b'data: {"choices":[{"delta":{"content": BROKEN\n\n')
@@ -128,7 +136,8 @@ class _Handler(socketserver.BaseRequestHandler):
                 for i in itertools.count():
                     time.sleep(0.2)
                     sock.sendall(b"X-Drip-%d: %s\r\n" % (i, b"." * 20))
-            sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+            sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                         b"Transfer-Encoding: chunked\r\n\r\n")
             if fault == "ping_after_token":
                 sock.sendall(_chunk(GOOD[0]))
             while True:

@@ -34,7 +34,8 @@ async def _lifespan(receive, send) -> None:
 async def _reply(send, status: int, body: dict) -> None:
     data = json.dumps(body).encode()
     await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]})
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(data)).encode())]})
     await send({"type": "http.response.body", "body": data})
 
 
@@ -42,7 +43,8 @@ def _authorised(headers: dict[bytes, bytes]) -> bool:
     key = os.environ.get("H2_APP_API_KEY", "")
     if not key:
         return True
-    return headers.get(b"authorization") == f"Bearer {key}".encode() or headers.get(b"x-api-key") == key.encode()
+    return (headers.get(b"authorization") == f"Bearer {key}".encode()
+            or headers.get(b"x-api-key") == key.encode())
 
 
 async def app(scope, receive, send) -> None:
@@ -74,5 +76,6 @@ async def app(scope, receive, send) -> None:
         if i < tokens - 1:
             await asyncio.sleep(TOKEN_GAP_S)
     usage = {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": tokens}}
-    await send({"type": "http.response.body", "body": f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode(),
+    await send({"type": "http.response.body",
+                "body": f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode(),
                 "more_body": False})

@@ -1,6 +1,7 @@
-"""A small OpenAI-style streaming server over TLS with HTTP/1.1 keep-alive (for tests/integration/test_tls.py).
+"""A small OpenAI-style streaming server over TLS with HTTP/1.1 keep-alive
+(for tests/integration/test_tls.py).
 
-    python tests/tls_sse_server.py CERT KEY     # prints "listening https://127.0.0.1:PORT", serves until killed
+    python tests/tls_sse_server.py CERT KEY   # prints "listening https://127.0.0.1:PORT", serves until killed
 
 Every POST gets a short SSE chat completion (Content-Length framed, the connection kept open);
 ``GET /stats`` answers ``{"requests": N, "connections": M}`` (the POSTs answered and the TLS
@@ -20,7 +21,8 @@ LOCK = threading.Lock()
 
 
 def sse_body(tokens: int = 5) -> bytes:
-    events = [{"choices": [{"index": 0, "delta": {"content": f"w{i} "}, "finish_reason": None}]} for i in range(tokens)]
+    events = [{"choices": [{"index": 0, "delta": {"content": f"w{i} "}, "finish_reason": None}]}
+              for i in range(tokens)]
     events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
                    "usage": {"prompt_tokens": 3, "completion_tokens": tokens}})
     return b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"

@@ -17,6 +17,8 @@ from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import gevent
+
 from fourfold.adapters.argparse import actions
 
 __all__ = ["add_web_ui_tabs", "hide_secret_defaults", "hide_secret_defaults_in_start_form", "send_stats_now",
@@ -34,7 +36,6 @@ def user_waiting(user: Any) -> Iterator[None]:
     Private names: ``User._state`` and the ``LOCUST_STATE_RUNNING`` / ``_STOPPING`` / ``_WAITING``
     values of ``locust.user.task``; the user's greenlet is the public ``User.greenlet``. Checked
     against locust 2.47.0."""
-    import gevent
     from locust.exception import StopUser
     from locust.user.task import LOCUST_STATE_RUNNING, LOCUST_STATE_STOPPING, LOCUST_STATE_WAITING
 

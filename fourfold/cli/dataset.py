@@ -19,13 +19,16 @@ from fourfold.errors import UsageError
 from fourfold.measure.console import counted
 from fourfold.workloads.formats import FORMAT_NAMES, Dataset, load_dataset, parse_columns
 from fourfold.workloads.formats_inspect import format_inspection, inspect, inspection_dict, write_jsonl
+from fourfold.workloads.synthetic import estimate_tokens
+from fourfold.workloads.tokenizer import load_tokenizer
 
 ESTIMATE = "estimated: a word or a punctuation mark is one token; --tokenizer for exact counts"
 
 
 def add_arguments(cmd: argparse.ArgumentParser) -> None:
     sub = cmd.add_subparsers(dest="dataset_command", metavar="ACTION", required=True)
-    inspect_cmd = sub.add_parser("inspect", help="what fourfold reads in a dataset file: format, items, lengths")
+    inspect_cmd = sub.add_parser("inspect",
+                                 help="what fourfold reads in a dataset file: format, items, lengths")
     convert_cmd = sub.add_parser("convert", help="write a dataset file as fourfold's own JSONL")
     for action in (inspect_cmd, convert_cmd):
         action.add_argument("file", help="a dataset file (fourfold JSONL, ShareGPT, OpenAI chat or batch, "
@@ -36,24 +39,23 @@ def add_arguments(cmd: argparse.ArgumentParser) -> None:
                             help="columns of a Parquet/CSV/JSON file: 'prompt=question,reference=answer' "
                                  "(also id=, max_tokens=, system=)")
     inspect_cmd.add_argument("--tokenizer", default="",
-                             help="count tokens with this tokenizer.json or tokenizer directory (default: an estimate)")
+                             help="count tokens with this tokenizer.json or tokenizer directory "
+                                  "(default: an estimate)")
     inspect_cmd.add_argument("--json", action="store_true", help="print the findings as JSON")
-    convert_cmd.add_argument("--to", required=True, choices=["jsonl"], help="the output format: jsonl (fourfold's own)")
+    convert_cmd.add_argument("--to", required=True, choices=["jsonl"],
+                             help="the output format: jsonl (fourfold's own)")
     convert_cmd.add_argument("--out", default=None,
-                             help="output file ('-': standard output; default: FILE's name with .fourfold.jsonl)")
+                             help="output file ('-': standard output; default: FILE's name with "
+                                  ".fourfold.jsonl)")
 
 
 def run(args: argparse.Namespace, rest: list[str]) -> int:
     dataset = load_dataset(args.file, args.dataset_format, parse_columns(args.dataset_column))
     if args.dataset_command == "inspect":
         if args.tokenizer:
-            from fourfold.workloads.tokenizer import load_tokenizer
-
             tokenizer = load_tokenizer(args.tokenizer)
             count, counter = tokenizer.count, f"exact, tokenizer {tokenizer.name}"
         else:
-            from fourfold.workloads.synthetic import estimate_tokens
-
             count, counter = estimate_tokens, ESTIMATE
         found = inspect(dataset, count, counter)
         print(json.dumps(inspection_dict(found), ensure_ascii=False, indent=1) if args.json

@@ -20,7 +20,10 @@ check*: the article's direction of effects next to what this demo measured.
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -28,9 +31,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fourfold.cli.compare import DEFAULT_OUT, check_out_dir, compare_settings, settings_arguments
 from fourfold.cli.repeat_plan import launch_order
-from fourfold.cli.report import DEMO_DURATION_S, DEMO_REPEATS, DEMO_USERS
 from fourfold.errors import FourfoldError, UsageError
+from fourfold.fingerprint.runscore import make_embedder, score_run
 from fourfold.locustfiles import LOCUSTFILE_DIR
 from fourfold.measure.console import counted
 from fourfold.reports.article import (
@@ -43,11 +47,19 @@ from fourfold.reports.article import (
 )
 from fourfold.reports.compare import DEFAULT_SETTINGS, CompareSettings
 from fourfold.reports.load import load_run
+from fourfold.reports.markdown import render_tables
 from fourfold.reports.report import Report, Section, Side, build_report, write_report
 from fourfold.rundir.runread import latest_run
 from fourfold.targets import IMPORT_ROOT
+from fourfold.targets.launch import start_simulator
 
-__all__ = ["DEMO_LEVELS", "DemoOptions", "DemoResult", "article_check", "available_levels", "render_check", "run_demo"]
+__all__ = ["DEMO_LEVELS", "DemoOptions", "DemoResult", "add_arguments", "article_check", "available_levels",
+           "render_check", "run", "run_demo"]
+
+DEMO_DURATION_S = 30        # L1 seconds per run: two runs a profile, ~250 requests each at 24 users
+                            # (docs/demo.md)
+DEMO_USERS = 24
+DEMO_REPEATS = 2            # runs of each profile: the replicates the verdicts rest on (docs/statistics.md)
 
 ROLES = ("baseline", "candidate")        # the sides; each runs a simulator profile (DemoOptions.profiles)
 
@@ -151,7 +163,8 @@ def _run_level(level: str, plan: LevelPlan, role: str, options: DemoOptions, hos
     if run_dir is None or not (run_dir / "records.jsonl").is_file():
         return None, (f"{role} {level}: no run directory (locust exit status {status}); "
                       f"see {logs / (label + '.log')}")
-    note = "" if status in (0, 3) else f"{role} {level}: locust exited {status} (see {logs / (label + '.log')})"
+    note = ("" if status in (0, 3)
+            else f"{role} {level}: locust exited {status} (see {logs / (label + '.log')})")
     say(f"fourfold demo: {role} {level} #{repetition}: {run_dir} ({time.monotonic() - started:.0f} s)")
     return run_dir, note
 
@@ -159,7 +172,6 @@ def _run_level(level: str, plan: LevelPlan, role: str, options: DemoOptions, hos
 def _score(run_dirs: list[Path], say: Callable[[str], None]) -> str:
     """Score every run with one embedder; returns a problem note, or ''."""
     try:
-        from fourfold.fingerprint.runscore import make_embedder, score_run
         embedder = make_embedder()
         for run_dir in run_dirs:
             started = time.monotonic()
@@ -169,19 +181,19 @@ def _score(run_dirs: list[Path], say: Callable[[str], None]) -> str:
                 f"({time.monotonic() - started:.0f} s; backend {about.get('backend') or '-'}, "
                 f"{total.get('low_confidence_n', 0)} low-confidence)")
     except (ImportError, OSError, RuntimeError, FourfoldError) as exc:
-        return f"the fingerprint could not score the runs ({type(exc).__name__}: {exc}); quality rows are missing"
+        return (f"the fingerprint could not score the runs ({type(exc).__name__}: {exc}); "
+                "quality rows are missing")
     return ""
 
 
 def run_demo(options: DemoOptions, say: Callable[[str], None] = print) -> DemoResult:
     """Run the levels against both profiles, score, compare and write the report."""
-    from fourfold.targets.launch import start_simulator
-
     present = available_levels()
     levels = list(options.levels) if options.levels else present
     unknown = [lv for lv in levels if lv not in present]
     if unknown:
-        raise UsageError(f"level(s) {', '.join(unknown)} not available; this checkout has {', '.join(present)}")
+        raise UsageError(f"level(s) {', '.join(unknown)} not available; "
+                         f"this checkout has {', '.join(present)}")
     runs: dict[str, list[Path]] = {role: [] for role in ROLES}
     problems: list[str] = []
     simulators = {}
@@ -226,3 +238,57 @@ def render_check(check: list[Finding], width: int = TERMINAL_WIDTH) -> str:
     """The article check as the demo prints it last: the compact table, at most ``width`` columns wide
     (the whole table is in report.md and report.html)."""
     return render_terminal(check, width)
+
+
+def add_arguments(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("--out", default=f"{DEFAULT_OUT}/demo",
+                     help=f"output directory (default {DEFAULT_OUT}/demo)")
+    cmd.add_argument("--duration", type=int, default=DEMO_DURATION_S,
+                     help=f"seconds of L1 per run (default {DEMO_DURATION_S}); the other levels run half "
+                          "as long, >= 10 s")
+    cmd.add_argument("--profiles", default="baseline,candidate", metavar="BASELINE,CANDIDATE",
+                     help="the two sides' simulator profiles (default baseline,candidate; "
+                          "baseline,baseline: an A/A demo, one version against itself)")
+    cmd.add_argument("--repeats", type=int, default=DEMO_REPEATS,
+                     help=f"runs of each profile, interleaved ABBA (default {DEMO_REPEATS}; 1: one run "
+                          "a side, no verdict on the rows of runs)")
+    cmd.add_argument("--users", type=int, default=DEMO_USERS,
+                     help=f"locust users per run (default {DEMO_USERS})")
+    cmd.add_argument("--levels", default=None, help="comma-separated levels (default: every level present)")
+    cmd.add_argument("--quick", action="store_true",
+                     help="a smoke test: every level (L1 8 s, the others 5 s per profile), 4 users, "
+                          "64-token answers")
+    cmd.add_argument("--no-score", action="store_true", help="skip the fingerprint (no quality rows)")
+    settings_arguments(cmd, seed_help="seed of the simulators and of the bootstrap (default 0)")
+
+
+def run(args: argparse.Namespace, rest: list[str]) -> int:
+    """``fourfold demo``: the options checked, the demo run, its tables printed."""
+
+    settings = compare_settings(args)
+    check_out_dir(args.out)
+    if args.quick:
+        options = dataclasses.replace(DemoOptions.quick(Path(args.out), score=not args.no_score),
+                                      seed=args.seed)
+    else:
+        if not 5 <= args.duration <= 86_400 or not 1 <= args.users <= 100_000 or not 1 <= args.repeats <= 20:
+            raise UsageError("--duration must be within [5, 86400] s, --users within [1, 100000] and "
+                             "--repeats within [1, 20]")
+        levels = tuple(v.strip() for v in args.levels.split(",") if v.strip()) if args.levels else None
+        profiles = tuple(p.strip() for p in args.profiles.split(","))
+        if len(profiles) != 2 or not all(profiles):
+            raise UsageError(f"--profiles {args.profiles!r}: give two simulator profiles, baseline first, "
+                             "e.g. baseline,candidate")
+        options = DemoOptions(out_dir=Path(args.out), duration_s=args.duration, users=args.users,
+                              levels=levels, seed=args.seed, score=not args.no_score, settings=settings,
+                              repeats=args.repeats, profiles=(profiles[0], profiles[1]))
+    result = run_demo(options, say=lambda line: print(line, file=sys.stderr, flush=True))
+    print(render_tables(result.report))
+    # the compact table fits the terminal (160 columns at most, 100 at least; 160 when not a terminal)
+    print(render_check(result.check, width=max(100, min(160, shutil.get_terminal_size((160, 24)).columns))))
+    for note in result.report.notes:
+        print(f"note: {note}")
+    print()
+    print(f"HTML report: {result.files.get('html', '-')}")
+    print("also: " + ", ".join(str(p) for key, p in result.files.items() if key != "html"))
+    return 0

@@ -6,19 +6,20 @@ import argparse
 from pathlib import Path
 
 from fourfold.errors import RunDirError, UsageError
+from fourfold.fingerprint.runscore import make_embedder
+from fourfold.reports.mirror import compare_mirror, format_markdown
+from fourfold.rundir.runread import read_records
 
 
 def add_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("run_dir", help="a run made with --mirror-host")
     cmd.add_argument("--out", default=None, help="also write the Markdown here (default: RUN_DIR/mirror.md)")
-    cmd.add_argument("--no-similarity", action="store_true", help="skip the answer similarity (no model load)")
+    cmd.add_argument("--no-similarity", action="store_true",
+                     help="skip the answer similarity (no model load)")
     cmd.add_argument("--seed", type=int, default=0, help="bootstrap seed")
 
 
 def run(args: argparse.Namespace, rest: list[str]) -> int:
-    from fourfold.reports.mirror import compare_mirror, format_markdown
-    from fourfold.rundir.runread import read_records
-
     run_dir = Path(args.run_dir)
     out = Path(args.out) if args.out else run_dir / "mirror.md"
     if args.out and (out.is_dir() or any(p.exists() and not p.is_dir() for p in out.parents)):
@@ -30,8 +31,6 @@ def run(args: argparse.Namespace, rest: list[str]) -> int:
     records = list(read_records(run_dir))
     embed = None
     if not args.no_similarity:
-        from fourfold.fingerprint.runscore import make_embedder
-
         embed = make_embedder().encode
     report = compare_mirror(records, embed=embed, seed=args.seed)
     if not report.pairs:

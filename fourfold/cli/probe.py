@@ -14,6 +14,9 @@ import sys
 from collections.abc import Iterator
 
 from fourfold.errors import GateFailed, UsageError
+from fourfold.gates import probe
+from fourfold.levels.options import parse_headers
+from fourfold.targets.launch import start_simulator
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,7 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     common.add_argument("--model", default="fourfold-sim")
     common.add_argument("--json", action="store_true", help="print JSON instead of a table")
     feature = sub.add_parser("feature", parents=[common], help="is a version/beta header accepted?")
-    feature.add_argument("--header", required=True, help="'Name: value', e.g. 'anthropic-beta: new-orchestrator'")
+    feature.add_argument("--header", required=True,
+                         help="'Name: value', e.g. 'anthropic-beta: new-orchestrator'")
     inflection = sub.add_parser("inflection", parents=[common],
                                 help="first-token delta of a structured vs a plain prompt")
     inflection.add_argument("-n", type=int, default=100, help="requests per prompt (default 100)")
@@ -34,9 +38,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     inflection.add_argument("--pause-ms", type=float, default=20.0)
     inflection.add_argument("--warmup", type=int, default=10, help="unmeasured requests first (default 10)")
     inflection.add_argument("--threshold-ms", type=float, default=3.0)
-    inflection.add_argument("--gate", action="store_true", help="exit 3 when a target's delta is not within the threshold")
+    inflection.add_argument("--gate", action="store_true",
+                            help="exit 3 when a target's delta is not within the threshold")
     tokens = sub.add_parser("tokens", parents=[common], help="input/output token usage per target and prompt")
-    tokens.add_argument("--prompt", action="append", default=[], help="prompt (repeatable); default: the article's")
+    tokens.add_argument("--prompt", action="append", default=[],
+                        help="prompt (repeatable); default: the article's")
 
 
 @contextlib.contextmanager
@@ -44,10 +50,10 @@ def _targets(hosts: list[str]) -> Iterator[list[str]]:
     if hosts:
         yield hosts
         return
-    from fourfold.targets.launch import start_simulator
 
     with start_simulator("baseline") as baseline, start_simulator("candidate") as candidate:
-        print(f"no --host: simulators baseline at {baseline.url}, candidate at {candidate.url}", file=sys.stderr)
+        print(f"no --host: simulators baseline at {baseline.url}, candidate at {candidate.url}",
+              file=sys.stderr)
         yield [baseline.url, candidate.url]
 
 
@@ -64,8 +70,6 @@ def _check_numbers(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace, rest: list[str]) -> int:
-    from fourfold.gates import probe
-
     _check_numbers(args)
     if args.probe == "feature":
         _header(args.header)
@@ -77,8 +81,8 @@ def run(args: argparse.Namespace, rest: list[str]) -> int:
         if args.probe == "inflection":
             results = probe.inflection_probe(urls, n=args.n, prompt_a=args.prompt_a or probe.PROMPT_A,
                                              prompt_b=args.prompt_b or probe.PROMPT_B, pause_ms=args.pause_ms,
-                                             threshold_ms=args.threshold_ms, dialect=args.dialect, warmup=args.warmup,
-                                             model=args.model,
+                                             threshold_ms=args.threshold_ms, dialect=args.dialect,
+                                             warmup=args.warmup, model=args.model,
                                              progress=lambda line: print(line, file=sys.stderr))
             table = [{"target": r.target, "n": r.n, "ttft_a_ms": r.ttft_a_ms, "ttft_b_ms": r.ttft_b_ms,
                      "delta_b_minus_a_ms": r.delta.mean, "ci95_ms": f"[{r.delta.low}, {r.delta.high}]",
@@ -96,7 +100,6 @@ def run(args: argparse.Namespace, rest: list[str]) -> int:
 
 def _header(text: str) -> tuple[str, str]:
     """``'Name: value'`` -> (name, value), by the rules of a run's ``--header`` (OptionError)."""
-    from fourfold.levels.options import parse_headers
 
     return parse_headers([text])[0]
 

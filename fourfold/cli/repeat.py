@@ -2,7 +2,8 @@
 
     fourfold repeat 3 -- locust -f locustfiles/l1_throughput.py --headless -u 8 -r 8 -t 30s [--host URL]
     fourfold repeat 3 --baseline-host URL_A --candidate-host URL_B -- locust -f ... --headless ...
-    fourfold repeat 3 --baseline-args "--sim-profile baseline" --candidate-args "--sim-profile candidate" -- locust ...
+    fourfold repeat 3 --baseline-args "--sim-profile baseline" \
+        --candidate-args "--sim-profile candidate" -- locust ...
 
 Each run is a fresh ``python -m locust`` process writing its own run directory into ``--out``
 (``runs/repeat-<UTC time>/`` by default); with two sides the runs go in ABBA pairs, each repetition with
@@ -21,10 +22,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from fourfold.cli import repeat_plan as plan
 from fourfold.errors import UsageError
+from fourfold.rundir.runlog import RECORDS_FILE, check_run_base, write_json_atomic
+from fourfold.rundir.runread import find_runs
+from fourfold.targets import IMPORT_ROOT
 
 MANIFEST = "repeat.json"
 STOP_WAIT_S = 60.0          # after Ctrl-C: how long the run that got it may take to write its run directory
@@ -32,19 +37,24 @@ STOP_WAIT_S = 60.0          # after Ctrl-C: how long the run that got it may tak
 
 def add_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.usage = "fourfold repeat N [options] -- locust -f LOCUSTFILE --headless -t TIME [locust options]"
-    cmd.description = ("Run a locust command N times in fresh processes, each into its own run directory with its "
-                       "own --seed; with a baseline and a candidate, 2N runs in ABBA pairs (A B B A ...), so a drift "
-                       "of the machine hits both sides alike. Prints the fourfold compare command to run next.")
+    cmd.description = ("Run a locust command N times in fresh processes, each into its own run directory "
+                       "with its own --seed; with a baseline and a candidate, 2N runs in ABBA pairs "
+                       "(A B B A ...), so a drift of the machine hits both sides alike. Prints the fourfold "
+                       "compare command to run next.")
     cmd.add_argument("count", metavar="N", help=f"runs per side (1 to {plan.MAX_REPEAT})")
-    cmd.add_argument("--baseline-host", default=None, metavar="URL", help="the baseline's --host (then give --candidate-host)")
+    cmd.add_argument("--baseline-host", default=None, metavar="URL",
+                     help="the baseline's --host (then give --candidate-host)")
     cmd.add_argument("--candidate-host", default=None, metavar="URL", help="the candidate's --host")
     cmd.add_argument("--baseline-args", default=None, metavar="ARGS",
                      help="locust arguments of the baseline's runs, one quoted string: "
-                          "--baseline-args \"--sim-profile baseline\" (a lone option: --baseline-args=--http2)")
-    cmd.add_argument("--candidate-args", default=None, metavar="ARGS", help="the candidate's locust arguments")
+                          "--baseline-args \"--sim-profile baseline\" "
+                          "(a lone option: --baseline-args=--http2)")
+    cmd.add_argument("--candidate-args", default=None, metavar="ARGS",
+                     help="the candidate's locust arguments")
     cmd.add_argument("--out", default=None, metavar="DIR",
                      help="directory of the run directories and repeat.json (default runs/repeat-<UTC time>)")
-    cmd.add_argument("--label", default="repeat", help="runs are labelled <label>-<side>-<n> (default repeat)")
+    cmd.add_argument("--label", default="repeat",
+                     help="runs are labelled <label>-<side>-<n> (default repeat)")
     cmd.add_argument("--seed-base", type=int, default=1, metavar="SEED",
                      help="repetition n runs with --seed and --sim-seed <seed-base>+n-1 (default 1)")
     cmd.add_argument("--no-shuffle", action="store_true",
@@ -66,8 +76,6 @@ def _out_dir(given: str | None) -> Path:
 
 
 def _child_env() -> dict[str, str]:
-    from fourfold.targets import IMPORT_ROOT
-
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(IMPORT_ROOT), env.get("PYTHONPATH", "")) if p)
     return env
@@ -98,8 +106,6 @@ def _count_lines(path: Path) -> int | None:
 
 
 def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
     found = {"python": sys.version.split()[0]}
     for name in ("fourfold", "locust"):
         try:
@@ -114,9 +120,6 @@ def _now() -> str:
 
 
 def repeat(args: argparse.Namespace, rest: list[str], say: Callable[[str], None]) -> int:
-    from fourfold.rundir.runlog import RECORDS_FILE, check_run_base, write_json_atomic
-    from fourfold.rundir.runread import find_runs
-
     count = plan.parse_count(args.count)
     locust_args = plan.locust_arguments(plan.command_after_dashes(rest))
     sides = plan.make_sides(args.baseline_host, args.candidate_host, args.baseline_args, args.candidate_args)
@@ -133,15 +136,17 @@ def repeat(args: argparse.Namespace, rest: list[str], say: Callable[[str], None]
     outcomes: list[plan.RunOutcome] = []
     stopped, stop_exit = None, 0
     for run in runs:
-        run_args = plan.run_arguments(locust_args, by_name[run.side], run, str(out), shuffle=not args.no_shuffle)
-        say(f"fourfold repeat: run {run.index}/{len(runs)} ({run.side} {run.repetition}/{count}, seed {run.seed}): "
-            f"{plan.display(run_args)}")
+        run_args = plan.run_arguments(locust_args, by_name[run.side], run, str(out),
+                                      shuffle=not args.no_shuffle)
+        say(f"fourfold repeat: run {run.index}/{len(runs)} ({run.side} {run.repetition}/{count}, "
+            f"seed {run.seed}): {plan.display(run_args)}")
         before = set(find_runs(out))
         run_started, run_started_at = time.monotonic(), _now()
         exit_code, interrupted = _launch(run_args, env)
         new = sorted(set(find_runs(out)) - before)
         if len(new) > 1:
-            say(f"fourfold repeat: run {run.index} wrote {len(new)} run directories; keeping the last, {new[-1]}")
+            say(f"fourfold repeat: run {run.index} wrote {len(new)} run directories; "
+                f"keeping the last, {new[-1]}")
         outcomes.append(plan.RunOutcome(run, tuple(run_args), exit_code, str(new[-1]) if new else None,
                                         _count_lines(new[-1] / RECORDS_FILE) if new else None, run_started_at,
                                         round(time.monotonic() - run_started, 1)))
@@ -149,15 +154,18 @@ def repeat(args: argparse.Namespace, rest: list[str], say: Callable[[str], None]
             stopped, stop_exit = f"interrupted during run {run.index}", 130
             break
         if exit_code == plan.USAGE_EXIT:
-            stopped = f"run {run.index} ended with a usage error (exit 2): fix the command; no further run started"
+            stopped = (f"run {run.index} ended with a usage error (exit 2): fix the command; "
+                       "no further run started")
             stop_exit = plan.USAGE_EXIT
             break
     sides_order = [side.name for side in sides]
     write_json_atomic(out / MANIFEST, plan.manifest(
-        count=count, sides=sides, command_args=locust_args, seed_base=args.seed_base, shuffle=not args.no_shuffle,
-        out=str(out), outcomes=outcomes, started_at=started_at, finished_at=_now(),
-        elapsed_s=round(time.monotonic() - started, 1), stopped=stopped, versions=_versions()))
-    print("\n".join(plan.format_summary(outcomes, sides_order, len(runs), str(out / MANIFEST), stopped)), flush=True)
+        count=count, sides=sides, command_args=locust_args, seed_base=args.seed_base,
+        shuffle=not args.no_shuffle, out=str(out), outcomes=outcomes, started_at=started_at,
+        finished_at=_now(), elapsed_s=round(time.monotonic() - started, 1), stopped=stopped,
+        versions=_versions()))
+    print("\n".join(plan.format_summary(outcomes, sides_order, len(runs), str(out / MANIFEST), stopped)),
+          flush=True)
     return stop_exit or (1 if plan.failed(outcomes) else 0)
 
 

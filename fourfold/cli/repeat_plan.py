@@ -92,8 +92,8 @@ def command_after_dashes(rest: Sequence[str]) -> list[str]:
     if rest[:1] == ["--"]:
         return rest[1:]
     if "--" in rest:
-        raise UsageError(f"unrecognized arguments before '--': {shlex.join(redact_args(rest[:rest.index('--')]))} "
-                         "(see fourfold repeat --help)")
+        raise UsageError("unrecognized arguments before '--': "
+                         f"{shlex.join(redact_args(rest[:rest.index('--')]))} (see fourfold repeat --help)")
     return rest
 
 
@@ -107,8 +107,8 @@ def locust_arguments(command: Sequence[str]) -> list[str]:
         return list(command[1:])
     if program.startswith("python") and list(command[1:3]) == ["-m", "locust"]:
         return list(command[3:])
-    raise UsageError(f"the command to repeat must be locust (locust -f LOCUSTFILE ... or python -m locust ...), "
-                     f"got {shlex.join(redact_args(command[:3]))}; e.g. {EXAMPLE}")
+    raise UsageError(f"the command to repeat must be locust (locust -f LOCUSTFILE ... or "
+                     f"python -m locust ...), got {shlex.join(redact_args(command[:3]))}; e.g. {EXAMPLE}")
 
 
 def split_args(option: str, text: str | None) -> tuple[str, ...]:
@@ -130,11 +130,11 @@ def make_sides(baseline_host: str | None, candidate_host: str | None, baseline_a
         return (RepeatSide(SINGLE),)
     if len(given) == 1:
         other = CANDIDATE if given[0].name == BASELINE else BASELINE
-        raise UsageError(f"only the {given[0].name} side was given: give --{other}-host and/or --{other}-args "
-                         "too (or no side option for one side)")
+        raise UsageError(f"only the {given[0].name} side was given: give --{other}-host and/or "
+                         f"--{other}-args too (or no side option for one side)")
     if bool(baseline.host) != bool(candidate.host):
-        raise UsageError("give both --baseline-host and --candidate-host, or neither (then both sides use the "
-                         "command's target)")
+        raise UsageError("give both --baseline-host and --candidate-host, or neither (then both sides use "
+                         "the command's target)")
     return baseline, candidate
 
 
@@ -152,10 +152,11 @@ def check_arguments(args: Sequence[str], sides: Sequence[RepeatSide]) -> None:
     for where, given in (("the command", args), *((f"--{side.name}-args", side.args) for side in sides)):
         found = find_option(given, SET_BY_REPEAT)
         if found:
-            raise UsageError(f"{found} in {where}: fourfold repeat sets --run-dir, --label, --seed and --sim-seed of "
-                             "each run; give its own --out, --label and --seed-base instead")
+            raise UsageError(f"{found} in {where}: fourfold repeat sets --run-dir, --label, --seed and "
+                             "--sim-seed of each run; give its own --out, --label and --seed-base instead")
         if any(side.host for side in sides) and find_option(given, HOST_OPTIONS):
-            raise UsageError(f"--host in {where} and --baseline-host/--candidate-host: give each side's host once")
+            raise UsageError(f"--host in {where} and --baseline-host/--candidate-host: "
+                             "give each side's host once")
 
 
 def launch_order(count: int, sides: Sequence[str]) -> list[tuple[str, int]]:
@@ -184,7 +185,8 @@ def plan_runs(count: int, sides: Sequence[RepeatSide], seed_base: int, label: st
             for index, (side, r) in enumerate(launch_order(count, [s.name for s in sides]), start=1)]
 
 
-def run_arguments(args: Sequence[str], side: RepeatSide, run: PlannedRun, run_base: str, shuffle: bool = True) -> list[str]:
+def run_arguments(args: Sequence[str], side: RepeatSide, run: PlannedRun, run_base: str,
+                  shuffle: bool = True) -> list[str]:
     """The locust arguments of one run (module docstring)."""
     extra = ["--host", side.host] if side.host else []
     seeds = ["--seed", str(run.seed), "--sim-seed", str(run.seed)]
@@ -243,12 +245,12 @@ def format_summary(outcomes: Sequence[RunOutcome], sides: Sequence[str], planned
     lines.append(f"{'#':>3}  {'side':<9} {'rep':>3} {'seed':>5} {'exit':>4} {'records':>8}  run directory")
     for o in outcomes:
         records = "-" if o.records is None else str(o.records)
-        lines.append(f"{o.run.index:>3}  {o.run.side:<9} {o.run.repetition:>3} {o.run.seed:>5} {o.exit_code:>4} "
-                     f"{records:>8}  {o.run_dir or '(none)'}")
+        lines.append(f"{o.run.index:>3}  {o.run.side:<9} {o.run.repetition:>3} {o.run.seed:>5} "
+                     f"{o.exit_code:>4} {records:>8}  {o.run_dir or '(none)'}")
     codes = sorted({o.exit_code for o in outcomes} - {0})
     if codes:
-        lines.append("exit: " + ", ".join(f"{c} {EXIT_MEANINGS.get(c, 'killed by a signal' if c < 0 else 'error')}"
-                                          for c in codes))
+        lines.append("exit: " + ", ".join(
+            f"{c} {EXIT_MEANINGS.get(c, 'killed by a signal' if c < 0 else 'error')}" for c in codes))
     for side in sides:
         lines.append(f"{side}: {' '.join(run_dirs(outcomes, side)) or '(no run directory)'}")
     if stopped:
@@ -263,26 +265,29 @@ def format_summary(outcomes: Sequence[RunOutcome], sides: Sequence[str], planned
     return lines
 
 
-def manifest(*, count: int, sides: Sequence[RepeatSide], command_args: Sequence[str], seed_base: int, shuffle: bool,
-             out: str, outcomes: Sequence[RunOutcome], started_at: str, finished_at: str, elapsed_s: float,
-             stopped: str | None, versions: dict[str, str]) -> dict[str, Any]:
+def manifest(*, count: int, sides: Sequence[RepeatSide], command_args: Sequence[str], seed_base: int,
+             shuffle: bool, out: str, outcomes: Sequence[RunOutcome], started_at: str, finished_at: str,
+             elapsed_s: float, stopped: str | None, versions: dict[str, str]) -> dict[str, Any]:
     """repeat.json: what was asked, what ran and what each run left (commands redacted)."""
     names = [side.name for side in sides]
     return {
         "kind": "repeat",
         "repetitions": count,
         "order": [o.run.side for o in outcomes],
-        "order_rule": "one side" if len(sides) == 1 else "ABBA: baseline first in odd pairs, candidate first in even",
+        "order_rule": ("one side" if len(sides) == 1
+                       else "ABBA: baseline first in odd pairs, candidate first in even"),
         "seed_base": seed_base,
         "shuffle": shuffle,
         "out": out,
         "command": display(command_args),
         "sides": {side.name: {"host": redact_text(side.host), "args": redact_args(side.args),
                               "run_dirs": run_dirs(outcomes, side.name),
-                              "seeds": [o.run.seed for o in outcomes if o.run.side == side.name]} for side in sides},
-        "runs": [{"index": o.run.index, "side": o.run.side, "repetition": o.run.repetition, "seed": o.run.seed,
-                  "label": o.run.label, "command": display(o.args), "exit_code": o.exit_code, "run_dir": o.run_dir,
-                  "records": o.records, "started_at": o.started_at, "elapsed_s": o.elapsed_s} for o in outcomes],
+                              "seeds": [o.run.seed for o in outcomes if o.run.side == side.name]}
+                  for side in sides},
+        "runs": [{"index": o.run.index, "side": o.run.side, "repetition": o.run.repetition,
+                  "seed": o.run.seed, "label": o.run.label, "command": display(o.args),
+                  "exit_code": o.exit_code, "run_dir": o.run_dir, "records": o.records,
+                  "started_at": o.started_at, "elapsed_s": o.elapsed_s} for o in outcomes],
         "failed": [o.run.index for o in failed(outcomes)],
         "stopped": stopped,
         "compare_command": compare_command(outcomes, names),
@@ -295,5 +300,5 @@ def manifest(*, count: int, sides: Sequence[RepeatSide], command_args: Sequence[
 
 __all__ = ["MAX_REPEAT", "PlannedRun", "RunOutcome", "RepeatSide", "check_arguments", "command_after_dashes",
            "compare_command", "display", "failed", "find_option", "format_summary", "launch_order",
-           "locust_arguments", "make_sides", "manifest", "parse_count", "plan_runs", "redact_args", "run_arguments",
-           "run_dirs", "seed_of", "split_args"]
+           "locust_arguments", "make_sides", "manifest", "parse_count", "plan_runs", "redact_args",
+           "run_arguments", "run_dirs", "seed_of", "split_args"]

@@ -29,25 +29,38 @@ from pathlib import Path
 from typing import Any
 
 from fourfold.errors import FourfoldError, UsageError
+from fourfold.gates.gate import load_slo
+from fourfold.gates.slo import to_spec
+from fourfold.gates.sweep import SearchPlan, format_table, knee_metric, rate_point, search
+from fourfold.locustfiles import LOCUSTFILE_DIR
+from fourfold.reports.capacity import sweep_plot
+from fourfold.rundir.runlog import RunWriter
+from fourfold.rundir.runread import latest_run, read_summary
+from fourfold.targets import IMPORT_ROOT
+from fourfold.targets.launch import start_simulator
 
 DEFAULT_SLO = "ttft_p95<=1000ms"
 ARRIVALS = ("constant", "poisson", "gamma")
 
 
 def add_arguments(cmd: argparse.ArgumentParser) -> None:
-    cmd.add_argument("--host", default=None, help="target base URL (default: a simulator this command starts)")
+    cmd.add_argument("--host", default=None,
+                     help="target base URL (default: a simulator this command starts)")
     cmd.add_argument("--slo", default=None,
-                     help=f"the SLO the capacity must meet: inline spec or SLO file (default {DEFAULT_SLO!r})")
+                     help="the SLO the capacity must meet: inline spec or SLO file "
+                          f"(default {DEFAULT_SLO!r})")
     cmd.add_argument("--tolerance", type=float, default=0.10,
                      help="stop when (first miss - last pass) / last pass <= this (default 0.10)")
     cmd.add_argument("--duration-s", type=float, default=10.0, help="seconds per open-loop rate (default 10)")
-    cmd.add_argument("--probe-users", type=int, default=32, help="closed-loop users of the throughput probe (default 32)")
+    cmd.add_argument("--probe-users", type=int, default=32,
+                     help="closed-loop users of the throughput probe (default 32)")
     cmd.add_argument("--probe-s", type=float, default=5.0, help="seconds of the throughput probe (default 5)")
     cmd.add_argument("--max-runs", type=int, default=10, help="open-loop runs at most (default 10)")
     cmd.add_argument("--max-error-rate", type=float, default=0.05,
                      help="a rate with more failed requests than this share misses (default 0.05)")
     cmd.add_argument("--arrival-process", choices=ARRIVALS, default="constant",
-                     help="arrivals of the open-loop runs (default constant; poisson finds the burst-aware capacity)")
+                     help="arrivals of the open-loop runs (default constant; poisson finds the burst-aware "
+                          "capacity)")
     cmd.add_argument("--out", default="runs", help="where the sweep directory goes (default runs)")
     cmd.add_argument("--label", default="sweep", help="the sweep directory's label (default sweep)")
     cmd.add_argument("--sim-profile", default="baseline", help="without --host: the simulator's profile")
@@ -69,7 +82,8 @@ def _check(args: argparse.Namespace) -> None:
             ("--max-runs", args.max_runs, args.max_runs >= 2, ">= 2"),
             ("--max-error-rate", args.max_error_rate, 0 <= args.max_error_rate < 1, "within [0, 1)"),
             ("--sim-max-concurrency", args.sim_max_concurrency, args.sim_max_concurrency >= 0, ">= 0"),
-            ("--sim-max-batch", args.sim_max_batch, args.sim_max_batch is None or args.sim_max_batch >= 1, ">= 1")):
+            ("--sim-max-batch", args.sim_max_batch, args.sim_max_batch is None or args.sim_max_batch >= 1,
+             ">= 1")):
         if not ok:
             raise UsageError(f"{option} must be {rule}, got {value}")
     for text in args.sim_set:
@@ -89,15 +103,13 @@ def _sim_args(args: argparse.Namespace) -> list[str]:
 class Runner:
     """Runs one bounded headless locust per step into the sweep directory."""
 
-    def __init__(self, sweep_dir: Path, host: str, passthrough: list[str], say: Callable[[str], None]) -> None:
+    def __init__(self, sweep_dir: Path, host: str, passthrough: list[str],
+                 say: Callable[[str], None]) -> None:
         self.sweep_dir, self.host, self.passthrough, self.say = sweep_dir, host, passthrough, say
         (sweep_dir / "logs").mkdir(parents=True, exist_ok=True)
 
-    def run(self, label: str, locustfile: str, options: list[str], seconds: float) -> tuple[Path, dict[str, Any]]:
-        from fourfold.locustfiles import LOCUSTFILE_DIR
-        from fourfold.rundir.runread import latest_run, read_summary
-        from fourfold.targets import IMPORT_ROOT
-
+    def run(self, label: str, locustfile: str, options: list[str],
+            seconds: float) -> tuple[Path, dict[str, Any]]:
         base = self.sweep_dir / "runs"
         command = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE_DIR / locustfile), "--headless",
                    "-t", f"{seconds:g}s", "--only-summary", "--run-dir", str(base), "--label", label,
@@ -114,7 +126,8 @@ class Runner:
         run_dir = latest_run(base, label)
         summary = read_summary(run_dir) if run_dir is not None else None
         if run_dir is None or summary is None:
-            tail = "".join(log_path.read_text(encoding="utf-8", errors="replace").splitlines(True)[-5:]).strip()
+            tail = "".join(log_path.read_text(encoding="utf-8", errors="replace")
+                           .splitlines(True)[-5:]).strip()
             raise FourfoldError(f"the sweep's run {label!r} wrote no summary (locust exit status {status}); "
                                 f"see {log_path}: {tail}")
         return run_dir, summary
@@ -123,7 +136,8 @@ class Runner:
 def _probe(runner: Runner, args: argparse.Namespace) -> dict[str, Any]:
     users = str(args.probe_users)
     runner.say(f"fourfold sweep: throughput probe, {users} users (closed loop) for {args.probe_s:g} s ...")
-    run_dir, summary = runner.run("probe", "l2_gateway.py", ["--ladder", "off", "-u", users, "-r", users, "--warmup-requests", "0"],
+    run_dir, summary = runner.run("probe", "l2_gateway.py",
+                                  ["--ladder", "off", "-u", users, "-r", users, "--warmup-requests", "0"],
                                   args.probe_s)
     total = summary.get("total") or {}
     rps = total.get("request_rps")
@@ -135,13 +149,9 @@ def _probe(runner: Runner, args: argparse.Namespace) -> dict[str, Any]:
             "error_rate": total.get("error_rate"), "run_dir": str(run_dir.relative_to(runner.sweep_dir))}
 
 
-def sweep(args: argparse.Namespace, rest: list[str], say: Callable[[str], None]) -> tuple[Path, dict[str, Any], list[str]]:
+def sweep(args: argparse.Namespace, rest: list[str],
+          say: Callable[[str], None]) -> tuple[Path, dict[str, Any], list[str]]:
     """Probe, search, write the sweep directory; returns (directory, sweep block, table lines)."""
-    from fourfold.gates.gate import load_slo
-    from fourfold.gates.slo import to_spec
-    from fourfold.gates.sweep import SearchPlan, format_table, knee_metric, rate_point, search
-    from fourfold.reports.capacity import sweep_plot
-    from fourfold.rundir.runlog import RunWriter
 
     _check(args)
     slos = load_slo(args.slo or DEFAULT_SLO)
@@ -153,8 +163,6 @@ def sweep(args: argparse.Namespace, rest: list[str], say: Callable[[str], None])
         if args.host:
             host = args.host
         else:
-            from fourfold.targets.launch import start_simulator
-
             simulator = start_simulator(args.sim_profile, seed=args.sim_seed, extra_args=_sim_args(args))
             host = simulator.url
             say(f"fourfold sweep: simulator {args.sim_profile} {' '.join(_sim_args(args))} at {host}")
@@ -198,5 +206,6 @@ def run(args: argparse.Namespace, rest: list[str]) -> int:
         say(f"fourfold sweep: no --slo given: using {DEFAULT_SLO}")
     sweep_dir, block, lines = sweep(args, rest, say)
     print("\n".join(lines))
-    print(f"sweep directory: {sweep_dir} (summary.json, sweep.txt, sweep.svg, runs/); {block['elapsed_s']:.0f} s")
+    print(f"sweep directory: {sweep_dir} (summary.json, sweep.txt, sweep.svg, runs/); "
+          f"{block['elapsed_s']:.0f} s")
     return 0

@@ -32,6 +32,6 @@ def make_http_client(base_url: str, *, headers: dict[str, str] | None = None, ht
     if http2:
         return make_h2_client(base_url, verify=ctx, timeout=timeout, headers=all_headers,
                               max_connections=max_connections)
-    transport = RawH1Transport(ssl_context=ctx, connect_timeout_s=connect_timeout_s, read_timeout_s=read_timeout_s,
-                               max_idle_per_host=max_connections)
+    transport = RawH1Transport(ssl_context=ctx, connect_timeout_s=connect_timeout_s,
+                               read_timeout_s=read_timeout_s, max_idle_per_host=max_connections)
     return httpx.Client(base_url=base_url, transport=transport, timeout=timeout, headers=all_headers)

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+import gevent
 import httpx
 
 from fourfold.client.h1wire import ChunkedDecoder
@@ -74,8 +75,6 @@ class Watchdog:
         self._glet: Any = None
         self._timer: Any = None
         if timer:
-            import gevent
-
             self._glet = gevent.getcurrent()
             period = max(timeout_s / 4, 0.005)
             self._timer = gevent.get_hub().loop.timer(period, period)
@@ -218,7 +217,8 @@ class RawStream(httpx.SyncByteStream):
                 raise watchdog.expired()
         return note
 
-    def read_into(self, times: list[int], payloads: list[bytes], max_bytes: int, deadline_ns: int | None) -> str:
+    def read_into(self, times: list[int], payloads: list[bytes], max_bytes: int,
+                  deadline_ns: int | None) -> str:
         """Read the rest of the body into ``times`` / ``payloads`` with each piece's receive time
         (see :func:`read_pieces`). A chunked body read through the reactor (the common case: an
         SSE stream over plain HTTP under gevent) takes one loop instead of the generator
@@ -227,7 +227,8 @@ class RawStream(httpx.SyncByteStream):
             return self._read_chunked(times, payloads, max_bytes, deadline_ns)
         return read_pieces(self, times, payloads, max_bytes, deadline_ns, self.recv_ns)
 
-    def _read_chunked(self, times: list[int], payloads: list[bytes], max_bytes: int, deadline_ns: int | None) -> str:
+    def _read_chunked(self, times: list[int], payloads: list[bytes], max_bytes: int,
+                      deadline_ns: int | None) -> str:
         """:meth:`__iter__`'s chunked loop and :func:`read_pieces` fused, over the reactor's queue.
         Between chunks, with ``_hotpath`` built, ``take_chunks`` takes in C the queued reads made
         of whole chunks with content (stamps, payloads, byte count, size and duration limits, the
@@ -265,8 +266,9 @@ class RawStream(httpx.SyncByteStream):
                     return ""
             if take_chunks is not None and queue and decoder.between_chunks:
                 # whole chunks in C (fourfold.client.native); the rest (and the last one) here
-                nbytes, content_ns, status = take_chunks(queue, self.recv_ns, times, payloads, nbytes, max_bytes,
-                                                         -1 if deadline_ns is None else deadline_ns, watchdog is not None)
+                nbytes, content_ns, status = take_chunks(
+                    queue, self.recv_ns, times, payloads, nbytes, max_bytes,
+                    -1 if deadline_ns is None else deadline_ns, watchdog is not None)
                 if content_ns and watchdog is not None:
                     watchdog.content_ns = content_ns
                 if status:
@@ -309,8 +311,8 @@ class RawStream(httpx.SyncByteStream):
 
 
 def read_pieces(body: Iterable[bytes], times: list[int], payloads: list[bytes], max_bytes: int,
-                deadline_ns: int | None, stamps: list[int] | None = None, content_timeout_s: float | None = None,
-                since_ns: int = 0) -> str:
+                deadline_ns: int | None, stamps: list[int] | None = None,
+                content_timeout_s: float | None = None, since_ns: int = 0) -> str:
     """Take a body's pieces into ``times`` / ``payloads`` (the lists keep what arrived if a read
     raises). A piece's time is the last entry of ``stamps`` (a transport's receive times, filled
     as it yields) or, without it, ``perf_counter_ns()`` when the piece comes out. Returns "" at

@@ -78,7 +78,8 @@ class TracedTransport(httpx.BaseTransport):
         pool = self._pool
         if pool is None:
             return False
-        origin = httpcore.Origin(url.raw_scheme, url.raw_host, url.port or _DEFAULT_PORTS.get(url.raw_scheme, 80))
+        origin = httpcore.Origin(url.raw_scheme, url.raw_host,
+                                 url.port or _DEFAULT_PORTS.get(url.raw_scheme, 80))
         try:
             return any(conn.can_handle_request(origin) and conn.is_idle() for conn in pool.connections)
         except Exception:  # noqa: BLE001 - httpcore internals changed: the fact is unknown, not fatal

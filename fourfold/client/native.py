@@ -42,6 +42,8 @@ offsets_ms: Callable[[list[int], list[int], int], list[float]] = (
     _hotpath.offsets_ms if _hotpath is not None else offsets_ms_py)
 scan_events: Callable[..., Any] | None = _hotpath.scan_events if _hotpath is not None else None
 # RawStream._read_chunked's whole-chunk step; None: the Python loop takes every piece
-take_chunks: Callable[..., tuple[int, int, int]] | None = _hotpath.take_chunks if _hotpath is not None else None
+take_chunks: Callable[..., tuple[int, int, int]] | None = (
+    _hotpath.take_chunks if _hotpath is not None else None)
 # Reactor.drain's poll and reads (Linux); None: the Python loop over Reader.on_ready
-drain: Callable[..., tuple[int, int]] | None = getattr(_hotpath, "drain", None) if _hotpath is not None else None
+drain: Callable[..., tuple[int, int]] | None = (
+    getattr(_hotpath, "drain", None) if _hotpath is not None else None)

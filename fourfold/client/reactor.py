@@ -52,6 +52,10 @@ import sys
 import time
 from typing import Any
 
+import gevent
+from gevent import getcurrent
+from gevent.monkey import get_original, is_module_patched
+
 from fourfold.adapters.gevent import os_socket
 from fourfold.client.native import drain as drain_native
 
@@ -202,8 +206,6 @@ class Reader:
         """Block this greenlet until bytes (or EOF b"", or an exception instance) are queued."""
         queue = self.queue
         while not queue:
-            from gevent import getcurrent
-
             self.waiter = getcurrent()
             try:
                 self._reactor.hub.switch()
@@ -219,9 +221,6 @@ class Reactor:
     """The epoll set of one gevent hub's body sockets, drained from hub callbacks."""
 
     def __init__(self) -> None:
-        import gevent
-        from gevent.monkey import get_original
-
         self.hub = gevent.get_hub()
         self._epoll = get_original("select", "epoll")()
         self._readers: dict[int, Reader] = {}
@@ -320,11 +319,6 @@ _REACTORS: dict[int, Reactor] = {}
 def _reactor() -> Reactor | None:
     """This process's (this hub's) reactor, created on first use; None where it cannot run (no
     gevent patching of ``socket``, or no epoll)."""
-    try:
-        import gevent
-        from gevent.monkey import get_original, is_module_patched
-    except ImportError:  # pragma: no cover
-        return None
     if not is_module_patched("socket"):
         return None
     try:
@@ -359,6 +353,4 @@ def drain() -> None:
 
 
 def _hub() -> Any:
-    import gevent
-
     return gevent.get_hub()

@@ -42,6 +42,7 @@ import time
 from dataclasses import dataclass
 
 import httpx
+from gevent import monkey, sleep
 
 from fourfold.adapters.httpx import break_stream_cycle, direct_transport, merge_url, transport_stream
 from fourfold.client.dialects.base import Dialect, HttpRequest
@@ -105,7 +106,8 @@ def parse_server_timing(value: str) -> dict[str, float]:
 def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: RequestRecord,
          limits: StreamLimits = StreamLimits(), tokenizer: Tokenizer | None = None) -> RequestRecord:
     """Send ``request`` on ``client``, fill ``record`` in place and return it (token counts by
-    ``tokenizer``, when given, once the body has ended: :func:`fourfold.workloads.tokenizer.count_record_tokens`)."""
+    ``tokenizer``, when given, once the body has ended:
+    :func:`fourfold.workloads.tokenizer.count_record_tokens`)."""
     now = time.perf_counter_ns
     times: list[int] = []
     chunks: list[bytes] = []
@@ -141,7 +143,8 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
             record.ttfb_ms = (t_head - t0) / 1e6
             _read_headers(response.headers, record, secrets)
             if not 200 <= response.status_code < 300:
-                return secrets.scrub_record(_redirect(_http_failure(response, record, secrets), response, secrets))
+                return secrets.scrub_record(
+                    _redirect(_http_failure(response, record, secrets), response, secrets))
             content_type = response.headers.get("content-type", "")
             if request.stream and content_type and "event-stream" not in content_type.lower():
                 record.extra["content_type"] = secrets.scrub(content_type)[:100]   # e.g. an HTML error page
@@ -151,7 +154,7 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
             raw_stream = transport_stream(response) if facts is not None else None
             read_into = getattr(raw_stream, "read_into", None)
             if read_into is not None:       # RawH1Transport: the whole body in one loop, receive-stamped
-                response.is_stream_consumed = True      # (what iter_raw would mark; close() comes with the block)
+                response.is_stream_consumed = True  # (what iter_raw would mark; close() comes with the block)
                 stopped = read_into(times, chunks, max_bytes, deadline)
             else:                           # httpx's transports: stamped here as each piece comes
                 stopped = read_pieces(response.iter_raw(), times, chunks, max_bytes, deadline,
@@ -176,7 +179,7 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
         transport_error, transport_detail = "client_error", f"{exc.__class__.__name__}: {exc}"
     except BaseException:
         if progress.get("sent") is False:
-            record.extra[UNSENT] = True   # stopped (GreenletExit) before the request left: the target never saw it
+            record.extra[UNSENT] = True   # stopped (GreenletExit) before sending: the target never saw it
         secrets.scrub_record(record)      # the caller keeps it as cancelled: headers may have been read
         raise
     if response is not None:
@@ -273,7 +276,8 @@ def _read_headers(headers: httpx.Headers, record: RequestRecord, secrets: Secret
             pass
 
 
-def _http_failure(response: httpx.Response, record: RequestRecord, secrets: Secrets = NO_SECRETS) -> RequestRecord:
+def _http_failure(response: httpx.Response, record: RequestRecord,
+                  secrets: Secrets = NO_SECRETS) -> RequestRecord:
     body = b""
     try:
         for data in response.iter_raw():
@@ -294,8 +298,8 @@ def _redirect(record: RequestRecord, response: httpx.Response, secrets: Secrets)
     """A redirect's detail says where it points (scrubbed before the cut)."""
     if record.error_class == "redirect":
         location = secrets.scrub(response.headers.get("location", "")) or "(no Location header)"
-        record.error_detail = (f"HTTP {response.status_code} redirect to {location[:512]}: fourfold follows no "
-                               "redirect, give --host the final URL")
+        record.error_detail = (f"HTTP {response.status_code} redirect to {location[:512]}: "
+                               "fourfold follows no redirect, give --host the final URL")
     return record
 
 
@@ -374,10 +378,6 @@ def _cooperative_pause():  # type: ignore[no-untyped-def]
     decode step the parsing would queue up and delay the timestamps of every other stream.
     Yielding to the hub every 32 chunks bounds that delay to a fraction of a millisecond.
     """
-    try:
-        from gevent import monkey, sleep
-    except ImportError:  # pragma: no cover
-        return None
     return sleep if monkey.is_module_patched("socket") else None
 
 

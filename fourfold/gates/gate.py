@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from fourfold.errors import RunDirError, SLOSpecError
-from fourfold.gates.slo import SLO, Verdict, evaluate, exit_code, parse_spec, parse_table
+from fourfold.gates.slo import SLO, Verdict, parse_spec, parse_table
 from fourfold.gates.slo_report import format_verdicts, junit_xml
+from fourfold.gates.slo_verdict import evaluate, exit_code
 from fourfold.rundir.runlog import RECORDS_FILE, SUMMARY_FILE
 from fourfold.rundir.runread import read_summary
 
@@ -85,7 +86,8 @@ class CheckResult:
         return exit_code(self.verdicts)
 
 
-def check_run(run_dir: str | os.PathLike[str], spec: str | None = None, junit: str | None = None) -> CheckResult:
+def check_run(run_dir: str | os.PathLike[str], spec: str | None = None,
+              junit: str | None = None) -> CheckResult:
     """Gate a finished run directory (``fourfold check``): its summary.json against ``spec`` (an
     inline spec or SLO file; default: the spec the run was gated with), quality clauses against
     the ``quality`` block that ``fourfold score`` added (missing: a failure). A directory that is
@@ -98,8 +100,8 @@ def check_run(run_dir: str | os.PathLike[str], spec: str | None = None, junit: s
         raise RunDirError(f"{path}: not a directory (give a run directory, runs/<UTC time>-<label>)")
     summary: dict[str, Any] | None = read_summary(path)
     if summary is None:
-        hint = ("the run did not finish (no summary.json next to records.jsonl)" if (path / RECORDS_FILE).exists()
-                else "it is not a run directory")
+        hint = ("the run did not finish (no summary.json next to records.jsonl)"
+                if (path / RECORDS_FILE).exists() else "it is not a run directory")
         raise RunDirError(f"{str(path)!r} has no {SUMMARY_FILE}: {hint}")
     if not spec:
         gated = summary.get("slo")

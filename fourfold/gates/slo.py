@@ -17,12 +17,11 @@ Metrics (the names of docs/metrics.md; thresholds are stored in the canonical un
 - quality floors ``similarity_mean``, ``similarity_p5``, ``similarity_p50``, ``char_f1_mean``,
   ``structure_compliance``, the ceilings ``fact_error_rate`` (L3) and ``low_confidence_share``: read
   from the summary's ``quality`` block, which ``fourfold score`` adds after the run; ``%`` or a fraction.
-- server telemetry ``gpu_util_{mean,max}``, ``gpu_mem_bw_util_{mean,max}``,
-  ``kv_cache_usage_{mean,max}``: read from the summary's ``server_metrics`` block (L1's sampler,
-  once per ``--sample-interval``); ``%`` or a fraction, stored as a fraction like the rates. When
-  both the target's /metrics (``server.``) and nvidia-smi (``nvidia_smi.``) give one, the larger
-  value is judged (the busier reading: a ceiling is not met by the quieter source). Run-wide: no
-  ``@scope``.
+- server telemetry ``gpu_util_{mean,max}``, ``gpu_mem_bw_util_{mean,max}``, ``kv_cache_usage_{mean,max}``:
+  read from the summary's ``server_metrics`` block (L1's sampler, once per ``--sample-interval``); ``%`` or a
+  fraction, stored as a fraction like the rates. When both the target's /metrics (``server.``) and nvidia-smi
+  (``nvidia_smi.``) give one, the larger value is judged (the busier reading: a ceiling is not met by the
+  quieter source). Run-wide: no ``@scope``.
 
 :func:`evaluate` gives one :class:`Verdict` per clause. A value that is missing (no requests, no
 ok request, nothing scored) is never a pass: the status says why. In a live run quality clauses
@@ -33,7 +32,6 @@ check`` on an unscored run reports them ``not_scored``, which fails the gate.
 from __future__ import annotations
 
 import math
-import numbers
 import operator
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -41,8 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from fourfold.errors import SLOSpecError
-from fourfold.measure.console import counted
-from fourfold.measure.metric_names import TELEMETRY_CANONICAL, names_where, summary_value
+from fourfold.measure.metric_names import TELEMETRY_CANONICAL, names_where
 from fourfold.measure.metrics import SLO_METRICS
 from fourfold.measure.record import FAILURE_CLASSES
 
@@ -96,8 +93,8 @@ def metric_kind(metric: str) -> Kind | None:
 def valid_metrics_text() -> str:
     """The metric names a spec may use, for error messages and --help."""
     return (f"latency {{{','.join(LATENCY_BASES)}}}_{{{','.join(LATENCY_STATS)}}} (ms or s); "
-            f"rates {', '.join(RATE_METRICS)}, error_rate.<class> for a class of {', '.join(sorted(FAILURE_CLASSES))} "
-            "(% or a fraction); "
+            f"rates {', '.join(RATE_METRICS)}, error_rate.<class> for a class of "
+            f"{', '.join(sorted(FAILURE_CLASSES))} (% or a fraction); "
             f"throughput {', '.join(THROUGHPUT_METRICS)} (per second, no unit); "
             f"quality {', '.join(QUALITY_METRICS)} (% or a fraction, after `fourfold score`); "
             f"server telemetry {', '.join(TELEMETRY_METRICS)} (% or a fraction, no @scope)")
@@ -196,8 +193,8 @@ def parse_clause(text: str, *, where: str = "--slo") -> SLO:
     clause = text.strip()
     match = _CLAUSE_RE.match(clause)
     if match is None:
-        raise SLOSpecError(f"{where}: cannot read {clause!r}: expected METRIC[@level:scenario] OP NUMBER[UNIT], "
-                           f"e.g. 'ttft_p95<=450ms' or 'interruption_rate<0.5%'")
+        raise SLOSpecError(f"{where}: cannot read {clause!r}: expected METRIC[@level:scenario] OP "
+                           f"NUMBER[UNIT], e.g. 'ttft_p95<=450ms' or 'interruption_rate<0.5%'")
     metric, scope = match["metric"].lower(), match["scope"] or ""
     op = _OP_ALIASES.get(match["op"], match["op"])
     return make_slo(metric, op, float(match["number"]), (match["unit"] or "").lower(), scope,
@@ -222,7 +219,8 @@ def make_slo(metric: str, op: str, number: float, unit: str = "", scope: str = "
         threshold = number * 1000 if unit == "s" else number
     elif kind in ("rate", "quality", "telemetry"):
         if kind == "telemetry" and scope:
-            raise SLOSpecError(f"{where}: {metric} is measured on the server for the whole run; drop @{scope}")
+            raise SLOSpecError(f"{where}: {metric} is measured on the server for the whole run; "
+                               f"drop @{scope}")
         if unit == "%":
             threshold = number / 100
         elif unit:
@@ -312,139 +310,5 @@ def goodput_thresholds(slos: Iterable[SLO]) -> dict[str, float]:
     return limits
 
 
-# ---- verdicts ----
-def _group(summary: dict[str, Any], scope: str) -> dict[str, Any] | None:
-    if not scope:
-        total = summary.get("total")
-        return total if isinstance(total, dict) else None
-    for group in summary.get("groups") or ():
-        if f"{group.get('level')}:{group.get('scenario')}" == scope:
-            return group
-    return None
-
-
-def _scopes(summary: dict[str, Any]) -> str:
-    names = [f"{g.get('level')}:{g.get('scenario')}" for g in summary.get("groups") or ()]
-    return ", ".join(names) or "none"
-
-
-def _telemetry(slo: SLO, summary: dict[str, Any]) -> Verdict:
-    """A telemetry clause against the ``server_metrics`` block (percent there, a fraction here)."""
-    block = summary.get("server_metrics")
-    canonical, stat = TELEMETRY_METRICS[slo.metric]
-    if not isinstance(block, dict):
-        return Verdict(slo, "no_data", reason="no server telemetry in this run: the sampler did not run "
-                       "(an L1 run samples --metrics-url, default <host>/metrics, and nvidia-smi; 'off' disables)")
-    metrics = block.get("metrics") or {}
-    values = [stats[stat] for source in TELEMETRY_SOURCES
-              if isinstance(stats := metrics.get(f"{source}.{canonical}"), dict) and stat in stats]
-    if not values:
-        urls = block.get("metrics_urls") or block.get("metrics_url") or []
-        urls = [urls] if isinstance(urls, str) else urls
-        errors = block.get("errors") or {}
-        said = "; ".join(f"{k}: {v}" for k, v in errors.items()) if isinstance(errors, dict) else str(errors)
-        return Verdict(slo, "no_data", reason=f"no {canonical} sampled: /metrics "
-                       f"({', '.join(urls) or 'none sampled'}) gave none, "
-                       f"{'nor did nvidia-smi' if block.get('nvidia_smi') else 'no nvidia-smi on this machine'}"
-                       + (f" ({said})" if said else ""))
-    bad = [v for v in values if isinstance(v, bool) or not isinstance(v, numbers.Real)]
-    return _judge(slo, bad[0] if bad else max(values) / 100)      # _judge refuses a damaged value
-
-
-def _measure(slo: SLO, summary: dict[str, Any], quality: str) -> Verdict:
-    if slo.kind == "telemetry":
-        return _telemetry(slo, summary)
-    if slo.kind == "quality":
-        block = summary.get("quality")
-        if not isinstance(block, dict):
-            if quality == "skip":
-                return Verdict(slo, "skipped", reason="quality is scored after the run: "
-                               "run `fourfold score RUN_DIR`, then `fourfold check RUN_DIR`")
-            return Verdict(slo, "not_scored", reason="not scored: summary.json has no \"quality\" block; "
-                           "run `fourfold score RUN_DIR` first")
-        scores = block.get("total") if not slo.scope else (block.get("by_scenario") or {}).get(slo.scope)
-        if not isinstance(scores, dict):
-            return Verdict(slo, "no_data", reason=f"no scored answers for {slo.scope}")
-        value = summary_value(scores, slo.metric)
-        if slo.metric.startswith("similarity"):
-            return _similarity(slo, value, scores, block)
-        if value is None:
-            why = ("no scored answer had a reference answer" if slo.metric.startswith(("similarity", "low_conf", "char_f1")) else
-                   "no scored answer stated a labelled fact (L3 only; a corpus without `facts` is not measured)"
-                   if slo.metric.startswith("fact_") else
-                   "no scored answer was judged for structure (answers that ask for no item count, and "
-                   "answers forced to max_tokens by ignore_eos, are left out)")
-            return Verdict(slo, "no_data", reason=f"{slo.metric} is empty: {why}")
-        return _judge(slo, value)
-    group = _group(summary, slo.scope)
-    if group is None:
-        return Verdict(slo, "no_data", reason=f"no requests for {slo.scope} in this run "
-                       f"(level:scenario seen: {_scopes(summary)})")
-    value = class_rate(group, slo.metric) if slo.metric in CLASS_RATE_METRICS else summary_value(group, slo.metric)
-    if value is None:
-        return Verdict(slo, "no_data", reason=f"no value for {slo.metric} "
-                       f"({group.get('requests', 0)} requests, {group.get('ok', 0)} ok)")
-    return _judge(slo, value)
-
-
-def _similarity(slo: SLO, value: Any, scores: dict[str, Any], block: dict[str, Any]) -> Verdict:
-    """A similarity floor over the answers the model could read: unjudged (fails) when the
-    low-confidence ones (mostly [UNK]) outnumber them; the verdict names the model and backend."""
-    about: dict[str, Any] = block["embedder"] if isinstance(block.get("embedder"), dict) else {}
-    scorer = f"scored by {about.get('name') or block.get('model', '?')}, backend {about.get('backend') or '?'}"
-    low, judged = scores.get("low_confidence_n") or 0, scores.get("similarity_n") or 0
-    if low and low > judged:
-        return Verdict(slo, "no_data", reason=f"unjudged: {low} of {counted(low + judged, 'answer')} "
-                       f"{'is' if low + judged == 1 else 'are'} low-confidence "
-                       f"(mostly [UNK] to the embedding model; {scorer}): a quality floor cannot pass on them")
-    if value is None:
-        return Verdict(slo, "no_data", reason=f"{slo.metric} is empty: no scored answer had a reference answer")
-    low_note = f"; {counted(low, 'low-confidence answer')} left out" if low else ""
-    verdict = _judge(slo, value)
-    return verdict if verdict.status == "no_data" else Verdict(slo, verdict.status, verdict.measured, scorer + low_note)
-
-
-def class_rate(group: dict[str, Any], metric: str) -> float | None:
-    """``error_rate.<class>``: that class's failed requests / all requests of the group (its
-    ``errors`` counts, as the report's per-class rows); None when the group has no request."""
-    requests, errors = group.get("requests"), group.get("errors")
-    if not isinstance(requests, numbers.Real) or not requests or not isinstance(errors, dict):
-        return None
-    count = errors.get(metric.removeprefix("error_rate."), 0)
-    return float(count) / float(requests) if isinstance(count, numbers.Real) else None
-
-
-def _judge(slo: SLO, value: Any) -> Verdict:
-    """A verdict on one summary value; ValueError when it is no number (a damaged summary.json)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{slo.metric} is {value!r}, not a number")
-    if not math.isfinite(value):      # (only live statistics: summary.json holds no NaN, its reader refuses one)
-        return Verdict(slo, "no_data", reason=f"{slo.metric} has no finite value yet")
-    return Verdict(slo, "pass" if slo.met_by(float(value)) else "miss", float(value))
-
-
-def evaluate(slos: Iterable[SLO], summary: dict[str, Any], *, quality: str = "require") -> list[Verdict]:
-    """One verdict per SLO against a summary (summary.json's shape: ``total``, ``groups``,
-    optional ``quality``). ``quality="skip"`` (a live run) skips quality clauses;
-    ``"require"`` (``fourfold check``) fails them when the run was not scored."""
-    if quality not in ("skip", "require"):
-        raise ValueError(f"quality must be 'skip' or 'require', got {quality!r}")
-    return [_measure(slo, summary, quality) for slo in slos]
-
-
-def exit_code(verdicts: Iterable[Verdict]) -> int:
-    """3 when any verdict failed (missed, no data, not scored), else 0."""
-    return MISS_EXIT_CODE if any(v.failed for v in verdicts) else PASS_EXIT_CODE
-
-
-def summary_block(slos: Sequence[SLO], verdicts: Sequence[Verdict]) -> dict[str, Any]:
-    """The ``slo`` block of summary.json."""
-    failed = [v for v in verdicts if v.failed]
-    return {"spec": to_spec(slos), "passed": not failed, "failed": len(failed),
-            "exit_code": exit_code(verdicts), "goodput_ms": goodput_thresholds(slos),
-            "verdicts": [v.to_dict() for v in verdicts]}
-
-
-__all__ = ["AGGREGATED", "SLO", "SLOSpecError", "Verdict", "evaluate", "exit_code", "goodput_thresholds",
-           "make_slo", "metric_kind", "parse_clause", "parse_spec", "parse_table", "summary_block",
-           "to_spec", "valid_metrics_text"]
+__all__ = ["AGGREGATED", "SLO", "SLOSpecError", "Verdict", "goodput_thresholds", "make_slo", "metric_kind",
+           "parse_clause", "parse_spec", "parse_table", "to_spec", "valid_metrics_text"]

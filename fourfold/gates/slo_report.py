@@ -12,7 +12,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 
-from fourfold.gates.slo import Verdict, exit_code
+from fourfold.gates.slo import Verdict
+from fourfold.gates.slo_verdict import exit_code
 
 _STATUS_TEXT = {"pass": "pass", "miss": "MISSED", "no_data": "NO DATA", "not_scored": "NOT SCORED",
                 "skipped": "skipped"}

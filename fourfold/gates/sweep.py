@@ -33,7 +33,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from fourfold.gates.slo import SLO, evaluate
+from fourfold.gates.slo import SLO
+from fourfold.gates.slo_verdict import evaluate
 
 __all__ = ["KNEE_FACTOR", "RatePoint", "SearchPlan", "SweepResult", "bracket", "find_knee", "format_table",
            "knee_metric", "next_rate", "rate_point", "result_of", "search"]

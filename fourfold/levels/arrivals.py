@@ -38,7 +38,8 @@ class ArrivalProcess:
         if self.kind not in PROCESSES:
             raise ValueError(f"unknown arrival process {self.kind!r}; valid: {', '.join(PROCESSES)}")
         if not self.rate_rps > 0 or math.isinf(self.rate_rps):
-            raise ValueError(f"the arrival rate must be a positive number of requests per second, got {self.rate_rps}")
+            raise ValueError("the arrival rate must be a positive number of requests per second, "
+                             f"got {self.rate_rps}")
         if not 0 < self.burstiness < math.inf:
             raise ValueError(f"burstiness must be > 0 (1 = Poisson), got {self.burstiness}")
 
@@ -167,5 +168,5 @@ def gaps_of(times: Iterable[float]) -> list[float]:
     return [b - a for a, b in zip(ordered, ordered[1:])]
 
 
-__all__ = ["PROCESSES", "ArrivalProcess", "GapStats", "arrival_offsets", "dispatcher_seed", "gaps_of", "trace_gaps",
-           "trace_offered", "trace_share"]
+__all__ = ["PROCESSES", "ArrivalProcess", "GapStats", "arrival_offsets", "dispatcher_seed", "gaps_of",
+           "trace_gaps", "trace_offered", "trace_share"]

@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+import gevent
 import httpx
 from locust import User, constant
 
@@ -31,10 +32,13 @@ from fourfold.levels.options import Settings
 from fourfold.levels.runtime import Runtime, get_runtime
 from fourfold.measure.record import RequestRecord
 from fourfold.rundir.secrets import attach as attach_secrets
+from fourfold.targets.launch import start_simulator
 from fourfold.workloads.formats import load_items_as
 from fourfold.workloads.items import Item
 from fourfold.workloads.sampling import Selection
+from fourfold.workloads.synthetic import estimate_tokens, make_items, parse_synthetic
 from fourfold.workloads.tokenizer import Tokenizer, load_tokenizer
+from fourfold.workloads.trace import exact_trace_items, is_trace
 
 logging.getLogger("httpx").setLevel(logging.WARNING)
 logging.getLogger("httpcore").setLevel(logging.WARNING)
@@ -48,8 +52,8 @@ DEFAULT_DATASET = DATA_DIR / "prompts" / "prompts.jsonl"
 def dataset(path: str, settings: Settings | None = None) -> list[Item]:
     """Items of a dataset, loaded once per process; a ``--dataset`` is read with the run's
     ``--dataset-format`` and ``--dataset-column`` (:mod:`fourfold.workloads.formats`)."""
-    fmt, columns = ((settings.dataset_format, settings.dataset_columns) if settings is not None and settings.dataset
-                    else ("auto", ()))
+    fmt, columns = ((settings.dataset_format, settings.dataset_columns)
+                    if settings is not None and settings.dataset else ("auto", ()))
     key = (path or str(DEFAULT_DATASET), fmt, columns)
     if key not in _ITEMS:
         _ITEMS[key] = load_items_as(key[0], fmt, columns)
@@ -69,7 +73,6 @@ def selected_items(path: str, settings: Settings) -> list[Item]:
     """The items of ``path`` this run sends: ``--dataset-filter``, then ``--dataset-sample``
     (:mod:`fourfold.workloads.sampling`); input lengths by ``--tokenizer`` when given, else the
     synthetic estimate, and a trace's prompts made exact by it. Once per process and options."""
-    from fourfold.workloads.trace import exact_trace_items, is_trace
 
     chosen = selection(settings)
     items = dataset(path, settings)
@@ -82,7 +85,7 @@ def selected_items(path: str, settings: Settings) -> list[Item]:
         if tokenizer is not None:
             count = tokenizer.count
         else:
-            from fourfold.workloads.synthetic import estimate_tokens as count
+            count = estimate_tokens
         if exact:
             items = exact_trace_items(items, tokenizer)
         _SELECTED[key] = chosen.select(items, count, path or "the bundled prompts")
@@ -94,7 +97,6 @@ _SYNTHETIC: dict[tuple[str, str], list[Item]] = {}
 
 def synthetic_items(settings: Settings) -> list[Item]:
     """``--synthetic``'s items (exact lengths with ``--tokenizer``), made once per process."""
-    from fourfold.workloads.synthetic import make_items, parse_synthetic
 
     spec = parse_synthetic(settings.synthetic)
     if settings.dataset or settings.dataset_sample or settings.dataset_filter:
@@ -127,8 +129,6 @@ def token_counts_facts(settings: Settings) -> dict[str, Any]:
         return {}
     facts: dict[str, Any] = {"tokenizer": settings.tokenizer or None}
     if settings.synthetic:
-        from fourfold.workloads.synthetic import parse_synthetic
-
         facts["synthetic"] = parse_synthetic(settings.synthetic).describe()
         facts["synthetic_lengths"] = "tokenizer" if settings.tokenizer else "estimate"
     return facts
@@ -165,7 +165,8 @@ def simulator_gateway_args(settings: Settings) -> list[str]:
     """The embedded simulator's gateway knobs (``--sim-max-concurrency`` ...) as its arguments."""
     args: list[str] = []
     if settings.sim_max_concurrency:
-        args += ["--max-concurrency", str(settings.sim_max_concurrency), "--over-limit", settings.sim_over_limit]
+        args += ["--max-concurrency", str(settings.sim_max_concurrency),
+                 "--over-limit", settings.sim_over_limit]
     if settings.sim_keepalive_timeout_s:
         args += ["--keepalive-timeout-s", f"{settings.sim_keepalive_timeout_s:g}"]
     return args
@@ -243,7 +244,6 @@ class LLMUser(User):
     @classmethod
     def start_embedded(cls, settings: Settings) -> tuple[str, list[Any]]:
         """Start this level's embedded targets; return the URL users send to and stop handles."""
-        from fourfold.targets.launch import start_simulator
 
         profile = settings.sim_profile
         if profile.endswith(".json") and os.path.exists(profile):
@@ -308,7 +308,8 @@ class LLMUser(User):
         record = RequestRecord(
             level=self.level, scenario=scenario or self.scenario, dialect=self.dialect.name,
             endpoint=http_request.path, item_id=item.id, request_id=uuid.uuid4().hex,
-            user_id=self.user_index, variant=self.variant, warmup=self._warmups_left > 0, extra=dict(extra or {}),
+            user_id=self.user_index, variant=self.variant, warmup=self._warmups_left > 0,
+            extra=dict(extra or {}),
         )
         if record.warmup:
             self._warmups_left -= 1
@@ -349,7 +350,6 @@ class LLMUser(User):
         wait_s = self._backoff_until - time.monotonic()
         if wait_s <= 0:
             return
-        import gevent
 
         with user_waiting(self):
             t0 = time.monotonic()
@@ -413,7 +413,5 @@ class Mirror:
         self._pending.append(user.runtime.spawn_background(run))
 
     def close(self) -> None:
-        import gevent
-
         gevent.joinall(self._pending, timeout=5)
         self.client.close()

@@ -29,12 +29,28 @@ from __future__ import annotations
 import atexit
 import gc
 import logging
+import signal
 import sys
+from dataclasses import replace
 from typing import Any
 
+import gevent
+from locust.runners import STATE_RUNNING, STATE_SPAWNING
+
 from fourfold.adapters.locust import send_stats_now
-from fourfold.levels import inputs, slogate
+from fourfold.errors import UsageError
+from fourfold.levels import inputs, livequality, slogate, webui, webui_report
 from fourfold.levels import options as _options
+from fourfold.levels.ledger import worker_lines
+from fourfold.levels.options import Settings
+from fourfold.levels.runtime import get_runtime
+from fourfold.levels.runtime import register as register_runtime
+from fourfold.levels.telemetry_sampler import start_sampler
+from fourfold.measure.console import format_summary
+from fourfold.measure.loadgen import console_line
+from fourfold.rundir.provenance import client_facts, dataset_facts
+from fourfold.rundir.runlog import check_run_base
+from fourfold.targets.launch import start_simulator
 
 log = logging.getLogger("fourfold")
 _embedded: list[Any] = []          # handles with .stop() of targets this process started
@@ -66,9 +82,7 @@ def _deliver_sigint_to_main() -> None:
     main greenlet where Locust expects it (``main_greenlet.join()`` → ``shutdown()``). Left alone
     when something already replaced the default handler (``--processes`` forwards SIGINT to its
     children with its own)."""
-    import signal
 
-    import gevent
 
     if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         return
@@ -76,33 +90,19 @@ def _deliver_sigint_to_main() -> None:
     gevent.signal_handler(signal.SIGINT, lambda: main.throw(KeyboardInterrupt))
 
 
-def _preload_quitting_path() -> None:
-    """Import now what the quitting path imports lazily: by then a run may have used up its file
-    descriptors (thousands of connections), and an import needs one to open its module."""
-    import fourfold.measure.console  # noqa: F401
-
-
 def _on_init(environment: Any, **_kw: Any) -> None:
-    from fourfold.errors import UsageError
-    from fourfold.levels.runtime import register
-    from fourfold.rundir.runlog import check_run_base
-
     _deliver_sigint_to_main()
-    inputs.check_or_exit(environment)        # options and datasets: one line and exit 2 before anything starts
-    runtime = register(environment)
-    if not runtime.is_worker:                # the run directory is written here: fail now, not at the first record
+    inputs.check_or_exit(environment)        # options and datasets: one line, exit 2, before anything starts
+    runtime = register_runtime(environment)
+    if not runtime.is_worker:                # writes the run directory: fail now, not at the first record
         try:
             check_run_base(runtime.settings.run_dir)
-        except UsageError as exc:            # one line and exit 2 (Locust's event hooks let SystemExit through)
+        except UsageError as exc:            # one line, exit 2 (Locust's event hooks let SystemExit through)
             exc.show()
             raise SystemExit(exc.exit_code) from None
-        _preload_quitting_path()
-        from fourfold.levels import webui_report
 
         webui_report.register(environment)  # LLM metrics in Locust's HTML report and --csv files
     if getattr(environment, "web_ui", None) is not None:   # local runner or master with the web UI
-        from fourfold.levels import webui
-
         webui.register(environment)
     classes = _llm_user_classes(environment)
     if classes:
@@ -130,9 +130,7 @@ def _start_embedded_mirror(environment: Any, runtime: Any) -> None:
     mirror = runtime.settings.mirror_host
     if not mirror.startswith("sim:"):
         return
-    from dataclasses import replace
 
-    from fourfold.targets.launch import start_simulator
 
     simulator = start_simulator(profile=mirror[4:] or "candidate", seed=runtime.settings.sim_seed)
     _embedded.append(simulator)
@@ -154,15 +152,12 @@ def _freeze_heap(**_kw: Any) -> None:
 
 
 def _on_test_start(environment: Any, **_kw: Any) -> None:
-    from fourfold.levels.options import Settings
-    from fourfold.levels.runtime import get_runtime
-
     _freeze_heap()
     runtime = get_runtime(environment)
     runtime.begin_test()                     # after a Stop in the web UI: a new test, a new run directory
     runtime.settings = Settings.from_options(environment.parsed_options)
     slogate.configure(environment, runtime)
-    runtime.start_health()                   # the load generator's CPU and event-loop lag (summary: generator)
+    runtime.start_health()                   # the load generator's CPU, event-loop lag (summary: generator)
     if getattr(environment.parsed_options, "fourfold_embedded", False):
         _EMBEDDED_FLAG["on"] = True
     if runtime.is_worker:
@@ -171,12 +166,10 @@ def _on_test_start(environment: Any, **_kw: Any) -> None:
     runtime.meta_extra.update(sent_facts(environment, classes))
     try:
         runtime.open_run()
-    except OSError as exc:     # checked at init, so something changed since: go on, counting every record lost
+    except OSError as exc:     # checked at init, so something changed since: go on, counting each record lost
         log.error("fourfold: cannot create a run directory in %s (%s); records will be counted as lost",
                   runtime.settings.run_dir, exc.strerror or exc)
     if classes and any(cls.samples_server_metrics for cls in classes):
-        from fourfold.levels.telemetry_sampler import start_sampler
-
         runtime.sampler = start_sampler(runtime)
 
 
@@ -185,8 +178,6 @@ def sent_facts(environment: Any, classes: list[Any]) -> dict[str, Any]:
     the sides agree, :mod:`fourfold.reports.comparability`): the dataset's name, item count and
     content hash over every User class's items (:mod:`fourfold.rundir.provenance`), the classes'
     scenarios and the ``client`` machine. Once per test, on the process that writes meta.json."""
-    from fourfold.errors import UsageError
-    from fourfold.rundir.provenance import client_facts, dataset_facts
 
     facts: dict[str, Any] = {"dataset_name": None, "dataset_items": None, "dataset_sha256": None,
                              "scenarios": sorted({str(getattr(cls, "scenario", "")) for cls in classes}),
@@ -208,7 +199,6 @@ def _on_test_stop(environment: Any, **_kw: Any) -> None:
     master it stopped, so they reach the master before the master's own ``test_stop``). With the
     web UI (Stop, or the end of ``--run-time``) the test is finished here: summary.json into its
     run directory; headless runs finish at ``quitting``, as the process exits."""
-    from fourfold.levels.runtime import get_runtime
 
     runtime = get_runtime(environment)
     runtime.stop_health()
@@ -250,7 +240,8 @@ def _on_quitting(environment: Any, **_kw: Any) -> None:
         return
     if runtime.is_worker:
         log.info("fourfold worker: %d records measured, %d shipped to the master (worker %s)",
-                 runtime.records_seen, runtime.records_shipped + len(runtime.pending), environment.runner.client_id)
+                 runtime.records_seen, runtime.records_shipped + len(runtime.pending),
+                 environment.runner.client_id)
         return
     runtime.quitting = True
     _stop_users_first(environment)
@@ -263,10 +254,6 @@ def finish_test(environment: Any) -> dict[str, Any] | None:
     """Close the current test (once; not on workers): the levels' blocks (``finish`` listeners of
     :func:`register_level`, the last registered first), summary.json, the console summary and the
     SLO verdicts. The summary, or None when the test was already finished."""
-    from fourfold.levels.ledger import worker_lines
-    from fourfold.levels.runtime import get_runtime
-    from fourfold.measure.console import format_summary
-    from fourfold.measure.loadgen import console_line
 
     runtime = get_runtime(environment)
     if runtime.is_worker or runtime.finished:
@@ -278,8 +265,8 @@ def finish_test(environment: Any) -> dict[str, Any] | None:
         print(format_summary(summary), file=sys.stderr if environment.parsed_options is None else sys.stdout)
         assert runtime.writer is not None
         if summary["records_lost"]:
-            print(f"fourfold: {summary['records_lost']} of {summary['records'] + summary['records_lost']} records "
-                  f"could not be written "
+            print(f"fourfold: {summary['records_lost']} of {summary['records'] + summary['records_lost']} "
+                  f"records could not be written "
                   f"({runtime.writer.loss_reason or 'see the log'}); summary.json counts them (records_lost)",
                   flush=True)
         for line in (runtime.backoff.console_line(), *worker_lines(summary.get("workers") or {}),
@@ -295,7 +282,6 @@ def _stop_users_first(environment: Any) -> None:
     """A stop signal (SIGTERM, Ctrl-C) fires ``quitting`` while users still run: stop them (and,
     on a master, collect the workers' last reports) before summary.json is written and the run log
     closed, so every request in flight is recorded as cancelled rather than lost."""
-    from locust.runners import STATE_RUNNING, STATE_SPAWNING
 
     runner = environment.runner
     if runner is not None and runner.state in (STATE_RUNNING, STATE_SPAWNING):
@@ -338,9 +324,8 @@ def register(environment: Any, **_kw: Any) -> None:
     ev.test_stopping.add_listener(_on_test_stopping)
     ev.test_stop.add_listener(_on_test_stop)
     ev.quitting.add_listener(_on_quitting)
-    from fourfold.levels import livequality
 
-    livequality.register(environment)      # --score-live: after the shared test_start (the run directory open)
+    livequality.register(environment)      # --score-live: after the shared test_start (run directory open)
 
 
 def register_level(environment: Any, key: str, init: Any = None, finish: Any = None, block: Any = None,
@@ -350,9 +335,9 @@ def register_level(environment: Any, key: str, init: Any = None, finish: Any = N
     summary is written: the level's block into ``summary_extra``) and its ``event_name=listener``
     pairs, once per environment. ``block`` (``fn(environment) -> {"rag": {...}}``, ``{}`` when it has
     nothing) is the level's summary block over the data so far, the one its finish listener writes:
-    the web UI's live panels (``/fourfold/levels.json``) call it too. Order matters: a level's listeners come after the shared ones, so
-    its ``quitting`` listener (fired in reverse) runs before the summary."""
-    from fourfold.levels.runtime import get_runtime
+    the web UI's live panels (``/fourfold/levels.json``) call it too. Order matters: a level's
+    listeners come after the shared ones, so its ``quitting`` listener (fired in reverse) runs
+    before the summary."""
 
     register(environment)
     if not first_time(environment, key):
@@ -365,22 +350,3 @@ def register_level(environment: Any, key: str, init: Any = None, finish: Any = N
         get_runtime(environment).blocks.append(block)
     for event_name, listener in listeners.items():
         getattr(environment.events, event_name).add_listener(listener)
-
-
-def live_blocks(environment: Any) -> dict[str, Any]:
-    """The levels' summary blocks over the data so far (local runner or master: the workers' merged
-    data), from the same functions that write them into summary.json; a finished test's blocks as
-    written. ``server_metrics``: the sampler's summary so far."""
-    runtime = getattr(environment, "fourfold_runtime", None)
-    if runtime is None or runtime.is_worker:
-        return {}
-    blocks: dict[str, Any] = {}
-    for block in runtime.blocks:
-        blocks.update(block(environment) or {})
-    sampler = runtime.sampler
-    if sampler is not None:
-        blocks["server_metrics"] = sampler.summary()
-    if runtime.finished:
-        blocks.update({key: runtime.summary_extra[key] for key in (*blocks, "server_metrics")
-                       if key in runtime.summary_extra})
-    return blocks

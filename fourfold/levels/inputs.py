@@ -19,6 +19,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from flask import jsonify, request
+
 from fourfold.errors import OptionError, UsageError
 from fourfold.levels.l4_options import SessionSettings
 from fourfold.levels.options import Settings
@@ -39,7 +41,7 @@ def check_options(options: Any, user_classes: list[Any]) -> Settings:
     try:
         settings = Settings.from_options(options)
         SessionSettings.from_options(options)     # L4's options are registered for every level
-        if settings.tokenizer:                    # every level counts with it (L3/L4 check their own datasets)
+        if settings.tokenizer:                    # all levels count with it (L3/L4 check their own datasets)
             load_tokenizer(settings.tokenizer)
         seen: set[Any] = set()
         for cls in user_classes:
@@ -98,13 +100,13 @@ def guard_web_ui(environment: Any, web_ui: Any) -> None:
     """Answer a /swarm request whose options are bad with ``{"success": false, "message": line}``
     before Locust applies them (and, for a number that does not convert, before Locust's own
     conversion raises inside the request)."""
-    from flask import jsonify, request
 
     def check_swarm() -> Any:
         if request.method != "POST" or not request.path.rstrip("/").endswith("/swarm"):
             return None
         try:
-            check_options(form_options(environment.parsed_options, request.form), list(environment.user_classes))
+            check_options(form_options(environment.parsed_options, request.form),
+                          list(environment.user_classes))
         except UsageError as exc:
             exc.show()
             return jsonify({"success": False, "message": f"fourfold: error: {exc}", "host": environment.host})

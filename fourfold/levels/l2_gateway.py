@@ -34,6 +34,8 @@ from typing import Any, ClassVar, NoReturn
 import gevent
 import gevent.pool
 from locust import task
+from locust.exception import StopUser
+from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 
 from fourfold.client.factory import make_http_client
 from fourfold.errors import OptionError
@@ -53,6 +55,7 @@ from fourfold.levels.l2_stats import (
 )
 from fourfold.levels.ladder import STEP_ATTR, format_ladder, ladder_report, step_scenario
 from fourfold.levels.options import Settings
+from fourfold.levels.runtime import get_runtime
 from fourfold.measure.record import RequestRecord
 from fourfold.workloads.trace import arrival_offsets_s, is_trace
 
@@ -66,8 +69,8 @@ class L2State:
     def __init__(self, settings: GatewaySettings) -> None:
         self.settings = settings
         self.stats = GatewayStats()
-        self.sweep: sweep_live.Controller | None = None       # --sweep: this test's search (local runner, master)
-        self.step_box = sweep_live.StepBox()                   # --sweep: the step a dispatcher offers next
+        self.sweep: sweep_live.Controller | None = None  # --sweep: this test's search (local runner, master)
+        self.step_box = sweep_live.StepBox()              # --sweep: the step a dispatcher offers next
 
     def on_report_to_master(self, client_id: str, data: dict[str, Any]) -> None:
         data["fourfold_l2"] = self.stats.take_wire()
@@ -221,8 +224,8 @@ class OpenLoopUser(GatewayBase):
         """A trace dataset is replayed in its own order at its own times: ``--shuffle`` is refused."""
         super().check_inputs(options, settings)
         if settings.shuffle and is_trace(selected_items(settings.dataset, settings)):
-            raise OptionError("--shuffle does not apply to a trace: its entries are replayed in their own order "
-                              "at their own times (--dataset-sample and --dataset-filter do apply)")
+            raise OptionError("--shuffle does not apply to a trace: its entries are replayed in their own "
+                              "order at their own times (--dataset-sample and --dataset-filter do apply)")
 
     def pool_size(self) -> int:
         return self.gateway.max_in_flight
@@ -277,9 +280,6 @@ class OpenLoopUser(GatewayBase):
             self._in_flight.append(((due - self._start_ns) / 1e9, in_flight))
 
     def _end_trace(self, pool: gevent.pool.Pool, last_due_ns: int) -> NoReturn:
-        from locust.exception import StopUser
-        from locust.runners import LocalRunner
-
         self._trace_end_ns = max(last_due_ns, self._start_ns + 1)
         pool.join()
         log.info("fourfold: trace replayed (%d arrivals); the dispatcher stops", self._report.arrivals
@@ -338,7 +338,8 @@ def _on_init(environment: Any, **_kw: Any) -> None:
     environment.fourfold_runtime.meta_extra["l2"] = get_state(environment).settings.meta_block(
         bool(_open_loop_classes(environment)))
     options = environment.parsed_options
-    if options is not None and getattr(options, "fourfold_embedded", False) and getattr(options, "http2", False):
+    if (options is not None and getattr(options, "fourfold_embedded", False)
+            and getattr(options, "http2", False)):
         log.warning("fourfold: --http2 against the embedded simulator: it speaks HTTP/1.1 only, and over "
                     "http:// HTTP/2 means h2c prior knowledge, so requests will fail; point --host at an "
                     "HTTP/2 server")
@@ -349,8 +350,6 @@ def _open_loop_classes(environment: Any) -> list[Any]:
 
 
 def _on_test_start(environment: Any, **_kw: Any) -> None:
-    from locust.runners import MasterRunner, WorkerRunner
-
     state = get_state(environment)
     options = environment.parsed_options
     try:
@@ -377,7 +376,6 @@ def _on_test_start(environment: Any, **_kw: Any) -> None:
 
 def _on_finish(environment: Any, **_kw: Any) -> None:
     """Each test's end (``hooks.finish_test``, users stopped): the ``l2`` block of its summary."""
-    from fourfold.levels.runtime import get_runtime
 
     runtime = getattr(environment, "fourfold_runtime", None)
     state = getattr(environment, "fourfold_l2", None)
@@ -420,7 +418,8 @@ def l2_report(summary: dict[str, Any], state: L2State, options: Any) -> tuple[di
     if limited:
         report["rate_limited"] = limited
         notes.append("L2 rate limits: " + ", ".join(f"HTTP {code} x{n}" for code, n in limited.items())
-                     + ("" if settings.honour_retry_after else " (Retry-After not honoured: --honour-retry-after)"))
+                     + ("" if settings.honour_retry_after
+                        else " (Retry-After not honoured: --honour-retry-after)"))
     if state.sweep is not None:
         report["sweep"] = state.sweep.block()
         notes.extend(state.sweep.lines())
@@ -439,8 +438,8 @@ def l2_report(summary: dict[str, Any], state: L2State, options: Any) -> tuple[di
         report["open_loop"] = open_loop
         notes.extend(format_open_loop(open_loop))
         if "trace_entries" in open_loop:
-            notes.append(f"  trace: {open_loop['trace_entries']} entries over {open_loop['trace_span_s']:g} s "
-                         f"(--trace-speed {open_loop['trace_speed']:g}), each sent at its own time")
+            notes.append(f"  trace: {open_loop['trace_entries']} entries over {open_loop['trace_span_s']:g} "
+                         f"s (--trace-speed {open_loop['trace_speed']:g}), each sent at its own time")
     return report, notes
 
 

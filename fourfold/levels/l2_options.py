@@ -10,14 +10,41 @@ is loaded, so other levels' forms stay short.
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from fourfold.levels.arrivals import PROCESSES, ArrivalProcess
-from fourfold.levels.ladder import parse_ladder
 
 DEFAULT_LADDER = "8,16,32,64"
+OFF_WORDS = frozenset({"", "off", "none", "no", "0"})     # --ladder values that mean no ladder
 IN_FLIGHT_POLICIES = ("wait", "drop")
+
+
+def parse_ladder(text: str | Sequence[int] | None) -> tuple[int, ...]:
+    """``"8,16,32,64"`` -> (8, 16, 32, 64); ``""``/``"off"`` -> () (no ladder).
+
+    Steps must be positive integers in strictly increasing order.
+    """
+    if text is None:
+        return ()
+    if isinstance(text, str):
+        if text.strip().lower() in OFF_WORDS:
+            return ()
+        parts = [p.strip() for p in re.split(r"[,\s]+", text.strip()) if p.strip()]
+        try:
+            steps = tuple(int(p) for p in parts)
+        except ValueError:
+            raise ValueError(f"--ladder {text!r}: expected user counts like '8,16,32,64' "
+                             "(or 'off')") from None
+    else:
+        steps = tuple(int(p) for p in text)
+    if any(s < 1 for s in steps):
+        raise ValueError(f"--ladder {text!r}: every step must be at least 1 user")
+    if any(b <= a for a, b in zip(steps, steps[1:])):
+        raise ValueError(f"--ladder {text!r}: steps must increase (e.g. 8,16,32,64)")
+    return steps
 
 
 def register(parser: Any) -> None:
@@ -28,7 +55,8 @@ def register(parser: Any) -> None:
     add("--ladder-hold-s", type=float, default=20.0, help="Seconds each ladder step is held")
     add("--slo-ttft-p95-ms", type=float, default=450.0,
         help="The ladder's knee: the highest step whose TTFT p95 stays at or below this (ms)")
-    add("--think-time-s", type=float, default=0.0, help="Closed loop: seconds each user waits between requests")
+    add("--think-time-s", type=float, default=0.0,
+        help="Closed loop: seconds each user waits between requests")
     add("--honour-retry-after", action="store_true", default=False,
         help="After a 429/503 with Retry-After, the user waits that long (capped) before its next request")
     add("--retry-after-cap-s", type=float, default=30.0, help="Longest Retry-After wait honoured (s)")
@@ -37,15 +65,18 @@ def register(parser: Any) -> None:
     add("--arrival-rate", type=float, default=10.0,
         help="Open loop: arrivals per second for the whole run (split across workers)")
     add("--burstiness", type=float, default=1.0,
-        help="Open loop, gamma: shape of the gaps (vLLM's --burstiness: 1 Poisson, <1 burstier, >1 more regular)")
+        help="Open loop, gamma: shape of the gaps (vLLM's --burstiness: 1 Poisson, <1 burstier, "
+             ">1 more regular)")
     add("--arrival-seed", type=int, default=0, help="Open loop: seed of the arrival draws")
     add("--max-in-flight", type=int, default=256,
         help="Open loop: most requests in flight per dispatcher; arrivals beyond it wait or drop")
     add("--max-in-flight-policy", default="wait", choices=list(IN_FLIGHT_POLICIES),
-        help="Open loop: an arrival that finds --max-in-flight requests in flight waits (queues) or is dropped")
+        help="Open loop: an arrival that finds --max-in-flight requests in flight waits (queues) or is "
+             "dropped")
     add("--sweep", action="store_true", default=False,
-        help="Open loop: step the offered rate (from --arrival-rate) by a search until it brackets the highest "
-             "rate whose SLO (--slo, else --slo-ttft-p95-ms) holds; then the test stops (docs/sweep.md)")
+        help="Open loop: step the offered rate (from --arrival-rate) by a search until it brackets the "
+             "highest rate whose SLO (--slo, else --slo-ttft-p95-ms) holds; then the test stops "
+             "(docs/sweep.md)")
     add("--sweep-step-s", type=float, default=10.0, help="--sweep: seconds each rate is offered")
     add("--sweep-tolerance", type=float, default=0.10,
         help="--sweep: stop when (first miss - last pass) / last pass <= this")
@@ -70,9 +101,11 @@ class GatewaySettings:
     sweep_max_steps: int = 12
 
     def __post_init__(self) -> None:
-        if not (1 <= self.sweep_step_s < math.inf and 0 < self.sweep_tolerance < 1 and self.sweep_max_steps >= 2):
-            raise ValueError(f"--sweep-step-s must be >= 1, --sweep-tolerance within (0, 1) and --sweep-max-steps "
-                             f">= 2, got {self.sweep_step_s}, {self.sweep_tolerance} and {self.sweep_max_steps}")
+        if not (1 <= self.sweep_step_s < math.inf and 0 < self.sweep_tolerance < 1
+                and self.sweep_max_steps >= 2):
+            raise ValueError("--sweep-step-s must be >= 1, --sweep-tolerance within (0, 1) and "
+                             f"--sweep-max-steps >= 2, got {self.sweep_step_s}, {self.sweep_tolerance} "
+                             f"and {self.sweep_max_steps}")
         if not 0 < self.ladder_hold_s < math.inf:
             raise ValueError(f"--ladder-hold-s must be a number > 0, got {self.ladder_hold_s}")
         if not 0 < self.slo_ttft_p95_ms < math.inf:

@@ -23,7 +23,7 @@ from fourfold.levels.ladder import parse_step_scenario
 from fourfold.measure.histogram import LogHistogram
 from fourfold.measure.record import RequestRecord
 
-SWEEP_BASE = "sweep"             # --sweep: each step's records are "sweep@<rate>/s" (fourfold.levels.sweep_live)
+SWEEP_BASE = "sweep"             # --sweep: each step's records are "sweep@<rate>/s" (levels.sweep_live)
 
 QUEUE_P99_WARN_MS = 100.0        # open loop: client queueing above this means the generator fell behind
 KEPT_UP_RATIO = 0.95             # sent / scheduled arrivals below this: the generator could not keep up
@@ -71,7 +71,7 @@ class DispatcherReport:
     rate_rps: float = 0.0            # this dispatcher's share of --arrival-rate
     window_s: float = 0.0            # first intended arrival's origin -> stop
     arrivals: int = 0                # intended arrivals in the window (including those never sent)
-    sent: int = 0                    # requests that started (a record each once on the wire; cancelled if cut)
+    sent: int = 0                    # requests started (a record each once on the wire; cancelled if cut)
     completed: int = 0               # responses that ended before the stop
     dropped: int = 0                 # --max-in-flight-policy drop: arrivals discarded at the cap
     waited: int = 0                  # --max-in-flight-policy wait: arrivals that found the cap reached
@@ -248,7 +248,8 @@ def open_loop_report(reports: list[DispatcherReport], group: dict[str, Any] | No
     if arrivals and sent + totals["unstarted_at_stop"] < KEPT_UP_RATIO * arrivals:
         behind.append(f"sent {sent} of {arrivals} scheduled arrivals ({100 * sent / arrivals:.0f}%)")
     if totals["dropped"]:
-        behind.append(f"dropped {totals['dropped']} arrivals at --max-in-flight {configured.get('max_in_flight')}")
+        behind.append(f"dropped {totals['dropped']} arrivals at --max-in-flight "
+                      f"{configured.get('max_in_flight')}")
     if totals["waited"]:
         behind.append(f"{totals['waited']} arrivals waited for a free slot (--max-in-flight "
                       f"{configured.get('max_in_flight')} reached)")
@@ -263,8 +264,9 @@ def open_loop_report(reports: list[DispatcherReport], group: dict[str, Any] | No
     out["in_flight_mean_q2"], out["in_flight_mean_q4"] = q2, q4
     out["target_kept_up"] = q4 <= BACKLOG_GROWTH * q2 + BACKLOG_SLACK
     if not out["target_kept_up"]:
-        warnings.append(f"the target fell behind: requests in flight kept growing (mean {q2:.1f} in the second "
-                        f"quarter of the run, {q4:.1f} in the last); completed {totals['completed']} of {sent} sent")
+        warnings.append(f"the target fell behind: requests in flight kept growing (mean {q2:.1f} in the "
+                        f"second quarter of the run, {q4:.1f} in the last); completed {totals['completed']} "
+                        f"of {sent} sent")
     out["warnings"] = warnings
     return out
 
@@ -285,10 +287,12 @@ def format_open_loop(report: dict[str, Any]) -> list[str]:
         f"L2 open loop: {report.get('process')} arrivals{burst}, offered {rate(report.get('offered_rps'))} "
         f"over {report['dispatchers']} dispatcher(s), max in flight {report.get('max_in_flight')} "
         f"({report.get('max_in_flight_policy')})",
-        f"  {report['arrivals']} arrivals in {report['window_s']:.1f} s: scheduled {rate(report['scheduled_rps'])}, "
-        f"sent {rate(report['sent_rps'])}, completed {rate(report['completed_rps'])}; gap CV scheduled "
-        f"{cv(report['scheduled_gap_cv'])}, sent {cv(report['send_gap_cv'])}"
-        + (f"; {report['unstarted_at_stop']} cut by the stop before sending" if report['unstarted_at_stop'] else ""),
+        f"  {report['arrivals']} arrivals in {report['window_s']:.1f} s: scheduled "
+        f"{rate(report['scheduled_rps'])}, sent {rate(report['sent_rps'])}, completed "
+        f"{rate(report['completed_rps'])}; gap CV scheduled {cv(report['scheduled_gap_cv'])}, "
+        f"sent {cv(report['send_gap_cv'])}"
+        + (f"; {report['unstarted_at_stop']} cut by the stop before sending"
+           if report['unstarted_at_stop'] else ""),
         f"  client queue (intended arrival -> send) ms p50 {ms(queue['p50'])} p99 {ms(queue['p99'])} "
         f"max {ms(queue['max'])}; in flight max {report['in_flight_max']}; dropped {report['dropped']}, "
         f"waited {report['waited']}; TTFT from arrival p50 {ms(ttft_a['p50'])} p99 {ms(ttft_a['p99'])}",

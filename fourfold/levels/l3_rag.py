@@ -16,8 +16,9 @@ reference RAG service (``fourfold.targets.rag``; ``--rag-retriever``, ``--rag-re
 start on loopback and stop at the end.
 
 The locustfile attaches :func:`add_arguments` (L3's options, so they appear only for L3) and
-:func:`register` (``RagUser.add_arguments`` / ``RagUser.register``), which attaches the listeners that keep the ``rag`` block: fed by the users
-on a local runner, and on a master from the records the workers ship.
+:func:`register` (``RagUser.add_arguments`` / ``RagUser.register``), which attaches the listeners
+that keep the ``rag`` block: fed by the users on a local runner, and on a master from the records
+the workers ship.
 """
 
 from __future__ import annotations
@@ -29,21 +30,26 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 from locust import task
 
 from fourfold.client.dialects.rag import DEFAULT_TEMPLATE, RagDialect, RagWire
 from fourfold.data import DATA_DIR, find
 from fourfold.errors import DatasetError
 from fourfold.levels import hooks
-from fourfold.levels.base import LLMUser, selected_items
+from fourfold.levels.base import LLMUser, selected_items, simulator_gateway_args
 from fourfold.levels.options import Settings
 from fourfold.levels.runtime import get_runtime
 from fourfold.measure.rag import CorpusDoc, RagStats, annotate, format_rag
 from fourfold.measure.record import RequestRecord
+from fourfold.targets.launch import start_simulator
+from fourfold.targets.rag.cli import stages
+from fourfold.targets.rag.launch import start_rag_service
 from fourfold.workloads.corpus import corpus_by_id
 from fourfold.workloads.items import Item
 
-__all__ = ["DEFAULT_CORPUS", "DEFAULT_QUESTIONS", "RagSettings", "RagUser", "add_arguments", "register", "register_options"]
+__all__ = ["DEFAULT_CORPUS", "DEFAULT_QUESTIONS", "RagSettings", "RagUser", "add_arguments", "register",
+           "register_options"]
 
 log = logging.getLogger("fourfold")
 DEFAULT_QUESTIONS = DATA_DIR / "rag" / "questions.jsonl"
@@ -72,7 +78,8 @@ def register_options(parser: Any) -> None:
     add("--rag-retriever", default="", choices=RETRIEVERS,
         help="Embedded RAG service: first stage (default: the --sim-profile's, bm25 for the bundled ones)")
     add("--rag-rerank", default="", choices=RERANKERS,
-        help="Embedded RAG service: re-ranker (default: the --sim-profile's: none for baseline, lexical for candidate)")
+        help="Embedded RAG service: re-ranker (default: the --sim-profile's: none for baseline, lexical "
+             "for candidate)")
     add("--rag-top-k", type=int, default=3, help="Embedded RAG service: documents given to the model")
 
 
@@ -116,7 +123,8 @@ class RagSettings:
                 template = source.read_text(encoding="utf-8-sig")
             except (OSError, UnicodeDecodeError) as exc:
                 why = "not UTF-8" if isinstance(exc, UnicodeDecodeError) else exc.strerror or str(exc)
-                raise DatasetError(f"--rag-request-template {template}: cannot read {source} ({why})") from None
+                raise DatasetError(f"--rag-request-template {template}: cannot read {source} "
+                                   f"({why})") from None
         wire = RagWire(path=get("rag_path", defaults.path), template=template,
                        answer=get("rag_answer_path", defaults.answer), ids=get("rag_ids_path", defaults.ids),
                        timings=get("rag_timings_path", defaults.timings))
@@ -153,7 +161,8 @@ class RagUser(LLMUser):
         self.dialect = RagDialect(self.rag.wire)
         docs = corpus(Path(self.rag.corpus)) if Path(self.rag.corpus).is_file() else {}
         self.claims = {doc_id: doc.claims for doc_id, doc in docs.items() if doc.claims}
-        self.stats: RagStats | None = None if self.runtime.is_worker else _stats(environment, self.rag.recall_k)
+        self.stats: RagStats | None = (None if self.runtime.is_worker
+                                       else _stats(environment, self.rag.recall_k))
 
     def initial_items(self) -> list[Item]:
         """The RAG questions (``--dataset`` or the bundled ones), filtered and sampled like any dataset."""
@@ -180,14 +189,13 @@ class RagUser(LLMUser):
     @classmethod
     def start_embedded(cls, settings: Settings) -> tuple[str, list[Any]]:
         """The simulator (answering the questions from the dataset) and the reference RAG service."""
-        from fourfold.levels.base import simulator_gateway_args
-        from fourfold.targets.launch import start_simulator
-        from fourfold.targets.rag.launch import start_rag_service
 
         questions = resolve_path(settings.dataset, DEFAULT_QUESTIONS)
         simulator = start_simulator(profile=settings.sim_profile, seed=settings.sim_seed,
-                                    extra_args=["--prompts", str(questions), *simulator_gateway_args(settings)])
-        extra = ["--corpus", str(resolve_path(settings.rag_corpus, DEFAULT_CORPUS))] if settings.rag_corpus else []
+                                    extra_args=["--prompts", str(questions),
+                                                *simulator_gateway_args(settings)])
+        extra = (["--corpus", str(resolve_path(settings.rag_corpus, DEFAULT_CORPUS))]
+                 if settings.rag_corpus else [])
         try:
             service = start_rag_service(simulator.url, retriever=settings.rag_retriever or None,
                                         rerank=settings.rag_rerank or None, top_k=settings.rag_top_k,
@@ -248,11 +256,10 @@ def _on_init(environment: Any, **_kw: Any) -> None:
         return
     environment.events.worker_report.add_listener(functools.partial(_on_worker_report, environment))
     if getattr(options, "fourfold_embedded", False):
-        from fourfold.targets.rag.cli import stages
-
         s = Settings.from_options(options)
         retriever, rerank = stages(s.sim_profile, s.rag_retriever or None, s.rag_rerank or None)
-        runtime.meta_extra["embedded_rag_service"] = {"retriever": retriever, "rerank": rerank, "top_k": s.rag_top_k}
+        runtime.meta_extra["embedded_rag_service"] = {"retriever": retriever, "rerank": rerank,
+                                                      "top_k": s.rag_top_k}
     _describe(environment, runtime, rag)
 
 
@@ -278,7 +285,6 @@ def _service_config(environment: Any, rag: RagSettings) -> dict[str, Any] | None
     """The reference service's ``/v1/rag/config`` when the target has one (best effort)."""
     if not environment.host or rag.wire.path != "/v1/rag":
         return None
-    import httpx
 
     try:
         response = httpx.get(environment.host.rstrip("/") + "/v1/rag/config", timeout=2.0)

@@ -19,7 +19,8 @@ VARIANTS = ("A", "B")
 
 
 def parse_split(text: str | float) -> float:
-    """The share of users on variant A: ``"0.95"``, ``"95/5"``, ``"50/50"``, ``"95%"`` -> 0.95, 0.95, 0.5, 0.95."""
+    """The share of users on variant A: ``"0.95"``, ``"95/5"``, ``"50/50"``, ``"95%"`` -> 0.95, 0.95,
+    0.5, 0.95."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         share = float(text)
     else:

@@ -14,7 +14,8 @@ from typing import Any
 from fourfold.adapters.locust import show_in_web_ui as show_options_in_web_ui
 from fourfold.levels.l4_ab import parse_split
 
-L4_DESTS = ("think_scale", "patience_scale", "sessions_per_user", "ab_split", "ab_host", "ab_profile", "ab_seed")
+L4_DESTS = ("think_scale", "patience_scale", "sessions_per_user", "ab_split", "ab_host", "ab_profile",
+            "ab_seed")
 
 
 def register(parser: Any) -> None:
@@ -27,7 +28,8 @@ def register(parser: Any) -> None:
     add("--think-scale", type=float, default=1.0,
         help="L4: multiply every persona's think time between turns (0 = no think time)")
     add("--patience-scale", type=float, default=1.0,
-        help="L4: multiply every persona's patience (TTFT and E2E limits); 0 = users never leave a slow session")
+        help="L4: multiply every persona's patience (TTFT and E2E limits); 0 = users never leave a slow "
+             "session")
     add("--sessions-per-user", type=int, default=0,
         help="L4: each user stops after this many sessions (0 = until the run ends); "
              "a local run ends once every user has stopped")
@@ -71,10 +73,12 @@ class SessionSettings:
         split = str(get("ab_split", "")).strip()
         think_scale, patience_scale = float(get("think_scale", 1.0)), float(get("patience_scale", 1.0))
         if not (0 <= think_scale < math.inf and 0 <= patience_scale < math.inf):
-            raise ValueError(f"--think-scale {think_scale} / --patience-scale {patience_scale}: must be numbers >= 0")
+            raise ValueError(f"--think-scale {think_scale} / --patience-scale {patience_scale}: "
+                             "must be numbers >= 0")
         sessions_per_user = int(get("sessions_per_user", 0))
         if sessions_per_user < 0:
-            raise ValueError(f"--sessions-per-user must be >= 0 (0: until the run ends), got {sessions_per_user}")
+            raise ValueError("--sessions-per-user must be >= 0 (0: until the run ends), "
+                             f"got {sessions_per_user}")
         return cls(
             think_scale=think_scale,
             patience_scale=patience_scale,

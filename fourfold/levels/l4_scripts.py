@@ -197,7 +197,8 @@ def _fact(raw: Any, where: str) -> NeededFact:
 
 def _persona(raw: dict[str, Any], where: str) -> Persona:
     think = raw.get("think_time_s", (1.0, 3.0))
-    low, high = (float(think), float(think)) if isinstance(think, (int, float)) else (float(think[0]), float(think[1]))
+    low, high = ((float(think), float(think)) if isinstance(think, (int, float))
+                 else (float(think[0]), float(think[1])))
     if low < 0 or high < low:
         raise ScriptError(f"{where}: persona think_time_s must be [low, high] with 0 <= low <= high")
     patience = raw.get("patience") or {}
@@ -301,7 +302,8 @@ class Conversation:
         return len(self.used)
 
     def next_turn(self) -> Turn:
-        return next_turn(self.script, self.covered, self.turns, self.last_new, self.last_words, tuple(self.used))
+        return next_turn(self.script, self.covered, self.turns, self.last_new, self.last_words,
+                         tuple(self.used))
 
     def ask(self, turn: Turn) -> tuple[dict[str, str], ...]:
         """Add the user's message; returns the whole history to send (1, 3, 5, ... messages)."""

@@ -50,6 +50,7 @@ from fourfold.levels.options import Settings
 from fourfold.levels.runtime import get_runtime
 from fourfold.measure.record import RequestRecord
 from fourfold.measure.stats import end_s
+from fourfold.targets.launch import start_simulator
 from fourfold.workloads.items import Item, jsonl_objects
 
 log = logging.getLogger("fourfold")
@@ -67,12 +68,14 @@ def session_scripts(path: str) -> dict[str, SessionScript]:
             try:
                 item = Item.from_dict(raw)
                 data = {**item.meta, "id": item.id, "prompt": item.prompt,
-                        "reference": item.references[0] if item.references else "", "max_tokens": item.max_tokens}
+                        "reference": item.references[0] if item.references else "",
+                        "max_tokens": item.max_tokens}
                 scripts[item.id] = script_from_dict(data)
             except ValueError as exc:        # ScriptError is one
                 raise ScriptError(f"{path}:{n}: {exc}") from None
         if not scripts:
-            raise ScriptError(f"{path}: no session scripts (the file is empty, or holds only blank lines and # comments)")
+            raise ScriptError(f"{path}: no session scripts (the file is empty, or holds only blank lines "
+                              "and # comments)")
         _SCRIPTS[path] = scripts
     return _SCRIPTS[path]
 
@@ -194,8 +197,6 @@ class SessionUser(LLMUser):
 
     @classmethod
     def start_embedded(cls, settings: Settings) -> tuple[str, list[Any]]:
-        from fourfold.targets.launch import start_simulator
-
         simulator = start_simulator(profile=settings.sim_profile, seed=settings.sim_seed,
                                     extra_args=_simulator_args(settings))
         return simulator.url, [simulator]
@@ -210,7 +211,8 @@ class SessionUser(LLMUser):
     def on_start(self) -> None:
         item = self.items[self.user_id % len(self.items)]
         while self._warmups_left > 0:      # warm-up: the opening question alone, outside any session
-            self.request(Item(id=item.id, messages=({"role": "user", "content": self.script_of(item).opening},),
+            self.request(Item(id=item.id,
+                              messages=({"role": "user", "content": self.script_of(item).opening},),
                               references=item.references, max_tokens=item.max_tokens),
                          scenario=self.scenario_name)
 
@@ -241,7 +243,8 @@ class SessionUser(LLMUser):
             verdict = conversation.verdict
             if verdict.ended:
                 duration_ms = max(0.0, (end_s(record) - first_start_s[0]) * 1000)
-                extra.update(final=True, outcome=verdict.outcome, session_completed=verdict.outcome == "completed",
+                extra.update(final=True, outcome=verdict.outcome,
+                             session_completed=verdict.outcome == "completed",
                              abandoned=verdict.outcome == "abandoned", abandon_reason=verdict.abandon_reason,
                              rounds=conversation.turns, session_duration_ms=round(duration_ms, 3))
                 stats.variant(self.variant).ended(verdict.outcome, conversation.turns, duration_ms,
@@ -313,14 +316,13 @@ def _on_init(environment: Any, **_kw: Any) -> None:
         runtime.meta_extra["ab"] = {
             "share_a": settings.ab_share_a, "seed": settings.ab_seed,
             "variants": {
-                "A": {"host": environment.host or "", "profile": runtime.settings.sim_profile if embedded else None},
+                "A": {"host": environment.host or "",
+                      "profile": runtime.settings.sim_profile if embedded else None},
                 "B": {"host": run.settings.ab_host, "profile": settings.ab_profile if embedded else None}}}
     run.publish()
 
 
 def _start_variant_b(environment: Any, run: SessionRun, settings: Settings) -> None:
-    from fourfold.targets.launch import start_simulator
-
     simulator = start_simulator(profile=run.settings.ab_profile, seed=settings.sim_seed,
                                 extra_args=_simulator_args(settings))
     run.handles.append(simulator)
@@ -368,4 +370,5 @@ def _on_quitting(environment: Any, **_kw: Any) -> None:
     run.stop_targets()
 
 
-__all__ = ["DEFAULT_SESSIONS", "SessionUser", "get_session_run", "register", "session_scripts", "sessions_block"]
+__all__ = ["DEFAULT_SESSIONS", "SessionUser", "get_session_run", "register", "session_scripts",
+           "sessions_block"]

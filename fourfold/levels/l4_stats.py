@@ -160,7 +160,8 @@ def format_sessions(summary: dict[str, Any]) -> str:
         dur = b["duration_ms"]
         lines.append(
             f"{name:<8} {b['ended']:>8} {_pct(b['completion_rate']):>9} {_pct(b['abandonment_rate']):>8} "
-            f"{_pct(b['max_turns_rate']):>8} {_num(b['rounds_mean']):>6} {_num(b['rounds_to_completion_mean']):>7} "
+            f"{_pct(b['max_turns_rate']):>8} {_num(b['rounds_mean']):>6} "
+            f"{_num(b['rounds_to_completion_mean']):>7} "
             f"{_num(dur['p50'], 1000.0):>9} {_num(dur['p95'], 1000.0):>6} {b['cut']:>4}")
     return "\n".join(lines)
 

@@ -16,39 +16,16 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from locust import LoadTestShape
 
-OFF_WORDS = frozenset({"", "off", "none", "no", "0"})
+from fourfold.levels.l2_options import GatewaySettings
+
 STEP_ATTR = "fourfold_ladder_step"       # parsed_options attribute: the current step (None: no ladder)
 _SCENARIO_RE = re.compile(r"^(?P<base>.+)@(?P<users>\d+)$")
-
-
-def parse_ladder(text: str | Sequence[int] | None) -> tuple[int, ...]:
-    """``"8,16,32,64"`` -> (8, 16, 32, 64); ``""``/``"off"`` -> () (no ladder).
-
-    Steps must be positive integers in strictly increasing order.
-    """
-    if text is None:
-        return ()
-    if isinstance(text, str):
-        if text.strip().lower() in OFF_WORDS:
-            return ()
-        parts = [p.strip() for p in re.split(r"[,\s]+", text.strip()) if p.strip()]
-        try:
-            steps = tuple(int(p) for p in parts)
-        except ValueError:
-            raise ValueError(f"--ladder {text!r}: expected user counts like '8,16,32,64' (or 'off')") from None
-    else:
-        steps = tuple(int(p) for p in text)
-    if any(s < 1 for s in steps):
-        raise ValueError(f"--ladder {text!r}: every step must be at least 1 user")
-    if any(b <= a for a, b in zip(steps, steps[1:])):
-        raise ValueError(f"--ladder {text!r}: steps must increase (e.g. 8,16,32,64)")
-    return steps
 
 
 @dataclass(frozen=True)
@@ -133,7 +110,8 @@ def format_ladder(base: str, report: dict[str, Any], hold_s: float | None = None
              f"{'users':>6} {'reqs':>6} {'TTFT p50':>9} {'p95':>8} {'p99':>8} {'E2E p50':>9} {'p95':>8} "
              f"{'req/s':>7} {'out tok/s':>10}  SLO"]
     for row in report["steps"]:
-        lines.append(f"{row['users']:>6} {row['requests']:>6} {_ms(row['ttft_p50_ms']):>9} {_ms(row['ttft_p95_ms']):>8} "
+        lines.append(f"{row['users']:>6} {row['requests']:>6} {_ms(row['ttft_p50_ms']):>9} "
+                     f"{_ms(row['ttft_p95_ms']):>8} "
                      f"{_ms(row['ttft_p99_ms']):>8} {_ms(row['e2e_p50_ms']):>9} {_ms(row['e2e_p95_ms']):>8} "
                      f"{_ms(row['request_rps']):>7} {_ms(row['output_tps']):>10}  "
                      f"{'meets' if row['meets_slo'] else 'MISSES'}")
@@ -164,8 +142,6 @@ class LadderShape(LoadTestShape):
     use_common_options: ClassVar[bool] = True
 
     def tick(self) -> tuple[int, float] | None:
-        from fourfold.levels.l2_options import GatewaySettings
-
         assert self.runner is not None
         options = self.runner.environment.parsed_options
         try:
@@ -179,12 +155,13 @@ class LadderShape(LoadTestShape):
             return None
         if not settings.ladder:
             setattr(options, STEP_ATTR, None)
-            return int(getattr(options, "num_users", None) or 1), float(getattr(options, "spawn_rate", None) or 1)
+            return (int(getattr(options, "num_users", None) or 1),
+                    float(getattr(options, "spawn_rate", None) or 1))
         ladder = Ladder(settings.ladder, settings.ladder_hold_s)
         tick = ladder.tick(elapsed)
         setattr(options, STEP_ATTR, tick[0] if tick else None)
         return tick
 
 
-__all__ = ["Ladder", "LadderShape", "find_knee", "format_ladder", "ladder_report", "parse_ladder",
-           "parse_step_scenario", "step_scenario"]
+__all__ = ["Ladder", "LadderShape", "find_knee", "format_ladder", "ladder_report", "parse_step_scenario",
+           "step_scenario"]

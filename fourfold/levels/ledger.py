@@ -11,8 +11,8 @@ Two tallies the runtime keeps and summary.json shows, both plain values with no 
   tells the master every second, and with every report) and the records the master received
   from it. A worker the master has not heard from for ``SILENT_S`` when the run ends, or that
   Locust marks missing (no heartbeat), *stopped reporting* (killed, partitioned, crashed): its
-  started requests without a record are *unaccounted for*. That count is a lower bound: requests it started after its last word are
-  unknown. summary.json: ``workers``.
+  started requests without a record are *unaccounted for*. That count is a lower bound: requests
+  it started after its last word are unknown. summary.json: ``workers``.
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ class Backoff:
 
     def take_wire(self) -> dict[str, float]:
         """The counts since the last call, for a worker's report; resets them."""
-        wire = {"connect_errors": self.connect_errors, "wait_s": self.wait_s, "longest_wait_s": self.longest_wait_s}
+        wire = {"connect_errors": self.connect_errors, "wait_s": self.wait_s,
+                "longest_wait_s": self.longest_wait_s}
         self.connect_errors, self.wait_s, self.longest_wait_s = 0, 0.0, 0.0
         return wire
 
@@ -57,8 +58,8 @@ class Backoff:
     def console_line(self) -> str | None:
         if not self.connect_errors:
             return None
-        return (f"fourfold: {self.connect_errors} connect errors; users backed off {self.wait_s:.1f} s in all "
-                f"(0.1 s doubling to 5 s per user, longest {self.longest_wait_s:g} s)")
+        return (f"fourfold: {self.connect_errors} connect errors; users backed off {self.wait_s:.1f} s in "
+                f"all (0.1 s doubling to 5 s per user, longest {self.longest_wait_s:g} s)")
 
 
 @dataclass
@@ -98,7 +99,8 @@ class WorkerLedger:
             self.workers.setdefault(worker, WorkerTally(worker))     # never heard from: still named
         return [t for t in self.workers.values() if t.worker in missing or end_s - t.last_heard_s > silent_s]
 
-    def summary(self, end_s: float, missing: frozenset[str] = frozenset(), silent_s: float = SILENT_S) -> dict[str, Any]:
+    def summary(self, end_s: float, missing: frozenset[str] = frozenset(),
+                silent_s: float = SILENT_S) -> dict[str, Any]:
         lost = self.stopped_reporting(end_s, missing, silent_s)
         return {
             "count": len(self.workers),
@@ -116,7 +118,8 @@ def worker_lines(workers: dict[str, Any]) -> list[str]:
     one for requests without a record on workers that did not (a final report that came too late)."""
     lost = list(workers.get("stopped_reporting", ()))
     lines = [f"fourfold: worker {w['worker']} stopped reporting "
-             + (f"at {w['last_heard_at']} ({w['silent_s']:g} s before the end)" if w["last_heard_at"] else "(never heard from)")
+             + (f"at {w['last_heard_at']} ({w['silent_s']:g} s before the end)" if w["last_heard_at"]
+                else "(never heard from)")
              + f": {w['unaccounted']} of its {w['requests_started']} started requests are unaccounted for "
              f"(records received: {w['records_received']})" for w in lost]
     rest = int(workers.get("unaccounted") or 0) - sum(w["unaccounted"] for w in lost)

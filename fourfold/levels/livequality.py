@@ -35,6 +35,7 @@ from gevent.queue import Full, Queue
 
 from fourfold.fingerprint.live import LiveSampler, eligible, job_record
 from fourfold.fingerprint.score import ScoreRow, summarize
+from fourfold.levels.runtime import get_runtime
 
 log = logging.getLogger("fourfold")
 QUEUE_SIZE = 256
@@ -71,7 +72,8 @@ class LiveQuality:
     def offer(self, record: Any) -> None:
         """A written record: maybe sent to the child (never blocks, never raises)."""
         try:
-            if self.proc is None or not self.enabled or not eligible(record) or not self.sampler.offer(time.monotonic()):
+            if (self.proc is None or not self.enabled or not eligible(record)
+                    or not self.sampler.offer(time.monotonic())):
                 return
             self.queue.put_nowait((self.test, job_record(record)))
         except Full:
@@ -83,7 +85,8 @@ class LiveQuality:
         total = summarize(self.rows)
         return {
             "scored": len(self.rows), "sampled": self.sampler.sampled, "dropped": self.dropped,
-            "capped": self.sampler.capped, "pending": max(0, self.sampler.sampled - self.dropped - self.returned),
+            "capped": self.sampler.capped,
+            "pending": max(0, self.sampler.sampled - self.dropped - self.returned),
             "skipped": dict(sorted(self.skipped.items())), "every": self.every, "max_per_s": self.max_per_s,
             **{k: total[k] for k in ("similarity_n", "similarity_mean", "similarity_p5", "similarity_p50",
                                      "structure_n", "structure_compliance", "forced_length_n")},
@@ -97,8 +100,9 @@ class LiveQuality:
         if self.proc is not None:
             return
         env = {**os.environ, "FOURFOLD_LIVE_PARENT": str(os.getpid()), "HF_HUB_OFFLINE": "1"}
-        self.proc = gsubprocess.Popen([sys.executable, "-m", "fourfold.fingerprint.live"], stdin=gsubprocess.PIPE,
-                                      stdout=gsubprocess.PIPE, stderr=gsubprocess.DEVNULL, env=env)
+        self.proc = gsubprocess.Popen([sys.executable, "-m", "fourfold.fingerprint.live"],
+                                      stdin=gsubprocess.PIPE, stdout=gsubprocess.PIPE,
+                                      stderr=gsubprocess.DEVNULL, env=env)
         self._greenlets = [gevent.spawn(self._read)]
 
     def start(self) -> None:
@@ -107,7 +111,8 @@ class LiveQuality:
         if self.fed:
             return
         writer = self.runtime.writer
-        first = {"meta": self.runtime.meta(), "run_dir": str(writer.run_dir) if writer else self.runtime.settings.run_dir}
+        first = {"meta": self.runtime.meta(),
+                 "run_dir": str(writer.run_dir) if writer else self.runtime.settings.run_dir}
         self._send(first)
         self.fed = True
         self._greenlets.append(gevent.spawn(self._feed))
@@ -187,7 +192,6 @@ class LiveQuality:
 def register(environment: Any) -> LiveQuality | None:
     """Attach live scoring to the environment (local runner or master); it scores in the tests
     started with ``--score-live`` (the option is read at each test's start: the web UI's form)."""
-    from fourfold.levels.runtime import get_runtime
 
     runtime = get_runtime(environment)
     if runtime.is_worker or getattr(environment, "fourfold_live_quality", None):
@@ -232,10 +236,13 @@ def quality_rows(block: dict[str, Any] | None) -> list[dict[str, str]]:
         f"{num(block['structure_compliance'], '{:.1%}')} of {block['structure_n']}"
     rows = [("answers scored", f"{block['scored']} (1 in {block['every']}, " + \
             (f"at most {block['max_per_s']:g}/s)" if block["max_per_s"] else "no cap)")),
-            ("similarity mean", num(block["similarity_mean"])), ("similarity p5", num(block["similarity_p5"])),
+            ("similarity mean", num(block["similarity_mean"])),
+            ("similarity p5", num(block["similarity_p5"])),
             ("structure compliance", structure),
-            ("waiting / dropped / over the cap", f"{block['pending']} / {block['dropped']} / {block['capped']}"),
-            ("scorer CPU", f"{block['scorer_cpu_s']:.1f} s" + ("" if block["scorer_ready"] else " (loading the model)"))]
+            ("waiting / dropped / over the cap",
+             f"{block['pending']} / {block['dropped']} / {block['capped']}"),
+            ("scorer CPU", f"{block['scorer_cpu_s']:.1f} s"
+             + ("" if block["scorer_ready"] else " (loading the model)"))]
     if block.get("error"):
         rows.append(("error", block["error"]))
     return [{"metric": metric, "value": value} for metric, value in rows]
@@ -252,4 +259,5 @@ def live_block(environment: Any) -> dict[str, Any] | None:
     return live.block() if live is not None and live.enabled else None
 
 
-__all__ = ["LIVE_SCORES_FILE", "QUALITY_COLUMNS", "QUALITY_TAB_KEY", "LiveQuality", "live_block", "quality_rows", "quality_stats", "register"]
+__all__ = ["LIVE_SCORES_FILE", "QUALITY_COLUMNS", "QUALITY_TAB_KEY", "LiveQuality", "live_block",
+           "quality_rows", "quality_stats", "register"]

@@ -31,7 +31,8 @@ def register(parser: Any) -> None:
     """Add fourfold's options to Locust's argument parser (call from init_command_line_parser)."""
     add = parser.add_argument
     add("--dialect", default="openai", choices=sorted(DIALECTS),
-        help="Wire format of the target: openai (chat completions), anthropic (/v1/messages), triton (KServe v2)")
+        help="Wire format of the target: openai (chat completions), anthropic (/v1/messages), "
+             "triton (KServe v2)")
     add("--model", default="fourfold-sim", help="Model name sent in each request")
     add("--dataset", default="",
         help="Prompts file: fourfold JSONL, ShareGPT, OpenAI chat or batch JSONL, Parquet, CSV, JSON "
@@ -39,7 +40,8 @@ def register(parser: Any) -> None:
     add("--dataset-format", default="auto", choices=list(FORMAT_NAMES),
         help="Read --dataset as this format instead of telling it from the content")
     add("--dataset-column", default="",
-        help="Columns of a Parquet/CSV/JSON file: 'prompt=question,reference=answer' (also id=, max_tokens=, system=)")
+        help="Columns of a Parquet/CSV/JSON file: 'prompt=question,reference=answer' "
+             "(also id=, max_tokens=, system=)")
     add("--dataset-sample", type=int, default=0,
         help="Send N items of the dataset, drawn without replacement with --seed (then cycled); 0: all")
     add("--seed", type=int, default=0, help="Seed of --dataset-sample and --shuffle")
@@ -50,16 +52,20 @@ def register(parser: Any) -> None:
     add("--trace-speed", type=float, default=1.0,
         help="Replay a trace dataset this many times faster (2: half the gaps)")
     add("--synthetic", default="",
-        help="Send synthetic prompts instead of a dataset: 'input=1024±128,output=256±32,n=500,seed=1,prefix=512' "
+        help="Send synthetic prompts instead of a dataset: "
+             "'input=1024±128,output=256±32,n=500,seed=1,prefix=512' "
              "(token lengths: mean ± standard deviation; exact with --tokenizer, else a word-based estimate)")
     add("--tokenizer", default="",
         help="The target's tokenizer (a tokenizer.json or a Hugging Face tokenizer directory, read offline): "
-             "exact input token counts, output counts when the server sends no usage, exact --synthetic lengths")
+             "exact input token counts, output counts when the server sends no usage, "
+             "exact --synthetic lengths")
     add("--max-tokens", type=int, default=0, help="Override every item's max_tokens (0 = use the item's)")
     add("--ignore-eos", action="store_true", default=False,
-        help="Ask the server to always produce max_tokens (vLLM extension; on by default for L1 against the embedded simulator)")
+        help="Ask the server to always produce max_tokens (vLLM extension; on by default for L1 against "
+             "the embedded simulator)")
     add("--no-ignore-eos", action="store_true", default=False,
-        help="Let answers end naturally even where --ignore-eos would be implied (scoring structure needs it)")
+        help="Let answers end naturally even where --ignore-eos would be implied "
+             "(scoring structure needs it)")
     add("--no-stream", action="store_true", default=False, help="Send non-streaming requests (TTFT = E2E)")
     add("--api-key", default="", is_secret=True, env_var="FOURFOLD_API_KEY",
         help="API key (or env FOURFOLD_API_KEY); sent as Bearer or x-api-key, never recorded")
@@ -79,15 +85,17 @@ def register(parser: Any) -> None:
              "keep-alive comments do not count) before a stream counts as timed out")
     add("--connect-timeout", type=float, default=10.0, help="Seconds to open a connection")
     add("--max-response-s", type=float, default=600.0, help="Stop reading a response after this many seconds")
-    add("--http2", action="store_true", default=False, help="Use HTTP/2 (httpx + h2) instead of fourfold's HTTP/1.1 transport")
+    add("--http2", action="store_true", default=False,
+        help="Use HTTP/2 (httpx + h2) instead of fourfold's HTTP/1.1 transport")
     add("--insecure", action="store_true", default=False, help="Do not verify TLS certificates")
     add("--run-dir", default="runs", help="Base directory of run directories")
     add("--label", default="", help="Label of this run (part of the run directory's name)")
-    add("--no-record-text", action="store_true", default=False, help="Do not keep answer text in records.jsonl")
+    add("--no-record-text", action="store_true", default=False,
+        help="Do not keep answer text in records.jsonl")
     add("--metrics-url", dest="metrics_url", action="append", default=[], env_var="LOCUST_METRICS_URL",
-        help="Prometheus /metrics endpoint sampled during the run, repeatable or comma-separated (the engine's "
-             "and a DCGM exporter's: the first URL listed wins a metric both give; default: <host>/metrics; "
-             "'off' disables)")
+        help="Prometheus /metrics endpoint sampled during the run, repeatable or comma-separated "
+             "(the engine's and a DCGM exporter's: the first URL listed wins a metric both give; "
+             "default: <host>/metrics; 'off' disables)")
     add("--sample-interval", type=float, default=1.0, help="Seconds between /metrics and nvidia-smi samples")
     add("--mirror-host", default="",
         help="Also send a share of requests to this second target (gray release); its answers reach no user")
@@ -108,7 +116,8 @@ def register(parser: Any) -> None:
         help="Write the SLO verdicts as JUnit XML to this path (one testcase per SLO)")
     add("--score-live", action="store_true", default=False,
         help="Score a sample of the answers while the test runs, in a separate process (MiniLM similarity "
-             "and structure compliance, as 'fourfold score'): the web UI's LLM quality tab, summary.json quality_live")
+             "and structure compliance, as 'fourfold score'): the web UI's LLM quality tab, "
+             "summary.json quality_live")
     add("--score-live-every", type=int, default=10, help="--score-live: score 1 in N answers")
     add("--score-live-max-per-s", type=float, default=5.0,
         help="--score-live: score at most this many answers a second (0: no cap)")

@@ -24,6 +24,7 @@ import logging
 import platform
 import sys
 import time
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import gevent
@@ -48,16 +49,16 @@ class Runtime:
         self.settings = settings
         self.stats = LLMStats(stall_threshold_ms=settings.stall_ms)
         self.writer: RunWriter | None = None
-        self.lost_unopened = 0                         # records lost because the run directory could not be made
+        self.lost_unopened = 0                         # records lost: the run directory could not be made
         self.left_out = {"warmup": 0, "cancelled": 0}  # records of the run directory the statistics leave out
         self.loss_reported = False
         self.pending: list[dict[str, Any]] = []       # worker: records not yet shipped
         self.records_seen = 0                          # this process's measured + warm-up records
         self.records_shipped = 0
-        self.requests_started = 0                      # sent or sending (a request stopped unsent is taken back)
+        self.requests_started = 0                      # sent or sending (one stopped unsent is taken back)
         self.backoff = Backoff()
         self.ledger = WorkerLedger()                   # master: per worker, started vs. records received
-        self.started_told: dict[str, int] = {}         # master: each worker's count of started requests, as last told
+        self.started_told: dict[str, int] = {}         # master: each worker's started requests, as last told
         self.started_before: dict[str, int] = {}       # ... and as it stood when this test began
         self.level = ""
         self.meta_extra: dict[str, Any] = {}
@@ -69,7 +70,7 @@ class Runtime:
         self.tests = 0                                 # tests begun in this process (web UI: Start, New)
         self.finishers: list[Any] = []                 # a level's fn(environment) adding its summary block
         self.record_listeners: list[Any] = []          # fn(record) after each record the run directory gets
-        self.blocks: list[Any] = []                    # a level's fn(environment) -> its blocks so far ({"rag": ...})
+        self.blocks: list[Any] = []                    # a level's fn(environment) -> its blocks so far
         self.sampler: Any = None
         self.background: set[gevent.Greenlet] = set()   # e.g. mirror requests in flight
         self.health = GeneratorHealth()                # this process's CPU and hub lag (master: its workers')
@@ -141,7 +142,8 @@ class Runtime:
                 writer = self.open_run()
             except OSError as exc:
                 self.lost_unopened += 1
-                self._report_loss(f"cannot create a run directory in {self.settings.run_dir}: {exc.strerror or exc}")
+                self._report_loss(f"cannot create a run directory in {self.settings.run_dir}: "
+                                  f"{exc.strerror or exc}")
                 return
         writer.append(record)
         if writer.records_lost:
@@ -166,8 +168,8 @@ class Runtime:
         self.tests += 1
         if not self.finished:
             return
-        self.stats = LLMStats(stall_threshold_ms=self.stats.stall_threshold_ms, slo_ms=dict(self.stats.slo_ms),
-                              alpha=self.stats.alpha)
+        self.stats = LLMStats(stall_threshold_ms=self.stats.stall_threshold_ms,
+                              slo_ms=dict(self.stats.slo_ms), alpha=self.stats.alpha)
         self.writer = None
         self.lost_unopened = 0
         self.left_out = {"warmup": 0, "cancelled": 0}
@@ -251,17 +253,20 @@ class Runtime:
             "records_lost": self.records_lost,
             "records_warmup": self.left_out["warmup"],         # left out of every figure below
             "records_cancelled": self.left_out["cancelled"],
-            **({"records_lost_reason": self.writer.loss_reason} if self.writer and self.writer.loss_reason else {}),
+            **({"records_lost_reason": self.writer.loss_reason}
+               if self.writer and self.writer.loss_reason else {}),
             **self.stats.summary(),
             "backoff": self.backoff.summary(),
-            **({"workers": self.ledger.summary(time.time(), self._missing_workers())} if self.is_master else {}),
+            **({"workers": self.ledger.summary(time.time(), self._missing_workers())}
+               if self.is_master else {}),
             "generator": self.health.block(),
             **self.summary_extra,
         }
 
     def _missing_workers(self) -> frozenset[str]:
         clients = getattr(self.environment.runner, "clients", None)
-        return frozenset(str(c.id) for c in getattr(clients, "missing", ())) if clients is not None else frozenset()
+        return (frozenset(str(c.id) for c in getattr(clients, "missing", ()))
+                if clients is not None else frozenset())
 
     def finish(self) -> dict[str, Any] | None:
         """Write summary.json and close the run directory (idempotent; not on workers)."""
@@ -286,8 +291,9 @@ class Runtime:
     def on_report_to_master(self, client_id: str, data: dict[str, Any]) -> None:
         records, self.pending = self.pending, []
         self.records_shipped += len(records)
-        data[WIRE_KEY] = {"stats": self.stats.take_wire(), "records": records, "started": self.requests_started,
-                          "backoff": self.backoff.take_wire(), "health": self.health.take_wire()}
+        data[WIRE_KEY] = {"stats": self.stats.take_wire(), "records": records,
+                          "started": self.requests_started, "backoff": self.backoff.take_wire(),
+                          "health": self.health.take_wire()}
 
     def on_worker_report(self, client_id: str, data: dict[str, Any]) -> None:
         payload = data.get(WIRE_KEY)
@@ -323,7 +329,7 @@ class Runtime:
             try:
                 if runner is not None:
                     runner.send_message(PROGRESS_MESSAGE, {"started": self.requests_started})
-            except Exception as exc:  # noqa: BLE001 - the master is gone or unreachable: Locust reports that itself
+            except Exception as exc:  # noqa: BLE001 - the master is gone or unreachable: Locust reports it
                 log.debug("fourfold: progress message not sent: %s", exc)
 
 
@@ -334,8 +340,6 @@ class _RequestFailed(Exception):
 
 
 def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
     found = {"python": sys.version.split()[0], "platform": platform.platform()}
     for name in ("fourfold", "locust", "httpx", "gevent"):
         try:
@@ -370,4 +374,23 @@ def register(environment: Environment, settings: Settings | None = None) -> Runt
     return runtime
 
 
-__all__ = ["Runtime", "events", "get_runtime", "register"]
+__all__ = ["Runtime", "events", "get_runtime", "live_blocks", "register"]
+
+
+def live_blocks(environment: Any) -> dict[str, Any]:
+    """The levels' summary blocks over the data so far (local runner or master: the workers' merged
+    data), from the same functions that write them into summary.json; a finished test's blocks as
+    written. ``server_metrics``: the sampler's summary so far."""
+    runtime = getattr(environment, "fourfold_runtime", None)
+    if runtime is None or runtime.is_worker:
+        return {}
+    blocks: dict[str, Any] = {}
+    for block in runtime.blocks:
+        blocks.update(block(environment) or {})
+    sampler = runtime.sampler
+    if sampler is not None:
+        blocks["server_metrics"] = sampler.summary()
+    if runtime.finished:
+        blocks.update({key: runtime.summary_extra[key] for key in (*blocks, "server_metrics")
+                       if key in runtime.summary_extra})
+    return blocks

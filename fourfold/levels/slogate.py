@@ -9,15 +9,15 @@
   worker's own command line may differ and the master refuses to merge stats counted with
   other thresholds.
 - ``finish(environment, runtime, summary)`` (each test's end, ``hooks.finish_test``: a web-UI Stop or,
-  headless, ``quitting``; local runner or master): verdicts on
-  the final merged summary (its ``server_metrics`` block is in: ``hooks._on_test_stop`` stops the
-  sampler before the summary is written, so telemetry clauses judge the whole run), the table printed, the ``slo`` block added to ``summary.json``,
-  ``--junit`` written, and ``environment.process_exit_code = 3`` when any SLO failed (the last
-  test's verdict: a web-UI test that meets its SLO clears an earlier test's 3). Quality
-  clauses are skipped here: ``fourfold check`` judges them after ``fourfold score``. A run
+  headless, ``quitting``; local runner or master): verdicts on the final merged summary (its
+  ``server_metrics`` block is in: ``hooks._on_test_stop`` stops the sampler before the summary is
+  written, so telemetry clauses judge the whole run), the table printed, the ``slo`` block added
+  to ``summary.json``, ``--junit`` written, and ``environment.process_exit_code = 3`` when any SLO
+  failed (the last test's verdict: a web-UI test that meets its SLO clears an earlier test's 3).
+  Quality clauses are skipped here: ``fourfold check`` judges them after ``fourfold score``. A run
   with ``l2.sweep`` (``--sweep``) mixes every offered rate, and its search already judged the SLO
-  rate by rate: :func:`sweep_decision` replaces the whole run's verdict (one line; exit 3 only when
-  no rate met the SLO), the whole run's verdicts are still recorded in the ``slo`` block.
+  rate by rate: :func:`sweep_decision` replaces the whole run's verdict (one line; exit 3 only
+  when no rate met the SLO), the whole run's verdicts are still recorded in the ``slo`` block.
 - ``live_verdicts(environment)``: the same verdicts on the stats so far (the web UI's SLO tab).
 """
 
@@ -28,18 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fourfold.gates.gate import load_slo, write_junit
-from fourfold.gates.slo import (
-    MISS_EXIT_CODE,
-    SLO,
-    SLOSpecError,
-    Verdict,
-    evaluate,
-    exit_code,
-    goodput_thresholds,
-    summary_block,
-    to_spec,
-)
+from fourfold.gates.slo import MISS_EXIT_CODE, SLO, SLOSpecError, Verdict, goodput_thresholds, to_spec
 from fourfold.gates.slo_report import format_verdicts
+from fourfold.gates.slo_verdict import evaluate, exit_code, summary_block
 from fourfold.levels.options import Settings
 from fourfold.levels.runtime import Runtime
 from fourfold.measure.stats import LLMStats
@@ -120,7 +111,8 @@ def sweep_decision(summary: dict[str, Any]) -> tuple[int, str] | None:
     if not isinstance(sweep, dict):
         return None
     rates = sweep.get("rates") or []
-    head = "fourfold: --sweep: the SLO was judged per rate (l2.sweep), not on the whole run, which mixes every rate"
+    head = ("fourfold: --sweep: the SLO was judged per rate (l2.sweep), not on the whole run, "
+            "which mixes every rate")
     capacity = sweep.get("capacity_rps")
     if capacity is None:
         why = (f"no rate of {len(rates)} met it" if rates else "the test stopped before any rate was judged")

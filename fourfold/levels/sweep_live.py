@@ -31,8 +31,11 @@ from typing import Any
 import gevent
 import gevent.event
 import gevent.pool
+from locust.runners import STATE_RUNNING, MasterRunner, WorkerRunner
 
 from fourfold.adapters.locust import send_stats_now
+from fourfold.errors import OptionError
+from fourfold.gates.gate import load_slo
 from fourfold.gates.sweep import (
     RatePoint,
     SearchPlan,
@@ -43,7 +46,10 @@ from fourfold.gates.sweep import (
     result_of,
 )
 from fourfold.levels.arrivals import ArrivalProcess, dispatcher_seed
+from fourfold.levels.base import selected_items
 from fourfold.levels.l2_stats import SWEEP_BASE as STEP_BASE
+from fourfold.levels.runtime import get_runtime
+from fourfold.workloads.trace import is_trace
 
 log = logging.getLogger("fourfold")
 STEP_MSG, DONE_MSG = "fourfold_sweep_step", "fourfold_sweep_done"
@@ -94,8 +100,6 @@ def sweep_slo_text(slo: str, slo_ttft_p95_ms: float) -> str:
 # ---- the controller (local runner or master) ----
 class Controller:
     def __init__(self, environment: Any, settings: Any, slo_text: str, dispatchers: int) -> None:
-        from fourfold.gates.gate import load_slo
-
         self.environment, self.settings = environment, settings
         self.slo_text, self.slos = slo_text, load_slo(slo_text)
         self.plan = SearchPlan(tolerance=settings.sweep_tolerance, max_runs=settings.sweep_max_steps)
@@ -125,8 +129,6 @@ class Controller:
                 self.answered.set()
 
     def _run(self) -> None:
-        from locust.runners import STATE_RUNNING
-
         runner = self.environment.runner
         deadline = time.monotonic() + 60
         while runner.state != STATE_RUNNING and time.monotonic() < deadline:    # every dispatcher spawned
@@ -152,16 +154,15 @@ class Controller:
         gevent.spawn_later(0.05, runner.quit if headless else runner.stop)
 
     def judge(self, step: Step) -> RatePoint:
-        from fourfold.levels.runtime import get_runtime
-
         group = get_runtime(self.environment).stats.groups.get(("l2", step.scenario))
         answers = self.answers
         summary = step_summary(group.summary("l2", step.scenario) if group is not None else None,
-                               sum(int(a.get("sent", 0)) for a in answers), sum(int(a.get("cut", 0)) for a in answers),
+                               sum(int(a.get("sent", 0)) for a in answers),
+                               sum(int(a.get("cut", 0)) for a in answers),
                                step.duration_s, missing=max(0, self.dispatchers - len(answers)))
         point = replace(rate_point(step.rate_rps, summary, self.slos), scenario=step.scenario)
-        log.info("fourfold sweep: %g/s offered, %.2f/s achieved: %s", step.rate_rps, point.achieved_rps or 0.0,
-                 "meets the SLO" if point.passed else f"MISSES ({point.reason})")
+        log.info("fourfold sweep: %g/s offered, %.2f/s achieved: %s", step.rate_rps,
+                 point.achieved_rps or 0.0, "meets the SLO" if point.passed else f"MISSES ({point.reason})")
         return point
 
     def result(self) -> Any:
@@ -169,7 +170,8 @@ class Controller:
         return result_of(self.points, self.plan, stopped, knee_metric(self.slos))
 
     def block(self) -> dict[str, Any]:
-        """``summary.json``'s ``l2.sweep``: ``fourfold sweep``'s ``sweep`` block, plus the step now running."""
+        """``summary.json``'s ``l2.sweep``: ``fourfold sweep``'s ``sweep`` block, plus the step now
+        running."""
         current = self.current
         return {"slo": self.slo_text, "tolerance": self.plan.tolerance, "step_s": self.settings.sweep_step_s,
                 "start_rps": self.start_rps, "arrival_process": self.settings.arrivals.kind,
@@ -230,7 +232,7 @@ def run_dispatcher(user: Any, box: StepBox, dispatchers: int, index: int) -> Non
             gevent.sleep(max(0.0, (end - now()) / 1e9))
             pool.join(timeout=step.drain_s)
             cut = len(pool)
-            pool.kill(block=True, timeout=5)       # still in flight a drain later: cancelled, the step saturated
+            pool.kill(block=True, timeout=5)       # in flight a drain later: cancelled, the step saturated
             send_stats_now(runner)                  # a worker: this step's records reach the master first
             runner.send_message(DONE_MSG, {"seq": step.seq, "sent": sent, "cut": cut, "dropped": dropped})
     finally:
@@ -239,9 +241,6 @@ def run_dispatcher(user: Any, box: StepBox, dispatchers: int, index: int) -> Non
 
 def check_inputs(open_loop: bool, gateway: Any, settings: Any) -> None:
     """At ``init``: ``--sweep`` needs the open-loop dispatcher and offers rates, not a trace (OptionError)."""
-    from fourfold.errors import OptionError
-    from fourfold.levels.base import selected_items
-    from fourfold.workloads.trace import is_trace
 
     if not gateway.sweep:
         return
@@ -254,13 +253,13 @@ def check_inputs(open_loop: bool, gateway: Any, settings: Any) -> None:
 def register(environment: Any, state: Any) -> None:
     """At ``init``: the custom messages on this runner (a worker takes steps, a master answers, a
     local runner both); ``state`` (L2State) holds the StepBox and, per test, the Controller."""
-    from locust.runners import MasterRunner, WorkerRunner
 
     runner = environment.runner
     if runner is None:
         return
     if not isinstance(runner, MasterRunner):
-        runner.register_message(STEP_MSG, lambda environment, msg, **kw: state.step_box.on_step(environment, msg))
+        runner.register_message(STEP_MSG,
+                                lambda environment, msg, **kw: state.step_box.on_step(environment, msg))
     if not isinstance(runner, WorkerRunner):
         runner.register_message(DONE_MSG, lambda environment, msg, **kw: state.sweep and state.sweep.on_done(
             environment, msg))
@@ -274,7 +273,8 @@ def begin(environment: Any, state: Any, run_slo: str, dispatchers: int) -> None:
     state.sweep = None
     settings = state.settings
     if settings.sweep:
-        state.sweep = Controller(environment, settings, sweep_slo_text(run_slo, settings.slo_ttft_p95_ms), dispatchers)
+        state.sweep = Controller(environment, settings, sweep_slo_text(run_slo, settings.slo_ttft_p95_ms),
+                                 dispatchers)
         state.sweep.start()
 
 
@@ -285,5 +285,5 @@ def end(state: Any) -> None:
         sweep.cancel("the test stopped before the search was done (-t, or Stop)")
 
 
-__all__ = ["Controller", "Step", "StepBox", "begin", "check_inputs", "end", "register", "round_rate", "run_dispatcher",
-           "step_scenario", "step_summary", "sweep_slo_text"]
+__all__ = ["Controller", "Step", "StepBox", "begin", "check_inputs", "end", "register", "round_rate",
+           "run_dispatcher", "step_scenario", "step_summary", "sweep_slo_text"]

@@ -39,13 +39,16 @@ from collections.abc import Iterable
 from typing import Any
 
 import gevent
+from flask import Response, request
 
 from fourfold.adapters.flask import drop_form_fields
 from fourfold.adapters.locust import add_web_ui_tabs, hide_secret_defaults_in_start_form
 from fourfold.gates.slo import Verdict
-from fourfold.levels.hooks import live_blocks
+from fourfold.levels.livequality import QUALITY_COLUMNS, QUALITY_TAB_KEY, live_block, quality_stats
 from fourfold.levels.options import SECRET_OPTIONS
+from fourfold.levels.runtime import live_blocks
 from fourfold.levels.slogate import get_gate, live_verdicts
+from fourfold.levels.webui_page import CHARTS_HTML
 from fourfold.levels.webui_panels import has_series, panel_rows, series_columns, stage_colors, stage_means
 from fourfold.measure.histogram import LogHistogram
 from fourfold.measure.metric_names import summary_value
@@ -216,7 +219,7 @@ class LLMWebUI:
         self._greenlet: gevent.Greenlet | None = None
         self.test_seen = 0                  # the runtime's test count the window belongs to
         self.test_started_s: float | None = None
-        self.telemetry: list[dict[str, Any]] = []       # the sampler's rows of this test (kept after its stop)
+        self.telemetry: list[dict[str, Any]] = []   # the sampler's rows of this test (kept after its stop)
         self.stage_points: deque[dict[str, Any]] = deque(maxlen=MAX_POINTS)   # L3 stage means by time
         self.stage_names: list[str] = []     # every stage seen, in the order first seen (its colour)
 
@@ -324,7 +327,6 @@ def _protect_secrets(web_ui: Any, base: str) -> None:
     """Keep ``--api-key`` (or ``FOURFOLD_API_KEY``) out of the page: Locust puts every option's
     value into the HTML of the start form, secrets too (a password field, but in the page source).
     The form shows the field empty; submitted empty, the key given at start-up stays in force."""
-    from flask import request
 
     hide_secret_defaults_in_start_form(web_ui)
 
@@ -346,7 +348,6 @@ def _read_list_options(web_ui: Any, base: str) -> None:
     """Locust's ``/swarm`` converts a list-valued option by the type of its current elements, and an
     empty list (``--metrics-url`` not given) reads as a list of ints: any value, even the empty field
     the browser always sends, is then a 500. Read those fields here, as strings, before Locust does."""
-    from flask import request
 
     @web_ui.app.before_request
     def _list_options_as_strings() -> None:
@@ -354,7 +355,8 @@ def _read_list_options(web_ui: Any, base: str) -> None:
         if request.method != "POST" or request.path != f"{base}/swarm" or options is None:
             return
         form = request.form
-        lists = {name for name in form if name != "user_classes" and isinstance(getattr(options, name, None), list)}
+        lists = {name for name in form
+                 if name != "user_classes" and isinstance(getattr(options, name, None), list)}
         for name in lists:
             setattr(options, name, form_list_values(form.getlist(name)))
         if lists:
@@ -366,12 +368,10 @@ def register(environment: Any) -> LLMWebUI | None:
     web_ui = getattr(environment, "web_ui", None)
     if web_ui is None or getattr(environment, "fourfold_webui", None) is not None:
         return getattr(environment, "fourfold_webui", None)
-    from flask import Response, request
 
     ui = LLMWebUI(environment)
     environment.fourfold_webui = ui
     structure = [{"key": camel(key), "title": title} for key, title, _ in COLUMNS]
-    from fourfold.levels.livequality import QUALITY_COLUMNS, QUALITY_TAB_KEY, quality_stats  # --score-live
 
     add_web_ui_tabs(
         web_ui,
@@ -387,8 +387,6 @@ def register(environment: Any) -> LLMWebUI | None:
     app, auth = web_ui.app, web_ui.auth_required_if_enabled
     _protect_secrets(web_ui, base)
     _read_list_options(web_ui, base)
-    from fourfold.levels.livequality import live_block
-    from fourfold.levels.webui_page import CHARTS_HTML
 
     @app.after_request
     def _extend_request_stats(response: Response) -> Response:
@@ -422,7 +420,8 @@ def register(environment: Any) -> LLMWebUI | None:
 
     for path, view in (("llm.csv", llm_csv), ("llm.json", llm_json), ("charts", charts),
                        ("charts.json", charts_json), ("levels.json", levels_json)):
-        app.add_url_rule(f"{base}/fourfold/{path}", endpoint=f"fourfold_{view.__name__}", view_func=auth(view))
+        app.add_url_rule(f"{base}/fourfold/{path}", endpoint=f"fourfold_{view.__name__}",
+                         view_func=auth(view))
     ui.start()
     log.info("fourfold: LLM tab at /?tab=%s, charts at %s/fourfold/charts", TAB_KEY, base)
     return ui

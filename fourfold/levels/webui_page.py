@@ -8,7 +8,8 @@ rows of the "LLM level" tab) and draws the L3 stage breakdown as a stacked bar.
 
 A chart with nothing to draw for this level is left off (``charts.json``'s ``shown``: L3 has no
 server telemetry, L1/L2/L4 no stages). A stage has one colour on the whole page, the bar and the
-stage chart alike (``stage_colors`` in both JSON answers, :func:`fourfold.levels.webui_panels.stage_colors`).
+stage chart alike (``stage_colors`` in both JSON answers,
+:func:`fourfold.levels.webui_panels.stage_colors`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ _PAGE = """<!doctype html>
   body { font: 14px system-ui, sans-serif; margin: 16px 24px; color: #1d2330; background: #fafbfc; }
   h1 { font-size: 20px; margin: 0 0 4px; }
   .sub { color: #5b6473; margin-bottom: 12px; }
-  .chart { background: #fff; border: 1px solid #dde1e7; border-radius: 6px; margin: 12px 0; padding: 8px 12px; }
+  .chart { background: #fff; border: 1px solid #dde1e7; border-radius: 6px; margin: 12px 0; \
+padding: 8px 12px; }
   .chart h2 { font-size: 15px; margin: 4px 0; }
   .legend span { margin-right: 14px; white-space: nowrap; }
   .legend i { display: inline-block; width: 18px; height: 3px; vertical-align: middle; margin-right: 4px; }
@@ -41,7 +43,8 @@ _PAGE = """<!doctype html>
   table.panel { border-collapse: collapse; }
   table.panel td { padding: 2px 10px; border-bottom: 1px solid #eceff3; }
   .bar { display: flex; height: 22px; border-radius: 4px; overflow: hidden; margin: 6px 0; }
-  .bar div { color: #fff; font-size: 11px; line-height: 22px; padding: 0 4px; white-space: nowrap; overflow: hidden; }
+  .bar div { color: #fff; font-size: 11px; line-height: 22px; padding: 0 4px; white-space: nowrap; \
+overflow: hidden; }
 </style>
 </head>
 <body>
@@ -57,7 +60,8 @@ _PAGE = """<!doctype html>
   <div class="legend" id="legend-ttft"></div><svg id="ttft"></svg></div>
 <div class="chart"><h2>Output tokens/s (by the second each chunk arrived)</h2>
   <div class="legend" id="legend-tps"></div><svg id="tps"></svg></div>
-<div class="chart"><h2>Stalls per second (gaps between content chunks above <span id="stall">150</span> ms) and failed requests</h2>
+<div class="chart"><h2>Stalls per second (gaps between content chunks above <span id="stall">150</span> ms) \
+and failed requests</h2>
   <div class="legend" id="legend-stalls"></div><svg id="stalls"></svg></div>
 <div class="chart" id="chart-stages" hidden><h2>L3 stage means (ms, cumulative over the test)</h2>
   <div class="legend" id="legend-stages"></div><svg id="stages"></svg></div>
@@ -94,10 +98,12 @@ function draw(id, xs, lines, t0) {
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
   const values = lines.flatMap(l => l.ys.filter(v => v !== null && v !== undefined));
   if (!xs.length || !values.length) {
-    el("text", {x: W / 2, y: H / 2, "text-anchor": "middle", class: "empty"}, svg).textContent = "no data yet";
+    el("text", {x: W / 2, y: H / 2, "text-anchor": "middle", class: "empty"}, svg).textContent = \
+"no data yet";
     return;
   }
-  const x0 = t0 ? Math.min(Math.floor(t0), xs[0]) : xs[0], x1 = Math.max(xs[xs.length - 1], x0 + 1), ymax = niceMax(Math.max(...values));
+  const x0 = t0 ? Math.min(Math.floor(t0), xs[0]) : xs[0], x1 = Math.max(xs[xs.length - 1], x0 + 1), \
+ymax = niceMax(Math.max(...values));
   const sx = x => L + (x - x0) / (x1 - x0) * (W - L - R), sy = y => H - B - y / ymax * (H - T - B);
   for (let i = 0; i <= 4; i++) {
     const y = ymax * i / 4;
@@ -131,7 +137,8 @@ async function refreshLevel() {
   const table = document.getElementById("panel");
   table.replaceChildren(...data.panels.map(r => {
     const tr = document.createElement("tr");
-    for (const v of [r.panel, r.metric, r.value]) tr.appendChild(document.createElement("td")).textContent = v;
+    for (const v of [r.panel, r.metric, r.value]) \
+tr.appendChild(document.createElement("td")).textContent = v;
     return tr;
   }));
   const means = Object.entries(data.stage_means_ms || {}).filter(([, v]) => v > 0);

@@ -1,7 +1,7 @@
 """The web UI's per-level live panels: the loaded level's summary blocks as rows (pure functions).
 
 Their input is what ``/fourfold/levels.json`` serves: the levels' blocks over the data so far
-(:func:`fourfold.levels.hooks.live_blocks`, the same functions that write summary.json's ``rag``,
+(:func:`fourfold.levels.runtime.live_blocks`, the same functions that write summary.json's ``rag``,
 ``l2``, ``sessions`` and ``server_metrics`` blocks) and the Aggregated row of the LLM tab (the
 merged LLMStats summary). One row per figure: ``{"panel", "metric", "value"}``, in the tab
 "LLM level" and on the charts page, which also draws the L3 stage means as a stacked bar.
@@ -16,8 +16,8 @@ CHART_COLORS = ("#2457c5", "#e8871e", "#c93c3c", "#3a9a5b", "#7b53c1")     # the
 STREAM = (("output_tps", "output tok/s", "num"), ("tpot_p50_ms", "TPOT p50 ms", "ms"),
           ("stall_rate", "stall %", "pct"), ("pulse_hz", "pulse Hz", "hz"),
           ("jitter_p50_ms", "jitter p50 ms", "ms"))
-TELEMETRY_FIRST = ("server.gpu_util_pct", "server.mem_bw_util_pct", "server.kv_cache_usage_pct", "server.running",
-                   "server.waiting")
+TELEMETRY_FIRST = ("server.gpu_util_pct", "server.mem_bw_util_pct", "server.kv_cache_usage_pct",
+                   "server.running", "server.waiting")
 
 
 def show(value: Any, kind: str) -> str:
@@ -46,7 +46,8 @@ def stream_rows(total: dict[str, Any]) -> list[dict[str, str]]:
 def telemetry_rows(block: dict[str, Any]) -> list[dict[str, str]]:
     """Server telemetry (``server_metrics``): each metric's last value, mean and max so far."""
     metrics = block.get("metrics") or {}
-    names = [n for n in TELEMETRY_FIRST if n in metrics] + sorted(n for n in metrics if n not in TELEMETRY_FIRST)
+    names = ([n for n in TELEMETRY_FIRST if n in metrics]
+             + sorted(n for n in metrics if n not in TELEMETRY_FIRST))
     rows = [_row("telemetry", name, f"last {m.get('last')}  mean {m.get('mean')}  max {m.get('max')}")
             for name in names for m in (metrics[name],)]
     if not rows:
@@ -84,7 +85,8 @@ def l2_rows(l2: dict[str, Any]) -> list[dict[str, str]]:
         if steps:
             rows.append(_row("L2", f"{base}: current step", f"{steps[-1].get('users')} users"))
         for step in steps:
-            rows.append(_row("L2", f"{base}: {step.get('users')} users TTFT p95 ms", step.get("ttft_p95_ms"), "ms"))
+            rows.append(_row("L2", f"{base}: {step.get('users')} users TTFT p95 ms", step.get("ttft_p95_ms"),
+                             "ms"))
         rows.append(_row("L2", f"{base}: knee (users)", ladder.get("knee_users") or "not yet"))
     loop = l2.get("open_loop")
     if loop:
@@ -93,7 +95,8 @@ def l2_rows(l2: dict[str, Any]) -> list[dict[str, str]]:
                  _row("L2", "completed req/s", loop.get("completed_rps"), "num")]
     rows += sweep_rows(l2.get("sweep") or {})
     for base, conn in (l2.get("connections") or {}).items():
-        rows += [_row("L2", f"{base}: connections reused / new", f"{conn.get('conn_reused')} / {conn.get('conn_new')}"),
+        rows += [_row("L2", f"{base}: connections reused / new",
+                      f"{conn.get('conn_reused')} / {conn.get('conn_new')}"),
                  _row("L2", f"{base}: reconnects", conn.get("conn_reconnects"))]
     return rows
 
@@ -113,14 +116,16 @@ def sweep_rows(sweep: dict[str, Any]) -> list[dict[str, str]]:
                  else rps(sweep.get("current_rps")))]
     for point in sweep.get("rates") or []:
         latency = ((point.get("latency_ms") or {}).get(f"{name}_ms") or {}).get(stat)
-        rows.append(_row("L2 sweep", f"{point.get('scenario') or rps(point.get('offered_rps'))}: {metric} ms, "
-                         "achieved req/s, SLO", f"{show(latency, 'ms')}, {rps(point.get('achieved_rps'))}, "
+        rows.append(_row("L2 sweep", f"{point.get('scenario') or rps(point.get('offered_rps'))}: "
+                         f"{metric} ms, achieved req/s, SLO",
+                         f"{show(latency, 'ms')}, {rps(point.get('achieved_rps'))}, "
                          + ("meets" if point.get("passed") else "MISSES")))
     low, high = (list(sweep.get("bracket_rps") or []) + [None, None])[:2]
     if sweep.get("capacity_rps") is not None or high is not None:
         rows.append(_row("L2 sweep", f"capacity req/s (SLO {sweep.get('slo')})",
                          f"{rps(sweep.get('capacity_rps'))} in [{rps(low)}, {rps(high)}]"
-                         + ("" if sweep.get("converged") else " (not converged)" if done else " (not converged yet)")))
+                         + ("" if sweep.get("converged")
+                            else " (not converged)" if done else " (not converged yet)")))
     rows.append(_row("L2 sweep", "knee (req/s)", rps(sweep.get("knee_rps"))))
     return rows
 

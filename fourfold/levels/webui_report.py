@@ -19,8 +19,11 @@ import logging
 import os
 from typing import Any
 
+from flask import Response, request
+
 from fourfold.gates.slo import Verdict
 from fourfold.levels.slogate import get_gate, live_verdicts
+from fourfold.levels.webui import csv_text, table_rows
 
 log = logging.getLogger("fourfold")
 SECTION_ID = "fourfold-llm"
@@ -48,7 +51,8 @@ def report_section(summary: dict[str, Any], verdicts: list[Verdict], slo_error: 
         cells += [_ms((group.get(key) or {}).get(q)) for _, key in _PERCENTILES for q in _QUANTILES]
         tps = group.get("output_tps")
         cells.append("" if tps is None else f"{tps:.1f}")
-        cells.append(", ".join(f"{name} x{n}" for name, n in (group.get("errors") or {}).items() if name != "ok"))
+        cells.append(", ".join(f"{name} x{n}" for name, n in (group.get("errors") or {}).items()
+                               if name != "ok"))
         rows.append(cells)
     parts = [f'<section id="{SECTION_ID}" style="font-family:sans-serif;margin:2em auto;max-width:1200px">',
              "<h2>LLM metrics (fourfold)</h2>", _table(head, rows), "<h3>SLO verdicts</h3>"]
@@ -107,12 +111,11 @@ def _on_quitting(environment: Any, **_kw: Any) -> None:
                 fh.write(inject(page, current_section(environment)))
         prefix = getattr(options, "csv_prefix", None)
         if prefix:
-            from fourfold.levels.webui import csv_text, table_rows
-
             with open(f"{prefix}_llm.csv", "w", encoding="utf-8") as fh:
                 fh.write(csv_text(table_rows(runtime.stats.summary())))
     except OSError as exc:
-        log.error("fourfold: the LLM metrics were not added to Locust's report files: %s", exc.strerror or exc)
+        log.error("fourfold: the LLM metrics were not added to Locust's report files: %s",
+                  exc.strerror or exc)
 
 
 def register(environment: Any) -> None:
@@ -121,7 +124,6 @@ def register(environment: Any) -> None:
     web_ui = getattr(environment, "web_ui", None)
     if web_ui is None:
         return
-    from flask import Response, request
 
     base = (getattr(environment.parsed_options, "web_base_path", "") or "").rstrip("/")
 

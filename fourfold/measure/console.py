@@ -51,13 +51,16 @@ def token_counts_line(total: dict[str, Any], facts: dict[str, Any]) -> str:
     """Where the run's token counts came from (``--tokenizer``, ``--synthetic``): one line."""
     requests = int(total.get("requests") or 0)
     by_tokenizer = int(total.get("output_tokens_tokenizer") or 0)
-    estimated = max(0, int(total.get("output_tokens_estimated") or 0) - by_tokenizer)   # chunk counts, text estimates
-    input_usage, input_tokenizer = int(total.get("input_tokens_usage") or 0), int(total.get("input_tokens_tokenizer") or 0)
+    # chunk counts, text estimates
+    estimated = max(0, int(total.get("output_tokens_estimated") or 0) - by_tokenizer)
+    input_usage, input_tokenizer = (int(total.get("input_tokens_usage") or 0),
+                                    int(total.get("input_tokens_tokenizer") or 0))
     line = (f"token counts: input usage={input_usage} tokenizer={input_tokenizer} "
             f"none={max(0, requests - input_usage - input_tokenizer)}; output usage="
             f"{max(0, requests - by_tokenizer - estimated)} tokenizer={by_tokenizer} estimated={estimated}")
     if facts.get("synthetic"):
-        line += f"; synthetic {facts['synthetic']} (input lengths: {facts.get('synthetic_lengths', 'estimate')})"
+        line += (f"; synthetic {facts['synthetic']} (input lengths: "
+                 f"{facts.get('synthetic_lengths', 'estimate')})")
     if facts.get("tokenizer"):
         line += f"; tokenizer {facts['tokenizer']}"
     return line
@@ -85,8 +88,10 @@ def format_summary(summary: dict[str, Any]) -> str:
     groups = list(summary.get("groups", []))
     total = summary.get("total")
     rows = groups + ([total] if total and len(groups) != 1 else [])
-    header = " ".join(f"{name:>{width}}" if i else f"{name:<{width}}" for i, (name, width, _) in enumerate(_COLUMNS))
-    lines = ["fourfold LLM summary (ms; ITL = gap between content chunks, TPOT = (E2E-TTFT)/(tokens-1))", header]
+    header = " ".join(f"{name:>{width}}" if i else f"{name:<{width}}"
+                      for i, (name, width, _) in enumerate(_COLUMNS))
+    lines = ["fourfold LLM summary (ms; ITL = gap between content chunks, TPOT = (E2E-TTFT)/(tokens-1))",
+             header]
     for group in rows:
         cells = []
         for i, (_, width, get) in enumerate(_COLUMNS):

@@ -32,6 +32,8 @@ import math
 import time
 from typing import Any
 
+import gevent
+
 from fourfold.measure.histogram import LogHistogram
 
 LAG_INTERVAL_S = 0.1
@@ -185,8 +187,6 @@ class HubSampler:
         self._running = False
 
     def start(self) -> HubSampler:
-        import gevent
-
         self._running = True
         self._greenlet = gevent.spawn(self._loop)
         return self
@@ -199,8 +199,6 @@ class HubSampler:
             self._greenlet = None
 
     def _loop(self) -> None:
-        import gevent
-
         loop = gevent.get_hub().loop
         sleep, clock, cpu_clock = gevent.sleep, time.perf_counter, time.process_time
         interval, health = self.interval_s, self.health

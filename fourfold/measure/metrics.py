@@ -32,10 +32,10 @@ if TYPE_CHECKING:
     from fourfold.measure.record import RequestRecord
 
 __all__ = ["SLO_METRICS", "VACUOUS_SLO_METRICS", "check_slo", "end_offset_ms", "end_offset_ms_array", "end_s",
-           "MIN_JITTER_CHUNKS", "MIN_PULSE_CHUNKS", "interrupted_array", "is_interrupted", "is_stall", "jitter_ms",
-           "jitter_ms_of_gaps", "max_gap_ms", "pulse_hz", "pulse_hz_of_gaps", "meets_slo", "meets_slo_array",
-           "ok_array", "ratio", "request_tps", "token_seconds_array", "tokens_by_second", "tpot_ms",
-           "tpot_ms_array", "wall_s"]
+           "MIN_JITTER_CHUNKS", "MIN_PULSE_CHUNKS", "interrupted_array", "is_interrupted", "is_stall",
+           "jitter_ms", "jitter_ms_of_gaps", "max_gap_ms", "pulse_hz", "pulse_hz_of_gaps", "meets_slo",
+           "meets_slo_array", "ok_array", "ratio", "request_tps", "token_seconds_array", "tokens_by_second",
+           "tpot_ms", "tpot_ms_array", "wall_s"]
 
 # per-request limits a goodput SLO may put (``{"ttft_ms": 450, ...}``); ``itl_ms`` limits the
 # request's largest chunk gap. A request with no value for one of VACUOUS_SLO_METRICS (one token,
@@ -191,7 +191,8 @@ def meets_slo(record: RequestRecord, slo_ms: Mapping[str, float]) -> bool:
     return True
 
 
-def meets_slo_array(ok: np.ndarray, columns: Mapping[str, np.ndarray], slo_ms: Mapping[str, float]) -> np.ndarray:
+def meets_slo_array(ok: np.ndarray, columns: Mapping[str, np.ndarray],
+                    slo_ms: Mapping[str, float]) -> np.ndarray:
     """:func:`meets_slo` over columns: ``columns[metric]`` per SLO metric named in ``slo_ms``
     (``itl_ms``: the largest gap, ``tpot_ms``: :func:`tpot_ms_array`; NaN for None)."""
     good = np.asarray(ok, dtype=bool).copy()
@@ -267,7 +268,8 @@ def token_seconds_array(started_s: np.ndarray, end_s: np.ndarray, tokens: np.nda
     end = np.append(begin[1:], total)
     record = np.searchsorted(first, begin, side="right") - 1
     t, n = tokens[record], lens[record]
-    carried = np.asarray(tokens_through(end - first[record], t, n)) - tokens_through(begin - first[record], t, n)
+    carried = (np.asarray(tokens_through(end - first[record], t, n))
+               - tokens_through(begin - first[record], t, n))
     keep = carried > 0
     return (np.concatenate([seconds[begin[keep]], whole_seconds]),
             np.concatenate([carried[keep], tokens[whole]]))

@@ -1,14 +1,15 @@
 """Server metrics: Prometheus text and ``nvidia-smi`` CSV parsed into one canonical vocabulary.
 
-Pure functions; the sampler greenlet in :mod:`fourfold.levels.telemetry_sampler` does the I/O. Engines name the same
-quantity differently, so each canonical metric lists its known source names (first found wins;
+Pure functions; the sampler greenlet in :mod:`fourfold.levels.telemetry_sampler` does the I/O. Engines name
+the same quantity differently, so each canonical metric lists its known source names (first found wins;
 samples with several label sets are summed for counts and averaged for percentages).
 
 | canonical | vLLM | SGLang | TGI | DCGM exporter | nvidia-smi |
 |---|---|---|---|---|---|
 | running | vllm:num_requests_running | sglang:num_running_reqs | tgi_batch_current_size | | |
 | waiting | vllm:num_requests_waiting | sglang:num_queue_reqs | tgi_queue_size | | |
-| kv_cache_usage_pct | vllm:kv_cache_usage_perc, vllm:gpu_cache_usage_perc (×100) | sglang:token_usage (×100) | | | |
+| kv_cache_usage_pct | vllm:kv_cache_usage_perc, vllm:gpu_cache_usage_perc (×100) |
+  sglang:token_usage (×100) | | | |
 | generation_tokens_total | vllm:generation_tokens_total | sglang:generation_tokens_total | | | |
 | gpu_util_pct | | | | DCGM_FI_DEV_GPU_UTIL | utilization.gpu |
 | mem_bw_util_pct | | | | DCGM_FI_DEV_MEM_COPY_UTIL | utilization.memory |
@@ -24,11 +25,13 @@ from dataclasses import dataclass
 
 # canonical -> (source names in preference order, scale, how samples with several labels combine)
 CANONICAL: dict[str, tuple[tuple[str, ...], float, str]] = {
-    "running": (("vllm:num_requests_running", "sglang:num_running_reqs", "tgi_batch_current_size"), 1.0, "sum"),
+    "running": (("vllm:num_requests_running", "sglang:num_running_reqs", "tgi_batch_current_size"),
+                1.0, "sum"),
     "waiting": (("vllm:num_requests_waiting", "sglang:num_queue_reqs", "tgi_queue_size"), 1.0, "sum"),
     "kv_cache_usage_pct": (("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"),
                            100.0, "mean"),
-    "generation_tokens_total": (("vllm:generation_tokens_total", "sglang:generation_tokens_total"), 1.0, "sum"),
+    "generation_tokens_total": (("vllm:generation_tokens_total", "sglang:generation_tokens_total"),
+                                1.0, "sum"),
     "gpu_util_pct": (("DCGM_FI_DEV_GPU_UTIL",), 1.0, "mean"),
     "mem_bw_util_pct": (("DCGM_FI_DEV_MEM_COPY_UTIL",), 1.0, "mean"),
 }

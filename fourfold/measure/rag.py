@@ -191,8 +191,10 @@ class RagStats:
     def summary(self) -> dict[str, Any]:
         k = self.k
         recall = self.recall_sum / self.recall_n if self.recall_n else None
-        by_question = (math.fsum(self.by_question.values()) / len(self.by_question)) if self.by_question else None
-        ordered = sorted(self.stages, key=lambda s: (STAGE_ORDER.index(s) if s in STAGE_ORDER else len(STAGE_ORDER), s))
+        by_question = ((math.fsum(self.by_question.values()) / len(self.by_question)) if self.by_question
+                       else None)
+        ordered = sorted(self.stages,
+                         key=lambda s: (STAGE_ORDER.index(s) if s in STAGE_ORDER else len(STAGE_ORDER), s))
         return {
             "k": k,
             "requests": self.requests,
@@ -226,7 +228,8 @@ def format_rag(rag: dict[str, Any]) -> str:
     """The RAG block printed at the end of an L3 run (plain text)."""
     k = rag["k"]
     lines = [f"fourfold RAG summary ({rag['ok']} ok of {rag['requests']} requests; "
-             f"{rag['with_retrieved_ids']} with retrieved ids, {rag['with_stage_timings']} with stage timings)"]
+             f"{rag['with_retrieved_ids']} with retrieved ids, "
+             f"{rag['with_stage_timings']} with stage timings)"]
     lines.append(f"recall@{k} {_fmt(rag['recall_at_k'], '{:.3f}')} "
                  f"(over {rag['questions']} questions: {_fmt(rag['recall_at_k_by_question'], '{:.3f}')})  "
                  f"context precision@{k} {_fmt(rag['precision_at_k'], '{:.3f}')}  "
@@ -246,7 +249,9 @@ def format_rag(rag: dict[str, Any]) -> str:
                      _fmt(block["p95"])))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for row in rows:
-        lines.append("  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
+        lines.append("  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                                      for i, (c, w) in enumerate(zip(row, widths))))
     if rag["inconsistent_questions"]:
-        lines.append(f"note: {len(rag['inconsistent_questions'])} questions got different retrievals across requests")
+        lines.append(f"note: {len(rag['inconsistent_questions'])} questions got different retrievals across "
+                     "requests")
     return "\n".join(lines)

@@ -30,7 +30,8 @@ ERROR_CLASSES = (
     "read_timeout",       # the stream went silent longer than the read timeout after it started
     "http_4xx",           # non-200 status in the 4xx range other than 429
     "http_5xx",           # 5xx status
-    "redirect",           # 3xx: fourfold follows no redirect (the detail names the Location; --host is the final URL)
+    "redirect",           # 3xx: fourfold follows no redirect (the detail names the Location; --host is the
+                          # final URL)
     "rate_limited",       # 429
     "context_length",     # 400 whose body says the context length was exceeded
     "malformed_stream",   # bytes that do not parse as HTTP/1.1 or as the dialect's wire format
@@ -43,11 +44,16 @@ ERROR_CLASSES = (
 FAILURE_CLASSES = frozenset(ERROR_CLASSES) - {"ok", "truncated", "cancelled"}
 
 # record.extra keys for what a target got wrong beside the class (counted in summary.json, docs/errors.md)
-NO_TERMINAL_EVENT = "no_terminal_event"       # complete by a finish reason and a clean end, no [DONE] / message_stop
-USAGE_IMPLAUSIBLE = "usage_implausible"       # the output count the server reported (not believed: chunks counted)
-INPUT_USAGE_IMPLAUSIBLE = "input_usage_implausible"   # the prompt count it reported (not believed: input_tokens None)
-UNSOLICITED = "unsolicited_bytes"             # bytes after this response's end on its connection (malformed_stream)
-UNSOLICITED_BEFORE = "unsolicited_before"     # bytes an idle pooled connection held before this request (dropped)
+NO_TERMINAL_EVENT = "no_terminal_event"       # complete by a finish reason and a clean end, no [DONE] /
+                                              # message_stop
+USAGE_IMPLAUSIBLE = "usage_implausible"       # the output count the server reported (not believed: chunks
+                                              # counted)
+INPUT_USAGE_IMPLAUSIBLE = "input_usage_implausible"   # the prompt count it reported (not believed:
+                                                      # input_tokens None)
+UNSOLICITED = "unsolicited_bytes"             # bytes after this response's end on its connection
+                                              # (malformed_stream)
+UNSOLICITED_BEFORE = "unsolicited_before"     # bytes an idle pooled connection held before this request
+                                              # (dropped)
 INPUT_TOKENS_SOURCE = "input_tokens_source"   # with --tokenizer: "usage" (the server's count) or "tokenizer"
 
 

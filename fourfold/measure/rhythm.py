@@ -71,7 +71,8 @@ def stall_count(gaps: Sequence[float], threshold_ms: float) -> int:
 
 def stalls(offsets_ms: Sequence[float], threshold_ms: float = DEFAULT_STALL_MS) -> list[Stall]:
     """Every gap strictly above ``threshold_ms``."""
-    return [Stall(i, offsets_ms[i], gap) for i, gap in enumerate(gaps_ms(offsets_ms)) if is_stall(gap, threshold_ms)]
+    return [Stall(i, offsets_ms[i], gap) for i, gap in enumerate(gaps_ms(offsets_ms))
+            if is_stall(gap, threshold_ms)]
 
 
 def jitter_ms(offsets_ms: Sequence[float]) -> float:
@@ -82,7 +83,8 @@ def jitter_ms(offsets_ms: Sequence[float]) -> float:
     return float(np.std(gaps))
 
 
-def tokens_through(k: int | np.ndarray, tokens: int | np.ndarray, chunks: int | np.ndarray) -> int | np.ndarray:
+def tokens_through(k: int | np.ndarray, tokens: int | np.ndarray,
+                   chunks: int | np.ndarray) -> int | np.ndarray:
     """How many of ``tokens`` spread over ``chunks`` chunks the first ``k`` chunks carry:
     ``k * tokens // chunks`` (ints, or elementwise over integer arrays)."""
     return k * tokens // chunks
@@ -90,14 +92,16 @@ def tokens_through(k: int | np.ndarray, tokens: int | np.ndarray, chunks: int | 
 
 def chunk_tokens(tokens: int, chunks: int) -> list[int]:
     """``tokens`` spread over ``chunks`` content chunks in integers (see module docstring)."""
-    if chunks > 0 and tokens % chunks == 0:       # every chunk the same share: k * tokens // chunks steps evenly
+    # every chunk the same share: k * tokens // chunks steps evenly
+    if chunks > 0 and tokens % chunks == 0:
         return [tokens // chunks] * chunks
     through = [int(tokens_through(k, tokens, chunks)) for k in range(chunks + 1)]
     return [b - a for a, b in pairwise(through)]
 
 
 def waveform(offsets_ms: Sequence[float], output_tokens: int | None = None,
-             interval_ms: float = WAVEFORM_INTERVAL_MS, start_ms: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+             interval_ms: float = WAVEFORM_INTERVAL_MS,
+             start_ms: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """Tokens received per ``interval_ms`` from ``start_ms`` (default: the send) to the last chunk:
     ``(counts, edges)``, ``len(edges) == len(counts) + 1``; empty intervals are kept (a pause is a
     run of zeros). ``output_tokens`` (the record's, usage or counted) are spread over the chunks
@@ -124,7 +128,8 @@ def pulse_frequency_hz(offsets_ms: Sequence[float] | np.ndarray, bin_ms: float =
     The arrivals are binned into a rate series (``bin_ms``), the mean is removed, and the peak of
     the power spectrum between ``min_hz`` and ``max_hz`` is taken. The peak must hold at least
     ``min_power_share`` of the series' power at every frequency (a smooth stream's spectrum is
-    flat noise, or the binning's own pattern above the band: no pulse), and the series must cover at least two periods of the lowest frequency searched.
+    flat noise, or the binning's own pattern above the band: no pulse), and the series must cover at
+    least two periods of the lowest frequency searched.
     The frequency resolution is 1 / series length; the estimate is refined by the peak's
     neighbours (parabolic interpolation). A period must span at least four of the stream's median
     gaps (``max_hz`` is lowered to ``1000 / (4 * median gap)``): a steady 40 chunks/s stream binned
@@ -134,7 +139,8 @@ def pulse_frequency_hz(offsets_ms: Sequence[float] | np.ndarray, bin_ms: float =
         return None
     offsets = np.asarray(offsets_ms, dtype=np.float64)
     typical_gap_ms = _median(offsets[1:] - offsets[:-1])
-    if typical_gap_ms > 0:      # a period spans >= 4 typical gaps: a steady stream's binning pattern is no pulse
+    # a period spans >= 4 typical gaps: a steady stream's binning pattern is no pulse
+    if typical_gap_ms > 0:
         max_hz = min(max_hz, 1000.0 / (4 * typical_gap_ms))
     series = _arrivals(offsets, bin_ms)
     n = len(series)

@@ -81,8 +81,8 @@ from fourfold.measure.record import (
 )
 from fourfold.measure.rhythm import stall_count
 
-__all__ = ["COUNTERS", "HISTOGRAMS", "QUANTILES", "SLO_METRICS", "GroupStats", "LLMStats", "check_slo", "end_s",
-           "is_interrupted", "meets_slo", "tokens_by_second"]
+__all__ = ["COUNTERS", "HISTOGRAMS", "QUANTILES", "SLO_METRICS", "GroupStats", "LLMStats", "check_slo",
+           "end_s", "is_interrupted", "meets_slo", "tokens_by_second"]
 
 HISTOGRAMS = ("ttfb_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "output_tokens", "queue_ms",
               "request_tps", "jitter_ms")
@@ -115,7 +115,8 @@ class GroupStats:
     first_start: float | None = None
     last_end: float | None = None
     per_second: dict[int, list[float]] = field(default_factory=dict)
-    server_ms: dict[str, LogHistogram] = field(default_factory=dict)   # server-side stage -> time (ok requests)
+    # server-side stage -> time (ok requests)
+    server_ms: dict[str, LogHistogram] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in (*HISTOGRAMS, PULSE_HIST):
@@ -183,7 +184,8 @@ class GroupStats:
             if jitter is not None:
                 h["jitter_ms"].add(jitter)
                 # pulse_hz(record), from the gaps in hand (float32, as the report keeps them)
-                pulse = pulse_hz(record) if isinstance(gaps, list) else pulse_hz_of_gaps(gaps.astype(np.float32))
+                pulse = (pulse_hz(record) if isinstance(gaps, list)
+                         else pulse_hz_of_gaps(gaps.astype(np.float32)))
                 if pulse is not None:
                     c["requests_rhythm"] += 1
                     if pulse > 0:
@@ -289,10 +291,12 @@ class GroupStats:
             out[name] = _hist_summary(self.hists[name])
         pulse = self.hists[PULSE_HIST]
         # the median pulsing stream's frequency (0 when none pulses), and the share of streams that pulse
-        out["pulse_hz"] = pulse.quantiles([0.5])[0] if pulse.count else (0.0 if c["requests_rhythm"] else None)
+        out["pulse_hz"] = (pulse.quantiles([0.5])[0] if pulse.count
+                           else (0.0 if c["requests_rhythm"] else None))
         out["pulse_share"] = ratio(c["requests_pulsing"], c["requests_rhythm"])
         if self.server_ms:     # server-side time per stage, as the server reported it (ok requests)
-            out["server_timing_ms"] = {stage: _hist_summary(hist) for stage, hist in sorted(self.server_ms.items())}
+            out["server_timing_ms"] = {stage: _hist_summary(hist)
+                                       for stage, hist in sorted(self.server_ms.items())}
         return out
 
 

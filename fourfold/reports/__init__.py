@@ -1,11 +1,12 @@
 """Comparison reports: is the candidate faster, and are its answers as good?
 
-Load run directories (:mod:`fourfold.reports.load`, with the fast records reader :mod:`fourfold.reports.records`),
-compare a baseline with candidates metric by metric, runs as the replicates (:mod:`fourfold.reports.replication`),
-with intervals, a minimum effect per row and direction-aware verdicts corrected for the number of rows
-(:mod:`fourfold.reports.compare`, :mod:`fourfold.reports.verdict`: pure), and
+Load run directories (:mod:`fourfold.reports.load`, with the fast records reader
+:mod:`fourfold.reports.records`), compare a baseline with candidates metric by metric, runs as the replicates
+(:mod:`fourfold.reports.replication`), with intervals, a minimum effect per row and direction-aware verdicts
+corrected for the number of rows (:mod:`fourfold.reports.compare`, :mod:`fourfold.reports.verdict`: pure), and
 render the result as Markdown, self-contained HTML with plots, and CSV (:mod:`fourfold.reports.markdown`,
-:mod:`fourfold.reports.html`, :mod:`fourfold.reports.csvout`). ``fourfold demo`` lives in :mod:`fourfold.cli.demo`.
+:mod:`fourfold.reports.html`, :mod:`fourfold.reports.csvout`). ``fourfold demo`` lives in
+:mod:`fourfold.cli.demo`.
 
 Reports read run directories only: nothing here imports Locust or :mod:`fourfold.levels`. Importing the
 package is cheap; matplotlib loads when the HTML report is rendered.

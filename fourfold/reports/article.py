@@ -63,8 +63,8 @@ class Claim:
 
 
 CLAIMS: tuple[Claim, ...] = (
-    Claim("structured-prompt first-token cost B − A", "58 ± 12 → ≤ 3 ms", ("ttft_structured_penalty",), ("l1", "l2"),
-          DOWN, change=(ABSOLUTE, -55.0)),
+    Claim("structured-prompt first-token cost B − A", "58 ± 12 → ≤ 3 ms", ("ttft_structured_penalty",),
+          ("l1", "l2"), DOWN, change=(ABSOLUTE, -55.0)),
     Claim("E2E p95", "≤ 800 → 412 ms", ("e2e_p95",), ("l1",), DOWN, change=(RELATIVE, 412 / 800 - 1)),
     Claim("E2E p99", "1120 → 1380 ms", ("e2e_p99",), ("l1",), UP, change=(RELATIVE, 1380 / 1120 - 1)),
     Claim("ITL p95 (between pulses)", "smooth → faster tokens", ("itl_p95",), ("l1",), DOWN),
@@ -72,16 +72,17 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("stall rate (gaps over 150 ms)", "more stalls (pulses)", ("stall_rate",), ("l1",), UP),
     Claim("output tokens/s", "+32 % (1850 tok/s)", ("output_tps_per_user", "output_tps"), ("l1",), UP,
           change=(RELATIVE, 0.32)),
-    Claim("GPU memory-bandwidth utilisation", "42 → 92 %", ("*mem_bw_util*mean*", "*mem_bw_util*"), ("l1",), UP,
-          change=(ABSOLUTE, 50.0)),
+    Claim("GPU memory-bandwidth utilisation", "42 → 92 %", ("*mem_bw_util*mean*", "*mem_bw_util*"),
+          ("l1",), UP, change=(ABSOLUTE, 50.0)),
     Claim("L2 connection reuse", "→ 89 %", ("conn_reuse",), ("l2",), UP),
     Claim("L3 top-3 recall", "68.3 → 79.1 %", ("recall_at_k",), ("l3",), UP, change=(ABSOLUTE, 10.8)),
     Claim("L3 fact errors", "12.4 → 5.1 %", ("fact_error_rate",), ("l3",), DOWN, change=(ABSOLUTE, -7.3)),
-    Claim("fingerprint (similarity mean)", "0.79 → 0.82 (about equal)", ("similarity_mean",), ("l1", "l3"), EQUAL,
-          margin=0.03, change=(ABSOLUTE, 0.03)),
-    Claim("L4 rounds per session", "4.2 → 3.1", ("rounds_mean",), ("l4",), DOWN, change=(RELATIVE, 3.1 / 4.2 - 1)),
-    Claim("structure compliance (asked n items, got n)", "99.2 → 94.7 %", ("structure_compliance",), ("l1",), DOWN,
-          change=(ABSOLUTE, -4.5)),
+    Claim("fingerprint (similarity mean)", "0.79 → 0.82 (about equal)", ("similarity_mean",), ("l1", "l3"),
+          EQUAL, margin=0.03, change=(ABSOLUTE, 0.03)),
+    Claim("L4 rounds per session", "4.2 → 3.1", ("rounds_mean",), ("l4",), DOWN,
+          change=(RELATIVE, 3.1 / 4.2 - 1)),
+    Claim("structure compliance (asked n items, got n)", "99.2 → 94.7 %", ("structure_compliance",), ("l1",),
+          DOWN, change=(ABSOLUTE, -4.5)),
 )
 
 
@@ -116,7 +117,8 @@ def find_row(rows: list[Row], claim: Claim) -> Row | None:
 def judge(claim: Claim, row: Row | None) -> Finding:
     """The outcome of one claim given the table's row (see module docstring)."""
     if row is None:
-        return Finding(claim, None, NOT_MEASURED, f"no {' / '.join(claim.metrics)} row at {' / '.join(claim.levels)}")
+        return Finding(claim, None, NOT_MEASURED,
+                       f"no {' / '.join(claim.metrics)} row at {' / '.join(claim.levels)}")
     if row.baseline is None or row.candidate is None or row.delta is None:
         side = "baseline" if row.baseline is None else "candidate"
         return Finding(claim, row, NOT_MEASURED, f"no {side} value")
@@ -154,7 +156,8 @@ def measured_change(claim: Claim, row: Row) -> float | None:
 
 
 def magnitude(claim: Claim, row: Row | None) -> str:
-    """"within 2x" / "1/3.2x of it" / "4.1x it" / "opposite sign" of the article's change; "-" when it gives none."""
+    """"within 2x" / "1/3.2x of it" / "4.1x it" / "opposite sign" of the article's change; "-" when it
+    gives none."""
     if claim.change is None or row is None:
         return "-"
     measured, stated = measured_change(claim, row), claim.change[1]
@@ -193,8 +196,8 @@ def check_rows(rows: list[Row], claims: tuple[Claim, ...] = CLAIMS) -> list[Find
 
 
 # ---- rendering ----
-HEADER = ("effect", "article", "level", "baseline → candidate", "Δ [95% CI]", "article's change", "measured change",
-          "table's verdict", "expected", "direction", "magnitude")
+HEADER = ("effect", "article", "level", "baseline → candidate", "Δ [95% CI]", "article's change",
+          "measured change", "table's verdict", "expected", "direction", "magnitude")
 
 
 def cells(finding: Finding) -> list[str]:
@@ -203,20 +206,22 @@ def cells(finding: Finding) -> list[str]:
     outcome = f"{finding.outcome}: {finding.why}" if finding.why else finding.outcome
     stated = _fmt_change(*claim.change, row.unit if row else "") if claim.change else "-"
     if row is None:
-        return [claim.effect, claim.article, "/".join(claim.levels), "-", "-", stated, "-", "-", finding.expected,
-                outcome, "-"]
+        return [claim.effect, claim.article, "/".join(claim.levels), "-", "-", stated, "-", "-",
+                finding.expected, outcome, "-"]
     unit = row.unit
     values = f"{fmt_value(row.baseline, unit)} → {fmt_value(row.candidate, unit)} {unit}"
     ci = fmt_ci(row.ci_low, row.ci_high, unit)
     delta = fmt_delta(row.delta, unit) + ("" if ci == "-" else f" {ci}")
     measured = measured_change(claim, row)
-    measured_text = _fmt_change(claim.change[0], measured, unit) if claim.change and measured is not None else "-"
+    measured_text = (_fmt_change(claim.change[0], measured, unit) if claim.change and measured is not None
+                     else "-")
     return [claim.effect, claim.article, row.group, values, delta, stated, measured_text, verdict_text(row),
             finding.expected, outcome, magnitude(claim, row)]
 
 
 def summary_line(findings: list[Finding]) -> str:
-    counts = {name: sum(f.outcome == name for f in findings) for name in (REPRODUCED, NOT_REPRODUCED, NOT_MEASURED)}
+    counts = {name: sum(f.outcome == name for f in findings)
+              for name in (REPRODUCED, NOT_REPRODUCED, NOT_MEASURED)}
     within = sum(magnitude(f.claim, f.row).startswith("within") for f in findings if f.outcome == REPRODUCED)
     return (f"{counts[REPRODUCED]} of {len(findings)} rows reproduced ({within} of them within "
             f"{MAGNITUDE_FACTOR:g}x of the article's magnitude), {counts[NOT_REPRODUCED]} not reproduced, "
@@ -224,10 +229,11 @@ def summary_line(findings: list[Finding]) -> str:
 
 
 INTRO = ("The article's table (old version → new) next to this comparison (baseline → candidate). A row's "
-         "*direction* is reproduced only when the table's own verdict is better or worse (its interval beyond the "
-         "row's minimum effect, runs as replicates, Holm over the gated rows) and the change goes the article's "
-         "way; an *about equal* row when the confidence interval of the difference stays inside the stated "
-         "non-inferiority margin. *Magnitude*: the measured change against the article's, within 2x or not.")
+         "*direction* is reproduced only when the table's own verdict is better or worse (its interval "
+         "beyond the row's minimum effect, runs as replicates, Holm over the gated rows) and the change goes "
+         "the article's way; an *about equal* row when the confidence interval of the difference stays "
+         "inside the stated non-inferiority margin. *Magnitude*: the measured change against the article's, "
+         "within 2x or not.")
 
 
 def _md_cell(text: str, *, from_run: bool = False) -> str:
@@ -239,7 +245,8 @@ def _md_cell(text: str, *, from_run: bool = False) -> str:
 
 def render_markdown(findings: list[Finding]) -> str:
     lines = ["## Article check", "", INTRO, "", "| " + " | ".join(HEADER) + " |",
-             "|" + "|".join(("---", "---", "---", "---:", "---:", "---:", "---:", "---", "---", "---", "---")) + "|"]
+             "|" + "|".join(("---", "---", "---", "---:", "---:", "---:", "---:", "---", "---", "---", "---"))
+             + "|"]
     lines += ["| " + " | ".join(_md_cell(c, from_run=i == 2) for i, c in enumerate(cells(f))) + " |"
               for f in findings]
     lines += ["", summary_line(findings)]

@@ -23,8 +23,8 @@ import numpy as np
 
 from fourfold.measure.histogram import exact_quantile, nearest_ranks
 
-__all__ = ["EXACT_MEAN_N", "clustered_quantile_replicates", "mean_replicates", "proportion_replicates", "quantile",
-           "row_rng"]
+__all__ = ["EXACT_MEAN_N", "clustered_quantile_replicates", "mean_replicates", "proportion_replicates",
+           "quantile", "row_rng"]
 
 EXACT_MEAN_N = 10_000
 _CHUNK_CELLS = 2_000_000     # resampling work per numpy call (rows x values)

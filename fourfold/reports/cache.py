@@ -134,7 +134,8 @@ def _table_arrays(table: RecordTable) -> dict[str, np.ndarray]:
     out["records.itl.keys"] = np.concatenate([keys for keys, _ in arrays] or [np.zeros(0, np.int64)])
     out["records.itl.counts"] = np.concatenate([counts for _, counts in arrays] or [np.zeros(0, np.int64)])
     out["records.itl.count"] = np.array([h.count for _, h in itl], dtype=np.int64)
-    out["records.itl.stats"] = np.array([[h.sum, h.min, h.max] for _, h in itl], dtype=np.float64).reshape(-1, 3)
+    out["records.itl.stats"] = np.array([[h.sum, h.min, h.max] for _, h in itl],
+                                        dtype=np.float64).reshape(-1, 3)
     samples = list(table.gap_samples.items())
     _put_keys(out, "records.samples.groups", [k for k, _ in samples])
     out["records.samples.records"] = np.array([len(kept) for _, kept in samples], dtype=np.int64)
@@ -163,11 +164,12 @@ def _table_from(data: Any) -> RecordTable:
     for i, (key, keys) in enumerate(zip(_get_keys(data, "records.itl.groups"),
                                         _split(data["records.itl.keys"], data["records.itl.lengths"]))):
         total, low, high = data["records.itl.stats"][i].tolist()
-        itl[key] = GapHistogram(dict(zip(keys.tolist(), counts[i].tolist())), int(data["records.itl.count"][i]),
-                                total, low, high)
+        itl[key] = GapHistogram(dict(zip(keys.tolist(), counts[i].tolist())),
+                                int(data["records.itl.count"][i]), total, low, high)
     gaps = _split(data["records.samples.gaps"], data["records.samples.lengths"])
     bounds = np.concatenate([[0], np.cumsum(data["records.samples.records"])]).tolist()
-    samples = {key: gaps[bounds[i]:bounds[i + 1]] for i, key in enumerate(_get_keys(data, "records.samples.groups"))}
+    samples = {key: gaps[bounds[i]:bounds[i + 1]]
+               for i, key in enumerate(_get_keys(data, "records.samples.groups"))}
     ok_with_gaps = dict(zip(_get_keys(data, "records.ok_with_gaps.groups"),
                             data["records.ok_with_gaps.values"].tolist()))
     seconds = _split(data["records.tokens.seconds"], data["records.tokens.lengths"])
@@ -175,8 +177,8 @@ def _table_from(data: Any) -> RecordTable:
     tokens = {key: dict(zip(s.tolist(), v.tolist()))
               for key, s, v in zip(_get_keys(data, "records.tokens.groups"), seconds, values)}
     warmup, cancelled, unreadable = data["records.counters"].tolist()
-    return RecordTable(_get_frame(data, "records.frame"), itl, samples, ok_with_gaps, tokens, warmup, cancelled,
-                       unreadable, str(data["records.first_unreadable"][0]))
+    return RecordTable(_get_frame(data, "records.frame"), itl, samples, ok_with_gaps, tokens, warmup,
+                       cancelled, unreadable, str(data["records.first_unreadable"][0]))
 
 
 @dataclass

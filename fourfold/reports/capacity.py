@@ -1,7 +1,8 @@
 """Capacity sweeps in reports: reading a sweep directory, the capacity row, the latency-vs-rate plot.
 
 A run with ``--sweep`` (``l2_open_loop.py``) holds the same block as ``l2.sweep`` in its own
-summary.json, every rate a step of that one run (scenario ``sweep@RATE/s``; :func:`is_live_sweep`). A sweep directory (``fourfold sweep``) holds ``summary.json`` with a ``sweep`` block (rates,
+summary.json, every rate a step of that one run (scenario ``sweep@RATE/s``; :func:`is_live_sweep`). A sweep
+directory (``fourfold sweep``) holds ``summary.json`` with a ``sweep`` block (rates,
 capacity, bracket, knee; :mod:`fourfold.gates.sweep`) and the per-rate run directories under
 ``runs/``. When every run given to ``fourfold compare`` is a sweep, the comparison gets one
 *capacity* row per candidate: capacity = the highest rate that met the SLO, with the bracket
@@ -20,6 +21,7 @@ from typing import Any
 
 from fourfold.errors import SLOSpecError
 from fourfold.gates.slo import SLO, parse_spec
+from fourfold.reports.plots import COLORS, _data_uri, _figure, _pyplot, text
 from fourfold.reports.rows import BETTER, INCONCLUSIVE, NA, WORSE, Row
 from fourfold.rundir.runread import read_summary
 
@@ -65,8 +67,8 @@ def capacity_row(baseline: dict[str, Any], candidate: dict[str, Any]) -> Row:
     label = f"capacity ({slo})" if slo == candidate.get("slo") else "capacity (SLOs differ)"
     n_base, n_cand = len(baseline.get("rates") or []), len(candidate.get("rates") or [])
     if base is None or cand is None or base_high is None or cand_high is None:
-        return Row(CAPACITY_GROUP, "capacity_rps", label, "req/s", "higher", base, cand, None, None, None, None,
-                   None, NA, "sweep brackets (a side has no pass or no miss)", n_base, n_cand)
+        return Row(CAPACITY_GROUP, "capacity_rps", label, "req/s", "higher", base, cand, None, None, None,
+                   None, None, NA, "sweep brackets (a side has no pass or no miss)", n_base, n_cand)
     delta = cand - base
     if cand_low >= base_high:
         verdict = BETTER
@@ -75,8 +77,8 @@ def capacity_row(baseline: dict[str, Any], candidate: dict[str, Any]) -> Row:
     else:
         verdict = INCONCLUSIVE
     return Row(CAPACITY_GROUP, "capacity_rps", label, "req/s", "higher", float(base), float(cand), delta,
-               100 * delta / abs(base) if base else None, cand_low - base_high, cand_high - base_low, None, verdict,
-               "sweep brackets: overlapping brackets are inconclusive", n_base, n_cand, gated=True)
+               100 * delta / abs(base) if base else None, cand_low - base_high, cand_high - base_low, None,
+               verdict, "sweep brackets: overlapping brackets are inconclusive", n_base, n_cand, gated=True)
 
 
 def _latency_slos(spec: str) -> list[SLO]:
@@ -85,13 +87,13 @@ def _latency_slos(spec: str) -> list[SLO]:
         slos = parse_spec(spec) if spec else []
     except SLOSpecError:
         return []
-    return [slo for slo in slos if slo.metric in ("ttft_p50", "ttft_p95", "e2e_p50", "e2e_p95") and not slo.scope]
+    return [slo for slo in slos
+            if slo.metric in ("ttft_p50", "ttft_p95", "e2e_p50", "e2e_p95") and not slo.scope]
 
 
 def sweep_plot(block: dict[str, Any], path: str | os.PathLike[str], title: str = "capacity sweep") -> Path:
     """TTFT and E2E p50/p95 against the offered rate, the SLO's thresholds on them dashed, the bracket
     shaded; written as SVG to ``path``."""
-    from fourfold.reports.plots import _pyplot
 
     fig = _sweep_figure(block, title)
     target = Path(path)
@@ -102,14 +104,11 @@ def sweep_plot(block: dict[str, Any], path: str | os.PathLike[str], title: str =
 
 def sweep_plot_uri(block: dict[str, Any], title: str = "capacity sweep") -> str:
     """:func:`sweep_plot` as an SVG data URI (the HTML report's)."""
-    from fourfold.reports.plots import _data_uri
 
     return _data_uri(_sweep_figure(block, title))
 
 
 def _sweep_figure(block: dict[str, Any], title: str):  # type: ignore[no-untyped-def]
-    from fourfold.reports.plots import COLORS, _figure, text
-
     rates = sorted(block.get("rates") or [], key=lambda r: r["offered_rps"])
     fig, ax = _figure(text(title), "offered rate (requests/s)", "latency (ms, log scale)")
     x = [r["offered_rps"] for r in rates]

@@ -16,21 +16,30 @@ What a row rests on (its unit of replication):
 
 | rows | unit | verdict with one run a side |
 |---|---|---|
-| latency percentiles, ITL, TPOT, jitter, pulses, tokens/s, goodput, rates, means, telemetry means | runs (two-level: between runs, blocks within a run) | none: the between-run variance is unknown (a side of >= 2 runs lends its own to a lone run) |
-| the same rows between the two A/B arms of one run (``--variants``) | blocks of time within the run (the arms ran side by side) | yes |
-| similarity, char-bigram F1, compliance, recall / precision@k, fact errors, same items on both sides | items (mean per-item difference, paired) | yes |
+| latency percentiles, ITL, TPOT, jitter, pulses, tokens/s, goodput, rates, means, telemetry means |
+  runs (two-level: between runs, blocks within a run) | none: the between-run variance is unknown (a side of
+  >= 2 runs lends its own to a lone run) |
+| the same rows between the two A/B arms of one run (``--variants``) | blocks of time within the run
+  (the arms ran side by side) | yes |
+| similarity, char-bigram F1, compliance, recall / precision@k, fact errors, same items on both sides |
+  items (mean per-item difference, paired) | yes |
 | server telemetry max | values only | never |
 
 How each statistic is computed on one run:
 
 | metric | statistic | within-run replicates |
 |---|---|---|
-| TTFT / E2E / TPOT percentiles | nearest-rank quantile of ok requests | blocks of consecutive requests (log buckets, <= 0.5 %) |
-| ITL percentiles | quantile of the pooled chunk gaps of ok requests | blocks of consecutive sampled requests |
+| TTFT / E2E / TPOT percentiles | nearest-rank quantile of ok requests | blocks of consecutive requests
+  (log buckets, <= 0.5 %) |
+| ITL percentiles | quantile of the pooled chunk gaps of ok requests | blocks of consecutive sampled
+  requests |
 | output tokens/s, goodput | all tokens (good requests) / wall time | blocks of 1-s intervals |
-| error, interruption, stall rate, reuse, completion, compliance, L3 conflict rate, low groundedness (< 0.6), low-confidence answers | proportion | blocks of requests (counts per block) |
-| TTFT structured - plain, rounds, similarity mean, char-bigram F1 mean, L3 recall@k / precision@k | mean | bootstrap of values |
-| server telemetry mean (``telemetry.<source>.<metric>.mean``) | mean of the samples, first and last dropped | blocks as long as the series decorrelates; < 10 effective samples: too few |
+| error, interruption, stall rate, reuse, completion, compliance, L3 conflict rate, low groundedness (< 0.6),
+  low-confidence answers | proportion | blocks of requests (counts per block) |
+| TTFT structured - plain, rounds, similarity mean, char-bigram F1 mean, L3 recall@k / precision@k |
+  mean | bootstrap of values |
+| server telemetry mean (``telemetry.<source>.<metric>.mean``) | mean of the samples, first and last dropped |
+  blocks as long as the series decorrelates; < 10 effective samples: too few |
 
 A statistic needs data enough for itself: a quantile ``q`` at least ``10 / min(q, 1 - q)`` values
 (p99: 1,000), a rate 20 trials. Rows are tested one by one here; :func:`adjust` then corrects the
@@ -97,17 +106,20 @@ from fourfold.reports.rows import (
 )
 from fourfold.reports.verdict import Decision, benjamini_hochberg, decide, holm, min_effect_for
 
-__all__ = ["BETTER", "DEFAULT_GATE", "DEFAULT_SETTINGS", "EQUIVALENT", "INCONCLUSIVE", "METRICS", "NA", "NO_CHANGE",
-           "TOO_FEW", "WORSE", "GroupSample", "ItlSample", "Metric", "Row", "CompareSettings", "adjust", "compare_groups",
-           "is_gated", "pairs", "telemetry_metrics"]
+__all__ = ["BETTER", "DEFAULT_GATE", "DEFAULT_SETTINGS", "EQUIVALENT", "INCONCLUSIVE", "METRICS", "NA",
+           "NO_CHANGE", "TOO_FEW", "WORSE", "GroupSample", "ItlSample", "Metric", "Row", "CompareSettings",
+           "adjust", "compare_groups", "is_gated", "pairs", "telemetry_metrics"]
 
 ONE_RUN = "1 run a side: between-run variance unknown, no verdict (run >= 2 a side: fourfold repeat)"
-DETECT_BANDS = 5         # the effect the "runs needed" figure is for: 5 bands (TTFT 10 %, tokens/s 5 %, rates 2.5 points)
+# the effect the "runs needed" figure is for: 5 bands (TTFT 10 %, tokens/s 5 %, rates 2.5 points)
+DETECT_BANDS = 5
 
 
 METRICS: tuple[Metric, ...] = (
-    *(Metric(f"ttft_{pct(q)}", f"TTFT {pct(q)}", "ms", "lower", quantile_of("ttft_ms", q)) for q in (.5, .95, .99)),
-    *(Metric(f"e2e_{pct(q)}", f"E2E {pct(q)}", "ms", "lower", quantile_of("e2e_ms", q)) for q in (.5, .95, .99)),
+    *(Metric(f"ttft_{pct(q)}", f"TTFT {pct(q)}", "ms", "lower", quantile_of("ttft_ms", q))
+      for q in (.5, .95, .99)),
+    *(Metric(f"e2e_{pct(q)}", f"E2E {pct(q)}", "ms", "lower", quantile_of("e2e_ms", q))
+      for q in (.5, .95, .99)),
     *(Metric(f"itl_{pct(q)}", f"ITL {pct(q)}", "ms", "lower", itl_quantile(q)) for q in ITL_QUANTILES),
     Metric("tpot_p50", "TPOT p50", "ms", "lower", quantile_of("tpot_ms", 0.5)),
     Metric("jitter_p50", "stream jitter p50", "ms", "lower", quantile_of("jitter_ms", 0.5)),
@@ -120,7 +132,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("stall_rate", "stall rate", "%", "lower", rate("requests_with_stall", "requests")),
     Metric("conn_reuse", "connection reuse", "%", "higher", rate("conn_reused", "conn_known")),
     Metric("ttft_structured_penalty", "TTFT structured - plain", "ms", "lower", penalty),
-    Metric("completion_rate", "session completion", "%", "higher", rate("sessions_completed", "sessions_ended")),
+    Metric("completion_rate", "session completion", "%", "higher",
+           rate("sessions_completed", "sessions_ended")),
     Metric("rounds_mean", "rounds per session", "rounds", "lower", mean_of("rounds")),
     Metric("recall_at_k", "retrieval recall@k", "%", "higher", mean_of("recall", 100.0),
            paired_items("recall", "recall_items", 100.0)),
@@ -151,8 +164,8 @@ def error_class_metrics(baseline: Sequence[GroupSample], candidate: Sequence[Gro
             counts = GroupSample(failures=g.error_classes.get(name, 0), requests=g.requests)
             if "requests" in g.block_counts:
                 counts.block_counts = {"requests": g.block_counts["requests"],
-                                       "failures": g.block_counts.get(f"error.{name}",
-                                                                      np.zeros_like(g.block_counts["requests"]))}
+                                       "failures": g.block_counts.get(
+                                           f"error.{name}", np.zeros_like(g.block_counts["requests"]))}
             return rate("failures", "requests")(counts, rng, s)
         return side
     names = sorted({name for g in (*baseline, *candidate) for name in g.error_classes})
@@ -188,8 +201,8 @@ def _pooled_items(runs: list[GroupSample]) -> GroupSample:
 
 
 def compare_groups(group: str, baseline: GroupSample | Sequence[GroupSample],
-                   candidate: GroupSample | Sequence[GroupSample], settings: CompareSettings = DEFAULT_SETTINGS,
-                   matched: bool = False) -> list[Row]:
+                   candidate: GroupSample | Sequence[GroupSample],
+                   settings: CompareSettings = DEFAULT_SETTINGS, matched: bool = False) -> list[Row]:
     """Every metric of one group with data on a side: METRICS, then :func:`error_class_metrics`, then
     :func:`telemetry_metrics`. Each side is one run's sample or a list of them (one per run);
     ``matched``: the two lists are matched pairs of runs, in pair order (the same seed, run back to
@@ -251,13 +264,15 @@ def _row(group: str, metric: Metric, base: list[GroupSample], cand: list[GroupSa
     if few:
         return row(Decision(TOO_FEW, None, None, None), test, few)
     side_b, side_c = lend_between(side_b, side_c), lend_between(side_c, side_b)
-    by_pair = paired_difference(spreads_b, spreads_c) if matched and len(spreads_b) == len(spreads_c) else None
+    by_pair = (paired_difference(spreads_b, spreads_c) if matched and len(spreads_b) == len(spreads_c)
+               else None)
     if by_pair is not None:
         test = f"{len(spreads_b)} matched pairs of runs: paired t"
     diff = by_pair or difference(side_b, side_c)
     if diff is None:
         why = next((x.no_interval for x in (*spreads_b, *spreads_c) if x.no_interval), "")
-        return row(Decision(TOO_FEW, None, None, None), test, why or "too few blocks of requests for an interval")
+        return row(Decision(TOO_FEW, None, None, None), test,
+                   why or "too few blocks of requests for an interval")
     decision = decide(diff.delta, diff.se, diff.df, band, metric.better, s.alpha, side_b.value, side_c.value)
     # a run's variance, between + within (a lone run: within only, a lower bound): for adjust's runs_needed
     per_run = None if arms else float(np.mean([(x.var or 0.0) * x.runs for x in (side_b, side_c)]))
@@ -274,7 +289,8 @@ def _test_name(b: SideValue, c: SideValue, arms: bool) -> str:
     return f"{b.runs} vs {c.runs} runs: between-run t"
 
 
-def _paired_row(group: str, metric: Metric, paired: PairedItems, s: CompareSettings, runs_b: int, runs_c: int) -> Row:
+def _paired_row(group: str, metric: Metric, paired: PairedItems, s: CompareSettings, runs_b: int,
+                runs_c: int) -> Row:
     diffs = paired.diffs
     m = diffs.size
     delta = paired.candidate - paired.baseline
@@ -303,7 +319,8 @@ def adjust(rows: list[Row], alpha: float) -> list[Row]:
             r = out[i]
             changes: dict[str, object] = {"p_adjusted": p}
             if r.per_run_var is not None and r.band:     # at the family's strictest level (Bonferroni)
-                changes["runs_needed"] = runs_needed(DETECT_BANDS * r.band, r.band, r.per_run_var, alpha / len(index))
+                changes["runs_needed"] = runs_needed(DETECT_BANDS * r.band, r.band, r.per_run_var,
+                                                     alpha / len(index))
             if r.verdict in (BETTER, WORSE) and p >= alpha:
                 changes.update(verdict=INCONCLUSIVE, why=f"{r.verdict} alone (p {r.p_value:.3g}), not after "
                                                          f"{method} over {len(index)} rows (p {p:.3g})")

@@ -6,14 +6,14 @@ from __future__ import annotations
 import csv
 import os
 
-from fourfold.reports.report import Report
+from fourfold.reports.document import Report
 
 __all__ = ["COLUMNS", "write_csv"]
 
 COLUMNS = ("baseline", "candidate", "group", "metric", "label", "unit", "better", "baseline_value",
            "candidate_value", "delta", "delta_pct", "ci_low", "ci_high", "p_value", "verdict", "test",
-           "paired", "n_baseline", "n_candidate", "band", "p_adjusted", "gated", "runs_baseline", "runs_candidate",
-           "why")
+           "paired", "n_baseline", "n_candidate", "band", "p_adjusted", "gated", "runs_baseline",
+           "runs_candidate", "why")
 
 
 def _num(value: float | None) -> str:

@@ -29,9 +29,9 @@ from fourfold.reports.rows import (
     SideMeasure,
 )
 
-__all__ = ["MIN_RATE_N", "goodput_total", "itl_quantile", "mean_of", "output_tps", "paired_items", "pairs", "pct",
-           "penalty", "per_second", "per_user", "pulse_frequency", "quantile_of", "rate", "share_unpaired",
-           "telemetry_max", "telemetry_mean", "tokens_total"]
+__all__ = ["MIN_RATE_N", "goodput_total", "itl_quantile", "mean_of", "output_tps", "paired_items", "pairs",
+           "pct", "penalty", "per_second", "per_user", "pulse_frequency", "quantile_of", "rate",
+           "share_unpaired", "telemetry_max", "telemetry_mean", "tokens_total"]
 
 MIN_RATE_N = 20        # a rate from fewer trials is no basis for a test ("too few")
 MIN_MEAN_N = 5
@@ -48,7 +48,8 @@ def quantile_of(name: str, q: float) -> SideMeasure:
         values = getattr(g, name)
         if not values.size:
             return None
-        spread = Spread(bs.quantile(values, q), int(values.size), too_few=too_few_for_quantile(q, values.size))
+        spread = Spread(bs.quantile(values, q), int(values.size),
+                        too_few=too_few_for_quantile(q, values.size))
         if not spread.too_few:
             blocks = g.blocks_of.get(name)
             spread.blocks = int(np.unique(blocks).size) if blocks is not None else int(values.size)
@@ -170,9 +171,11 @@ def rate(count: str, total: str, scale: float = 100.0) -> SideMeasure:
             return spread
         numer, denom = g.block_counts.get(count), g.block_counts.get(total)
         if numer is not None and denom is not None:
-            spread.replicates, spread.blocks = ratio_spread(numer, denom, within_resamples(s), rng, scale), numer.size
+            spread.replicates, spread.blocks = (
+                ratio_spread(numer, denom, within_resamples(s), rng, scale), numer.size)
         else:
-            spread.replicates, spread.blocks = scale * bs.proportion_replicates(k, n, within_resamples(s), rng), n
+            spread.replicates, spread.blocks = (
+                scale * bs.proportion_replicates(k, n, within_resamples(s), rng), n)
         return spread
     return side
 
@@ -206,7 +209,8 @@ def _mean_spread(values: np.ndarray, rng: np.random.Generator, s: CompareSetting
     if values.size < MIN_MEAN_N:
         spread.too_few = f"{values.size} values (needs {MIN_MEAN_N})"
     elif values.size >= MIN_BLOCKS:
-        spread.replicates, spread.blocks = bs.mean_replicates(values, within_resamples(s), rng), int(values.size)
+        spread.replicates, spread.blocks = (bs.mean_replicates(values, within_resamples(s), rng),
+                                            int(values.size))
     return spread
 
 

@@ -8,13 +8,14 @@ from fourfold.measure.metric_names import METRICS, MetricDef, resolve
 from fourfold.reports.compare import BETTER, EQUIVALENT, INCONCLUSIVE, NA, NO_CHANGE, TOO_FEW, WORSE, Row
 from fourfold.reports.compare import METRICS as ROWS
 
-__all__ = ["DEFINITIONS", "GATED_MARK", "METRICS_DOC", "SYMBOLS", "fmt_band", "fmt_ci", "fmt_delta", "fmt_p", "fmt_pct",
-           "fmt_value", "legend_lines", "shown_p", "short_why", "verdict_text"]
+__all__ = ["DEFINITIONS", "GATED_MARK", "METRICS_DOC", "SYMBOLS", "fmt_band", "fmt_ci", "fmt_delta", "fmt_p",
+           "fmt_pct", "fmt_value", "legend_lines", "shown_p", "short_why", "verdict_text"]
 
 GATED_MARK = "†"
 
 METRICS_DOC = "docs/metrics.md"
-SYMBOLS = {BETTER: "✅", WORSE: "❌", EQUIVALENT: "🟰", INCONCLUSIVE: "❔", NO_CHANGE: "➖", TOO_FEW: "·", NA: ""}
+SYMBOLS = {BETTER: "✅", WORSE: "❌", EQUIVALENT: "🟰", INCONCLUSIVE: "❔", NO_CHANGE: "➖", TOO_FEW: "·",
+           NA: ""}
 
 
 def _definition(metric: MetricDef) -> str:
@@ -103,22 +104,23 @@ def _round(value: float, digits: int) -> float:
 def legend_lines(resamples: int, seed: int, confidence: float, alpha: float) -> list[str]:
     level = f"{confidence:.0%}"
     return [
-        f"{SYMBOLS[BETTER]} better / {SYMBOLS[WORSE]} worse: the whole {level} interval of Δ lies beyond the row's "
-        f"minimum effect (band) · {SYMBOLS[EQUIVALENT]} equivalent: the {1 - 2 * alpha:.0%} interval lies inside "
-        f"the band · {SYMBOLS[INCONCLUSIVE]} inconclusive: neither · {SYMBOLS[NO_CHANGE]} no change: the same value "
-        f"on both sides · {SYMBOLS[TOO_FEW]} too few: not data enough for the statistic (a quantile q needs "
-        "10 / min(q, 1 - q) values) · n/a: a side has no data, or values only.",
+        f"{SYMBOLS[BETTER]} better / {SYMBOLS[WORSE]} worse: the whole {level} interval of Δ lies beyond the "
+        f"row's minimum effect (band) · {SYMBOLS[EQUIVALENT]} equivalent: the {1 - 2 * alpha:.0%} interval "
+        f"lies inside the band · {SYMBOLS[INCONCLUSIVE]} inconclusive: neither · {SYMBOLS[NO_CHANGE]} no "
+        f"change: the same value on both sides · {SYMBOLS[TOO_FEW]} too few: not data enough for the "
+        "statistic (a quantile q needs 10 / min(q, 1 - q) values) · n/a: a side has no data, or values only.",
         "Δ = candidate - baseline; for % rows Δ is in percentage points. Lower is better for latencies, "
-        "error / interruption / stall rates, rounds and L3's conflict and low-groundedness rates; higher for throughput, goodput, connection reuse, "
-        "session completion and quality. Server telemetry rows (server: / nvidia-smi:, from server_metrics.json) "
-        "are descriptive: their mean is compared over the samples, higher reading as more of the GPU used; their "
-        "max rows are values only (n/a).",
+        "error / interruption / stall rates, rounds and L3's conflict and low-groundedness rates; higher for "
+        "throughput, goodput, connection reuse, session completion and quality. Server telemetry rows "
+        "(server: / nvidia-smi:, from server_metrics.json) are descriptive: their mean is compared over the "
+        "samples, higher reading as more of the GPU used; their max rows are values only (n/a).",
         f"Runs are the unit of replication: a side's value is the mean over its runs, the {level} interval a "
         "Student-t one from the variance between runs (floored by the within-run variance; within a run, "
-        f"blocks of consecutive requests are resampled, {resamples:,} resamples, seed {seed}). With one run a side the "
-        "between-run variance is unknown: such rows show the within-run interval and no verdict. Rows marked "
-        "(paired) compare the same items on both sides (mean per-item difference, items as the unit); the A/B "
-        "arms of one run are compared on blocks of requests.",
-        f"Many rows, one decision: p is that of \"the difference lies beyond the band\", adjusted: the gated rows "
-        f"({GATED_MARK}, --fail-on-worse's family) by Holm, the others by Benjamini-Hochberg, at α = {alpha:g}.",
+        f"blocks of consecutive requests are resampled, {resamples:,} resamples, seed {seed}). With one run "
+        "a side the between-run variance is unknown: such rows show the within-run interval and no verdict. "
+        "Rows marked (paired) compare the same items on both sides (mean per-item difference, items as the "
+        "unit); the A/B arms of one run are compared on blocks of requests.",
+        "Many rows, one decision: p is that of \"the difference lies beyond the band\", adjusted: the gated "
+        f"rows ({GATED_MARK}, --fail-on-worse's family) by Holm, the others by Benjamini-Hochberg, at α = "
+        f"{alpha:g}.",
     ]

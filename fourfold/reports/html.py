@@ -20,7 +20,9 @@ from typing import Any
 import numpy as np
 
 from fourfold.reports import plots
+from fourfold.reports.capacity import sweep_plot_uri, sweep_rates_text
 from fourfold.reports.compare import Row
+from fourfold.reports.document import Report, Side
 from fourfold.reports.glossary import (
     DEFINITIONS,
     GATED_MARK,
@@ -36,7 +38,7 @@ from fourfold.reports.glossary import (
     verdict_text,
 )
 from fourfold.reports.load import RunData, group_names
-from fourfold.reports.report import Report, Side
+from fourfold.reports.markdown import structured_cells, structured_rows
 from fourfold.reports.scores import scoring_notes
 
 __all__ = ["code_spans", "render_html", "waveform_records"]
@@ -45,9 +47,11 @@ ANSWER_PREVIEW_CHARS = 4000
 WAVEFORM_NOTE = ("Each side in its colour of the plots above; filled: its typical request (median E2E), "
                  "dashed outline: its worst (most stalls, then longest E2E).")
 CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:72rem;color:#222;
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;\
+max-width:72rem;color:#222;
 padding:0 1rem}
-table{border-collapse:collapse;margin:.5rem 0 1rem}th,td{border:1px solid #ccc;padding:.25rem .5rem;font-size:.9rem}
+table{border-collapse:collapse;margin:.5rem 0 1rem}\
+th,td{border:1px solid #ccc;padding:.25rem .5rem;font-size:.9rem}
 th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}
 tr.better td.verdict{background:#e6f4ea}tr.worse td.verdict{background:#fce8e6}
 tr.equivalent td.verdict{background:#eef3fb}
@@ -79,10 +83,11 @@ class PickedRecord:
 
 def _rows_html(rows: list[Row]) -> str:
     out = ["<table><tr>" + "".join(f"<th>{h}</th>" for h in
-                                   ("metric", "baseline", "candidate", "Δ", "Δ%", "95% CI of Δ", "band", "p (adj.)",
-                                    "verdict", "test", "n (baseline / candidate)")) + "</tr>"]
+                                   ("metric", "baseline", "candidate", "Δ", "Δ%", "95% CI of Δ", "band",
+                                    "p (adj.)", "verdict", "test", "n (baseline / candidate)")) + "</tr>"]
     for r in rows:
-        label = f"{r.label} ({r.unit})" + (", paired" if r.paired else "") + (f" {GATED_MARK}" if r.gated else "")
+        label = (f"{r.label} ({r.unit})" + (", paired" if r.paired else "")
+                 + (f" {GATED_MARK}" if r.gated else ""))
         cells = [f"<td>{e(label)}</td>"]
         cells += [f'<td class="num">{e(v)}</td>' for v in (
             fmt_value(r.baseline, r.unit), fmt_value(r.candidate, r.unit), fmt_delta(r.delta, r.unit),
@@ -140,8 +145,8 @@ def waveform_records(side: Side, group: str) -> list[PickedRecord]:
         record = _read_record(run, int(row["line_offset"]))
         if record is not None:
             stall_count = int(row["stalls"])
-            picked.append(PickedRecord(f"{side.label}: {title}, E2E {row['e2e_ms']:.0f} ms, {stall_count} stall(s), "
-                                       f"item {row['item_id']}", record, is_worst))
+            picked.append(PickedRecord(f"{side.label}: {title}, E2E {row['e2e_ms']:.0f} ms, {stall_count} "
+                                       f"stall(s), item {row['item_id']}", record, is_worst))
         if typical == worst:
             break
     return picked
@@ -178,7 +183,8 @@ def _group_section(report: Report, group: str) -> str:
         _img(plots.cdf_plot(f"E2E CDF: {group}", series, "e2e_ms", "end-to-end latency (ms)"), "E2E CDF"),
         _img(plots.itl_plot(f"ITL histogram (pooled chunk gaps): {group}", series), "ITL histogram"),
         _img(plots.tokens_plot(f"output tokens/s over time: {group}", series), "tokens per second"),
-        _img(plots.similarity_plot(f"similarity to the reference: {group}", series), "similarity distribution"),
+        _img(plots.similarity_plot(f"similarity to the reference: {group}", series),
+             "similarity distribution"),
     ]
     return (f"<h3>{e(group)}</h3>\n<div class=\"plots\">{''.join(f for f in figures if f)}</div>\n"
             f"<h4>Stream waveforms</h4>\n{_waveforms(report, group)}")
@@ -186,10 +192,10 @@ def _group_section(report: Report, group: str) -> str:
 
 def _sweep_plots(report: Report) -> str:
     """Latency against the offered rate, one plot per sweep side; the alt text lists the rates."""
-    from fourfold.reports.capacity import sweep_plot_uri, sweep_rates_text
 
     figures = [_img(sweep_plot_uri(block, f"latency vs offered rate: {label}"),
-                    f"latency vs offered rate, {label}: {sweep_rates_text(block)}") for label, block in report.sweeps]
+                    f"latency vs offered rate, {label}: {sweep_rates_text(block)}")
+               for label, block in report.sweeps]
     return f"<h3>Latency vs offered rate</h3>\n<div class=\"plots\">{''.join(figures)}</div>"
 
 
@@ -205,11 +211,10 @@ def _sides_table(report: Report) -> str:
 
 
 def render_html(report: Report) -> str:
-    from fourfold.reports.markdown import structured_cells, structured_rows
-
     s = report.settings
     body = [f"<h1>fourfold comparison</h1>\n<p class=\"note\">created {e(report.created_at)}</p>",
-            _sides_table(report), *(f'<p class="warning"><b>Warning:</b> {e(w)}</p>' for w in report.warnings)]
+            _sides_table(report),
+            *(f'<p class="warning"><b>Warning:</b> {e(w)}</p>' for w in report.warnings)]
     for comparison in report.comparisons:
         body.append(f"<h2>{e(comparison.baseline.label)} → {e(comparison.candidate.label)}</h2>")
         for group in comparison.groups():
@@ -222,9 +227,11 @@ def render_html(report: Report) -> str:
         body.append("<h2>First-token cost of structured prompts</h2><table><tr><th>group</th><th>side</th>"
                     "<th>plain TTFT mean (ms)</th><th>structured TTFT mean (ms)</th><th>B - A (ms)</th>"
                     "<th>n plain / structured</th></tr>"
-                    + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in structured)
+                    + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>"
+                              for row in structured)
                     + "</table>")
-    for note in [*report.notes, *scoring_notes(list({id(r): r for s in report.sides for r in s.runs}.values()))]:
+    for note in [*report.notes,
+                 *scoring_notes(list({id(r): r for s in report.sides for r in s.runs}.values()))]:
         body.append(f'<p class="note">{e(note)}</p>')
     for section in report.sections:
         body.append(section.html or f"<pre>{e(section.markdown)}</pre>")
@@ -236,9 +243,9 @@ def render_html(report: Report) -> str:
     body.append("<hr>" + "".join(f'<p class="note">{e(line)}</p>' for line in
                                  legend_lines(s.resamples, s.seed, s.confidence, s.alpha)))
     body.append(f"<h2>Metric definitions</h2><p>One definition per metric in <code>{METRICS_DOC}</code>; the "
-                "names vLLM's <code>bench serve</code> and NVIDIA AIPerf use for it:</p><table><tr><th>fourfold</th>"
-                "<th>definition</th><th>vLLM</th><th>AIPerf</th></tr>"
+                "names vLLM's <code>bench serve</code> and NVIDIA AIPerf use for "
+                "it:</p><table><tr><th>fourfold</th><th>definition</th><th>vLLM</th><th>AIPerf</th></tr>"
                 + "".join(f"<tr><td><code>{e(n)}</code></td><td>{code_spans(d)}</td><td>{code_spans(v)}</td>"
                           f"<td>{code_spans(a)}</td></tr>" for n, d, v, a in DEFINITIONS) + "</table>")
-    return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>fourfold comparison</title>"
-            f"<style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+    return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>fourfold "
+            f"comparison</title><style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")

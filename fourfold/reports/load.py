@@ -25,8 +25,8 @@ Anything wrong raises :class:`RunDirError` (exit code 2) naming the file and the
 ``session@A`` / ``session@B``; the ``@variant`` suffix is dropped so both variants meet in one
 group. Session facts come from the record that ends a session: ``extra["session_completed"]``
 (bool) and ``extra["rounds"]`` (int) (see :mod:`levels.l4_session`); L3 retrieval quality from
-``extra["recall_at_k"]``, ``extra["precision_at_k"]`` and ``extra["conflict"]`` (see :mod:`measure.rag`). Every
-per-request value (TPOT, interrupted, end time, goodput) is a vectorised form from
+``extra["recall_at_k"]``, ``extra["precision_at_k"]`` and ``extra["conflict"]`` (see :mod:`measure.rag`).
+Every per-request value (TPOT, interrupted, end time, goodput) is a vectorised form from
 :mod:`measure.metrics`, the same formula summary.json's statistics use per record.
 """
 
@@ -34,8 +34,10 @@ from __future__ import annotations
 
 import functools
 import math
+import multiprocessing
 import os
 import warnings
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,8 +77,8 @@ from fourfold.rundir.runlog import META_FILE, RECORDS_FILE, SUMMARY_FILE
 from fourfold.rundir.runread import read_json_object as _read_json_object
 from fourfold.workloads.formats import load_run_dataset
 
-__all__ = ["SCORES_FILE", "RunData", "RunDirError", "base_scenario", "group_names", "group_samples", "load_run", "load_runs",
-           "prompt_kinds", "run_variants"]
+__all__ = ["SCORES_FILE", "RunData", "RunDirError", "base_scenario", "group_names", "group_samples",
+           "load_run", "load_runs", "prompt_kinds", "run_variants"]
 
 DEFAULT_DATASET = DATA_DIR / "prompts" / "prompts.jsonl"
 PARALLEL_BYTES = 256 << 20
@@ -129,8 +131,8 @@ def load_run(path: str | os.PathLike[str], *, stall_ms: float | None = None, cac
     meta = _read_json_object(run_dir / META_FILE) or {}
     schema = meta.get("record_schema", 1)
     if not isinstance(schema, int) or schema > SCHEMA_VERSION:
-        raise SchemaError(f"{run_dir / META_FILE}: record_schema {schema!r} is newer than the {SCHEMA_VERSION} "
-                          "this fourfold reads; upgrade fourfold to compare this run")
+        raise SchemaError(f"{run_dir / META_FILE}: record_schema {schema!r} is newer than the "
+                          f"{SCHEMA_VERSION} this fourfold reads; upgrade fourfold to compare this run")
     summary = _read_json_object(run_dir / SUMMARY_FILE)
     settings = meta.get("settings")
     if not isinstance(settings, dict):
@@ -145,8 +147,9 @@ def load_run(path: str | os.PathLike[str], *, stall_ms: float | None = None, cac
     if table is None:
         table = _read_table(records_path, threshold)
     if table.unreadable:
-        warnings.warn(f"{table.first_unreadable}" + (f" (and {table.unreadable - 1} more)" if table.unreadable > 1
-                                                     else ""), RuntimeWarning, stacklevel=2)
+        warnings.warn(f"{table.first_unreadable}"
+                      + (f" (and {table.unreadable - 1} more)" if table.unreadable > 1 else ""),
+                      RuntimeWarning, stacklevel=2)
     if table.frame.empty:
         why = (f"all {table.warmup + table.cancelled} records are warm-up or cancelled"
                if table.warmup + table.cancelled else "no readable record")
@@ -155,15 +158,16 @@ def load_run(path: str | os.PathLike[str], *, stall_ms: float | None = None, cac
     if scores is None:
         scores = _read_scores(scores_path)
     if scores.skipped:
-        warnings.warn(f"{scores_path}: skipped {scores.skipped} unreadable line(s)", RuntimeWarning, stacklevel=2)
+        warnings.warn(f"{scores_path}: skipped {scores.skipped} unreadable line(s)", RuntimeWarning,
+                      stacklevel=2)
     if (run_cache is not None and records_stamp is not None and (table_read or scores_read)
             and stamp(records_path) == records_stamp and stamp(scores_path) == scores_stamp):
         run_cache.write(records_stamp, table, threshold, GAP_SAMPLE_RECORDS, scores_stamp, scores)
     label = meta.get("label")
     if not isinstance(label, str) or not label:
         label = run_dir.name
-    return RunData(run_dir, label, meta, summary, table, scores.frame, threshold, prompt_kinds(run_dir, settings),
-                   read_telemetry(run_dir))
+    return RunData(run_dir, label, meta, summary, table, scores.frame, threshold,
+                   prompt_kinds(run_dir, settings), read_telemetry(run_dir))
 
 
 def _read_table(records_path: Path, threshold: float) -> RecordTable:
@@ -200,8 +204,6 @@ def load_runs(paths: list[str | os.PathLike[str]], *, stall_ms: float | None = N
     load = functools.partial(load_run, stall_ms=stall_ms, cache=cache)
     if workers < 2 or sum(sizes) < PARALLEL_BYTES:
         return [load(p) for p in paths]
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         return list(pool.map(load, paths))
@@ -248,9 +250,10 @@ def group_names(frame: pd.DataFrame) -> pd.Series:
         return pd.Series([], index=frame.index, dtype=object)
     ids = frame.groupby(["level", "scenario", "variant"], observed=True, sort=False).ngroup().to_numpy()
     _, first = np.unique(ids, return_index=True)
-    levels, scenarios, variants = (frame[c].to_numpy(dtype=object)[first] for c in ("level", "scenario", "variant"))
-    names = np.array([f"{lv}:{base_scenario(str(sc), str(va))}" for lv, sc, va in zip(levels, scenarios, variants)],
-                     dtype=object)
+    levels, scenarios, variants = (frame[c].to_numpy(dtype=object)[first]
+                                   for c in ("level", "scenario", "variant"))
+    names = np.array([f"{lv}:{base_scenario(str(sc), str(va))}"
+                      for lv, sc, va in zip(levels, scenarios, variants)], dtype=object)
     return pd.Series(names[ids], index=frame.index, dtype=object)
 
 
@@ -273,7 +276,8 @@ def group_samples(runs: list[RunData], *, variant: str | None = None,
                           and (variant is None or k[2] == variant))          # follow the hash seed
             parts.setdefault(str(name), []).append((run, sub, keys))
     samples = {name: _sample(entries, variant, slo_ms) for name, entries in sorted(parts.items())}
-    if variant is not None:        # an A/B arm: how many users it had (its throughput is per user when arms differ)
+    # an A/B arm: how many users it had (its throughput is per user when arms differ)
+    if variant is not None:
         users: dict[str, set[tuple[str, int]]] = {}
         for run in runs:
             for name, ids in variant_users(run.path / RECORDS_FILE, variant, base_scenario).items():
@@ -287,13 +291,15 @@ def _sample(entries: list[Entry], variant: str | None, slo_ms: dict[str, float] 
     """One side of one group; every per-request value is a :mod:`measure.metrics` vectorised form."""
     frame = (pd.concat([e[1] for e in entries], ignore_index=True) if len(entries) > 1
              else entries[0][1].reset_index(drop=True))
-    col = {name: frame[name].to_numpy(dtype=float) for name in ("output_tokens", "ttfb_ms", "ttft_ms", "e2e_ms",
-                                                                "queue_ms", "max_gap_ms", "last_chunk_ms")}
+    col = {name: frame[name].to_numpy(dtype=float)
+           for name in ("output_tokens", "ttfb_ms", "ttft_ms", "e2e_ms", "queue_ms", "max_gap_ms",
+                        "last_chunk_ms")}
     ok = frame["ok"].to_numpy(dtype=bool)
     error_class = frame["error_class"].to_numpy(dtype=object)
     tpot = tpot_ms_array(col["ttft_ms"], col["e2e_ms"], col["output_tokens"])
     conn = frame["conn_reused"].to_numpy(dtype=float)
-    interrupted = interrupted_array(error_class, frame["status"].to_numpy(), col["ttfb_ms"], frame["terminal"].to_numpy())
+    interrupted = interrupted_array(error_class, frame["status"].to_numpy(), col["ttfb_ms"],
+                                    frame["terminal"].to_numpy())
     stalled = frame["stalls"].to_numpy() > 0
     sample = GroupSample(
         requests=len(frame), ok=int(ok.sum()), failures=int((~ok).sum()), interrupted=int(interrupted.sum()),
@@ -303,17 +309,20 @@ def _sample(entries: list[Entry], variant: str | None, slo_ms: dict[str, float] 
         unit="arm" if variant is not None else "run",
     )
     blocks = block_ids(frame["started_at"].to_numpy(dtype=float), col["e2e_ms"])
-    for name, values in (("ttft_ms", col["ttft_ms"][ok]), ("e2e_ms", col["e2e_ms"][ok]), ("tpot_ms", tpot[ok])):
+    for name, values in (("ttft_ms", col["ttft_ms"][ok]), ("e2e_ms", col["e2e_ms"][ok]),
+                         ("tpot_ms", tpot[ok])):
         values, sample.blocks_of[name] = sorted_with_blocks(values, blocks[ok])
         setattr(sample, name, values)
     failed_classes, failed_counts = np.unique(error_class[~ok].astype(str), return_counts=True)
     sample.error_classes = dict(zip(failed_classes.tolist(), failed_counts.tolist()))
     ended = frame["session_completed"].to_numpy(dtype=float)
     has_session = np.isfinite(ended)
-    per_request = {"requests": np.ones(len(frame), dtype=bool), "ok": ok, "failures": ~ok, "interrupted": interrupted,
-                   "requests_with_stall": stalled, "conn_known": np.isfinite(conn), "conn_reused": conn == 1,
-                   "sessions_ended": has_session, "sessions_completed": ended == 1,
-                   **{f"error.{name}": ~ok & (error_class.astype(str) == name) for name in sample.error_classes}}
+    per_request = {"requests": np.ones(len(frame), dtype=bool), "ok": ok, "failures": ~ok,
+                   "interrupted": interrupted, "requests_with_stall": stalled,
+                   "conn_known": np.isfinite(conn), "conn_reused": conn == 1, "sessions_ended": has_session,
+                   "sessions_completed": ended == 1,
+                   **{f"error.{name}": ~ok & (error_class.astype(str) == name)
+                      for name in sample.error_classes}}
     sample.block_counts = per_block(blocks, per_request)
     kinds: dict[str, str] = {}
     for run, _, _ in entries:
@@ -323,12 +332,14 @@ def _sample(entries: list[Entry], variant: str | None, slo_ms: dict[str, float] 
         sample.ttft_plain_ms = _sorted(col["ttft_ms"][ok & (kind == "plain")])
         sample.ttft_structured_ms = _sorted(col["ttft_ms"][ok & (kind == "structured")])
     sample.itl = _itl(entries)
-    if sample.itl is not None:      # rhythm of the sampled ok requests (all of them up to GAP_SAMPLE_RECORDS per key)
+    # rhythm of the sampled ok requests (all of them up to GAP_SAMPLE_RECORDS per key)
+    if sample.itl is not None:
         rhythms = [(jitter_ms_of_gaps(gaps), pulse_hz_of_gaps(gaps)) for gaps in sample.itl.sample]
         sample.jitter_ms = _sorted(np.array([j for j, _ in rhythms if j is not None], dtype=float))
         sample.pulse_hz = _sorted(np.array([p for _, p in rhythms if p is not None], dtype=float))
     first = frame["started_at"].to_numpy(dtype=float)
-    end = first + end_offset_ms_array(col["e2e_ms"], col["ttft_ms"], col["ttfb_ms"], col["last_chunk_ms"]) / 1000
+    end = first + end_offset_ms_array(col["e2e_ms"], col["ttft_ms"], col["ttfb_ms"],
+                                      col["last_chunk_ms"]) / 1000
     t0, t1 = float(first.min()), float(end.max())
     sample.wall_s = wall_s(t0, t1)
     sample.tokens_per_s = _token_series(entries, t0, t1)
@@ -337,8 +348,9 @@ def _sample(entries: list[Entry], variant: str | None, slo_ms: dict[str, float] 
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if slo:
-        good = meets_slo_array(ok, {"ttfb_ms": col["ttfb_ms"], "ttft_ms": col["ttft_ms"], "e2e_ms": col["e2e_ms"],
-                                    "queue_ms": col["queue_ms"], "itl_ms": col["max_gap_ms"], "tpot_ms": tpot}, slo)
+        good = meets_slo_array(ok, {"ttfb_ms": col["ttfb_ms"], "ttft_ms": col["ttft_ms"],
+                                    "e2e_ms": col["e2e_ms"], "queue_ms": col["queue_ms"],
+                                    "itl_ms": col["max_gap_ms"], "tpot_ms": tpot}, slo)
         sample.good = int(good.sum())
         sample.good_per_s = _count_series(end[good], t0, t1)
     sample.sessions_ended, sample.sessions_completed = int(has_session.sum()), int((ended == 1).sum())
@@ -353,7 +365,8 @@ def _sample(entries: list[Entry], variant: str | None, slo_ms: dict[str, float] 
     conflict = frame["conflict"].to_numpy(dtype=float)      # L3: ok requests whose service reported ids
     sample.conflict = conflict[ok & np.isfinite(conflict)]
     _add_scores(sample, entries, variant)
-    sample.telemetry = join_telemetry([run.telemetry for run, _, _ in entries])    # each group: its runs' server
+    # each group: its runs' server
+    sample.telemetry = join_telemetry([run.telemetry for run, _, _ in entries])
     return sample
 
 
@@ -425,7 +438,7 @@ def _add_scores(sample: GroupSample, entries: list[Entry],
     judged = np.isfinite(compliant)
     sample.compliant = compliant[judged]
     sample.compliant_items = scores["item_id"].to_numpy(dtype=object)[judged]
-    fact_error = (scores["fact_error"].to_numpy(dtype=float) if "fact_error" in scores   # (a cache from before)
+    fact_error = (scores["fact_error"].to_numpy(dtype=float) if "fact_error" in scores   # (an older cache)
                   else np.full(len(scores), np.nan))        # 1.0 / 0.0 per answer with a checked fact
     checked = np.isfinite(fact_error)
     sample.fact_error = fact_error[checked]

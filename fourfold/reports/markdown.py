@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 
 from fourfold.reports.compare import Row
+from fourfold.reports.document import Comparison, Report, Side
 from fourfold.reports.glossary import (
     DEFINITIONS,
     GATED_MARK,
@@ -26,7 +27,6 @@ from fourfold.reports.glossary import (
     shown_p,
     verdict_text,
 )
-from fourfold.reports.report import Comparison, Report, Side
 from fourfold.reports.scores import scoring_notes
 
 __all__ = ["cell", "render_markdown", "render_tables", "structured_cells", "structured_rows"]
@@ -98,8 +98,8 @@ def structured_rows(report: Report) -> list[tuple[str, str, float, float, int, i
 
 def structured_cells(row: tuple[str, str, float, float, int, int]) -> list[str]:
     group, side, plain, structured, n_plain, n_structured = row
-    return [group, side, fmt_value(plain, "ms"), fmt_value(structured, "ms"), fmt_delta(structured - plain, "ms"),
-            f"{n_plain} / {n_structured}"]
+    return [group, side, fmt_value(plain, "ms"), fmt_value(structured, "ms"),
+            fmt_delta(structured - plain, "ms"), f"{n_plain} / {n_structured}"]
 
 
 def render_tables(report: Report) -> str:
@@ -124,21 +124,22 @@ def render_markdown(report: Report) -> str:
     structured = [[cell(c) for c in structured_cells(row)] for row in structured_rows(report)]
     if structured:
         lines += ["## First-token cost of structured prompts", "",
-                  "Mean TTFT of plain prompts (A) and of structured ones (B: \"in three points\", \"compare X and Y\", "
-                  "\"in a table\"); the article measured B - A = 58 ± 12 ms before the orchestrator was removed and "
-                  "≤ 3 ms after.", "",
+                  "Mean TTFT of plain prompts (A) and of structured ones (B: \"in three points\", \"compare "
+                  "X and Y\", \"in a table\"); the article measured B - A = 58 ± 12 ms before the "
+                  "orchestrator was removed and ≤ 3 ms after.", "",
                   *_table(("group", "side", "plain TTFT mean (ms)", "structured TTFT mean (ms)", "B - A (ms)",
-                           "n plain / structured"), ("---", "---", "---:", "---:", "---:", "---:"), structured), ""]
+                           "n plain / structured"), ("---", "---", "---:", "---:", "---:", "---:"),
+                          structured), ""]
     notes = [*report.notes, *scoring_notes(list({id(r): r for s in report.sides for r in s.runs}.values()))]
     if notes:
         lines += ["Notes:", "", *(f"- {note}" for note in notes), ""]
     for section in report.sections:
         lines += [section.markdown.rstrip(), ""]
-    lines += ["---", "", *(f"{line}  " for line in legend_lines(s.resamples, s.seed, s.confidence, s.alpha)), "",
-              "<details><summary>Metric definitions</summary>", "",
+    lines += ["---", "", *(f"{line}  " for line in legend_lines(s.resamples, s.seed, s.confidence, s.alpha)),
+              "", "<details><summary>Metric definitions</summary>", "",
               f"Every metric has one definition in [{METRICS_DOC}]({METRICS_DOC}); the names other tools use "
-              "for the same quantity (they disagree: vLLM's ITL is AIPerf's inter-chunk latency, AIPerf's ITL "
-              "is vLLM's TPOT):", "",
+              "for the same quantity (they disagree: vLLM's ITL is AIPerf's inter-chunk latency, AIPerf's "
+              "ITL is vLLM's TPOT):", "",
               *_table(("fourfold", "definition", "vLLM bench serve", "AIPerf"), ("---", "---", "---", "---"),
                       [[f"`{name}`", cell(text), vllm, aiperf] for name, text, vllm, aiperf in DEFINITIONS]),
               "", "</details>", ""]

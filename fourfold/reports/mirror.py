@@ -102,7 +102,8 @@ def _usable(record: RequestRecord) -> bool:
 
 def _paired(metric: str, pairs: list[tuple[RequestRecord, RequestRecord]], seed: int) -> MirroredPair:
     both = [(getattr(p, metric), getattr(m, metric)) for p, m in pairs
-            if _usable(p) and _usable(m) and getattr(p, metric) is not None and getattr(m, metric) is not None]
+            if _usable(p) and _usable(m)
+            and getattr(p, metric) is not None and getattr(m, metric) is not None]
     if not both:
         return MirroredPair(metric, 0, None, None, None, None, None)
     primary = np.array([x for x, _ in both], dtype=float)
@@ -125,7 +126,8 @@ def compare_mirror(records: Iterable[RequestRecord], embed: Any = None, seed: in
         a = np.array([p.output_tokens for p, _ in ok_pairs], dtype=float)
         b = np.array([m.output_tokens for _, m in ok_pairs], dtype=float)
         report.ks_statistic, report.ks_p_value = ks_two_sample(a, b)
-        report.primary_tokens_mean, report.mirror_tokens_mean = round(float(a.mean()), 2), round(float(b.mean()), 2)
+        report.primary_tokens_mean, report.mirror_tokens_mean = (round(float(a.mean()), 2),
+                                                                 round(float(b.mean()), 2))
     primary_classes = Counter(p.error_class for p, _ in pairs)
     mirror_classes = Counter(m.error_class for _, m in pairs)
     n = len(pairs)

@@ -66,7 +66,8 @@ def _data_uri(fig) -> str:  # type: ignore[no-untyped-def]
     return "data:image/svg+xml;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def _figure(title: str, xlabel: str, ylabel: str, size: tuple[float, float] = (6.0, 3.4)):  # type: ignore[no-untyped-def]
+def _figure(title: str, xlabel: str, ylabel: str,  # type: ignore[no-untyped-def]
+            size: tuple[float, float] = (6.0, 3.4)):
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=size)
     ax.set_title(text(title), fontsize=10)
@@ -129,7 +130,8 @@ def tokens_plot(title: str, series: list[Series]) -> str | None:
     fig, ax = _figure(title, "seconds since the group's first request", "output tokens per second")
     for i, s in enumerate(drawn):
         y = s.sample.tokens_per_s
-        ax.step(np.arange(y.size), y, where="post", color=COLORS[i % len(COLORS)], label=text(s.label), linewidth=1.2)
+        ax.step(np.arange(y.size), y, where="post", color=COLORS[i % len(COLORS)], label=text(s.label),
+                linewidth=1.2)
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=8)
     return _data_uri(fig)

@@ -51,7 +51,8 @@ __all__ = ["BLOCK_BYTES", "EXTRA_KEYS", "NUMBER_COLUMNS", "SCALARS", "TEXT_COLUM
            "read_blocks"]
 
 SCALARS = ("level", "scenario", "variant", "item_id", "warmup", "started_at", "status",
-           "error_class", "ttfb_ms", "ttft_ms", "e2e_ms", "queue_ms", "output_tokens", "terminal", "conn_reused")
+           "error_class", "ttfb_ms", "ttft_ms", "e2e_ms", "queue_ms", "output_tokens", "terminal",
+           "conn_reused")
 REQUIRED = ("level", "scenario", "error_class", "started_at")
 # read from ``extra``: L4 on the record that ends a session, L3 retrieval quality and the conflict
 # flag (true/false: 1/0; :func:`fourfold.measure.rag.annotate`)
@@ -65,14 +66,15 @@ BLOCK_BYTES = 16 << 20
 
 # the scanner's columns: (name, kind) with kind 0 number, 1 flag, 2 text, 3 offsets, 4 schema, 5 extra
 _SCAN_COLUMNS = (*((name.encode(), 1 if name in FLAG_COLUMNS else 0) for name in NUMBER_COLUMNS),
-                 *((name.encode(), 2) for name in TEXT_COLUMNS), (OFFSETS.encode(), 3), (b"schema", 4), (b"extra", 5))
+                 *((name.encode(), 2) for name in TEXT_COLUMNS), (OFFSETS.encode(), 3), (b"schema", 4),
+                 (b"extra", 5))
 _SCAN_EXTRA = tuple(name.encode() for name in EXTRA_KEYS)
 _NUMBER_TYPES = frozenset({int, float, bool})
 _NUMBER_OR_NULL = _NUMBER_TYPES | {type(None)}
 _TEXT_OR_NULL = frozenset({str, type(None)})
 _PLAIN_NUMBERS = tuple(name for name in NUMBER_COLUMNS if name not in FLAG_COLUMNS)   # (the flags come last)
-_GET_NUMBERS, _GET_FLAGS, _GET_TEXTS = (operator.itemgetter(*names) for names in (_PLAIN_NUMBERS, FLAG_COLUMNS,
-                                                                                  TEXT_COLUMNS))
+_GET_NUMBERS, _GET_FLAGS, _GET_TEXTS = (operator.itemgetter(*names)
+                                        for names in (_PLAIN_NUMBERS, FLAG_COLUMNS, TEXT_COLUMNS))
 _NO_FACTS = (math.nan,) * len(EXTRA_KEYS)
 
 
@@ -144,7 +146,8 @@ def _scan(path: Path, view: memoryview, position: int, lineno: int) -> tuple[Blo
     if handed_back:
         bounds = (line_starts - position).tolist()
         block = _in_file_order(block, _fallback(path, [
-            (bytes(view[bounds[i]:bounds[i + 1]]), position + bounds[i], lineno + i + 1) for i in handed_back]))
+            (bytes(view[bounds[i]:bounds[i + 1]]), position + bounds[i], lineno + i + 1)
+            for i in handed_back]))
     return block, lineno + len(line_starts) - 1
 
 
@@ -190,8 +193,8 @@ def _fallback(path: Path, lines: list[tuple[bytes, int, int]]) -> Block:
     nums = np.hstack([_floats(list(numbers)).reshape(-1, len(_PLAIN_NUMBERS)),
                       np.array(flags, dtype=bool).reshape(-1, len(FLAG_COLUMNS))])
     return Block(nums, [list(column) for column in zip(*texts)] if rows else [[] for _ in TEXT_COLUMNS],
-                 _floats(list(facts)).reshape(-1, len(EXTRA_KEYS)), np.array(lens, dtype=np.int64), _floats(flat),
-                 np.array(starts, dtype=np.int64), unreadable, first_unreadable, first_at)
+                 _floats(list(facts)).reshape(-1, len(EXTRA_KEYS)), np.array(lens, dtype=np.int64),
+                 _floats(flat), np.array(starts, dtype=np.int64), unreadable, first_unreadable, first_at)
 
 
 def _floats(values: list[Any]) -> np.ndarray:
@@ -200,7 +203,8 @@ def _floats(values: list[Any]) -> np.ndarray:
     try:
         return np.array(values, dtype=np.float64)
     except OverflowError:
-        return np.array([list(map(_huge, v)) if type(v) is tuple else _huge(v) for v in values], dtype=np.float64)
+        return np.array([list(map(_huge, v)) if type(v) is tuple else _huge(v) for v in values],
+                        dtype=np.float64)
 
 
 def _huge(value: Any) -> Any:
@@ -233,9 +237,11 @@ def _row(data: Any, path: Path, lineno: int) -> tuple[Any, Any, Any, Any, list[A
     except KeyError:                          # a column missing: null, unless a record must have it
         missing = [k for k in REQUIRED if k not in data]
         if missing:
-            raise RecordsFormatError(f"{path}:{lineno}: not a fourfold record (missing {', '.join(missing)}); "
-                                     "is this a run directory written by fourfold?") from None
-        numbers, flags, texts = (tuple(map(data.get, names)) for names in (_PLAIN_NUMBERS, FLAG_COLUMNS, TEXT_COLUMNS))
+            raise RecordsFormatError(f"{path}:{lineno}: not a fourfold record (missing "
+                                     f"{', '.join(missing)}); is this a run directory written by "
+                                     "fourfold?") from None
+        numbers, flags, texts = (tuple(map(data.get, names))
+                                 for names in (_PLAIN_NUMBERS, FLAG_COLUMNS, TEXT_COLUMNS))
     schema = data.get("schema", 1)
     if type(schema) is not int or schema > SCHEMA_VERSION:
         raise SchemaError(f"{path}:{lineno}: record schema {schema!r} is newer than the {SCHEMA_VERSION} "
@@ -251,7 +257,8 @@ def _row(data: Any, path: Path, lineno: int) -> tuple[Any, Any, Any, Any, list[A
         if value != value:                    # NaN (a float; null is None): say which
             return plausible.wrong_kind(data) or "a record with NaN"
     extra = data.get("extra")
-    facts = tuple(_plain_number(extra.get(k)) for k in EXTRA_KEYS) if type(extra) is dict and extra else _NO_FACTS
+    facts = (tuple(_plain_number(extra.get(k)) for k in EXTRA_KEYS) if type(extra) is dict and extra
+             else _NO_FACTS)
     return numbers, flags, texts, facts, offsets
 
 
@@ -281,24 +288,27 @@ class _Screen:
     def apply(self, block: Block) -> Block:
         n = len(block.nums)
         columns = {name: block.nums[:, j] for j, name in enumerate(NUMBER_COLUMNS)}
-        bad = plausible.impossible_rows(columns, block.flat, block.lens, self.anchor) if n else np.zeros(0, bool)
+        bad = (plausible.impossible_rows(columns, block.flat, block.lens, self.anchor) if n
+               else np.zeros(0, bool))
         first, first_at = block.first_unreadable, block.first_unreadable_at
         if bad.any() and not self.first:
             row = int(np.argmax(bad))
             at = int(block.starts[row])
             if not first or at < first_at:
-                first, first_at = f"{self.path}:{_line_number(self.path, at)}: skipped {self._why(block, row)}", at
+                first, first_at = (f"{self.path}:{_line_number(self.path, at)}: skipped "
+                                   f"{self._why(block, row)}", at)
         self.first = self.first or first
         if not bad.any():
             return block._replace(first_unreadable=first, first_unreadable_at=first_at)
         keep = ~bad
         index = np.flatnonzero(keep).tolist()
-        return Block(block.nums[keep], [[column[i] for i in index] for column in block.texts], block.extras[keep],
-                     block.lens[keep], block.flat[np.repeat(keep, block.lens)], block.starts[keep],
-                     block.unreadable + int(bad.sum()), first, first_at)
+        return Block(block.nums[keep], [[column[i] for i in index] for column in block.texts],
+                     block.extras[keep], block.lens[keep], block.flat[np.repeat(keep, block.lens)],
+                     block.starts[keep], block.unreadable + int(bad.sum()), first, first_at)
 
     def _why(self, block: Block, row: int) -> str:
-        values = {name: None if math.isnan(v) else v for name, v in zip(NUMBER_COLUMNS, block.nums[row].tolist())}
+        values = {name: None if math.isnan(v) else v
+                  for name, v in zip(NUMBER_COLUMNS, block.nums[row].tolist())}
         begin = int(block.lens[:row].sum())
         offsets = block.flat[begin:begin + int(block.lens[row])].tolist()
         return plausible.impossible(values, offsets, self.anchor) or "a record with an impossible value"

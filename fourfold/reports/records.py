@@ -177,8 +177,8 @@ class _Accumulator:
         frame = pd.DataFrame({
             "started_at": col["started_at"].copy(),
             "status": np.nan_to_num(col["status"], nan=0.0).astype(np.int32),
-            "ttfb_ms": col["ttfb_ms"].copy(), "ttft_ms": col["ttft_ms"].copy(), "e2e_ms": col["e2e_ms"].copy(),
-            "queue_ms": col["queue_ms"].copy(),
+            "ttfb_ms": col["ttfb_ms"].copy(), "ttft_ms": col["ttft_ms"].copy(),
+            "e2e_ms": col["e2e_ms"].copy(), "queue_ms": col["queue_ms"].copy(),
             "output_tokens": col["output_tokens"].copy(),
             "terminal": col["terminal"] != 0,
             "conn_reused": col["conn_reused"].astype(np.float32),
@@ -226,7 +226,8 @@ class _Accumulator:
             "error_class": pd.Categorical(error_class[kept])})
 
         # per group: pooled ITL of ok records, gap samples, output tokens per second of arrival
-        names = [f"{a}\x1f{b}\x1f{c or ''}" for a, b, c in zip(text["level"], text["scenario"], text["variant"])]
+        names = [f"{a}\x1f{b}\x1f{c or ''}"
+                 for a, b, c in zip(text["level"], text["scenario"], text["variant"])]
         codes, uniques = pd.factorize(pd.Series(names, dtype=object))
         started = col["started_at"]
         tokens = np.nan_to_num(col["output_tokens"])
@@ -238,7 +239,8 @@ class _Accumulator:
             if not member.any():
                 continue
             ok_member = member & ok
-            self.itl.setdefault(key, GapHistogram()).add(gaps if ok_member.all() else gaps[ok_member[gap_rec]])
+            self.itl.setdefault(key, GapHistogram()).add(gaps if ok_member.all()
+                                                         else gaps[ok_member[gap_rec]])
             with_gaps = np.flatnonzero(ok_member & has_gaps)
             self.ok_with_gaps[key] = self.ok_with_gaps.get(key, 0) + int(with_gaps.size)
             sampler = self.samplers.setdefault(key, _GapSampler(self.sample_cap))
@@ -257,7 +259,8 @@ class _Accumulator:
         else:
             sec, w = token_seconds_array(started[member], end[member], tokens[member], lens[member],
                                          flat[member[chunk_rec]])
-        usable = (sec > -FAR_S) & (sec < FAR_S)      # a null start or an absurd offset (a damaged line): left out
+        # a null start or an absurd offset (a damaged line): left out
+        usable = (sec > -FAR_S) & (sec < FAR_S)
         if not usable.all():
             sec, w = sec[usable], w[usable]
         if not sec.size:

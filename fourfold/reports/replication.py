@@ -37,9 +37,9 @@ from fourfold.measure.histogram import bucket_keys, bucket_values
 from fourfold.reports import bootstrap as bs
 from fourfold.reports.verdict import t_quantile
 
-__all__ = ["MAX_BLOCKS", "MIN_BLOCKS", "MIN_TAIL", "Difference", "SideValue", "Spread", "block_ids", "combine",
-           "difference", "lend_between", "paired_difference", "per_block", "quantile_spread", "ratio_spread", "runs_needed",
-           "sorted_with_blocks", "too_few_for_quantile"]
+__all__ = ["MAX_BLOCKS", "MIN_BLOCKS", "MIN_TAIL", "Difference", "SideValue", "Spread", "block_ids",
+           "combine", "difference", "lend_between", "paired_difference", "per_block", "quantile_spread",
+           "ratio_spread", "runs_needed", "sorted_with_blocks", "too_few_for_quantile"]
 
 MIN_BLOCKS = 10        # fewer blocks than this: no within-run variance (a bootstrap of 5 blocks says little)
 MAX_BLOCKS = 2000      # more requests than this many blocks: longer blocks (bounded work per row)
@@ -117,7 +117,8 @@ def sorted_with_blocks(values: np.ndarray, blocks: np.ndarray) -> tuple[np.ndarr
 def per_block(blocks: np.ndarray, flags: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Each per-request flag counted per block (the sums :func:`ratio_spread` resamples)."""
     size = int(blocks.max()) + 1 if blocks.size else 0
-    return {name: np.bincount(blocks, weights=np.asarray(f, dtype=float), minlength=size) for name, f in flags.items()}
+    return {name: np.bincount(blocks, weights=np.asarray(f, dtype=float), minlength=size)
+            for name, f in flags.items()}
 
 
 def _weights(n_blocks: int, resamples: int, rng: np.random.Generator) -> np.ndarray:
@@ -128,7 +129,8 @@ def ratio_spread(numerator: np.ndarray, denominator: np.ndarray, resamples: int,
                  rng: np.random.Generator, scale: float = 1.0) -> np.ndarray | None:
     """Block-bootstrap replicates of ``scale * sum(numerator) / sum(denominator)`` from per-block sums
     (a mean: sums and counts; a rate: events and trials); None with fewer than MIN_BLOCKS blocks."""
-    numerator, denominator = np.asarray(numerator, dtype=np.float64), np.asarray(denominator, dtype=np.float64)
+    numerator, denominator = (np.asarray(numerator, dtype=np.float64),
+                              np.asarray(denominator, dtype=np.float64))
     if numerator.size < MIN_BLOCKS:
         return None
     w = _weights(numerator.size, resamples, rng)
@@ -182,7 +184,8 @@ def combine(spreads: Sequence[Spread]) -> SideValue | None:
             return SideValue(value, within_mean / k, blocks_df, k, True, 0.0, within_mean)
         between = s2 - within_mean if within_mean is not None else s2
         return SideValue(value, s2 / k, k - 1, k, True, between, within_mean)
-    return SideValue(value, within_mean, blocks_df if within_mean is not None else 0.0, 1, False, None, within_mean)
+    return SideValue(value, within_mean, blocks_df if within_mean is not None else 0.0, 1, False, None,
+                     within_mean)
 
 
 def lend_between(side: SideValue, other: SideValue) -> SideValue:
@@ -213,7 +216,8 @@ def paired_difference(baseline: Sequence[Spread], candidate: Sequence[Spread]) -
     within-run variance, the blocks' degrees of freedom when the floor holds). The request mix and a
     drift of the machine that both runs of a pair share cancel out. None without two complete pairs."""
     pairs = [(b, c) for b, c in zip(baseline, candidate, strict=True)
-             if b.value is not None and c.value is not None and math.isfinite(b.value) and math.isfinite(c.value)]
+             if b.value is not None and c.value is not None
+             and math.isfinite(b.value) and math.isfinite(c.value)]
     if len(pairs) < 2 or len(pairs) != len(baseline):
         return None
     k = len(pairs)

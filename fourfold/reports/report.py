@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from fourfold.errors import UsageError
 from fourfold.reports.capacity import CAPACITY_GROUP, capacity_row, is_live_sweep, read_sweep
-from fourfold.reports.comparability import SENT, MetaDifference, differences, render_lines, too_few_requests
+from fourfold.reports.comparability import SENT, differences, render_lines, too_few_requests
 from fourfold.reports.compare import (
     DEFAULT_SETTINGS,
     DETECT_BANDS,
@@ -28,81 +27,17 @@ from fourfold.reports.compare import (
     adjust,
     compare_groups,
 )
+from fourfold.reports.csvout import write_csv
+from fourfold.reports.document import Comparison, Report, Section, Side
 from fourfold.reports.health import health_notes
+from fourfold.reports.html import render_html
 from fourfold.reports.load import RunData, group_names, group_samples, load_runs, run_variants
+from fourfold.reports.markdown import render_markdown
 
-__all__ = ["Comparison", "Report", "Section", "Side", "build_report", "report_from_paths", "report_from_sides",
-           "verdict_notes", "write_report"]
+__all__ = ["Comparison", "Report", "Section", "Side", "build_report", "report_from_paths",
+           "report_from_sides", "verdict_notes", "write_report"]
 
 BASELINE_NAMES = ("baseline", "control", "a", "old", "base")
-
-
-@dataclass
-class Side:
-    """One side of a comparison: runs (and optionally one variant of them)."""
-
-    label: str
-    runs: list[RunData]
-    variant: str | None = None
-    groups: dict[str, GroupSample] = field(default_factory=dict)          # each group, the side's runs pooled
-    run_groups: list[dict[str, GroupSample]] = field(default_factory=list)   # each group, run by run
-    shown_as: dict[str, str] | None = None    # only these groups, renamed (a sweep's step at capacity)
-
-    def source_group(self, group: str) -> str:
-        """The records' own ``level:scenario`` of a group shown under ``group``."""
-        return next((name for name, shown in (self.shown_as or {}).items() if shown == group), group)
-
-    @property
-    def requests(self) -> int:
-        return sum(g.requests for g in self.groups.values())
-
-    def runs_of(self, group: str) -> list[GroupSample]:
-        """The group's sample in each run that has it (a side's replicates)."""
-        return [groups[group] for groups in self.run_groups if group in groups]
-
-    def describe(self) -> str:
-        where = ", ".join(str(r.path) for r in self.runs)
-        return f"{where} (variant {self.variant})" if self.variant else where
-
-
-@dataclass
-class Comparison:
-    baseline: Side
-    candidate: Side
-    rows: list[Row]
-    group_notes: dict[str, str] = field(default_factory=dict)    # a line under a group's table
-
-    def groups(self) -> list[str]:
-        return list(dict.fromkeys(row.group for row in self.rows))
-
-
-@dataclass(frozen=True)
-class Section:
-    """A section a caller appends to the report: its Markdown and its HTML (already escaped; empty:
-    the Markdown is shown preformatted)."""
-
-    markdown: str
-    html: str = ""
-
-
-@dataclass
-class Report:
-    comparisons: list[Comparison]
-    settings: CompareSettings
-    created_at: str = ""
-    notes: list[str] = field(default_factory=list)
-    sections: list[Section] = field(default_factory=list)   # sections appended by callers (the demo's article check)
-    sweeps: list[tuple[str, dict]] = field(default_factory=list)   # (side label, sweep block): latency vs rate
-    warnings: list[str] = field(default_factory=list)     # loud: the sides sent different workloads, too few
-    workload_differences: list[MetaDifference] = field(default_factory=list)   # what differed in what was sent
-
-    @property
-    def baseline(self) -> Side:
-        return self.comparisons[0].baseline
-
-    @property
-    def sides(self) -> list[Side]:
-        return [self.baseline, *(c.candidate for c in self.comparisons)]
 
 
 def build_report(baseline: Side, candidates: list[Side], settings: CompareSettings = DEFAULT_SETTINGS,
@@ -113,8 +48,8 @@ def build_report(baseline: Side, candidates: list[Side], settings: CompareSettin
     slo = slo_ms if slo_ms is not None else _common_slo([baseline, *candidates])
     for side in (baseline, *candidates):
         side.groups = _shown(side, group_samples(side.runs, variant=side.variant, slo_ms=slo))
-        side.run_groups = ([_shown(side, group_samples([run], variant=side.variant, slo_ms=slo)) for run in side.runs]
-                           if len(side.runs) > 1 else [side.groups])
+        side.run_groups = ([_shown(side, group_samples([run], variant=side.variant, slo_ms=slo))
+                            for run in side.runs] if len(side.runs) > 1 else [side.groups])
     _distinct_labels([baseline, *candidates])
     comparisons = []
     for candidate in candidates:
@@ -148,7 +83,8 @@ def _check_comparable(report: Report) -> None:
         if base.variant or cand.variant:
             continue                # two arms of one run: one meta
         levels = sorted({str(r.meta.get("level") or "") for r in (*base.runs, *cand.runs)})
-        for level in levels:        # a side may hold runs of several levels (the demo): compare like with like
+        # a side may hold runs of several levels (the demo): compare like with like
+        for level in levels:
             found = differences([r.meta for r in base.runs if str(r.meta.get("level") or "") == level],
                                 [r.meta for r in cand.runs if str(r.meta.get("level") or "") == level])
             report.workload_differences += [d for d in found if d.kind == SENT]
@@ -176,7 +112,8 @@ def matched_runs(baseline: Side, candidate: Side) -> list[tuple[int, int]] | Non
     seed (``fourfold repeat`` and the demo give both runs of a repetition one seed: the same requests in
     the same order, run back to back); None when they do not (another count, a seed twice on a side, an
     A/B arm, a run without a seed)."""
-    if baseline.variant or candidate.variant or len(baseline.runs) != len(candidate.runs) or len(baseline.runs) < 2:
+    if (baseline.variant or candidate.variant or len(baseline.runs) != len(candidate.runs)
+            or len(baseline.runs) < 2):
         return None
 
     def keys(side: Side) -> list[tuple[str, int]] | None:
@@ -207,24 +144,25 @@ def verdict_notes(comparisons: list[Comparison], settings: CompareSettings) -> l
     notes = []
     gated = sorted({r.metric for c in comparisons for r in c.rows if r.gated and r.p_value is not None})
     if gated:
-        notes.append(f"verdicts: interval against each row's minimum effect (band); Holm over the {len(gated)} "
-                     f"gated metric(s) per comparison ({', '.join(gated)}), Benjamini-Hochberg over the other rows; "
-                     f"alpha {settings.alpha:g} (docs/statistics.md)")
+        notes.append("verdicts: interval against each row's minimum effect (band); Holm over the "
+                     f"{len(gated)} gated metric(s) per comparison ({', '.join(gated)}), Benjamini-Hochberg "
+                     f"over the other rows; alpha {settings.alpha:g} (docs/statistics.md)")
     for comparison in comparisons:
         undecided = [r for r in comparison.rows if r.gated and r.runs_needed and r.verdict == INCONCLUSIVE]
         if undecided:
             lone_side = any(r.why == ONE_RUN for r in undecided)
-            notes.append(f"runs a side that would decide a change of {DETECT_BANDS}x the band of the gated rows left "
-                         f"inconclusive, with 80 % power, from this data's variance"
+            notes.append(f"runs a side that would decide a change of {DETECT_BANDS}x the band of the gated "
+                         "rows left inconclusive, with 80 % power, from this data's variance"
                          f"{' (within-run only, so at least)' if lone_side else ''}: "
                          + ", ".join(f"{r.group} {r.metric} {r.runs_needed}" for r in undecided))
     lone = sorted({(c.baseline.label, c.candidate.label) for c in comparisons
                    for r in c.rows if r.why == ONE_RUN})
     for base, cand in lone:
-        notes.append(f"{base} → {cand}: one run a side, so the variance between runs of one version is unknown and "
-                     "no row of runs gets a verdict (paired quality rows do); run the comparison with 2 or more "
-                     "runs a side: fourfold repeat N -- locust ..., then fourfold compare --baseline A1 A2 A3 "
-                     "--candidate B1 B2 B3 (docs/statistics.md: how many runs an effect needs)")
+        notes.append(f"{base} → {cand}: one run a side, so the variance between runs of one version is "
+                     "unknown and no row of runs gets a verdict (paired quality rows do); run the comparison "
+                     "with 2 or more runs a side: fourfold repeat N -- locust ..., then fourfold compare "
+                     "--baseline A1 A2 A3 --candidate B1 B2 B3 (docs/statistics.md: how many runs an effect "
+                     "needs)")
     return notes
 
 
@@ -236,8 +174,8 @@ def skipped_lines_notes(runs: list[RunData]) -> list[str]:
         table = run.table
         if table.unreadable and run.path not in seen:
             seen.add(run.path)
-            notes.append(f"{run.label}: {table.unreadable} line(s) of records.jsonl skipped and left out of every "
-                         f"number (first: {table.first_unreadable})")
+            notes.append(f"{run.label}: {table.unreadable} line(s) of records.jsonl skipped and left out of "
+                         f"every number (first: {table.first_unreadable})")
     return notes
 
 
@@ -280,9 +218,9 @@ def report_from_paths(paths: list[str | os.PathLike[str]], *, variants: list[str
         return _sweep_report(paths, [s for s in sweeps if s], settings, slo_ms, stall_ms, cache)
     for path, sweep in zip(paths, sweeps, strict=True):
         if sweep and is_live_sweep(sweep):
-            raise UsageError(f"{path} is a --sweep run (summary.json l2.sweep, each rate a step sweep@RATE/s of the "
-                             "run): compare it with another sweep (a --sweep run or a fourfold sweep directory), "
-                             "or compare plain runs at one offered rate")
+            raise UsageError(f"{path} is a --sweep run (summary.json l2.sweep, each rate a step sweep@RATE/s "
+                             "of the run): compare it with another sweep (a --sweep run or a fourfold sweep "
+                             "directory), or compare plain runs at one offered rate")
         if sweep:
             raise UsageError(f"{path} is a sweep directory (fourfold sweep): compare it with another sweep, "
                              f"or give one of its runs ({Path(path) / 'runs'}/...)")
@@ -312,7 +250,8 @@ def report_from_paths(paths: list[str | os.PathLike[str]], *, variants: list[str
     return build_report(sides[0], sides[1:], settings, slo_ms)
 
 
-def report_from_sides(baseline: list[str | os.PathLike[str]], candidates: list[list[str | os.PathLike[str]]], *,
+def report_from_sides(baseline: list[str | os.PathLike[str]],
+                      candidates: list[list[str | os.PathLike[str]]], *,
                       settings: CompareSettings = DEFAULT_SETTINGS, slo_ms: dict[str, float] | None = None,
                       stall_ms: float | None = None, cache: bool = True) -> Report:
     """``fourfold compare --baseline A1 A2 --candidate B1 B2``: each side is several runs of one version,
@@ -321,8 +260,8 @@ def report_from_sides(baseline: list[str | os.PathLike[str]], candidates: list[l
         raise UsageError("give --baseline RUN_DIR... and --candidate RUN_DIR... (one or more runs each)")
     paths = [*baseline, *(p for side in candidates for p in side)]
     if any(read_sweep(path) for path in paths):
-        raise UsageError("a sweep is compared with another sweep as two paths (fourfold compare SWEEP_A SWEEP_B), "
-                         "not with --baseline / --candidate")
+        raise UsageError("a sweep is compared with another sweep as two paths (fourfold compare SWEEP_A "
+                         "SWEEP_B), not with --baseline / --candidate")
     runs = load_runs(paths, stall_ms=stall_ms, cache=cache)
     sides, start = [], 0
     for role, group in (("baseline", baseline), *(("candidate", side) for side in candidates)):
@@ -356,7 +295,8 @@ def _sweep_report(paths: list[str | os.PathLike[str]], sweeps: list[dict], setti
         if is_live_sweep(block):
             names = [n for n in names if n.partition(":")[2] == row.get("scenario")]
         shown = {n: f"{n.partition(':')[0]}:at capacity" for n in names}
-        sides.append(Side(Path(path).name, [run], shown_as=shown if len(set(shown.values())) == len(shown) else None))
+        sides.append(Side(Path(path).name, [run],
+                          shown_as=shown if len(set(shown.values())) == len(shown) else None))
     report = build_report(sides[0], sides[1:], settings, slo_ms)
     rate_of = {side.label: row["offered_rps"] for side, row in zip(report.sides, chosen_rows, strict=True)}
     for comparison, block in zip(report.comparisons, sweeps[1:], strict=True):
@@ -364,10 +304,10 @@ def _sweep_report(paths: list[str | os.PathLike[str]], sweeps: list[dict], setti
         comparison.group_notes[CAPACITY_GROUP] = (
             f"The other rows compare each side at its own capacity, so at different offered rates: "
             f"{comparison.baseline.label} at {rate_of[comparison.baseline.label]:g}/s, "
-            f"{comparison.candidate.label} at {rate_of[comparison.candidate.label]:g}/s (a --sweep run: the records "
-            "of that step only; a sweep directory: its run at that rate).")
-    report.notes.insert(0, "capacity: the highest offered rate that met the sweep's SLO, bracket [last pass, first "
-                        "miss]; overlapping brackets are inconclusive. The other rows compare each "
+            f"{comparison.candidate.label} at {rate_of[comparison.candidate.label]:g}/s (a --sweep run: the "
+            "records of that step only; a sweep directory: its run at that rate).")
+    report.notes.insert(0, "capacity: the highest offered rate that met the sweep's SLO, bracket [last pass, "
+                        "first miss]; overlapping brackets are inconclusive. The other rows compare each "
                         "side at its own capacity (different offered rates).")
     report.sweeps = [(side.label, block) for side, block in zip(report.sides, sweeps, strict=True)]
     return report
@@ -375,17 +315,12 @@ def _sweep_report(paths: list[str | os.PathLike[str]], sweeps: list[dict], setti
 
 def write_report(report: Report, out_dir: str | os.PathLike[str], *, html: bool = True) -> dict[str, Path]:
     """Write report.md, report.csv and (unless ``html`` is False) report.html; returns their paths."""
-    from fourfold.reports.csvout import write_csv
-    from fourfold.reports.markdown import render_markdown
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = {"markdown": out / "report.md", "csv": out / "report.csv"}
     written["markdown"].write_text(render_markdown(report), encoding="utf-8")
     write_csv(report, written["csv"])
     if html:
-        from fourfold.reports.html import render_html
-
         written["html"] = out / "report.html"
         written["html"].write_text(render_html(report), encoding="utf-8")
     return written

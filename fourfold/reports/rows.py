@@ -21,9 +21,9 @@ from fourfold.reports.verdict import (
     MinEffect,
 )
 
-__all__ = ["BETTER", "DEFAULT_GATE", "DEFAULT_SETTINGS", "EQUIVALENT", "INCONCLUSIVE", "NA", "NO_CHANGE", "TOO_FEW",
-           "WORSE", "GroupSample", "ItlSample", "Metric", "PairedItems", "PairedMeasure", "Row", "CompareSettings", "SideMeasure",
-           "Spread"]
+__all__ = ["BETTER", "DEFAULT_GATE", "DEFAULT_SETTINGS", "EQUIVALENT", "INCONCLUSIVE", "NA", "NO_CHANGE",
+           "TOO_FEW", "WORSE", "GroupSample", "ItlSample", "Metric", "PairedItems", "PairedMeasure", "Row",
+           "CompareSettings", "SideMeasure", "Spread"]
 
 MIN_PAIRED_ITEMS = 5
 ITL_QUANTILES = (0.50, 0.95, 0.99)
@@ -31,8 +31,8 @@ ITL_BOOTSTRAP_RECORDS = 1000     # requests per side resampled for the ITL inter
 # the rows --fail-on-worse decides on (fnmatch patterns of row keys): Holm's family; every other row is
 # corrected by Benjamini-Hochberg and shown, but does not fail the gate (``--gate`` replaces the list)
 DEFAULT_GATE = ("ttft_p50", "ttft_p95", "ttft_p99", "e2e_p50", "e2e_p95", "e2e_p99", "itl_p95", "tpot_p50",
-                "output_tps", "goodput_rps", "error_rate", "interruption_rate", "similarity_mean", "completion_rate",
-                "recall_at_k")
+                "output_tps", "goodput_rps", "error_rate", "interruption_rate", "similarity_mean",
+                "completion_rate", "recall_at_k")
 
 
 @dataclass
@@ -85,15 +85,18 @@ class GroupSample:
     recall_items: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
     precision: np.ndarray = field(default_factory=lambda: np.zeros(0))       # L3 context precision@k
     precision_items: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
-    conflict: np.ndarray = field(default_factory=lambda: np.zeros(0))        # L3: 1.0 / 0.0 per ok request with ids
+    # L3: 1.0 / 0.0 per ok request with ids
+    conflict: np.ndarray = field(default_factory=lambda: np.zeros(0))
     similarity: np.ndarray = field(default_factory=lambda: np.zeros(0))
     similarity_items: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
     groundedness: np.ndarray = field(default_factory=lambda: np.zeros(0))
     compliant: np.ndarray = field(default_factory=lambda: np.zeros(0))      # 1.0 / 0.0 per judged answer
     compliant_items: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
-    fact_error: np.ndarray = field(default_factory=lambda: np.zeros(0))     # L3: 1.0 / 0.0 per fact-checked answer
+    # L3: 1.0 / 0.0 per fact-checked answer
+    fact_error: np.ndarray = field(default_factory=lambda: np.zeros(0))
     fact_error_items: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
-    low_confidence: np.ndarray = field(default_factory=lambda: np.zeros(0))  # 1.0 / 0.0 per answer with a similarity
+    # 1.0 / 0.0 per answer with a similarity
+    low_confidence: np.ndarray = field(default_factory=lambda: np.zeros(0))
     char_f1: np.ndarray = field(default_factory=lambda: np.zeros(0))        # per answer with a char-bigram F1
     char_f1_items: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
     users: int | None = None                      # an A/B arm's users (None: not an arm)
@@ -150,7 +153,8 @@ class Row:
     runs_candidate: int = 0
     why: str = ""                         # what the verdict rests on, or why there is none
     per_run_var: float | None = None      # a run's variance (between + within) for this row, this data's
-    runs_needed: int | None = None        # runs a side that decide DETECT_BANDS x band (80 % power; compare.adjust)
+    runs_needed: int | None = None        # runs a side that decide DETECT_BANDS x band (80 % power;
+                                          # compare.adjust)
 
 
 @dataclass

@@ -34,8 +34,8 @@ __all__ = ["SCORES_FILE", "SCORE_COLUMNS", "confidence_columns", "read_scores", 
 
 SCORES_FILE = "scores.jsonl"
 SCORE_BLOCK_BYTES = 8 << 20
-SCORE_COLUMNS = ("level", "scenario", "variant", "item_id", "similarity", "compliant", "groundedness", "fact_error",
-                 "low_confidence", "char_f1")
+SCORE_COLUMNS = ("level", "scenario", "variant", "item_id", "similarity", "compliant", "groundedness",
+                 "fact_error", "low_confidence", "char_f1")
 
 
 def read_scores(path: Path) -> CachedScores:
@@ -67,7 +67,8 @@ def read_scores(path: Path) -> CachedScores:
                 bad += len(lines) - len(rows)
             for name, values in columns.items():
                 values.extend([row.get(name) for row in rows])
-    frame = pd.DataFrame({name: _text_categories(columns[name]) for name in ("level", "scenario", "variant", "item_id")})
+    frame = pd.DataFrame({name: _text_categories(columns[name])
+                          for name in ("level", "scenario", "variant", "item_id")})
     for name in ("similarity", "compliant", "groundedness", "fact_error", "char_f1"):
         frame[name] = _numbers(np.array(columns[name], dtype=object))
     low = np.fromiter((v is True for v in columns["low_confidence"]), dtype=bool, count=len(frame))
@@ -83,7 +84,8 @@ def confidence_columns(scores: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np
     A frame cached before these columns existed has neither (empty arrays)."""
     low = scores["low_confidence"].to_numpy(dtype=float) if "low_confidence" in scores else np.zeros(0)
     f1 = scores["char_f1"].to_numpy(dtype=float) if "char_f1" in scores else np.zeros(0)
-    items = scores["item_id"].to_numpy(dtype=object)[np.isfinite(f1)] if f1.size else np.zeros(0, dtype=object)
+    items = (scores["item_id"].to_numpy(dtype=object)[np.isfinite(f1)] if f1.size
+             else np.zeros(0, dtype=object))
     return low[np.isfinite(low)], f1[np.isfinite(f1)], items
 
 
@@ -138,7 +140,8 @@ def scoring_notes(runs: list[Any]) -> list[str]:
     scored = [(label, about) for label, about in scored if about is not None]
     if len({about for _, about in scored}) > 1:
         notes.append("WARNING: the runs were scored with different embedding models or backends, so their "
-                     "similarities are not comparable: " + "; ".join(f"{label}: {about}" for label, about in scored)
+                     "similarities are not comparable: "
+                     + "; ".join(f"{label}: {about}" for label, about in scored)
                      + ". Re-score them alike (`fourfold score RUN --embed-backend ... --embed-model ...`).")
     for run in runs:
         quality = (run.summary or {}).get("quality")
@@ -148,8 +151,8 @@ def scoring_notes(runs: list[Any]) -> list[str]:
         f1, n, f1_n = total.get("char_f1_mean"), total.get("n"), total.get("char_f1_n") or 0
         of_n = f"{counted(n, 'answer')} {'is' if n == 1 else 'are'}" if isinstance(n, int) else "? are"
         notes.append(f"{run.label}: {total['low_confidence_n']} of {of_n} low-confidence "
-                     f"(more than {quality.get('unk_threshold', 0.2):.0%} of their word pieces are [UNK] to the "
-                     "embedding model): their similarity is left out of every similarity figure"
+                     f"(more than {quality.get('unk_threshold', 0.2):.0%} of their word pieces are [UNK] to "
+                     "the embedding model): their similarity is left out of every similarity figure"
                      + (f"; character-bigram F1 mean {f1:.3f} over {counted(f1_n, 'answer')}"
                         if isinstance(f1, (int, float)) else ""))
     return notes

@@ -63,7 +63,8 @@ def join(runs: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
 def gauge_names(*sides: dict[str, np.ndarray]) -> list[str]:
     """The series the report shows: gauges only (a ``*_total`` counter's level says nothing about
     the run; its rate is summary.json's ``rate_per_s``), ``server.`` ones before ``nvidia_smi.``."""
-    names = {n for side in sides for n in side if not n.endswith("_total") and n.rpartition(".")[2] not in NOT_GAUGES}
+    names = {n for side in sides for n in side
+             if not n.endswith("_total") and n.rpartition(".")[2] not in NOT_GAUGES}
 
     def order(name: str) -> tuple[int, str]:
         source = name.partition(".")[0]
@@ -71,8 +72,9 @@ def gauge_names(*sides: dict[str, np.ndarray]) -> list[str]:
     return sorted(names, key=order)
 
 
-_WORDS = {"mem_bw_util_pct": "memory-bandwidth util", "gpu_util_pct": "GPU util", "kv_cache_usage_pct": "KV-cache usage",
-          "running": "requests running", "waiting": "requests waiting", "gpu_mem_used_mib": "GPU memory used",
+_WORDS = {"mem_bw_util_pct": "memory-bandwidth util", "gpu_util_pct": "GPU util",
+          "kv_cache_usage_pct": "KV-cache usage", "running": "requests running",
+          "waiting": "requests waiting", "gpu_mem_used_mib": "GPU memory used",
           "gpu_mem_total_mib": "GPU memory total"}
 _SOURCE_WORDS = {"server": "server", "nvidia_smi": "nvidia-smi"}
 

@@ -31,9 +31,9 @@ from scipy import stats as _stats
 
 from fourfold.errors import UsageError
 
-__all__ = ["BETTER", "EQUIVALENT", "FAMILIES", "INCONCLUSIVE", "NA", "NO_CHANGE", "TOO_FEW", "VERDICTS", "WORSE",
-           "Decision", "MinEffect", "benjamini_hochberg", "decide", "family_of", "holm", "min_effect_for",
-           "parse_min_effects", "t_quantile"]
+__all__ = ["BETTER", "EQUIVALENT", "FAMILIES", "INCONCLUSIVE", "NA", "NO_CHANGE", "TOO_FEW", "VERDICTS",
+           "WORSE", "Decision", "MinEffect", "benjamini_hochberg", "decide", "family_of", "holm",
+           "min_effect_for", "parse_min_effects", "t_quantile"]
 
 BETTER, WORSE, EQUIVALENT, INCONCLUSIVE = "better", "worse", "equivalent", "inconclusive"
 NO_CHANGE, TOO_FEW, NA = "no change", "too few", "n/a"
@@ -66,9 +66,9 @@ class MinEffect:
 
 # metric family -> (fnmatch patterns of row keys, units that fall in it, the default minimum effect)
 FAMILIES: dict[str, MinEffect] = {
-    "latency": MinEffect(relative=0.02, absolute=1.0),      # TTFT/E2E/ITL/TPOT percentiles, jitter: 2 % or 1 ms
+    "latency": MinEffect(relative=0.02, absolute=1.0),      # TTFT/E2E/ITL/TPOT quantiles, jitter: 2 % or 1 ms
     "throughput": MinEffect(relative=0.01),                 # tokens/s, goodput: 1 %
-    "rate": MinEffect(absolute=0.5),                        # error, stall, compliance...: 0.5 percentage points
+    "rate": MinEffect(absolute=0.5),                        # error/stall/compliance...: 0.5 percentage points
     "quality": MinEffect(absolute=0.01),                    # similarity, char-bigram F1, groundedness: 0.01
     "telemetry": MinEffect(relative=0.02, absolute=1.0),    # server gauges: 2 % or 1 unit
     "count": MinEffect(relative=0.02),                      # rounds per session, pulse frequency: 2 %
@@ -112,7 +112,8 @@ def parse_min_effects(texts: Sequence[str]) -> tuple[tuple[str, MinEffect], ...]
                 continue
             key, sep, value = part.partition("=")
             if not sep or not key.strip() or not value.strip():
-                raise UsageError(f"--min-effect {part!r}: expected KEY=VALUE, e.g. ttft_p99=5% or latency=3ms")
+                raise UsageError(f"--min-effect {part!r}: expected KEY=VALUE, e.g. ttft_p99=5% or "
+                                 "latency=3ms")
             relative = absolute = 0.0
             for piece in value.split("+"):
                 piece = piece.strip().lower()
@@ -128,8 +129,8 @@ def parse_min_effects(texts: Sequence[str]) -> tuple[tuple[str, MinEffect], ...]
                 except ValueError:
                     bad = True
                 if bad:
-                    raise UsageError(f"--min-effect {part!r}: {piece!r} is not a share (5%) or an amount (1ms, "
-                                     "0.5pp) >= 0")
+                    raise UsageError(f"--min-effect {part!r}: {piece!r} is not a share (5%) or an amount "
+                                     "(1ms, 0.5pp) >= 0")
             out.append((key.strip(), MinEffect(relative, absolute)))
     return tuple(out)
 
@@ -166,7 +167,8 @@ def decide(delta: float, se: float, df: float, band: float, better: str, alpha: 
     if se == 0:
         p = 0.0 if abs(delta) > band else 1.0
     else:
-        p = float(min(1.0, 2 * _stats.t.sf((abs(delta) - band) / se, max(df, 1.0)))) if abs(delta) > band else 1.0
+        p = (float(min(1.0, 2 * _stats.t.sf((abs(delta) - band) / se, max(df, 1.0)))) if abs(delta) > band
+             else 1.0)
     if low > band or high < -band:
         up = low > band
         return Decision(WORSE if up == (better == "lower") else BETTER, low, high, p)

@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-FAR_S = 31 * 86_400          # a start further than this from the file's first records, a time longer: impossible
+FAR_S = 31 * 86_400          # a start further than this from the file's first records, a time longer:
+                             # impossible
 FAR_MS = FAR_S * 1000.0
 MAX_TOKENS = 1e9             # output tokens of one record beyond this: impossible
 ANCHOR_RECORDS = 64
@@ -80,8 +81,8 @@ def impossible(values: Mapping[str, Any], offsets: Sequence[float], start_anchor
     started = _float(values.get("started_at"))
     if started is not None and (math.isinf(started) or start_anchor is not None
                                 and abs(started - start_anchor) > FAR_S):
-        return (f"a record that started {abs(started - (start_anchor or 0.0)) / 86_400:.3g} days away from the "
-                f"run's other records (started_at {started!r})")
+        return (f"a record that started {abs(started - (start_anchor or 0.0)) / 86_400:.3g} days away from "
+                f"the run's other records (started_at {started!r})")
     for name, low, high in _RANGES:
         value = _float(values.get(name))
         if value is not None and not math.isnan(value) and not low <= value <= high:

@@ -37,6 +37,7 @@ import json
 import math
 import os
 import re
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -156,7 +157,6 @@ def check_run_base(base_dir: str | os.PathLike[str]) -> None:
     """Raise :class:`~fourfold.errors.OptionError` unless run directories can be created under
     ``base_dir`` (``--run-dir``): its nearest existing folder must be a directory this process can
     write in. Creates nothing that stays (a run checks this before its users start)."""
-    import tempfile
 
     base = Path(base_dir or ".")
     existing = base
@@ -212,7 +212,8 @@ class RunWriter:
 
     def _open_records(self) -> int:
         if self._records_fd is None:
-            fd = os.open(self.run_dir / RECORDS_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND | _CLOEXEC, 0o644)
+            fd = os.open(self.run_dir / RECORDS_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND | _CLOEXEC,
+                         0o644)
             self._size = os.fstat(fd).st_size
             self._records_fd = fd
         return self._records_fd

@@ -53,7 +53,8 @@ def read_records(run_dir: PathLike, *, include_warmup: bool = True) -> Iterator[
                 yield record
 
 
-def _parse_line(path: Path, lineno: int, raw: bytes, start_anchor: float | None = None) -> RequestRecord | None:
+def _parse_line(path: Path, lineno: int, raw: bytes,
+                start_anchor: float | None = None) -> RequestRecord | None:
     if not raw.strip():
         return None
     try:
@@ -64,7 +65,8 @@ def _parse_line(path: Path, lineno: int, raw: bytes, start_anchor: float | None 
                       RunLogWarning, stacklevel=3)
         return None
     check_record(data, path, lineno)
-    why = plausible.wrong_kind(data) or plausible.impossible(data, data.get(plausible.OFFSETS) or [], start_anchor)
+    why = (plausible.wrong_kind(data)
+           or plausible.impossible(data, data.get(plausible.OFFSETS) or [], start_anchor))
     if why:
         warnings.warn(f"{path}:{lineno}: skipped {why}", RunLogWarning, stacklevel=3)
         return None
@@ -114,7 +116,8 @@ def read_json_object(path: Path) -> dict[str, Any] | None:
         data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant, parse_float=_finite,
                           parse_int=_finite_int)
     except RecursionError:
-        raise RunDirError(f"{path}: not readable JSON (nested too deeply); the run directory is damaged") from None
+        raise RunDirError(f"{path}: not readable JSON (nested too deeply); "
+                          "the run directory is damaged") from None
     except (ValueError, OSError) as exc:
         raise RunDirError(f"{path}: not readable JSON ({exc}); the run directory is damaged") from None
     if not isinstance(data, dict):

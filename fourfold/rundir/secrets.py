@@ -98,8 +98,10 @@ class Secrets:
         # a probe that repr() writes as it is, in any string, can be looked for in repr(container) first
         self._repr_safe = all(c.isprintable() and c not in "'\"\\" for head in self._heads for c in head)
         # 3 to MIN_CHARS - 1 characters that begin a secret, closing a quoted excerpt (b'...KEY_S')
-        starts = sorted({v[:n] for v in self.values for n in range(_CUT_END_CHARS, MIN_CHARS)}, key=len, reverse=True)
-        self._cut_end = re.compile("(?:" + "|".join(map(re.escape, starts)) + r""")(?=['"](?:$|[\s),:;.]))""") if starts else None
+        starts = sorted({v[:n] for v in self.values for n in range(_CUT_END_CHARS, MIN_CHARS)}, key=len,
+                        reverse=True)
+        self._cut_end = (re.compile("(?:" + "|".join(map(re.escape, starts))
+                                    + r""")(?=['"](?:$|[\s),:;.]))""") if starts else None)
 
     @classmethod
     def configured(cls, api_key: str = "", header_values: Iterable[str] = (),

@@ -86,13 +86,15 @@ def spawn_listening(command: list[str], prefix: str, what: str, timeout_s: float
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(IMPORT_ROOT), env.get("PYTHONPATH", "")) if p)
     env.setdefault("PYTHONUNBUFFERED", "1")
     env.update(child_env())               # the child ends when this process does (kill -9 included)
-    process = subprocess.Popen(command, cwd=None if cwd is None else str(cwd), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    process = subprocess.Popen(command, cwd=None if cwd is None else str(cwd), env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, encoding="utf-8", errors="replace")
     stderr_lines: list[str] = []
     stderr_reader = threading.Thread(target=_drain, args=(process.stderr, stderr_lines), daemon=True)
     stderr_reader.start()
     line_box: list[str] = []
-    reader = threading.Thread(target=lambda: line_box.append(process.stdout.readline()), daemon=True)  # type: ignore[union-attr]
+    reader = threading.Thread(
+        target=lambda: line_box.append(process.stdout.readline()), daemon=True)  # type: ignore[union-attr]
     reader.start()
     reader.join(timeout_s)
     line = line_box[0].strip() if line_box else ""
@@ -117,7 +119,8 @@ def spawn_listening(command: list[str], prefix: str, what: str, timeout_s: float
     return process, line[len(prefix):], stderr_lines
 
 
-def simulator_command(profile: str, seed: int, extra_args: Sequence[str], python: str, host: str) -> list[str]:
+def simulator_command(profile: str, seed: int, extra_args: Sequence[str], python: str,
+                      host: str) -> list[str]:
     return [python, "-m", "fourfold.targets.sim", "--profile", profile, "--seed", str(seed),
             "--host", host, "--port", "0", *extra_args]
 

@@ -19,6 +19,7 @@ A server started by hand (``fourfold sim``) has no ``FOURFOLD_PARENT_PID`` and i
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import sys
@@ -66,8 +67,6 @@ def _terminate() -> None:
 
 def _set_pdeathsig(signum: int) -> None:
     try:
-        import ctypes
-
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0)
     except (OSError, AttributeError):

@@ -19,65 +19,46 @@ A ValueError from steps 2 and 3 becomes a :class:`~fourfold.errors.DatasetError`
 the line or row, and the field. ``auto`` picks the container from the bytes (``PAR1``, ``[``,
 ``{``, a ``.csv`` name) and the format from the first record's keys (:func:`classify`). A format
 that must see the whole file registers a ``load`` instead of a converter; :func:`register_format`
-adds or replaces one, and :data:`PLUGINS` names the module that registers a format when it is
-first asked for (the Mooncake ``trace``: :mod:`fourfold.workloads.trace`).
+adds or replaces one (:mod:`fourfold.workloads.format_registry`; the Mooncake ``trace`` registers
+in :mod:`fourfold.workloads.trace`).
 """
 
 from __future__ import annotations
 
 import codecs
-import importlib
 import itertools
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fourfold.errors import DatasetError, OptionError
+from fourfold.workloads import formats_chat, formats_table, trace  # noqa: F401 - the import registers them
+from fourfold.workloads.format_registry import (
+    COLUMN_FIELDS,
+    CONTAINERS,
+    FORMATS,
+    ColumnMap,
+    Converter,
+    DatasetFormat,
+    Records,
+    read_bytes,
+    read_text,
+    register_format,
+)
 from fourfold.workloads.items import Item, jsonl_objects
 
-ColumnMap = tuple[tuple[str, str], ...]        # (item field, column) pairs from --dataset-column
-Converter = Callable[[dict[str, Any], int], "dict[str, Any] | Item"]
-Records = Iterator[tuple[str, int, Any]]        # (where, row from 1, record)
-
-COLUMN_FIELDS = ("prompt", "reference", "id", "max_tokens", "system")
-CONTAINERS = ("jsonl", "json", "csv", "parquet")
-PLUGINS = {"trace": "fourfold.workloads.trace"}   # format -> the module that registers it (imported on first use)
 FORMAT_NAMES = ("auto", "fourfold", "sharegpt", "openai", "openai-batch", "parquet", "csv", "json", "jsonl",
                 "trace")
 
 
-@dataclass(frozen=True)
-class DatasetFormat:
-    """A record shape: ``converter(first, columns, path)`` checks what it can once (the column map
-    against the first record) and returns the function that turns one record into item fields."""
-
-    name: str
-    converter: Callable[[dict[str, Any], ColumnMap, Path], Converter] | None
-    description: str = ""
-    load: Callable[[Path], list[Item]] | None = None     # a format read as a whole (trace: times from the first)
-
-
-FORMATS: dict[str, DatasetFormat] = {}
-
-
-def register_format(fmt: DatasetFormat) -> DatasetFormat:
-    """Add (or replace) a format under its name; returns it."""
-    FORMATS[fmt.name] = fmt
-    return fmt
-
-
 def get_format(name: str) -> DatasetFormat:
-    """The format registered as ``name`` (a plugin's module is imported first); DatasetError listing
-    the valid names for any other."""
-    from fourfold.workloads import formats_chat, formats_table  # noqa: F401 - they register their formats
-
-    if name not in FORMATS and name in PLUGINS:
-        importlib.import_module(PLUGINS[name])              # registers the format when imported
+    """The format registered as ``name``; DatasetError listing the valid names for any other."""
     if name not in FORMATS:
-        raise DatasetError(f"the {name!r} dataset format is not available; known: "
-                           f"{', '.join(n for n in FORMAT_NAMES if n in FORMATS or n in CONTAINERS or n == 'auto')}")
+        raise DatasetError(
+            f"the {name!r} dataset format is not available; known: "
+            f"{', '.join(n for n in FORMAT_NAMES if n in FORMATS or n in CONTAINERS or n == 'auto')}")
     return FORMATS[name]
 
 
@@ -134,30 +115,6 @@ def check_format_name(name: str, option: str = "--dataset-format") -> str:
 
 
 # ---- containers ----
-def read_text(path: str | Path) -> str:
-    """The file's text (a UTF-8 BOM dropped); DatasetError for a missing file or bytes not UTF-8."""
-    raw = _read_bytes(path)
-    if raw.startswith(codecs.BOM_UTF8):
-        raw = raw[len(codecs.BOM_UTF8):]
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise DatasetError(f"{path}:{line}: not UTF-8 (byte 0x{raw[exc.start]:02x}); save the file as UTF-8") from None
-
-
-def _read_bytes(path: str | Path, size: int = -1) -> bytes:
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(size)
-    except FileNotFoundError:
-        raise DatasetError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise DatasetError(f"{path}: is a directory, not a dataset file") from None
-    except OSError as exc:
-        raise DatasetError(f"{path}: cannot read ({exc.strerror or exc})") from None
-
-
 def json_array_objects(path: str | Path) -> Iterator[tuple[int, Any]]:
     """(line, element) of every element of a JSON file holding one array, each parsed on its own so
     an error names the element's line; DatasetError for a file that is not one JSON array."""
@@ -202,7 +159,7 @@ def _skip_space(text: str, pos: int) -> int:
 def detect_container(path: str | Path) -> str:
     """``parquet``, ``json`` (one array), ``jsonl`` or ``csv`` from the file's first bytes (and its
     name's suffix for CSV); DatasetError when none fits."""
-    head = _read_bytes(path, 4096)
+    head = read_bytes(path, 4096)
     suffix = Path(path).suffix.lower()
     if head.startswith(b"PAR1") or suffix in (".parquet", ".pq"):
         return "parquet"
@@ -228,8 +185,6 @@ def container_records(path: str | Path, container: str) -> Records:
         return ((f"{path}:{n}", row, obj) for row, (n, obj) in enumerate(jsonl_objects(path), 1))
     if container == "json":
         return ((f"{path}:{n}", row, obj) for row, (n, obj) in enumerate(json_array_objects(path), 1))
-    from fourfold.workloads import formats_table
-
     return formats_table.table_records(path, container)
 
 
@@ -271,7 +226,8 @@ def load_dataset(path: str | Path, fmt: str = "auto", columns: ColumnMap = ()) -
     first = next(records, None)
     if first is None:
         raise DatasetError(f"{path}: no items " + ("(an empty JSON array)" if container == "json" else
-                                                   "(the file is empty, or holds only blank lines and # comments)"))
+                                                   "(the file is empty, or holds only blank lines and # "
+                                                   "comments)"))
     shape = fmt if fmt not in ("auto", *CONTAINERS) else classify(first[2], container, columns)
     if fmt in CONTAINERS and shape in CONTAINERS:
         shape = container
@@ -303,13 +259,15 @@ def load_run_dataset(path: str | Path, settings: dict[str, Any] | None) -> list[
     block (``dataset_format``, ``dataset_columns``; missing in runs of older versions: auto)."""
     settings = settings or {}
     fmt = settings.get("dataset_format") or "auto"
-    return load_items_as(path, fmt if fmt in FORMAT_NAMES else "auto", parse_columns(settings.get("dataset_columns")))
+    return load_items_as(path, fmt if fmt in FORMAT_NAMES else "auto",
+                         parse_columns(settings.get("dataset_columns")))
 
 
 def _kind(value: Any) -> str:
     if isinstance(value, list):
         return "a list"
-    return json.dumps(value) if isinstance(value, (str, int, float, bool)) or value is None else type(value).__name__
+    return (json.dumps(value) if isinstance(value, (str, int, float, bool)) or value is None
+            else type(value).__name__)
 
 
 def _fourfold_converter(first: dict[str, Any], columns: ColumnMap, path: Path) -> Converter:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fourfold.workloads.formats import ColumnMap, Converter, DatasetFormat, register_format
+from fourfold.workloads.format_registry import ColumnMap, Converter, DatasetFormat, register_format
 from fourfold.workloads.items import _kind
 
 SHAREGPT_ROLES = {
@@ -103,7 +103,8 @@ def chat_fields(messages: Any, where: str = "messages") -> dict[str, Any]:
         raise ValueError(f"'{where}' must be a non-empty list of {{role, content}}, got {_kind(messages)}")
     for i, message in enumerate(messages):
         if not isinstance(message, dict):
-            raise ValueError(f"'{where}'[{i}] must be an object with 'role' and 'content', got {_kind(message)}")
+            raise ValueError(f"'{where}'[{i}] must be an object with 'role' and 'content', got "
+                             f"{_kind(message)}")
         role = message.get("role")
         if role not in OPENAI_ROLES:
             raise ValueError(f"'{where}'[{i}].role is {_kind(role)}; expected one of: "

@@ -22,6 +22,7 @@ from typing import Any
 from fourfold.measure.histogram import nearest_rank
 from fourfold.workloads.formats import Dataset
 from fourfold.workloads.items import Item
+from fourfold.workloads.sampling import input_length, output_length
 
 EXAMPLES = 3
 PREVIEW_CHARS = 160
@@ -43,7 +44,8 @@ class Lengths:
             return cls(0, None, None, None, None)
         ordered = sorted(values)
         n = len(ordered)
-        return cls(n, ordered[0], ordered[nearest_rank(0.50, n) - 1], ordered[nearest_rank(0.95, n) - 1], ordered[-1])
+        return cls(n, ordered[0], ordered[nearest_rank(0.50, n) - 1], ordered[nearest_rank(0.95, n) - 1],
+                   ordered[-1])
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,6 @@ class Inspection:
 
 def inspect(dataset: Dataset, count: Callable[[str], int], counter: str) -> Inspection:
     """Count and measure ``dataset``'s items with ``count`` (named ``counter`` in the output)."""
-    from fourfold.workloads.sampling import input_length, output_length
 
     items = dataset.items
     outputs = [n for n in (output_length(item, count) for item in items) if n is not None]
@@ -118,9 +119,9 @@ def format_inspection(found: Inspection) -> str:
 def inspection_dict(found: Inspection) -> dict[str, Any]:
     """The inspection as JSON (``--json``)."""
     return {"path": found.path, "format": found.format, "container": found.container, "items": found.items,
-            "with_reference": found.with_reference, "multi_turn": found.multi_turn, "token_counter": found.counter,
-            "input_tokens": vars(found.input), "output_tokens": vars(found.output),
-            "columns": [list(pair) for pair in found.columns],
+            "with_reference": found.with_reference, "multi_turn": found.multi_turn,
+            "token_counter": found.counter, "input_tokens": vars(found.input),
+            "output_tokens": vars(found.output), "columns": [list(pair) for pair in found.columns],
             "examples": [item.to_dict() for item in found.examples]}
 
 

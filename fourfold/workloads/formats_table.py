@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from fourfold.errors import DatasetError
-from fourfold.workloads.formats import (
+from fourfold.workloads.format_registry import (
     COLUMN_FIELDS,
     ColumnMap,
     Converter,
@@ -71,7 +71,8 @@ def column_map(columns_in_file: list[str], given: ColumnMap, path: Path) -> dict
 
 def _names(columns: list[str]) -> str:
     shown = ", ".join(repr(c) for c in columns[:12])
-    return shown + (f" and {len(columns) - 12} more" if len(columns) > 12 else "") if columns else "no columns"
+    return (shown + (f" and {len(columns) - 12} more" if len(columns) > 12 else "")
+            if columns else "no columns")
 
 
 def _empty(value: Any) -> bool:
@@ -83,18 +84,21 @@ def mapped_fields(record: dict[str, Any], row: int, mapping: dict[str, str], fmt
     """Item fields of one row through ``mapping``; ValueError naming the column."""
     prompt = record.get(mapping["prompt"])
     if _empty(prompt) or not isinstance(prompt, str):
-        raise ValueError(f"column {mapping['prompt']!r} (the prompt) must be a non-empty text, got {_kind(prompt)}")
+        raise ValueError(f"column {mapping['prompt']!r} (the prompt) must be a non-empty text, got "
+                         f"{_kind(prompt)}")
     fields: dict[str, Any] = {k: v for k, v in record.items()       # the other columns: the item's meta
                               if k not in mapping.values() and k not in KNOWN_FIELDS and not _empty(v)}
     system = record.get(mapping["system"]) if "system" in mapping else None
     if not _empty(system) and not isinstance(system, str):
-        raise ValueError(f"column {mapping['system']!r} (the system message) must be a text, got {_kind(system)}")
+        raise ValueError(f"column {mapping['system']!r} (the system message) must be a text, got "
+                         f"{_kind(system)}")
     fields["messages"] = ([{"role": "system", "content": system}] if not _empty(system) else []) + \
         [{"role": "user", "content": prompt}]
     reference = record.get(mapping["reference"]) if "reference" in mapping else None
     if not _empty(reference):
         if not isinstance(reference, str):
-            raise ValueError(f"column {mapping['reference']!r} (the reference) must be a text, got {_kind(reference)}")
+            raise ValueError(f"column {mapping['reference']!r} (the reference) must be a text, got "
+                             f"{_kind(reference)}")
         fields["reference"] = reference
     item_id = record.get(mapping["id"]) if "id" in mapping else None
     if isinstance(item_id, float) and item_id.is_integer():
@@ -144,7 +148,8 @@ def csv_records(path: str | Path) -> Iterator[tuple[str, int, dict[str, Any]]]:
     """Rows of a CSV (``.tsv``: tab-separated) file, every cell as text; a row with more or fewer
     cells than the header is a DatasetError naming the row and its line."""
     text = read_text(path)          # missing file, not UTF-8, BOM: the same lines as every format
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t" if Path(path).suffix.lower() == ".tsv" else ",")
+    reader = csv.reader(io.StringIO(text, newline=""),
+                        delimiter="\t" if Path(path).suffix.lower() == ".tsv" else ",")
     try:
         header = next(reader, None)
         if header is None:
@@ -156,8 +161,10 @@ def csv_records(path: str | Path) -> Iterator[tuple[str, int, dict[str, Any]]]:
             if not cells:
                 continue
             if len(cells) != len(columns):
-                raise DatasetError(f"{path}: row {n} (line {start}): {len(cells)} cells, the header has {len(columns)}")
-            yield f"{path}: row {n}", n, {plain(c, c): plain(v, c) for c, v in zip(columns, cells, strict=True)}
+                raise DatasetError(f"{path}: row {n} (line {start}): {len(cells)} cells, the header has "
+                                   f"{len(columns)}")
+            yield f"{path}: row {n}", n, {plain(c, c): plain(v, c)
+                                          for c, v in zip(columns, cells, strict=True)}
     except csv.Error as exc:
         raise DatasetError(f"{path}: line {reader.line_num}: not CSV ({exc})") from None
 
@@ -180,7 +187,8 @@ def read_parquet(path: str | Path) -> Any:
                 return fastparquet.ParquetFile(fh).to_pandas()
         return pd.read_parquet(path)
     except ImportError:
-        raise DatasetError(f"{path}: reading Parquet needs fastparquet (pip install fastparquet) or pyarrow") from None
+        raise DatasetError(f"{path}: reading Parquet needs fastparquet (pip install fastparquet) "
+                           f"or pyarrow") from None
     except Exception as exc:  # noqa: BLE001 - the engines raise many kinds for a damaged file
         raise DatasetError(f"{path}: not a readable Parquet file ({type(exc).__name__}: "
                            f"{' '.join(str(exc).split())[:200]})") from None

@@ -137,8 +137,8 @@ def jsonl_lines(path: str | Path) -> Iterator[tuple[int, str]]:
             try:
                 line = raw.decode("utf-8").strip()
             except UnicodeDecodeError as exc:
-                raise DatasetError(f"{path}:{n}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
-                                   "save the file as UTF-8") from None
+                raise DatasetError(f"{path}:{n}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column "
+                                   f"{exc.start + 1}); save the file as UTF-8") from None
             if line and not line.startswith("#"):
                 yield n, line
 
@@ -158,7 +158,8 @@ def jsonl_objects(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
                     else "")
             raise DatasetError(f"{path}:{n}: not JSON ({what}{where}){hint}") from None
         if not isinstance(data, dict):
-            hint = "; a dataset is JSONL, one JSON object per line, not a JSON array" if isinstance(data, list) else ""
+            hint = ("; a dataset is JSONL, one JSON object per line, not a JSON array"
+                    if isinstance(data, list) else "")
             raise DatasetError(f"{path}:{n}: expected a JSON object, got {_kind(data)}{hint}")
         yield n, data
 

@@ -145,7 +145,8 @@ class Selection:
     def active(self) -> bool:
         return bool(self.sample_n or self.shuffle or self.filter)
 
-    def select(self, items: Sequence[Item], count: Callable[[str], int], source: str = "the dataset") -> list[Item]:
+    def select(self, items: Sequence[Item], count: Callable[[str], int],
+               source: str = "the dataset") -> list[Item]:
         kept = apply_filter(items, parse_filter(self.filter), count, source)
         return sample(kept, self.sample_n, self.seed) if self.sample_n else kept
 

@@ -85,7 +85,8 @@ def _bare(word: str) -> str:
 
 
 def _estimated(words: Iterator[str], n_tokens: int) -> list[str]:
-    """Words whose estimate sums to exactly ``n_tokens`` (a word that would overshoot loses its punctuation)."""
+    """Words whose estimate sums to exactly ``n_tokens`` (a word that would overshoot loses its
+    punctuation)."""
     out: list[str] = []
     total = 0
     while total < n_tokens:
@@ -233,7 +234,8 @@ def _integer(option: str, text: str, key: str, value: str, low: int, high: int) 
     except ValueError:
         number = low - 1
     if not low <= number <= high:
-        raise OptionError(f"{option} {text!r}: {key}={value.strip()!r} must be an integer from {low} to {high:,}")
+        raise OptionError(f"{option} {text!r}: {key}={value.strip()!r} must be an integer from {low} to "
+                          f"{high:,}")
     return number
 
 
@@ -243,7 +245,8 @@ def sample_lengths(spec: SyntheticSpec) -> list[tuple[int, int | None]]:
     lengths: list[tuple[int, int | None]] = []
     for _ in range(spec.n):
         input_tokens = max(spec.prefix + 1, _draw(rng, spec.input_mean, spec.input_sd))
-        output_tokens = None if spec.output_mean is None else max(1, _draw(rng, spec.output_mean, spec.output_sd))
+        output_tokens = (None if spec.output_mean is None
+                         else max(1, _draw(rng, spec.output_mean, spec.output_sd)))
         lengths.append((input_tokens, output_tokens))
     return lengths
 

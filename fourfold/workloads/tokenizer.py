@@ -47,14 +47,15 @@ class Tokenizer:
         """Tokens in ``text`` (0 for an empty text)."""
         if not text:
             return 0
-        fast = getattr(self.backend, "encode_batch_fast", None)     # tokenizers >= 0.20: no offsets, ~40 % less
+        fast = getattr(self.backend, "encode_batch_fast", None)  # tokenizers >= 0.20: no offsets, ~40 % less
         if fast is not None:
             return len(fast([text], add_special_tokens=False)[0].ids)
         return len(self.backend.encode(text, add_special_tokens=False).ids)
 
     def offsets(self, text: str) -> list[tuple[int, int]]:
         """(start, end) character span of every token of ``text`` in ``text``."""
-        return [tuple(span) for span in self.backend.encode(text, add_special_tokens=False).offsets]  # type: ignore[misc]
+        return [tuple(span)  # type: ignore[misc]
+                for span in self.backend.encode(text, add_special_tokens=False).offsets]
 
 
 def load_tokenizer(path: str | Path, option: str = "--tokenizer") -> Tokenizer:
@@ -83,13 +84,14 @@ def _load(path: str, option: str) -> Tokenizer:
         raise OptionError(f"{option} {file}: not a readable tokenizer.json ({reason})") from None
     try:
         from tokenizers import Tokenizer as _Backend
-    except ImportError:                                        # pragma: no cover - installed with sentence-transformers
+    except ImportError:          # pragma: no cover - installed with sentence-transformers
         raise OptionError(f"{option} needs the 'tokenizers' library (pip install tokenizers)") from None
     try:
         backend = _Backend.from_str(text)
-    except Exception as exc:                                   # the library raises plain Exceptions
+    except Exception as exc:     # the library raises plain Exceptions
         detail = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
-        raise OptionError(f"{option} {file}: not a tokenizer the 'tokenizers' library can load ({detail})") from None
+        raise OptionError(f"{option} {file}: not a tokenizer the 'tokenizers' library can load "
+                          f"({detail})") from None
     backend.no_truncation()
     backend.no_padding()
     return Tokenizer(path=str(file), backend=backend)

@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from fourfold.errors import DatasetError
-from fourfold.workloads.formats import DatasetFormat, register_format
+from fourfold.workloads.format_registry import DatasetFormat, register_format
 from fourfold.workloads.items import Item, jsonl_objects
+from fourfold.workloads.synthetic import trace_text
 
 BLOCK_TOKENS = 512
 FIELDS = frozenset({"timestamp", "input_length", "output_length", "hash_ids", "text_input"})
@@ -94,19 +95,19 @@ def parse_trace(path: str | Path) -> list[TraceEntry]:
         except ValueError as exc:
             raise DatasetError(f"{path}:{n}: not a trace entry: {exc}") from None
     if not entries:
-        raise DatasetError(f"{path}: no trace entries (the file is empty, or holds only blank lines and # comments)")
+        raise DatasetError(f"{path}: no trace entries (the file is empty, or holds only blank lines and # "
+                           f"comments)")
     return entries
 
 
 def entry_prompt(entry: TraceEntry, tokenizer: Any = None) -> str:
     """The prompt of an entry: ``text_input`` as given, else its hash-id blocks, then unique text,
     ``input_length`` tokens in all (by ``tokenizer`` when given, else the word estimate)."""
-    from fourfold.workloads.synthetic import trace_text
 
     if entry.text_input is not None:
         return entry.text_input
-    return trace_text(list(entry.hash_ids), entry.input_length or 1, seed=entry.line, block_tokens=BLOCK_TOKENS,
-                      tokenizer=tokenizer)
+    return trace_text(list(entry.hash_ids), entry.input_length or 1, seed=entry.line,
+                      block_tokens=BLOCK_TOKENS, tokenizer=tokenizer)
 
 
 def entry_item(entry: TraceEntry, tokenizer: Any = None) -> Item:
@@ -126,7 +127,6 @@ def trace_items(entries: Sequence[TraceEntry], tokenizer: Any = None) -> list[It
 def exact_trace_items(items: Sequence[Item], tokenizer: Any) -> list[Item]:
     """Trace items with prompts rebuilt to exactly ``input_length`` tokens by ``tokenizer`` (the
     registry reads a file without one); ``text_input`` entries and other items stay as they are."""
-    from fourfold.workloads.synthetic import trace_text
 
     out = []
     for item in items:
@@ -134,8 +134,8 @@ def exact_trace_items(items: Sequence[Item], tokenizer: Any) -> list[Item]:
         if "arrival_ms" not in item.meta or not isinstance(n_tokens, int) or not line.isdigit():
             out.append(item)
             continue
-        prompt = trace_text(list(item.meta.get("hash_ids", [])), n_tokens, seed=int(line), block_tokens=BLOCK_TOKENS,
-                            tokenizer=tokenizer)
+        prompt = trace_text(list(item.meta.get("hash_ids", [])), n_tokens, seed=int(line),
+                            block_tokens=BLOCK_TOKENS, tokenizer=tokenizer)
         out.append(replace(item, messages=({"role": "user", "content": prompt},)))
     return out
 
@@ -168,5 +168,6 @@ def _converter(first: dict[str, Any], columns: Any, path: Path) -> Any:
 register_format(DatasetFormat("trace", _converter, "Mooncake trace (AIPerf): timestamp ms, input_length, "
                                                    "output_length, hash_ids of 512-token blocks"))
 
-__all__ = ["BLOCK_TOKENS", "TraceEntry", "arrival_offsets_s", "entry_from_dict", "entry_item", "exact_trace_items", "entry_prompt",
-           "is_trace", "is_trace_object", "load_trace", "parse_trace", "trace_items"]
+__all__ = ["BLOCK_TOKENS", "TraceEntry", "arrival_offsets_s", "entry_from_dict", "entry_item",
+           "exact_trace_items", "entry_prompt", "is_trace", "is_trace_object", "load_trace", "parse_trace",
+           "trace_items"]

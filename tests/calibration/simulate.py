@@ -25,7 +25,8 @@ from fourfold.reports.replication import block_ids
 from fourfold.reports.verdict import BETTER, WORSE
 
 ITEMS = 60
-PAIR_SHARE = 0.95     # matched pairs: the share of the between-run variance both runs of a pair have in common
+# matched pairs: the share of the between-run variance both runs of a pair have in common
+PAIR_SHARE = 0.95
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,8 @@ class Version:
 # QUIET (a dedicated, steady server: ~1.5 %)
 NOISY = Version()
 QUIET = Version(between_cv=0.01, within_sd=0.15, coupling=0.5)
-# DRIFTING: runs differ mostly by what a pair shares (its requests' mix, the machine's state): ~7 % between runs
+# DRIFTING: runs differ mostly by what a pair shares (its requests' mix, the machine's state):
+# ~7 % between runs
 DRIFTING = Version(between_cv=0.05, within_sd=0.15, coupling=0.5)
 
 
@@ -100,8 +102,8 @@ def simulate_run(v: Version, rng: np.random.Generator, item_levels: np.ndarray,
     g.wall_s = float(ends.max() - started.min())
     g.output_tokens_total = float(v.tokens * ok.sum())
     seconds = max(1, math.ceil(g.wall_s))
-    g.tokens_per_s = np.bincount(np.clip(np.floor(ends[ok]).astype(int), 0, seconds - 1), minlength=seconds) * float(
-        v.tokens)
+    g.tokens_per_s = np.bincount(np.clip(np.floor(ends[ok]).astype(int), 0, seconds - 1),
+                                 minlength=seconds) * float(v.tokens)
     items = rng.integers(0, ITEMS, size=int(ok.sum()))
     g.similarity = np.clip(item_levels[items] + v.similarity + rng.normal(0, 0.05, items.size), -1, 1)
     g.similarity_items = np.array([f"item-{i:03d}" for i in items], dtype=object)
@@ -109,7 +111,8 @@ def simulate_run(v: Version, rng: np.random.Generator, item_levels: np.ndarray,
 
 
 def compare_versions(baseline: Version, candidate: Version, runs: int, rng: np.random.Generator,
-                     settings: CompareSettings, *, runs_candidate: int | None = None, matched: bool = False) -> list[Row]:
+                     settings: CompareSettings, *, runs_candidate: int | None = None,
+                     matched: bool = False) -> list[Row]:
     """One comparison, as fourfold compare makes it: ``runs`` simulated runs a side, the rows adjusted;
     ``matched``: run in pairs that share most of their shift (fourfold repeat's seed-matched ABBA pairs),
     compared pair by pair."""

@@ -81,7 +81,8 @@ def test_matched_pairs_find_what_unmatched_runs_miss():
     def share(matched: bool) -> float:
         rng = np.random.default_rng(12)
         return sum(any(r.metric == "ttft_p50" and r.verdict == "worse"
-                       for r in compare_versions(DRIFTING, DRIFTING.slower(1.15), 3, rng, SETTINGS, matched=matched))
+                       for r in compare_versions(DRIFTING, DRIFTING.slower(1.15), 3, rng, SETTINGS,
+                                                 matched=matched))
                    for _ in range(20)) / 20
     assert share(True) >= share(False) + 0.25
 
@@ -89,7 +90,8 @@ def test_matched_pairs_find_what_unmatched_runs_miss():
 @pytest.mark.parametrize("effect, baseline, candidate, metrics, runs, at_least", [
     ("TTFT +25 %, noisy", NOISY, NOISY.slower(1.25), ("ttft_p50", "ttft_p95"), 5, 0.8),
     ("TTFT +15 %, quiet", QUIET, QUIET.slower(1.15), ("ttft_p50", "ttft_p95"), 3, 0.8),
-    ("TPOT +10 %, quiet", QUIET, dataclasses.replace(QUIET, tpot_ms=12.0 * 1.10), ("tpot_p50", "e2e_p50"), 5, 0.8),
+    ("TPOT +10 %, quiet", QUIET, dataclasses.replace(QUIET, tpot_ms=12.0 * 1.10),
+     ("tpot_p50", "e2e_p50"), 5, 0.8),
     ("similarity -0.03", NOISY, dataclasses.replace(NOISY, similarity=-0.03), ("similarity_mean",), 1, 0.9),
 ])
 def test_power_on_a_known_effect(effect, baseline, candidate, metrics, runs, at_least):

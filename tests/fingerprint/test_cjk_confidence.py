@@ -15,7 +15,8 @@ from fourfold.cli import main as cli_main
 from fourfold.fingerprint.embedder import MiniLMEmbedder, minilm_path
 from fourfold.fingerprint.lexical import best_char_f1, char_f1
 from fourfold.fingerprint.runscore import SCORES_FILE, format_quality, score_run
-from fourfold.gates.slo import evaluate, parse_spec
+from fourfold.gates.slo import parse_spec
+from fourfold.gates.slo_verdict import evaluate
 from fourfold.reports.load import load_run
 from fourfold.reports.report import Side, build_report
 
@@ -66,7 +67,8 @@ def test_quality_floor_cannot_pass_on_low_confidence_answers(tmp_path: Path) -> 
     run_dir = _run(tmp_path, [("zh-sleep-five", ZH), ("zh-sleep-five", ZH), ("qa-three-points", EN)])
     score_run(run_dir, TokenizedHashEmbedder(), progress=False)
     summary = json.loads((run_dir / "summary.json").read_text())
-    verdicts = evaluate(parse_spec("similarity_mean>=0.5, similarity_p5>=0.5, structure_compliance>=0"), summary)
+    verdicts = evaluate(parse_spec("similarity_mean>=0.5, similarity_p5>=0.5, structure_compliance>=0"),
+                        summary)
     assert [v.status for v in verdicts] == ["no_data", "no_data", "pass"]
     assert "unjudged: 2 of 3 answers are low-confidence" in verdicts[0].message
     assert "scored by word-hash-64" in verdicts[0].message
@@ -98,14 +100,16 @@ def test_embed_model_copy_scores_the_same(tmp_path: Path, minilm: MiniLMEmbedder
     bundled = score_run(run_dir, minilm, progress=False)
     other = MiniLMEmbedder(model_path=copy, backend="torch-fp32")
     copied = score_run(run_dir, other, progress=False)
-    assert [r.similarity for r in copied.rows] == pytest.approx([r.similarity for r in bundled.rows], abs=1e-6)
+    assert [r.similarity for r in copied.rows] == \
+        pytest.approx([r.similarity for r in bundled.rows], abs=1e-6)
     about, reference = copied.quality["embedder"], bundled.quality["embedder"]
     assert about["name"] == "my-minilm" and reference["name"] == "all-MiniLM-L6-v2"
     assert about["weights_sha256"] == reference["weights_sha256"] and len(about["weights_sha256"]) == 64
     assert about["backend"] == "torch-fp32" and about["path"] == str(copy)
 
 
-def test_fourfold_score_reports_backend_and_low_confidence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_fourfold_score_reports_backend_and_low_confidence(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
     """The acceptance line of #23: `fourfold score` (the real model, the backend it picks) of bundled
     Chinese and English answers says which backend ran and how many answers were low-confidence, as
     summary.json and scores.jsonl record; `fourfold check` gates on the share and on the char F1."""
@@ -131,7 +135,8 @@ def test_fourfold_score_reports_backend_and_low_confidence(tmp_path: Path, capsy
     shown = {row.metric: row.baseline for row in report.comparisons[0].rows}
     assert shown["low_confidence_share"] == pytest.approx(100 * 4 / 7)
     assert shown["char_f1_mean"] == pytest.approx(quality["total"]["char_f1_mean"], abs=1e-4)
-    for spec, code in (("low_confidence_share<=10%", 3), ("similarity_mean>=0.5", 3), ("char_f1_mean>=0.5", 0)):
+    for spec, code in (("low_confidence_share<=10%", 3), ("similarity_mean>=0.5", 3),
+                       ("char_f1_mean>=0.5", 0)):
         assert cli_main(["check", str(run_dir), "--slo", spec]) == code, spec
     assert "unjudged: 4 of 7 answers are low-confidence" in capsys.readouterr().out
 

@@ -30,10 +30,11 @@ NO_AMX = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16\nbugs\t\t
 
 def test_auto_backend_follows_amx_flag() -> None:
     assert auto_backend(AMX) == "torch-bf16"
-    assert auto_backend(NO_AMX) == "torch-fp32"        # avx512_bf16 alone is not AMX; other lines do not count
+    assert auto_backend(NO_AMX) == "torch-fp32"  # avx512_bf16 alone is not AMX; other lines do not count
     assert auto_backend("") == "torch-fp32"
     assert choose_backend("auto", AMX) == "torch-bf16" and choose_backend("auto", NO_AMX) == "torch-fp32"
-    assert choose_backend("torch-fp32", AMX) == "torch-fp32" and choose_backend("torch-bf16", NO_AMX) == "torch-bf16"
+    assert (choose_backend("torch-fp32", AMX) == "torch-fp32"
+            and choose_backend("torch-bf16", NO_AMX) == "torch-bf16")
 
 
 def test_backend_from_env_and_bad_name(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -51,7 +52,8 @@ def test_cache_id_carries_the_backend(tmp_path) -> None:
     assert bf16.model_id == fp32.model_id + ":bf16"
     assert bf16.describe()["backend"] == "torch-bf16" and len(bf16.describe()["weights_sha256"]) == 64
     cached = CachedEmbedder(bf16, EmbeddingCache(tmp_path / "cache.sqlite3"))
-    assert cached.model_id == bf16.model_id and cached.describe() == bf16.describe()    # what `fourfold score` records
+    # what `fourfold score` records
+    assert cached.model_id == bf16.model_id and cached.describe() == bf16.describe()
 
 
 def bundled_pairs(per_language: int = 8) -> list[tuple[str, str]]:
@@ -75,7 +77,8 @@ def test_bf16_is_faithful_to_fp32(minilm: MiniLMEmbedder) -> None:
     bf16._model = minilm.load()                             # the same weights, run under autocast
     fp32_vectors, bf16_vectors = minilm.encode(texts), bf16.encode(texts)
     cosines = np.sum(fp32_vectors * bf16_vectors, axis=1)
-    assert cosines.min() >= 0.999, f"bf16 vector cosine to fp32 {cosines.min():.5f} for {texts[int(cosines.argmin())][:40]!r}"
+    assert cosines.min() >= 0.999, \
+        f"bf16 vector cosine to fp32 {cosines.min():.5f} for {texts[int(cosines.argmin())][:40]!r}"
     assert cosines.min() < 1.0 - 1e-7                       # bf16 really ran (vectors differ)
     sims_fp32 = np.sum(fp32_vectors[0::2] * fp32_vectors[1::2], axis=1)
     sims_bf16 = np.sum(bf16_vectors[0::2] * bf16_vectors[1::2], axis=1)
@@ -104,7 +107,8 @@ NO_SOCKET = textwrap.dedent("""
 
 
 def test_loading_and_scoring_opens_no_socket(tmp_path) -> None:
-    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("HF_", "TRANSFORMERS_", "DO_NOT"))}
+    env = {k: v for k, v in __import__("os").environ.items()
+           if not k.startswith(("HF_", "TRANSFORMERS_", "DO_NOT"))}
     out = subprocess.run([sys.executable, "-c", NO_SOCKET, "torch-fp32"], capture_output=True, text=True,
                          env=env, cwd=tmp_path, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]

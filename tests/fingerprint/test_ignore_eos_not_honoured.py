@@ -17,9 +17,11 @@ from tests.fingerprint.test_runscore import ITEMS, WordHashEmbedder, _record, _w
 def test_an_ignore_eos_answer_that_ended_by_stop_is_scored_as_sent(tmp_path: Path) -> None:
     three = ITEMS["qa-three-points"].references[0]
     records = [
-        _record(1, "qa-three-points", three, extra={"ignore_eos": True}, finish_reason="stop"),    # not honoured
+        # not honoured
+        _record(1, "qa-three-points", three, extra={"ignore_eos": True}, finish_reason="stop"),
         _record(2, "qa-three-points", three + three, extra={"ignore_eos": True}, finish_reason="length"),
-        _record(3, "qa-three-points", three + three, extra={"ignore_eos": True}),                 # no reason: padded
+        # no reason: padded
+        _record(3, "qa-three-points", three + three, extra={"ignore_eos": True}),
     ]
     run_dir = _write_run(tmp_path, records)
     result = score_run(run_dir, WordHashEmbedder(), progress=False)

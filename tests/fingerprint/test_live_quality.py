@@ -23,14 +23,16 @@ def test_live_similarity_equals_fourfold_score_of_the_same_answers(tmp_path, loc
     run = only_run_dir(tmp_path)
     live = json.loads((run / "summary.json").read_text())["quality_live"]
     assert live["scored"] > 0 and live["scorer_ready"] and "error" not in live, live
-    assert live["scored"] + live["pending"] + sum(live["skipped"].values()) == live["sampled"] - live["dropped"]
+    assert live["scored"] + live["pending"] + sum(live["skipped"].values()) == \
+        live["sampled"] - live["dropped"]
     measured = [r for r in read_jsonl(run / "records.jsonl") if not r["warmup"] and r["error_class"] == "ok"]
     assert live["sampled"] == math.ceil(len(measured) / 2)         # 1 in 2 of the answers, no cap
     live_rows = {row["request_id"]: row for row in read_jsonl(run / "scores_live.jsonl")}
     assert len(live_rows) == live["scored"]
 
-    score = subprocess.run([sys.executable, "-m", "fourfold", "score", str(run), "--no-cache", "--threads", "1"],
-                           cwd=tmp_path, env=locust_env(), capture_output=True, text=True, timeout=150, check=False)
+    score = subprocess.run([sys.executable, "-m", "fourfold", "score", str(run), "--no-cache",
+                            "--threads", "1"], cwd=tmp_path, env=locust_env(), capture_output=True,
+                           text=True, timeout=150, check=False)
     assert score.returncode == 0, score.stderr[-3000:]
     full = {row["request_id"]: row for row in read_jsonl(run / "scores.jsonl")}
     same = [full[request_id] for request_id in live_rows]              # every live-scored answer is scored

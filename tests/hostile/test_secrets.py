@@ -58,7 +58,8 @@ async def _stream(conn: h.Conn, secrets: list[str], public: str) -> None:
                "Retry-After": first}
     events = [h.sse_event({"choices": [{"index": 0, "delta": {"content": f"{public} " + " ".join(secrets)}}]},
                           event=first),
-              _content(_across(first, 16_384 - len(public) - 1 - len(" ".join(secrets)), inside=12, fill="a")),
+              _content(_across(first, 16_384 - len(public) - 1 - len(" ".join(secrets)),
+                               inside=12, fill="a")),
               _content(" tail " + json.dumps(secrets) + " " + "z" * 100),
               _content(None, first, {"prompt_tokens": 5, "completion_tokens": first, "model": first})]
     await conn.send_sse(events, headers)
@@ -70,7 +71,8 @@ async def _plan_cut(conn: h.Conn, secrets: list[str], public: str) -> None:
 
 async def _content_type(conn: h.Conn, secrets: list[str], public: str) -> None:
     body = f"<html>{' '.join(secrets)}</html>"
-    await conn.send_response(200, body, content_type="text/html; x=" + _across(secrets[-1], 100 - len("text/html; x=")))
+    await conn.send_response(200, body,
+                             content_type="text/html; x=" + _across(secrets[-1], 100 - len("text/html; x=")))
 
 
 async def _error_512(conn: h.Conn, secrets: list[str], public: str) -> None:
@@ -79,7 +81,8 @@ async def _error_512(conn: h.Conn, secrets: list[str], public: str) -> None:
 
 async def _error_4096(conn: h.Conn, secrets: list[str], public: str) -> None:
     body = json.dumps({"error": {"message": f"invalid key {secrets[-1]}", "type": secrets[0]}})
-    await conn.send_response(500, body + _across(secrets[0], 4096 - len(body)), content_type="application/json")
+    await conn.send_response(500, body + _across(secrets[0], 4096 - len(body)),
+                             content_type="application/json")
 
 
 async def _rate_limited(conn: h.Conn, secrets: list[str], public: str) -> None:
@@ -117,15 +120,18 @@ async def _anthropic(conn: h.Conn, secrets: list[str], public: str) -> None:
     events = [h.sse_event(start, event="message_start"),
               h.sse_event({"delta": 5}, event=secrets[0]),
               h.sse_event({"type": "content_block_delta", "index": 0,
-                           "delta": {"type": "text_delta", "text": " ".join(secrets)}}, event="content_block_delta"),
-              h.sse_event({"type": "error", "error": {"type": secrets[-1], "message": f"bad key {secrets[0]}"}},
+                           "delta": {"type": "text_delta", "text": " ".join(secrets)}},
+                          event="content_block_delta"),
+              h.sse_event({"type": "error",
+                           "error": {"type": secrets[-1], "message": f"bad key {secrets[0]}"}},
                           event="error")]
     await conn.send_sse(events, done=False)
 
 
 CASES = {"stream": _stream, "plan_cut": _plan_cut, "content_type": _content_type, "error_512": _error_512,
          "error_4096": _error_4096, "rate_limited": _rate_limited, "bad_event": _bad_event,
-         "bad_chunk": _bad_chunk, "bad_chunk_short": _bad_chunk_short, "bad_status": _bad_status, "anthropic": _anthropic}
+         "bad_chunk": _bad_chunk, "bad_chunk_short": _bad_chunk_short, "bad_status": _bad_status,
+         "anthropic": _anthropic}
 LOCUST_CASES = [name for name in CASES if name != "anthropic"]
 _turn = itertools.count()
 
@@ -171,7 +177,8 @@ def test_a_key_echoed_into_any_field_a_server_controls_is_redacted_before_any_cu
         assert "***" in line, f"{case}: the echo was not met: {line[:2000]}"
     stream = records["stream"]
     assert stream.error_class == "ok" and stream.text_truncated and len(stream.text) == 16_384
-    assert stream.text.startswith(f"{PUBLIC} *** ***") and "a" * 20 + "*** tail [\"***\", \"***\"] zzz" in stream.text
+    assert (stream.text.startswith(f"{PUBLIC} *** ***")
+            and "a" * 20 + "*** tail [\"***\", \"***\"] zzz" in stream.text)
     assert stream.finish_reason == "***"
     assert stream.plan == {"echo": ["***", "***"], "***": PUBLIC, "nested": [{"k": ["***", "***"]}]}
     assert stream.server_timing == {"***": 1.0, PUBLIC: 2.0}
@@ -181,7 +188,8 @@ def test_a_key_echoed_into_any_field_a_server_controls_is_redacted_before_any_cu
     assert records["error_512"].error_class == "http_4xx"
     assert records["error_512"].error_detail == "HTTP 401: " + "-" * 500 + "*** and ***"
     assert records["error_4096"].error_class == "http_5xx"
-    assert records["error_4096"].error_detail.startswith('HTTP 500: {"error": {"message": "invalid key ***", "type": "***"}}')
+    assert records["error_4096"].error_detail.startswith(
+        'HTTP 500: {"error": {"message": "invalid key ***", "type": "***"}}')
     assert records["rate_limited"].error_class == "rate_limited"
     assert records["rate_limited"].error_detail == 'HTTP 429: {"error": {"message": "slow down, ***"}}'
     # excerpts cut by the parser and the wire reader (120 and 32-64 characters) before fourfold sees them
@@ -200,7 +208,8 @@ def test_a_real_run_against_an_echoing_target_writes_no_credential_anywhere(tmp_
     with h.HostileServer(f"{HANDLERS}:echo", param=0.05) as server:
         run = h.run_level(server.url, tmp_path, users=2, seconds=4,
                           extra=["--api-key", API_KEY, "--header", f"Ocp-Apim-Subscription-Key: {SUB_KEY}",
-                                 "--header-public", f"X-Trace: {PUBLIC}", "--logfile", str(tmp_path / "locust.log")])
+                                 "--header-public", f"X-Trace: {PUBLIC}",
+                                 "--logfile", str(tmp_path / "locust.log")])
     h.assert_clean(run, max_s=40)
     records = h.assert_one_record_per_request(
         run, server, {"ok", "malformed_stream", "http_4xx", "http_5xx", "rate_limited", "interrupted"})
@@ -216,6 +225,7 @@ def test_a_real_run_against_an_echoing_target_writes_no_credential_anywhere(tmp_
     assert {p.suffix for p in files} >= {".json", ".jsonl", ".csv", ".html", ".log", ".md"}, files
     meta = json.loads((run.run_dir / "meta.json").read_text())
     assert meta["settings"]["headers"] == [["Ocp-Apim-Subscription-Key", "***"]]
-    assert meta["settings"]["public_headers"] == [["X-Trace", PUBLIC]] and meta["settings"]["api_key"] == "***"
+    assert (meta["settings"]["public_headers"] == [["X-Trace", PUBLIC]]
+            and meta["settings"]["api_key"] == "***")
     assert any(PUBLIC in r["text"] for r in records), "the public header's value was not kept"
     assert any(r["server_timing"].get(PUBLIC) == 2.0 for r in records)

@@ -50,8 +50,10 @@ async def unsolicited(conn: h.Conn, req: h.Request) -> None:
     """A good answer and, in the same write, a second one nobody asked for. (One that comes later,
     while the connection idles in the pool, is tested in tests/integration/test_bad_input.py; one
     that comes after the next request went out cannot be told from that request's answer.)"""
-    body = b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in h.good_stream(3) + [b"data: [DONE]\n\n"]) + b"0\r\n\r\n"
-    answer = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" + body
+    body = b"".join(b"%x\r\n%s\r\n" % (len(e), e)
+                    for e in h.good_stream(3) + [b"data: [DONE]\n\n"]) + b"0\r\n\r\n"
+    answer = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+              b"Transfer-Encoding: chunked\r\n\r\n" + body)
     await conn.send_raw(answer + answer)
 
 

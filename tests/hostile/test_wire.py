@@ -74,7 +74,8 @@ async def gzip_sse(conn: h.Conn, req: h.Request) -> None:
         data, encoding = gzip.compress(body), "gzip"
     else:
         data, encoding = zlib.compress(body), "deflate"
-    await conn.send_head(200, {"Content-Type": "text/event-stream", "Content-Encoding": encoding}, chunked=True)
+    await conn.send_head(200, {"Content-Type": "text/event-stream", "Content-Encoding": encoding},
+                         chunked=True)
     for i in range(0, len(data), 40):
         await conn.send_chunk(data[i:i + 40])
     await conn.send_chunk(b"")
@@ -210,7 +211,8 @@ def test_cr_only_line_endings_are_events(tmp_path):
     server, run = _run(tmp_path, "cr_only")
     records = h.assert_one_record_per_request(run, server, "ok")
     assert records and all(r["text"] == "w0 w1 w2 " for r in records if r["error_class"] == "ok")
-    assert json.dumps(run.summary["total"]["requests"]) == str(len(records) - run.classes().get("cancelled", 0))
+    assert json.dumps(run.summary["total"]["requests"]) == \
+        str(len(records) - run.classes().get("cancelled", 0))
 
 
 def test_a_reset_mid_stream_is_interrupted_with_what_came_before(tmp_path):

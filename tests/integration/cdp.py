@@ -78,9 +78,10 @@ class Browser:
     """Headless Chromium on a debugging port with one page; ``evaluate`` runs JavaScript in it."""
 
     def __init__(self, chromium: str, profile_dir: Path, port: int) -> None:
-        self.proc = subprocess.Popen([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                                      "--no-first-run", f"--remote-debugging-port={port}",
-                                      f"--user-data-dir={profile_dir}", "--window-size=1400,900", "about:blank"],
+        self.proc = subprocess.Popen([chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                                      "--disable-dev-shm-usage", "--no-first-run",
+                                      f"--remote-debugging-port={port}", f"--user-data-dir={profile_dir}",
+                                      "--window-size=1400,900", "about:blank"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 30
         while True:
@@ -118,7 +119,8 @@ class Browser:
     def click_button(self, text: str) -> bool:
         """Click the first visible button whose text is ``text``; False when there is none (yet)."""
         return bool(self.evaluate(
-            "(() => { const b = [...document.querySelectorAll('button')].find(b => b.offsetParent !== null && "
+            "(() => { const b = [...document.querySelectorAll('button')]"
+            ".find(b => b.offsetParent !== null && "
             f"b.textContent.trim() === {json.dumps(text)}); if (b) b.click(); return !!b; }})()"))
 
     def quit(self) -> None:

@@ -36,11 +36,13 @@ RUNS = [
      "{path}: no items (the file is empty, or holds only blank lines and # comments)"),
     ("l1_throughput.py", ["--dataset", bad_file("p.jsonl", b'{"id": "a", "prompt": "\xff"}\n')],
      "{path}:1: not UTF-8 (byte 0xff at column 24); save the file as UTF-8"),
-    ("l1_throughput.py", ["--dataset", bad_file("p.jsonl", b'[{"conversations": [{"from": "gpt", "value": "x"}]}]\n')],
+    ("l1_throughput.py",
+     ["--dataset", bad_file("p.jsonl", b'[{"conversations": [{"from": "gpt", "value": "x"}]}]\n')],
      "{path}:1: 'conversations' has no human turn (the prompt)"),      # a JSON array is read (ShareGPT here)
     ("l1_throughput.py", ["--dataset", bad_file("p.jsonl", b'{"id": "a", "prompt": 42}\n')],
      "{path}:1: 'prompt' must be a non-empty text, got 42"),
-    ("l1_throughput.py", ["--dataset", bad_file("p.jsonl", b'{"id": "a", "prompt": "x", "max_tokens": "lots"}\n')],
+    ("l1_throughput.py",
+     ["--dataset", bad_file("p.jsonl", b'{"id": "a", "prompt": "x", "max_tokens": "lots"}\n')],
      "{path}:1: 'max_tokens' must be a positive integer, got \"lots\""),
     ("l1_throughput.py", ["--dataset", "missing.jsonl"], "missing.jsonl: no such file"),
     ("l1_throughput.py", ["--max-tokens", "-5"], "--max-tokens must be a number >= 1, got -5"),
@@ -49,7 +51,8 @@ RUNS = [
     ("l1_throughput.py", ["--header", "NoColon"], "--header 'NoColon': expected 'Name: value'"),
     ("l1_throughput.py", ["--header", "X Trace: 1"],
      "--header 'X Trace: 1': 'X Trace' is not a header name (letters, digits and !#$%&'*+-.^_`|~ only)"),
-    ("l1_throughput.py", ["--think-scale", "nan"], "--think-scale nan / --patience-scale 1.0: must be numbers >= 0"),
+    ("l1_throughput.py", ["--think-scale", "nan"],
+     "--think-scale nan / --patience-scale 1.0: must be numbers >= 0"),
     ("l1_throughput.py", ["--sessions-per-user", "-1"],
      "--sessions-per-user must be >= 0 (0: until the run ends), got -1"),
     ("l2_gateway.py", ["--ladder-hold-s", "nan"], "--ladder-hold-s must be a number > 0, got nan"),
@@ -95,8 +98,8 @@ def test_a_run_with_bad_input_stops_before_it_starts(tmp_path: Path, locustfile,
 def test_the_web_ui_refuses_a_bad_start_form_with_the_line(tmp_path: Path, locustfile) -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    proc = start_locust(["-f", locustfile("l1_throughput.py"), "--web-host", "127.0.0.1", "--web-port", str(port),
-                         "--sim-profile", "flat", "--metrics-url", "off"], tmp_path)
+    proc = start_locust(["-f", locustfile("l1_throughput.py"), "--web-host", "127.0.0.1",
+                         "--web-port", str(port), "--sim-profile", "flat", "--metrics-url", "off"], tmp_path)
     form = {"user_count": "1", "spawn_rate": "1", "host": "", "run_time": "5s"}
     try:
         wait_for(lambda: http_get(base + "/")[0] == 200, 30, what="the web UI")

@@ -86,7 +86,8 @@ def test_a_per_class_error_rate_gates_a_run(server, tmp_path, locustfile):
     """``--slo error_rate.rate_limited<1%``: the gate reads that class's share of the summary's requests,
     the same figure as the report's ``error_rate.rate_limited`` row; a miss exits 3."""
     proc = run_locust(["-f", locustfile("l1_throughput.py"), "--headless", "-u", "2", "-r", "2", "-t", "4s",
-                       "--host", server.url, "--warmup-requests", "0", "--read-timeout", "5", "--metrics-url", "off",
+                       "--host", server.url, "--warmup-requests", "0", "--read-timeout", "5",
+                       "--metrics-url", "off",
                        "--slo", "error_rate.rate_limited<1%,error_rate.connect_error<1%"], tmp_path)
     assert proc.returncode == 3, proc.stderr[-3000:]
     summary = json.loads((only_run_dir(tmp_path) / "summary.json").read_text())
@@ -153,7 +154,8 @@ def test_plausible_usage_is_believed(server, value, tokens):
 def test_a_redirect_is_its_own_class_with_the_location(server):
     record = _send(server, "redirect")
     assert (record.error_class, record.status) == ("redirect", 301)
-    assert "https://api.example.com/v1/chat/completions" in record.error_detail and "--host" in record.error_detail
+    assert ("https://api.example.com/v1/chat/completions" in record.error_detail
+            and "--host" in record.error_detail)
 
 
 def test_an_unsolicited_second_response_is_a_protocol_error_and_the_connection_is_dropped(server):
@@ -162,7 +164,7 @@ def test_an_unsolicited_second_response_is_a_protocol_error_and_the_connection_i
     assert first.error_class == "malformed_stream" and first.text == "Hello world"
     assert first.extra["unsolicited_bytes"] > 100 and "HTTP/1.1 200 OK" in first.error_detail
     second = _send(server, "ok", client=client)
-    assert second.error_class == "ok" and second.conn_reused is False    # a new connection, not the spoiled one
+    assert second.error_class == "ok" and second.conn_reused is False  # a new connection, not the spoiled one
     assert "unsolicited_before" not in second.extra
     assert server.seen == ["unsolicited", "ok"]        # one record per request the server saw
 

@@ -57,17 +57,17 @@ class _Tables(HTMLParser):
 
 def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     assert CHROMIUM is not None
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-           "--hide-scrollbars", f"--user-data-dir={tmp_path / 'chromium-profile'}", *args]
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+           "--no-first-run", "--hide-scrollbars", f"--user-data-dir={tmp_path / 'chromium-profile'}", *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
 
 
 def test_chromium_renders_the_llm_tab_and_the_charts(tmp_path, locustfile):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    proc = start_locust(["-f", locustfile("l1_throughput.py"), "--web-host", "127.0.0.1", "--web-port", str(port),
-                         "--autostart", "-u", "3", "-r", "3", "--run-time", "60s", "--sim-profile", "flat",
-                         "--max-tokens", "16", "--slo", "ttft_p95<=5s"], tmp_path)
+    proc = start_locust(["-f", locustfile("l1_throughput.py"), "--web-host", "127.0.0.1",
+                         "--web-port", str(port), "--autostart", "-u", "3", "-r", "3", "--run-time", "60s",
+                         "--sim-profile", "flat", "--max-tokens", "16", "--slo", "ttft_p95<=5s"], tmp_path)
     try:
         def ready():
             total = row(extended(get_json(base + "/stats/requests"), "llm"), "Aggregated")
@@ -81,8 +81,8 @@ def test_chromium_renders_the_llm_tab_and_the_charts(tmp_path, locustfile):
         ARTIFACTS.mkdir(exist_ok=True)
         shot = ARTIFACTS / "webui_llm_tab.png"
         shot.unlink(missing_ok=True)
-        page = chromium(tmp_path, "--window-size=1600,900", "--virtual-time-budget=5000", f"--screenshot={shot}",
-                        "--dump-dom", f"{base}/?tab=llm")
+        page = chromium(tmp_path, "--window-size=1600,900", "--virtual-time-budget=5000",
+                        f"--screenshot={shot}", "--dump-dom", f"{base}/?tab=llm")
         assert page.returncode == 0, page.stderr[-2000:]
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
         parser = _Tables()
@@ -90,7 +90,8 @@ def test_chromium_renders_the_llm_tab_and_the_charts(tmp_path, locustfile):
         tables = [t for t in parser.tables if t and "TTFT p95 ms" in t[0]]
         assert len(tables) == 1, f"no LLM table in the page: {page.stdout[:2000]}"
         header, *body = (r for r in tables[0] if r)
-        assert header[:6] == ["level:scenario", "requests", "failures", "TTFT p50 ms", "TTFT p95 ms", "TTFT p99 ms"]
+        assert header[:6] == ["level:scenario", "requests", "failures", "TTFT p50 ms", "TTFT p95 ms",
+                              "TTFT p99 ms"]
         assert {"ITL p50 ms", "TPOT p50 ms", "E2E p99 ms", "output tok/s", "stall %", "interrupted %",
                 "conn reuse %", "goodput req/s"} <= set(header)
         rows = {cells[0]: dict(zip(header, cells)) for cells in body}
@@ -178,10 +179,11 @@ def test_chromium_stop_then_new_makes_two_run_directories(tmp_path, locustfile):
                     browser.goto(base + "/?tab=llm")
                     wait_for(lambda: browser.click_button("New"), 30,
                              what=f"the New button after a reload (before it: {buttons})")
-                time.sleep(1.0)              # the form just opened: let its handlers attach (else a native submit)
+                time.sleep(1.0)  # the form just opened: let its handlers attach (else a native submit)
             wait_for(lambda: browser.click_button("Start"), 20, what="the form's Start button")
             wait_for(lambda: state() == "running", 20, what=f"test {test} to run")
-            wait_for(lambda n=at_least: (r := row(extended(get_json(base + "/stats/requests"), "llm"), "Aggregated"))
+            wait_for(lambda n=at_least:
+                     (r := row(extended(get_json(base + "/stats/requests"), "llm"), "Aggregated"))
                      and r["requests"] >= n, 40, what=f"{at_least} requests in test {test}")
             for attempt in (1, 2):
                 try:
@@ -196,11 +198,14 @@ def test_chromium_stop_then_new_makes_two_run_directories(tmp_path, locustfile):
                                              f"{shown[-1][-1500:]}") from None
                     print(f"test {test}: the page still showed the form while the test ran; reloading it")
                     browser.goto(base + "/?tab=llm")
-                    wait_for(lambda: browser.evaluate("document.readyState") == "complete", 20, what="the reload")
-            for attempt in (1, 2):   # the LLM level tab: recall@k and the stage breakdown, moving while it runs
+                    wait_for(lambda: browser.evaluate("document.readyState") == "complete", 20,
+                             what="the reload")
+            # the LLM level tab: recall@k and the stage breakdown, moving while it runs
+            for attempt in (1, 2):
                 try:
                     first = wait_for(lambda: l3_panel_moved(browser, {}), 20, what="the L3 panel")
-                    moved = wait_for(lambda seen=first: l3_panel_moved(browser, seen), 20, what="the L3 panel to move")
+                    moved = wait_for(lambda seen=first: l3_panel_moved(browser, seen), 20,
+                                     what="the L3 panel to move")
                     break
                 except AssertionError:
                     page = shown[-1]
@@ -209,11 +214,12 @@ def test_chromium_stop_then_new_makes_two_run_directories(tmp_path, locustfile):
                     # (the Start answer raced a late poll of the stopped test), so nothing moved.
                     # A user reloads; so does this test, once, and says so.
                     if attempt == 2 or state() != "running" or "\nSTOPPED\n" not in page:
-                        raise AssertionError(f"no moving L3 panel in the LLM level tab (test {test}, {state()}): "
-                                             f"{page[-1500:]}") from None
+                        raise AssertionError("no moving L3 panel in the LLM level tab "
+                                             f"(test {test}, {state()}): {page[-1500:]}") from None
                     print(f"test {test}: the page showed STOPPED while the test ran; reloading it")
                     browser.goto(base + "/?tab=llm")
-                    wait_for(lambda: browser.evaluate("document.readyState") == "complete", 20, what="the reload")
+                    wait_for(lambda: browser.evaluate("document.readyState") == "complete", 20,
+                             what="the reload")
             assert 0 <= float(moved[next(k for k in moved if k.startswith("recall@"))]) <= 1
             assert all(float(v) > 0 for k, v in moved.items() if k.startswith("stage ") and v != "-")
             wait_for(lambda: browser.click_button("Stop"), 15, what="the Stop button")
@@ -228,7 +234,8 @@ def test_chromium_stop_then_new_makes_two_run_directories(tmp_path, locustfile):
     assert len(runs) == 2 and len(list((tmp_path / "runs").iterdir())) == 2, out[-3000:]
     for run in runs:
         summary = json.loads((run / "summary.json").read_text())
-        records = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines() if line.strip()]
+        records = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()
+                   if line.strip()]
         measured = [r for r in records if not r.get("warmup") and r.get("error_class") != "cancelled"]
         assert summary["records"] == len(records) and summary["total"]["requests"] == len(measured) > 0
         assert summary["rag"]["requests"] == len(measured)

@@ -55,7 +55,8 @@ def test_the_dataset_hash_tells_datasets_apart_and_ignores_the_order(tmp_path: P
 
     found = differences([bundled], [theirs])
     sent = [d for d in found if d.kind == "sent"]
-    assert sent == [MetaDifference("dataset", "sent", f"sha256 {bundled['dataset_sha256'][:8]}… of prompts.jsonl",
-                               f"sha256 {theirs['dataset_sha256'][:8]}… of mine.jsonl")]
+    assert sent == [MetaDifference("dataset", "sent",
+                                   f"sha256 {bundled['dataset_sha256'][:8]}… of prompts.jsonl",
+                                   f"sha256 {theirs['dataset_sha256'][:8]}… of mine.jsonl")]
     assert [d for d in differences([bundled], [reordered]) if d.kind == "sent"] == []
     assert [d.field for d in differences([bundled, theirs], [reordered])] == ["dataset"]   # within a side too

@@ -34,8 +34,10 @@ def test_reused_new_and_reconnected_after_the_server_closed_an_idle_connection()
             records.append(send(client, dialect, request, RequestRecord()))
         client.close()
     assert [r.error_class for r in records] == ["ok", "ok", "ok"]
-    assert [(r.conn_reused, r.conn_reconnected) for r in records] == [(False, False), (True, False), (False, True)]
-    assert records[0].connect_ms is not None and records[1].connect_ms is None and records[2].connect_ms is not None
+    assert [(r.conn_reused, r.conn_reconnected) for r in records] == \
+        [(False, False), (True, False), (False, True)]
+    assert (records[0].connect_ms is not None and records[1].connect_ms is None
+            and records[2].connect_ms is not None)
     assert {r.http_version for r in records} == {"HTTP/1.1"}
 
 

@@ -56,7 +56,8 @@ class Capture:
                     rest += conn.recv(65536)
                 self.requests.append(head + b"\r\n\r\n" + rest[:length])
                 buf = rest[length:]
-                cookie = b"Set-Cookie: route=b2; Path=/\r\n" if self.set_cookie and len(self.requests) == 1 else b""
+                cookie = (b"Set-Cookie: route=b2; Path=/\r\n" if self.set_cookie and len(self.requests) == 1
+                          else b"")
                 conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n" + cookie
                              + b"content-length: %d\r\n\r\n" % len(_BODY) + _BODY)
 
@@ -86,8 +87,10 @@ def test_the_direct_path_sends_what_httpx_sends(monkeypatch: pytest.MonkeyPatch)
     assert used == [1]
     assert server.requests[0] == server.requests[1]          # the same bytes on the wire
     assert server.requests[0].startswith(b"POST /base/v1/chat/completions HTTP/1.1\r\n")
-    assert b"x-fourfold-test: 1" in server.requests[0].lower() and b"bearer sk-test" in server.requests[0].lower()
-    for key in ("error_class", "text", "status", "content_chunks", "terminal", "finish_reason", "http_version"):
+    assert (b"x-fourfold-test: 1" in server.requests[0].lower()
+            and b"bearer sk-test" in server.requests[0].lower())
+    for key in ("error_class", "text", "status", "content_chunks", "terminal", "finish_reason",
+                "http_version"):
         assert getattr(direct, key) == getattr(through_httpx, key), key
     assert direct.text == "hi" and direct.error_class == "ok"
     assert through_httpx.conn_reused           # the direct path gave its connection back to the pool

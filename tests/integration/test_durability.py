@@ -84,12 +84,13 @@ def sim():
 
 
 def l1_args(locustfile, sim: SimProcess, users: int = 4) -> list[str]:
-    return ["-f", locustfile("l1_throughput.py"), "--headless", "-u", str(users), "-r", str(users), "-t", "60s",
-            "--host", sim.url, "--max-tokens", "24", "--ignore-eos", "--metrics-url", "off"]
+    return ["-f", locustfile("l1_throughput.py"), "--headless", "-u", str(users), "-r", str(users),
+            "-t", "60s", "--host", sim.url, "--max-tokens", "24", "--ignore-eos", "--metrics-url", "off"]
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_records_are_on_disk_during_the_run_and_a_stop_signal_flushes_everything(sim, tmp_path, locustfile, signum):
+def test_records_are_on_disk_during_the_run_and_a_stop_signal_flushes_everything(sim, tmp_path, locustfile,
+                                                                                 signum):
     proc = start_locust(l1_args(locustfile, sim), tmp_path)
     try:
         run = run_dir_of(tmp_path)
@@ -144,14 +145,16 @@ def test_kill_9_keeps_every_complete_line_and_the_reader_skips_a_torn_one(sim, t
 
 def test_kill_9_of_a_worker_leaves_the_master_finishing_with_what_was_shipped(sim, tmp_path, locustfile):
     port = free_port()
-    common = ["-f", locustfile("l1_throughput.py"), "--max-tokens", "16", "--ignore-eos", "--metrics-url", "off"]
+    common = ["-f", locustfile("l1_throughput.py"), "--max-tokens", "16", "--ignore-eos",
+              "--metrics-url", "off"]
     master = subprocess.Popen(
         [*LOCUST, *common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
          "--headless", "-u", "4", "-r", "4", "-t", "10s", "--expect-workers", "2", "--host", sim.url],
         cwd=tmp_path, env=locust_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    workers = [subprocess.Popen([*LOCUST, *common, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
-                                cwd=tmp_path, env=locust_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True) for _ in range(2)]
+    workers = [subprocess.Popen([*LOCUST, *common, "--worker", "--master-host", "127.0.0.1",
+                                 "--master-port", str(port)],
+                                cwd=tmp_path, env=locust_env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True) for _ in range(2)]
     try:
         records_path = run_dir_of(tmp_path) / "records.jsonl"
         wait_for_lines(records_path, 10, master)              # the workers have shipped at least once
@@ -171,9 +174,11 @@ def test_kill_9_of_a_worker_leaves_the_master_finishing_with_what_was_shipped(si
     records = list(read_records(run))
     survivor, survivor_id = re.search(r"fourfold worker: (\d+) records measured.* \(worker (\S+)\)",
                                       survivor_out).groups()
-    assert int(survivor) > 0 and len(records) >= int(survivor)   # every record of the survivor, plus what the dead one shipped
+    # every record of the survivor, plus what the dead one shipped
+    assert int(survivor) > 0 and len(records) >= int(survivor)
     sent = received(sim)
-    assert len(records) <= sent                           # the killed worker's last unshipped records are lost
+    # the killed worker's last unshipped records are lost
+    assert len(records) <= sent
     assert summary["records"] == len(records)
     # ... and the master says so: which worker, since when, how many of its requests have no record
     workers = summary["workers"]
@@ -185,7 +190,8 @@ def test_kill_9_of_a_worker_leaves_the_master_finishing_with_what_was_shipped(si
     assert lost["unaccounted"] <= sent - len(records)     # a lower bound of the records really missing
     assert workers["unaccounted"] == lost["unaccounted"]  # the survivor's every request has its record
     assert f"fourfold: worker {lost['worker']} stopped reporting at {lost['last_heard_at']}" in master_out
-    assert f"{lost['unaccounted']} of its {lost['requests_started']} started requests are unaccounted for" in master_out
+    assert f"{lost['unaccounted']} of its {lost['requests_started']} started requests are unaccounted for" \
+        in master_out
 
 
 def _gone(pid: int) -> bool:
@@ -210,11 +216,12 @@ def _wait_gone(pid: int, timeout_s: float) -> float | None:
 def test_kill_9_of_locust_leaves_no_embedded_simulator_running(tmp_path, locustfile):
     import psutil
 
-    proc = start_locust(["-f", locustfile("l1_throughput.py"), "--headless", "-u", "2", "-r", "2", "-t", "60s",
-                         "--max-tokens", "8", "--metrics-url", "off"], tmp_path)
+    proc = start_locust(["-f", locustfile("l1_throughput.py"), "--headless", "-u", "2", "-r", "2",
+                         "-t", "60s", "--max-tokens", "8", "--metrics-url", "off"], tmp_path)
     try:
         wait_for_lines(run_dir_of(tmp_path) / "records.jsonl", 2, proc)   # the simulator answers
-        [child] = [c for c in psutil.Process(proc.pid).children() if "fourfold.targets.sim" in " ".join(c.cmdline())]
+        [child] = [c for c in psutil.Process(proc.pid).children()
+                   if "fourfold.targets.sim" in " ".join(c.cmdline())]
         proc.kill()
         proc.communicate(timeout=10)
         waited = _wait_gone(child.pid, 5)

@@ -34,7 +34,8 @@ class WordCounts:
     vocabulary = ("founded", "headquartered", "made", "launched", "river", "mayor", "by", "in")
 
     def encode(self, texts):
-        return np.array([[t.lower().count(w) for w in self.vocabulary] for t in texts], dtype=np.float32) + 1e-6
+        return np.array([[t.lower().count(w) for w in self.vocabulary] for t in texts],
+                        dtype=np.float32) + 1e-6
 
 
 def slipped_questions(path):
@@ -56,8 +57,8 @@ def slipped_questions(path):
 
 
 def l3_scored_run(base, *extra):
-    proc = run_locust(["-f", str(REPO / "locustfiles" / "l3_rag.py"), "--headless", "-u", "6", "-r", "6", "-t", "5s",
-                       "--sim-profile", "flat", "--warmup-requests", "0", *extra], base)
+    proc = run_locust(["-f", str(REPO / "locustfiles" / "l3_rag.py"), "--headless", "-u", "6", "-r", "6",
+                       "-t", "5s", "--sim-profile", "flat", "--warmup-requests", "0", *extra], base)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     run = only_run_dir(base)
     score_run(run, WordCounts(), progress=False)
@@ -100,7 +101,8 @@ def test_compare_report_has_a_fact_error_row_and_the_gate_judges_it(runs, tmp_pa
     assert rows, report.stdout[-3000:]
     cells = [c.strip() for c in rows[0].strip("|").split("|")]
     # the same questions on both sides: the row pairs them (the mean of per-question rates)
-    common = {r["item_id"] for r in read_jsonl(clean / SCORES_FILE)} & {r["item_id"] for r in read_jsonl(planted / SCORES_FILE)}
+    common = ({r["item_id"] for r in read_jsonl(clean / SCORES_FILE)}
+              & {r["item_id"] for r in read_jsonl(planted / SCORES_FILE)})
     paired = 100 * len(common & slipped) / len(common)
     assert float(cells[1]) == 0.0 and float(cells[2]) == pytest.approx(paired, abs=0.006)
     assert "worse" in rows[0]

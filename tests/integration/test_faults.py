@@ -21,7 +21,8 @@ from fourfold.levels.base import make_client
 from fourfold.levels.options import Settings
 from fourfold.measure.record import ERROR_CLASSES, RequestRecord
 from fourfold.targets.launch import start_simulator
-from fourfold.targets.sim.faults import FAULT_HEADER, FAULT_KINDS
+from fourfold.targets.sim.fault_spec import FAULT_KINDS
+from fourfold.targets.sim.faults import FAULT_HEADER
 from fourfold.workloads.items import Item
 from tests.conftest import only_run_dir, read_jsonl, run_locust
 from tests.integration.test_durability import sim_metrics
@@ -131,15 +132,16 @@ def test_every_fault_at_20_percent_in_a_headless_run(tmp_path, locustfile):
                            "--metrics-url", "off", "--csv", str(tmp_path / "loc")], tmp_path, timeout=90)
         wall_s = time.monotonic() - t0
         metrics = sim_metrics(sim)
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]                # 0 crashes
-    assert proc.returncode == 1, proc.stderr[-3000:]                          # failures counted; the run went on
-    assert wall_s < run_s + 25, wall_s                                        # 0 hangs (start-up + shutdown slack)
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]      # 0 crashes
+    assert proc.returncode == 1, proc.stderr[-3000:]                # failures counted; the run went on
+    assert wall_s < run_s + 25, wall_s                              # 0 hangs (start-up + shutdown slack)
     run = only_run_dir(tmp_path)
     records = read_jsonl(run / "records.jsonl")
-    assert len(records) == metrics["fourfold_sim_received_total"]             # one record per request received
-    faults = {name.split('fault="')[1].rstrip('"}'): int(n) for name, n in metrics.items() if 'fault="' in name}
-    assert set(faults) == set(FAULT_KINDS), faults                            # every kind happened
-    assert all(r["error_class"] in ERROR_CLASSES for r in records)            # every request classified
+    assert len(records) == metrics["fourfold_sim_received_total"]   # one record per request received
+    faults = {name.split('fault="')[1].rstrip('"}'): int(n) for name, n in metrics.items()
+              if 'fault="' in name}
+    assert set(faults) == set(FAULT_KINDS), faults                  # every kind happened
+    assert all(r["error_class"] in ERROR_CLASSES for r in records)  # every request classified
     by_fault: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     for r in records:
         if r["error_class"] != "cancelled":
@@ -152,5 +154,6 @@ def test_every_fault_at_20_percent_in_a_headless_run(tmp_path, locustfile):
     assert sum(by_fault["slow_headers?"].values()) <= faults["slow_headers"]
     summary = json.loads((run / "summary.json").read_text())
     measured = [r for r in records if not r["warmup"] and r["error_class"] != "cancelled"]
-    assert summary["total"]["errors"] == dict(sorted(collections.Counter(r["error_class"] for r in measured).items()))
+    assert summary["total"]["errors"] == \
+        dict(sorted(collections.Counter(r["error_class"] for r in measured).items()))
     assert summary["records"] == len(records)

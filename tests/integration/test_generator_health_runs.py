@@ -23,7 +23,8 @@ def assert_plausible(block: dict, processes: int) -> None:
     # one wake-up per 100 ms at most, from test_start to test_stopping (about the run time), per process
     assert RUN_S / LAG_INTERVAL_S / 2 <= block["samples"] <= processes * (RUN_S / LAG_INTERVAL_S + 5), block
     assert 0.0 < block["cpu_pct_mean"] <= block["cpu_pct_max"] <= 400.0, block
-    assert 0.0 <= block["loop_lag_ms_p50"] <= block["loop_lag_ms_p99"] <= block["loop_lag_ms_max"] < 2000.0, block
+    assert (0.0 <= block["loop_lag_ms_p50"] <= block["loop_lag_ms_p99"] <= block["loop_lag_ms_max"]
+            < 2000.0), block
     assert (block["starved"], block["why"]) == starved(block)
 
 

@@ -28,7 +28,8 @@ def _pair(stamps: bool = True) -> tuple[Any, Any]:
     return client, peer
 
 
-@pytest.mark.skipif(not hasattr(native._hotpath, "recv_stamped"), reason="no kernel-stamped read here (Linux only)")
+@pytest.mark.skipif(not hasattr(native._hotpath, "recv_stamped"),
+                    reason="no kernel-stamped read here (Linux only)")
 def test_recv_stamped_reads_as_the_python_reader_does() -> None:
     import socket
     import struct
@@ -51,7 +52,8 @@ def test_recv_stamped_reads_as_the_python_reader_does() -> None:
             pytest.fail("the kernel never stamped a packet of this connection")
         assert native._hotpath.recv_stamped(client.fileno(), offset) is None        # nothing there yet
         assert reader._read(offset)[1] is None
-        for read in (lambda: native._hotpath.recv_stamped(client.fileno(), offset), lambda: reader._read(offset)):
+        for read in (lambda: native._hotpath.recv_stamped(client.fileno(), offset),
+                     lambda: reader._read(offset)):
             peer.sendall(b"token")
             time.sleep(0.03)                   # the stamp is the arrival, 30 ms before the read
             t, data, now = read()
@@ -84,4 +86,5 @@ def test_recv_stamped_reads_as_the_python_reader_does() -> None:
         unstamped.close()
     with pytest.raises(TypeError):
         native._hotpath.recv_stamped("3", 0)
-    assert isinstance(native._hotpath.recv_stamped(10**6, 0)[1], OSError)        # a closed descriptor: EBADF as data
+    # a closed descriptor: EBADF as data
+    assert isinstance(native._hotpath.recv_stamped(10**6, 0)[1], OSError)

@@ -17,7 +17,8 @@ pytestmark = pytest.mark.integration
 @pytest.mark.timing
 def test_headless_l1_without_host_runs_the_simulator_and_writes_a_run(tmp_path, locustfile):
     proc = run_locust(["-f", locustfile("l1_throughput.py"), "--headless", "-u", "4", "-r", "4", "-t", "8s",
-                       "--sim-profile", "flat", "--max-tokens", "24", "--csv", str(tmp_path / "loc")], tmp_path)
+                       "--sim-profile", "flat", "--max-tokens", "24",
+                       "--csv", str(tmp_path / "loc")], tmp_path)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     assert "fourfold LLM summary" in out

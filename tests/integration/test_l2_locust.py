@@ -74,7 +74,8 @@ def test_ladder_knee_is_the_simulators_concurrency_limit(tmp_path, locustfile):
     # keep-alive: after each user's first (warm-up) request every request reuses its connection
     connections = summary["l2"]["connections"]["ladder"]
     assert connections["conn_reuse"] >= 0.95 and summary["total"]["conn_reuse"] >= 0.95
-    assert connections["conn_reconnects"] == 0 and connections["http_versions"] == {"HTTP/1.1": connections["requests"]}
+    assert (connections["conn_reconnects"] == 0
+            and connections["http_versions"] == {"HTTP/1.1": connections["requests"]})
     _assert_secret_nowhere(run, out)
 
 
@@ -114,7 +115,8 @@ def test_open_loop_against_a_saturated_target_says_the_target_fell_behind(tmp_pa
     """2 slots x ~440 ms serve ~4.5/s; 30/s offered are sent on time and pile up at the target."""
     out, summary, _, _ = _run(
         ["-f", locustfile("l2_open_loop.py"), "--headless", "-t", "4s", "--arrival-rate", "30",
-         "--sim-profile", "flat", "--max-tokens", "40", "--ignore-eos", "--sim-max-concurrency", "2"], tmp_path)
+         "--sim-profile", "flat", "--max-tokens", "40", "--ignore-eos",
+         "--sim-max-concurrency", "2"], tmp_path)
     loop = summary["l2"]["open_loop"]
     assert not loop["target_kept_up"]
     assert loop["sent_rps"] >= 0.9 * loop["scheduled_rps"] and loop["waited"] == loop["dropped"] == 0
@@ -150,7 +152,8 @@ def test_idle_timeout_makes_every_request_reconnect_and_counts_the_stalls(tmp_pa
     total = summary["total"]
     assert total["conn_reconnects"] == total["requests"] == len(measured) and total["conn_reuse"] == 0.0
     connections = summary["l2"]["connections"]["closed"]
-    assert connections["conn_reconnects"] == len(measured) and connections["connect_ms"]["count"] == len(measured)
+    assert (connections["conn_reconnects"] == len(measured)
+            and connections["connect_ms"]["count"] == len(measured))
     assert f"({len(measured)} new, {len(measured)} reconnects after an idle close)" in out
 
 
@@ -159,9 +162,9 @@ def h2_server():
     """hypercorn serving tests/h2_sse_app.py on 127.0.0.1 (HTTP/1.1 and h2c on one port), key required."""
     port = free_port()
     env = dict(os.environ, H2_APP_API_KEY=SECRET, PYTHONPATH=str(REPO))
-    proc = subprocess.Popen([sys.executable, "-m", "hypercorn", "--bind", f"127.0.0.1:{port}", "--graceful-timeout", "0",
-                             "tests.h2_sse_app:app"], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "hypercorn", "--bind", f"127.0.0.1:{port}",
+                             "--graceful-timeout", "0", "tests.h2_sse_app:app"], cwd=REPO, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 15
     while True:
         try:
@@ -190,7 +193,8 @@ def test_http1_and_http2_side_by_side_against_hypercorn(tmp_path, locustfile, h2
     groups = {g["scenario"]: g for g in summary["groups"]}
     assert set(groups) == {"h1", "h2"}
     for scenario in ("h1", "h2"):
-        assert groups[scenario]["requests"] > 10 and groups[scenario]["failures"] == 0, groups[scenario]["errors"]
+        assert groups[scenario]["requests"] > 10 and groups[scenario]["failures"] == 0, \
+            groups[scenario]["errors"]
         assert groups[scenario]["conn_reuse"] >= 0.95
     connections = summary["l2"]["connections"]
     assert connections["h1"]["http_versions"] == {"HTTP/1.1": groups["h1"]["requests"]}
@@ -207,7 +211,8 @@ def test_retry_after_is_honoured_and_counted(tmp_path, locustfile):
     out, summary, records, _ = _run(
         ["-f", locustfile("l2_gateway.py"), "--headless", "--ladder", "off", "-u", "3", "-r", "3", "-t", "4s",
          "--sim-max-concurrency", "1", "--sim-over-limit", "429", "--honour-retry-after",
-         "--sim-profile", "flat", "--max-tokens", "10", "--ignore-eos", "--exit-code-on-error", "0"], tmp_path)
+         "--sim-profile", "flat", "--max-tokens", "10", "--ignore-eos",
+         "--exit-code-on-error", "0"], tmp_path)
     limited = [r for r in records if r["status"] == 429]
     assert limited and all(r["extra"]["retry_after_s"] == 1.0 and r["error_class"] == "rate_limited"
                            for r in limited)
@@ -219,6 +224,7 @@ def test_retry_after_is_honoured_and_counted(tmp_path, locustfile):
     assert gaps and min(gaps) >= 0.95, gaps                 # each refused user waited Retry-After
     closed = summary["l2"]["connections"]["closed"]
     measured_limited = len([r for r in limited if not r["warmup"]])
-    assert closed["retry_after_waits"] == measured_limited and closed["retry_after_wait_s"] == measured_limited
+    assert (closed["retry_after_waits"] == measured_limited
+            and closed["retry_after_wait_s"] == measured_limited)
     assert summary["l2"]["rate_limited"]["429"] == summary["total"]["statuses"]["429"] == measured_limited
     assert f"L2 rate limits: HTTP 429 x{measured_limited}" in out

@@ -25,8 +25,9 @@ def l3_run(tmp_path_factory):
     lines = (DEFAULT_QUESTIONS.read_text(encoding="utf-8").splitlines())[43:48]
     assert [json.loads(line)["id"] for line in lines] == [f"q-{i:03d}" for i in range(44, 49)]
     (base / "questions.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    proc = run_locust(["-f", str(REPO / "locustfiles" / "l3_rag.py"), "--headless", "-u", "2", "-r", "2", "-t", "4s",
-                       "--warmup-requests", "0", "--dataset", str(base / "questions.jsonl")], base)
+    proc = run_locust(["-f", str(REPO / "locustfiles" / "l3_rag.py"), "--headless", "-u", "2", "-r", "2",
+                       "-t", "4s", "--warmup-requests", "0",
+                       "--dataset", str(base / "questions.jsonl")], base)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     run = only_run_dir(base)
     return run, json.loads((run / "summary.json").read_text()), read_jsonl(run / "records.jsonl")
@@ -34,7 +35,8 @@ def l3_run(tmp_path_factory):
 
 def test_the_loader_reads_the_conflict_flag_of_a_real_l3_run(l3_run):
     run, summary, records = l3_run
-    measured = [r for r in records if not r["warmup"] and r["error_class"] == "ok" and "conflict" in r["extra"]]
+    measured = [r for r in records if not r["warmup"] and r["error_class"] == "ok"
+                and "conflict" in r["extra"]]
     flags = [float(r["extra"]["conflict"]) for r in measured]
     assert measured and 0 < sum(flags) < len(flags)        # some conflicting contexts, not all
     for native in (True, False):                            # the C scanner and the exact fallback
@@ -47,5 +49,6 @@ def test_the_loader_reads_the_conflict_flag_of_a_real_l3_run(l3_run):
         assert sorted(sample.conflict.tolist()) == sorted(flags)
         assert (run / "compare-cache.npz").is_file()
     row = next(r for r in compare_groups("l3:rag", sample, GroupSample()) if r.metric == "conflict_rate")
-    assert row.baseline == pytest.approx(100 * summary["rag"]["conflict_rate"]) and row.n_baseline == len(flags)
+    assert (row.baseline == pytest.approx(100 * summary["rag"]["conflict_rate"])
+            and row.n_baseline == len(flags))
     assert row.candidate is None and row.verdict == "n/a"

@@ -43,8 +43,8 @@ def bm25_run(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def rerank_run(tmp_path_factory):
-    return l3_run(tmp_path_factory.mktemp("rerank"), lambda name: str(REPO / "locustfiles" / name), "-t", "8s",
-                  "--rag-rerank", "lexical")
+    return l3_run(tmp_path_factory.mktemp("rerank"), lambda name: str(REPO / "locustfiles" / name),
+                  "-t", "8s", "--rag-rerank", "lexical")
 
 
 def measured(records):
@@ -57,7 +57,8 @@ def test_headless_run_prints_the_rag_summary_and_writes_a_run(bm25_run):
     meta = json.loads((run / "meta.json").read_text())
     assert meta["level"] == "l3" and meta["dialect"] == "rag"
     assert meta["embedded_rag_service"] == {"retriever": "bm25", "rerank": "none", "top_k": 3}
-    assert meta["rag"]["service"]["retriever"] == "bm25" and meta["rag"]["questions"].endswith("questions.jsonl")
+    assert (meta["rag"]["service"]["retriever"] == "bm25"
+            and meta["rag"]["questions"].endswith("questions.jsonl"))
     rag = summary["rag"]
     ok = measured(records)
     assert rag["requests"] == summary["total"]["requests"] >= 100 and rag["ok"] == len(ok)
@@ -65,7 +66,8 @@ def test_headless_run_prints_the_rag_summary_and_writes_a_run(bm25_run):
     assert set(rag["stages_ms"]) == {"retrieve", "llm_ttft", "generate"}
     assert rag["effective_tps"] > 0 and rag["precision_at_k"] is not None
     for r in ok:
-        assert r["extra"]["effective_tps"] == pytest.approx(r["output_tokens"] / (r["e2e_ms"] / 1000), rel=1e-3)
+        assert r["extra"]["effective_tps"] == \
+            pytest.approx(r["output_tokens"] / (r["e2e_ms"] / 1000), rel=1e-3)
 
 
 def test_load_run_recall_equals_the_retrievers_offline_recall(bm25_run):
@@ -90,7 +92,8 @@ def test_stage_timings_add_up_to_the_end_to_end_time(bm25_run):
         assert r["extra"]["other_ms"] == pytest.approx(r["e2e_ms"] - stages, abs=0.01)
         within += r["e2e_ms"] - stages <= max(STAGE_TOLERANCE_MS, STAGE_TOLERANCE_SHARE * r["e2e_ms"])
         # the client's first token comes after the service's retrieval and the model's first token
-        early += r["ttft_ms"] < r["server_timing"]["retrieve"] + r["server_timing"]["llm_ttft"] - CLOCK_SLACK_MS
+        early += r["ttft_ms"] < (r["server_timing"]["retrieve"] + r["server_timing"]["llm_ttft"]
+                                 - CLOCK_SLACK_MS)
     assert within >= STAGE_QUORUM * len(records)
     assert early <= CLOCK_EARLY_SHARE * len(records)
 
@@ -125,8 +128,9 @@ def test_a_reranked_configuration_has_a_different_recall(bm25_run, rerank_run):
 
 
 def test_compare_report_has_a_recall_row(bm25_run, rerank_run, tmp_path):
-    report = subprocess.run([sys.executable, "-m", "fourfold", "compare", str(bm25_run[1]), str(rerank_run[1]),
-                             "--out", str(tmp_path), "--no-html"], cwd=REPO, capture_output=True, text=True)
+    report = subprocess.run([sys.executable, "-m", "fourfold", "compare", str(bm25_run[1]),
+                             str(rerank_run[1]), "--out", str(tmp_path), "--no-html"],
+                            cwd=REPO, capture_output=True, text=True)
     assert report.returncode in (0, 3), report.stdout + report.stderr       # 3: a gate failed, still a report
     rows = [line for line in report.stdout.splitlines() if "recall@k" in line]
     assert rows, report.stdout[-3000:]
@@ -146,9 +150,9 @@ def test_master_and_two_workers_keep_the_rag_block_exact(tmp_path, locustfile):
 
 
 def test_web_ui_run_with_autostart_and_autoquit(tmp_path, locustfile):
-    proc = run_locust(["-f", locustfile("l3_rag.py"), "--web-host", "127.0.0.1", "--web-port", str(free_port()),
-                       "--autostart", "-u", "4", "-r", "4", "--run-time", "5s", "--autoquit", "2"], tmp_path,
-                      timeout=90)
+    proc = run_locust(["-f", locustfile("l3_rag.py"), "--web-host", "127.0.0.1",
+                       "--web-port", str(free_port()), "--autostart", "-u", "4", "-r", "4",
+                       "--run-time", "5s", "--autoquit", "2"], tmp_path, timeout=90)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     run = only_run_dir(tmp_path)
     rag = json.loads((run / "summary.json").read_text())["rag"]

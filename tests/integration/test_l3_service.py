@@ -72,9 +72,10 @@ def test_retrieve_config_and_bad_requests(client):
     found = client.post("/v1/retrieve", json={"question": QUESTION.prompt, "top_k": 5}).json()
     assert len(found["retrieved_ids"]) == 5 and set(found["timings"]) == {"retrieve", "rerank"}
     config = client.get("/v1/rag/config").json()
-    assert (config["retriever"], config["rerank"], config["top_k"], config["documents"]) == ("bm25", "lexical", 3, 321)
-    for body, status in (({"q": "x"}, 400), ({"question": "x", "top_k": 0}, 400), ({"question": "x", "stream": 1,
-                                                                                     "max_tokens": "9"}, 400)):
+    assert (config["retriever"], config["rerank"], config["top_k"], config["documents"]) == \
+        ("bm25", "lexical", 3, 321)
+    for body, status in (({"q": "x"}, 400), ({"question": "x", "top_k": 0}, 400),
+                         ({"question": "x", "stream": 1, "max_tokens": "9"}, 400)):
         response = client.post("/v1/rag", json=body)
         assert response.status_code == status and "error" in response.json()
     assert client.post("/v1/other", json={}).status_code == 404
@@ -82,7 +83,8 @@ def test_retrieve_config_and_bad_requests(client):
 
 
 def test_upstream_down_is_a_502_or_an_error_event():
-    with start_rag_service(f"http://127.0.0.1:{free_port()}") as rag, httpx.Client(base_url=rag.url, timeout=10) as c:
+    with start_rag_service(f"http://127.0.0.1:{free_port()}") as rag, \
+         httpx.Client(base_url=rag.url, timeout=10) as c:
         response = c.post("/v1/rag", json={"question": "Who founded X?"})
         assert response.status_code == 502 and "unreachable" in response.json()["error"]["message"]
         body = c.post("/v1/rag", json={"question": "Who founded X?", "stream": True}).text
@@ -112,7 +114,8 @@ def test_a_failing_retriever_answers_500_not_a_dropped_connection():
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        response = httpx.post(f"http://127.0.0.1:{server.server_address[1]}/v1/rag", json={"question": "x"}, timeout=5)
+        response = httpx.post(f"http://127.0.0.1:{server.server_address[1]}/v1/rag",
+                              json={"question": "x"}, timeout=5)
         assert response.status_code == 500 and "index is gone" in response.json()["error"]["message"]
     finally:
         server.shutdown()

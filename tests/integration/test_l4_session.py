@@ -42,14 +42,15 @@ def test_stepwise_completion_and_rounds_equal_the_hand_computation(tmp_path, loc
     expected_rounds = [min(len(s.facts), s.max_turns) for s in SCRIPTS]
     expected_done = [len(s.facts) <= s.max_turns for s in SCRIPTS]
     n = len(SCRIPTS)
-    proc = run_locust(["-f", locustfile("l4_session.py"), "--headless", "-u", str(n), "-r", str(n), "-t", "60s",
-                       "--sim-profile", "stepwise", "--patience-scale", "0", *FAST], tmp_path, timeout=90)
+    proc = run_locust(["-f", locustfile("l4_session.py"), "--headless", "-u", str(n), "-r", str(n),
+                       "-t", "60s", "--sim-profile", "stepwise", "--patience-scale", "0", *FAST],
+                      tmp_path, timeout=90)
     run, meta, summary, records, out = run_dir_of(tmp_path, proc)
     assert "every user finished its sessions" in out and "fourfold sessions" in out
     total = summary["sessions"]["total"]
     assert (total["ended"], total["cut"], total["abandoned"]) == (n, 0, 0)
     assert total["completion_rate"] == sum(expected_done) / n
-    assert 0 < total["completion_rate"] < 1                      # the scripts include sessions that run out of turns
+    assert 0 < total["completion_rate"] < 1  # the scripts include sessions that run out of turns
     assert total["rounds_mean"] == pytest.approx(sum(expected_rounds) / n, rel=1e-12)
     assert total["rounds_to_completion_mean"] == pytest.approx(
         sum(r for r, done in zip(expected_rounds, expected_done) if done) / sum(expected_done), rel=1e-12)
@@ -74,9 +75,9 @@ def test_stepwise_completion_and_rounds_equal_the_hand_computation(tmp_path, loc
 
 def test_ab_without_host_starts_baseline_and_candidate_and_keeps_users_sticky(tmp_path, locustfile):
     n = len(SCRIPTS)
-    proc = run_locust(["-f", locustfile("l4_session.py"), "--headless", "-u", str(n), "-r", str(n), "-t", "60s",
-                       "--ab-split", "50/50", "--sim-seed", "3", *FAST, "--csv", str(tmp_path / "loc")],
-                      tmp_path, timeout=90)
+    proc = run_locust(["-f", locustfile("l4_session.py"), "--headless", "-u", str(n), "-r", str(n),
+                       "-t", "60s", "--ab-split", "50/50", "--sim-seed", "3", *FAST,
+                       "--csv", str(tmp_path / "loc")], tmp_path, timeout=90)
     run, meta, summary, records, out = run_dir_of(tmp_path, proc)
     ab = meta["ab"]
     assert ab["share_a"] == 0.5 and ab["variants"]["A"]["profile"] == "baseline"
@@ -86,9 +87,11 @@ def test_ab_without_host_starts_baseline_and_candidate_and_keeps_users_sticky(tm
     for record in records:
         variants_of_user[record["user_id"]].add(record["variant"])
         assert record["scenario"] == f"session@{record['variant']}"
-        assert record["plan"]["profile"] == {"A": "baseline", "B": "candidate"}[record["variant"]]   # routed right
+        # routed right
+        assert record["plan"]["profile"] == {"A": "baseline", "B": "candidate"}[record["variant"]]
     assert all(len(v) == 1 for v in variants_of_user.values())
-    assert {u: v.pop() for u, v in variants_of_user.items()} == {u: assign_variant(f"u{u}", 0.5) for u in range(n)}
+    assert {u: v.pop() for u, v in variants_of_user.items()} == \
+        {u: assign_variant(f"u{u}", 0.5) for u in range(n)}
     by_variant = summary["sessions"]["by_variant"]
     assert set(by_variant) == {"A", "B"} and by_variant["A"]["ended"] + by_variant["B"]["ended"] == n
     # the candidate's first answers state more of the goal: fewer rounds (the article: 4.2 -> 3.1)
@@ -106,15 +109,19 @@ def test_ab_without_host_starts_baseline_and_candidate_and_keeps_users_sticky(tm
     assert report.returncode == 0, report.stdout[-2000:] + report.stderr[-2000:]
     lines = report.stdout.lower().splitlines()
     rounds_row = next(line for line in lines if "rounds" in line and line.startswith("|"))
-    assert f"{by_variant['A']['rounds_mean']:.2f}" in rounds_row and f"{by_variant['B']['rounds_mean']:.2f}" in rounds_row
+    assert (f"{by_variant['A']['rounds_mean']:.2f}" in rounds_row
+            and f"{by_variant['B']['rounds_mean']:.2f}" in rounds_row)
     assert any("completion" in line and line.startswith("|") for line in lines)
 
 
 def test_custom_scripts_reach_the_simulator_and_an_impatient_persona_abandons(tmp_path, locustfile):
     scripts = tmp_path / "mine.jsonl"
-    lines = [{"id": f"tea-{k}", "prompt": f"How do I make tea number {k}?", "reference": "Boil the water. Add milk.",
-              "facts": [{"key": "boil", "ask": "the water"}, {"key": "milk", "ask": "what to add"}], "max_turns": 3,
-              "persona": {"think_time_s": [0, 0], "patience": {"ttft_ms": 20, "e2e_ms": 60000}}} for k in (1, 2)]
+    lines = [{"id": f"tea-{k}", "prompt": f"How do I make tea number {k}?",
+              "reference": "Boil the water. Add milk.",
+              "facts": [{"key": "boil", "ask": "the water"}, {"key": "milk", "ask": "what to add"}],
+              "max_turns": 3,
+              "persona": {"think_time_s": [0, 0], "patience": {"ttft_ms": 20, "e2e_ms": 60000}}}
+             for k in (1, 2)]
     scripts.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     proc = run_locust(["-f", locustfile("l4_session.py"), "--headless", "-u", "2", "-r", "2", "-t", "40s",
                        "--sim-profile", "stepwise", "--dataset", str(scripts), "--think-scale", "0",
@@ -123,13 +130,14 @@ def test_custom_scripts_reach_the_simulator_and_an_impatient_persona_abandons(tm
     total = summary["sessions"]["total"]
     # stepwise answers start after 50 ms: every session is abandoned on its first turn
     assert (total["ended"], total["abandoned"], total["abandoned_by"]["ttft"]) == (4, 4, 4)
-    assert total["abandonment_rate"] == 1.0 and total["completion_rate"] == 0.0 and total["rounds"] == {"1": 4}
+    assert (total["abandonment_rate"] == 1.0 and total["completion_rate"] == 0.0
+            and total["rounds"] == {"1": 4})
     assert {r["item_id"] for r in records} == {"tea-1", "tea-2"}
     assert all(r["plan"]["session"]["id"] == r["item_id"] for r in records)   # the simulator read the file
     assert all(r["extra"]["final"] and r["extra"]["abandon_reason"] == "ttft" for r in records)
     assert meta["settings"]["dataset"] == str(scripts)
-    assert meta["l4"] == {"think_scale": 0.0, "patience_scale": 1.0, "sessions_per_user": 2, "ab_share_a": None,
-                          "ab_host": "", "ab_profile": "candidate", "ab_seed": 0}
+    assert meta["l4"] == {"think_scale": 0.0, "patience_scale": 1.0, "sessions_per_user": 2,
+                          "ab_share_a": None, "ab_host": "", "ab_profile": "candidate", "ab_seed": 0}
 
 
 def test_master_and_worker_route_variants_and_merge_sessions(tmp_path, locustfile):
@@ -140,9 +148,10 @@ def test_master_and_worker_route_variants_and_merge_sessions(tmp_path, locustfil
          "--headless", "-u", "8", "-r", "8", "-t", "7s", "--expect-workers", "1", "--ab-split", "50/50",
          "--sim-profile", "stepwise", "--ab-profile", "flat"],
         cwd=tmp_path, env=locust_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    worker = subprocess.Popen([*LOCUST, *common, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
-                              cwd=tmp_path, env=locust_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True)
+    worker = subprocess.Popen([*LOCUST, *common, "--worker", "--master-host", "127.0.0.1",
+                               "--master-port", str(port)],
+                              cwd=tmp_path, env=locust_env(), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
     try:
         master_out, _ = master.communicate(timeout=60)
         worker.communicate(timeout=30)
@@ -154,7 +163,8 @@ def test_master_and_worker_route_variants_and_merge_sessions(tmp_path, locustfil
     run = only_run_dir(tmp_path)
     records = read_jsonl(run / "records.jsonl")
     summary = json.loads((run / "summary.json").read_text())
-    assert {r["plan"]["profile"] for r in records if r["variant"] == "B"} == {"flat"}    # the worker got B's host
+    # the worker got B's host
+    assert {r["plan"]["profile"] for r in records if r["variant"] == "B"} == {"flat"}
     assert {r["plan"]["profile"] for r in records if r["variant"] == "A"} == {"stepwise"}
     finals = [r for r in records if r["extra"].get("final")]
     total = summary["sessions"]["total"]

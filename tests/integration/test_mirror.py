@@ -30,7 +30,8 @@ def test_mirrored_requests_are_paired_and_kept_apart(tmp_path, locustfile):
         if r["pair_id"]:
             by_pair[r["pair_id"]].append(r)
     # every mirrored request has exactly its original and its copy, with the same item
-    assert all(len(p) == 2 and {r["variant"] for r in p} == {"", "mirror"} and p[0]["item_id"] == p[1]["item_id"]
+    assert all(len(p) == 2 and {r["variant"] for r in p} == {"", "mirror"}
+               and p[0]["item_id"] == p[1]["item_id"]
                for p in by_pair.values())
     assert len(by_pair) == len(mirrors)
     # the share is exact per user: every second measured request
@@ -48,7 +49,8 @@ def test_mirror_report_compares_the_pairs(tmp_path, locustfile):
 
     proc = run_locust(["-f", locustfile("l1_throughput.py"), "--headless", "-u", "3", "-r", "3", "-t", "8s",
                        "--max-tokens", "24", "--no-ignore-eos", "--sim-profile", "baseline",
-                       "--mirror-host", "sim:candidate", "--mirror-share", "1.0", "--metrics-url", "off"], tmp_path)
+                       "--mirror-host", "sim:candidate", "--mirror-share", "1.0",
+                       "--metrics-url", "off"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = only_run_dir(tmp_path)
     report = compare_mirror(list(read_records(run)), embed=None)
@@ -63,8 +65,8 @@ def test_mirror_report_compares_the_pairs(tmp_path, locustfile):
     assert float(np.median(deltas)) < 0
     both_ok = sum(1 for p, m in pair_records(read_records(run))[0]
                   if "cancelled" not in (p.error_class, m.error_class))
-    assert ttft.n == e2e.n == both_ok >= report.pairs - 6        # at most one cancelled pair per user and side
-    assert ttft.delta_mean < 0                                    # no orchestrator delay on the structured prompts
+    assert ttft.n == e2e.n == both_ok >= report.pairs - 6  # at most one cancelled pair per user and side
+    assert ttft.delta_mean < 0                             # no orchestrator delay on the structured prompts
     # max-tokens 24 cuts the references: both sides end as "truncated", a few in flight at stop as "cancelled"
     assert set(report.error_shares) <= {"truncated", "cancelled", "ok"}
     assert report.error_shares["truncated"][0] > 0.5 and report.error_shares["truncated"][1] > 0.5

@@ -139,13 +139,14 @@ def hosts():
 def target(hosts, tmp_path_factory):
     """(simulator, RAG service URL) in the target namespace, bound to its address only."""
     cwd = tmp_path_factory.mktemp("target")
-    sim = start_simulator(profile="baseline", seed=3, host=ADDRESS["target"], prefix=hosts.exec("target"), cwd=cwd,
-                          extra_args=["--prompts", str(DEFAULT_QUESTIONS)])
+    sim = start_simulator(profile="baseline", seed=3, host=ADDRESS["target"], prefix=hosts.exec("target"),
+                          cwd=cwd, extra_args=["--prompts", str(DEFAULT_QUESTIONS)])
     rag = None
     try:
         command = [*hosts.exec("target"), *rag_command(sim.url, "bm25", "none", 3, [], sys.executable,
                                                         ADDRESS["target"])]
-        rag, rag_url, _ = spawn_listening(command, RAG_LISTENING, "RAG service", 30, RagServiceStartError, cwd)
+        rag, rag_url, _ = spawn_listening(command, RAG_LISTENING, "RAG service", 30,
+                                          RagServiceStartError, cwd)
         yield sim, rag_url
     finally:
         sim.stop()
@@ -156,15 +157,17 @@ def target(hosts, tmp_path_factory):
 
 def _received(hosts: Hosts, sim: SimProcess) -> int:
     """Generation requests the simulator saw, read from inside the target namespace."""
-    code = ("import re, sys, urllib.request as u; t = u.urlopen(sys.argv[1] + '/metrics', timeout=5).read().decode(); "
+    code = ("import re, sys, urllib.request as u; "
+            "t = u.urlopen(sys.argv[1] + '/metrics', timeout=5).read().decode(); "
             "print(re.search(r'^fourfold_sim_received_total(?:\\{[^}]*\\})? (\\S+)', t, re.M).group(1))")
-    out = subprocess.run([*hosts.exec("target"), sys.executable, "-c", code, sim.url], capture_output=True, text=True,
-                         timeout=30, check=True).stdout
+    out = subprocess.run([*hosts.exec("target"), sys.executable, "-c", code, sim.url], capture_output=True,
+                         text=True, timeout=30, check=True).stdout
     return int(float(out))
 
 
 def _distributed(hosts: Hosts, base: Path, common: list[str], master_args: list[str],
-                 kill_after_lines: int = 0) -> tuple[subprocess.Popen[str], str, list[str], float, list[subprocess.Popen[str]]]:
+                 kill_after_lines: int = 0) -> tuple[subprocess.Popen[str], str, list[str], float,
+                                                     list[subprocess.Popen[str]]]:
     """A headless run: master in its namespace, one worker in each worker namespace. With
     ``kill_after_lines``, worker2 gets SIGKILL once the master's records.jsonl has that many lines.
     Returns (master, its output, each worker's output, the kill's wall-clock time or 0, the workers)."""
@@ -172,10 +175,12 @@ def _distributed(hosts: Hosts, base: Path, common: list[str], master_args: list[
     for path in dirs.values():
         path.mkdir()
     master = hosts.popen("master", [*LOCUST, *common, "--master", "--master-bind-host", ADDRESS["master"],
-                                    "--master-bind-port", str(MASTER_PORT), "--headless", "--expect-workers", "2",
-                                    "--expect-workers-max-wait", "40", *master_args], dirs["master"])
+                                    "--master-bind-port", str(MASTER_PORT), "--headless",
+                                    "--expect-workers", "2", "--expect-workers-max-wait", "40",
+                                    *master_args], dirs["master"])
     workers = [hosts.popen(role, [*LOCUST, *common, "--worker", "--master-host", ADDRESS["master"],
-                                  "--master-port", str(MASTER_PORT)], dirs[role]) for role in ("worker1", "worker2")]
+                                  "--master-port", str(MASTER_PORT)], dirs[role])
+               for role in ("worker1", "worker2")]
     killed_at = 0.0
     try:
         if kill_after_lines:
@@ -185,7 +190,8 @@ def _distributed(hosts: Hosts, base: Path, common: list[str], master_args: list[
                 if found and found[0].read_bytes().count(b"\n") >= kill_after_lines:
                     break
                 time.sleep(0.1)
-            assert master.poll() is None, "the master ended before the kill:\n" + master.communicate()[0][-3000:]
+            assert master.poll() is None, \
+                "the master ended before the kill:\n" + master.communicate()[0][-3000:]
             workers[1].kill()                           # SIGKILL: no handler, no final report
             killed_at = time.time()
         out, _ = master.communicate(timeout=90)
@@ -208,7 +214,8 @@ def _measured(worker_out: str) -> tuple[int, str]:
 def test_namespaces_reach_only_each_other(hosts):
     for role in ROLES:
         routes = _ip("-n", hosts.ns[role], "route", "show").stdout.strip().splitlines()
-        assert [r.split() for r in routes] == [f"{SUBNET}.0/24 dev eth0 proto kernel scope link src {ADDRESS[role]}".split()]
+        assert [r.split() for r in routes] == \
+            [f"{SUBNET}.0/24 dev eth0 proto kernel scope link src {ADDRESS[role]}".split()]
     for role in ("master", "worker1", "worker2"):
         ping = subprocess.run([*hosts.exec(role), sys.executable, "-c",
                                f"import socket; socket.create_connection(({ADDRESS['target']!r}, 9), 2)"],
@@ -268,7 +275,7 @@ def test_l3_across_hosts_names_the_killed_worker(hosts, target, tmp_path):
     [lost] = workers["stopped_reporting"]
     assert lost["worker"] != survivor_id
     heard = calendar.timegm(time.strptime(lost["last_heard_at"], "%Y-%m-%dT%H:%M:%SZ"))   # whole seconds
-    assert killed_at - 4 <= heard <= killed_at + 1, (lost, killed_at)        # when: its last word before the kill
+    assert killed_at - 4 <= heard <= killed_at + 1, (lost, killed_at)  # when: its last word before the kill
     assert lost["records_received"] > 0
     assert 0 < lost["unaccounted"] == lost["requests_started"] - lost["records_received"]
     assert lost["unaccounted"] <= sent - len(records)           # a lower bound of what is really missing

@@ -44,7 +44,8 @@ def test_inflection_separates_baseline_from_candidate(sims):
 
 def test_token_probe_reports_the_planned_input_token_difference(sims):
     rows = token_probe(sims)
-    planned = _profile("candidate")["orchestrator_input_tokens"] - _profile("baseline")["orchestrator_input_tokens"]
+    planned = (_profile("candidate")["orchestrator_input_tokens"]
+               - _profile("baseline")["orchestrator_input_tokens"])
     assert planned == -15
     assert rows[0].input_delta == 0 and rows[1].input_delta == planned
     assert rows[0].output_tokens == rows[1].output_tokens > 0     # same reference answer, usage reported
@@ -53,7 +54,8 @@ def test_token_probe_reports_the_planned_input_token_difference(sims):
 def test_token_probe_on_two_prompts_of_one_target(sims):
     rows = token_probe(sims[:1], ["Briefly explain quantum annealing.", PROMPT_B])
     # the baseline adds its orchestrator tokens to the structured prompt only
-    words_a, words_b = len("Briefly explain quantum annealing .".split()), len("Explain quantum annealing in three points .".split())
+    words_a, words_b = (len("Briefly explain quantum annealing .".split()),
+                        len("Explain quantum annealing in three points .".split()))
     assert rows[1].input_delta == (words_b - words_a) + 15
 
 

@@ -22,7 +22,8 @@ from fourfold.measure.record import RequestRecord
 from fourfold.workloads.items import Item
 
 pytestmark = [pytest.mark.integration,
-              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="epoll and SO_TIMESTAMPNS are Linux")]
+              pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                 reason="epoll and SO_TIMESTAMPNS are Linux")]
 
 
 @pytest.fixture(autouse=True, params=["c", "python"])
@@ -157,7 +158,8 @@ def _stalling_server(tokens: int) -> tuple[socket.socket, gevent.Greenlet]:
         buf = b""
         while b"\r\n\r\n" not in buf:
             buf += conn.recv(65536)
-        conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+        conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                     b"transfer-encoding: chunked\r\n\r\n")
         for i in range(tokens):
             payload = b'data: {"choices":[{"index":0,"delta":{"content":"t%d"}}]}\n\n' % i
             conn.sendall(b"%x\r\n%s\r\n" % (len(payload), payload))
@@ -259,7 +261,8 @@ def test_busy_streams_are_drained_from_a_timer_without_restarting_the_io_watcher
     assert reactor.watcher_starts - starts_before <= 48
 
 
-def _one_shot_server(response: bytes, pause_after: int = 0, pieces: list[bytes] | None = None) -> socket.socket:
+def _one_shot_server(response: bytes, pause_after: int = 0,
+                     pieces: list[bytes] | None = None) -> socket.socket:
     """Answers one request on each connection with ``response`` (in 64-byte pieces, 1 ms apart
     after the first ``pause_after`` bytes; or ``pieces`` 2 ms apart after it), then closes it."""
     listener = socket.socket()
@@ -321,7 +324,8 @@ _END = b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in (_FINISH, b"data: [DONE]\
     (_chunks(30) + _END, 900, "too_large", 15),                                  # over the size limit
     (b"zz\r\n" + _chunks(3), 1 << 20, "malformed_stream", 0),                    # a bad chunk size
 ])
-def test_the_chunked_body_loop_reads_as_the_generator_pipeline_does(body, limit, error_class, chunks, monkeypatch):
+def test_the_chunked_body_loop_reads_as_the_generator_pipeline_does(body, limit, error_class, chunks,
+                                                                    monkeypatch):
     """RawStream.read_into's one loop over the reactor's queue (the common case) gives the record
     the generator pipeline (``RawStream.__iter__`` + ``read_pieces``) gives."""
     from fourfold.client import h1body
@@ -340,7 +344,8 @@ def test_the_chunked_body_loop_reads_as_the_generator_pipeline_does(body, limit,
 
     def record_of(loop: str) -> RequestRecord:
         if loop == "generator":
-            monkeypatch.setattr(h1body.RawStream, "_read_chunked", lambda self, times, payloads, max_bytes, deadline:
+            monkeypatch.setattr(h1body.RawStream, "_read_chunked",
+                                lambda self, times, payloads, max_bytes, deadline:
                                 h1body.read_pieces(self, times, payloads, max_bytes, deadline, self.recv_ns))
         else:
             monkeypatch.setattr(h1body.RawStream, "_read_chunked", counted)
@@ -373,12 +378,14 @@ _CONTENT = [_chunk(b'data: {"choices":[{"index":0,"delta":{"content":"t%d "}}]}\
      1 << 20, "ok", 20),                                           # idle pieces: the watchdog's note decides
     (_CONTENT + [_END], 900, "too_large", 16),
     ([b"".join(_CONTENT[i:i + 3]) for i in range(0, 30, 3)] + [_END], 1 << 20, "ok", 10),   # 3 chunks a read
-    ([_CONTENT[0] + _CONTENT[1] + _CONTENT[2][:20], _CONTENT[2][20:]] + _CONTENT[3:] + [_END], 1 << 20, "ok", 29),
+    ([_CONTENT[0] + _CONTENT[1] + _CONTENT[2][:20], _CONTENT[2][20:]] + _CONTENT[3:] + [_END],
+     1 << 20, "ok", 29),
     # a size line Python's int() reads but plain hex is not: Python's decoder takes it (its 16 bytes
     # join the next event's line, which is then no event)
     (_CONTENT[:5] + [b"0x10\r\n" + b"d" * 16 + b"\r\n"] + _CONTENT[5:10] + [_END], 1 << 20, "ok", 9),
 ])
-def test_whole_chunks_taken_in_c_give_the_python_loops_record(pieces, limit, error_class, chunks, monkeypatch):
+def test_whole_chunks_taken_in_c_give_the_python_loops_record(pieces, limit, error_class, chunks,
+                                                              monkeypatch):
     """Reads that are each one whole chunk (a server that flushes one event per chunk) are taken
     by ``_hotpath.take_chunks``; the record is the one the Python loop gives."""
     from fourfold.client import h1body

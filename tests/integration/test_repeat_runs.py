@@ -30,10 +30,11 @@ def same_prefix(a: dict[int, list[str]], b: dict[int, list[str]]) -> bool:
 
 def test_two_runs_a_side_interleaved_abba_with_a_seed_per_repetition(tmp_path, locustfile):
     command = [sys.executable, "-m", "fourfold", "repeat", "2", "--baseline-args", "--sim-profile baseline",
-               "--candidate-args", "--sim-profile candidate", "--", "locust", "-f", locustfile("l1_throughput.py"),
+               "--candidate-args", "--sim-profile candidate", "--",
+               "locust", "-f", locustfile("l1_throughput.py"),
                "--headless", "-u", "2", "-r", "2", "-t", "4s", "--max-tokens", "16"]
-    proc = subprocess.run(command, cwd=tmp_path, env=locust_env(), capture_output=True, text=True, timeout=150,
-                          check=False)
+    proc = subprocess.run(command, cwd=tmp_path, env=locust_env(), capture_output=True, text=True,
+                          timeout=150, check=False)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     [out] = [p for p in (tmp_path / "runs").iterdir() if p.name.startswith("repeat-")]
     manifest = json.loads((out / "repeat.json").read_text())
@@ -47,10 +48,13 @@ def test_two_runs_a_side_interleaved_abba_with_a_seed_per_repetition(tmp_path, l
         records = read_jsonl(run_dir / "records.jsonl")
         assert records and len(records) == run["records"]
         settings = json.loads((run_dir / "meta.json").read_text())["settings"]
-        assert settings["sim_profile"] == run["side"] and settings["seed"] == settings["sim_seed"] == run["seed"]
-        assert settings["shuffle"] is True and run_dir.name.endswith(f"-repeat-{run['side']}-{run['repetition']}")
+        assert (settings["sim_profile"] == run["side"]
+                and settings["seed"] == settings["sim_seed"] == run["seed"])
+        assert (settings["shuffle"] is True
+                and run_dir.name.endswith(f"-repeat-{run['side']}-{run['repetition']}"))
     # the simulator's plan carries its seed and profile: each run drew from its own repetition's seed
-    plans = [{(rec["plan"]["seed"], rec["plan"]["profile"]) for rec in read_jsonl(p / "records.jsonl") if rec.get("plan")}
+    plans = [{(rec["plan"]["seed"], rec["plan"]["profile"]) for rec in read_jsonl(p / "records.jsonl")
+              if rec.get("plan")}
              for p in run_dirs]
     assert plans == [{(r["seed"], r["side"])} for r in runs]
     # --shuffle with the seed: a pair sends the same items in the same order per user, repetitions do not
@@ -58,11 +62,13 @@ def test_two_runs_a_side_interleaved_abba_with_a_seed_per_repetition(tmp_path, l
     assert same_prefix(orders[0], orders[1]) and same_prefix(orders[2], orders[3])
     assert not same_prefix(orders[0], orders[3]) and not same_prefix(orders[1], orders[2])
     baseline = [r["run_dir"] for r in sorted(runs, key=lambda r: r["repetition"]) if r["side"] == "baseline"]
-    candidate = [r["run_dir"] for r in sorted(runs, key=lambda r: r["repetition"]) if r["side"] == "candidate"]
+    candidate = [r["run_dir"] for r in sorted(runs, key=lambda r: r["repetition"])
+                 if r["side"] == "candidate"]
     expected = f"fourfold compare --baseline {shlex.join(baseline)} --candidate {shlex.join(candidate)}"
     assert manifest["compare_command"] == expected
     assert proc.stdout.splitlines()[-1] == f"next: {expected}"
     assert f"baseline: {' '.join(baseline)}" in proc.stdout.splitlines()
     assert manifest["sides"]["candidate"]["args"] == ["--sim-profile", "candidate"]
-    assert manifest["runs"][1]["command"].startswith(f"locust -f {shlex.quote(locustfile('l1_throughput.py'))}")
+    assert manifest["runs"][1]["command"].startswith(
+        f"locust -f {shlex.quote(locustfile('l1_throughput.py'))}")
     assert Path(baseline[0]).parent == Path(manifest["out"])

@@ -40,4 +40,5 @@ def test_summary_json_is_written_with_every_descriptor_in_use(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     run_dir = Path(done.stdout.strip())
     assert json.loads((run_dir / "summary.json").read_text()) == {"records": 1, "lost": 0}
-    assert [json.loads(line)["request_id"] for line in (run_dir / "records.jsonl").read_text().splitlines()] == ["r0"]
+    assert [json.loads(line)["request_id"]
+            for line in (run_dir / "records.jsonl").read_text().splitlines()] == ["r0"]

@@ -75,12 +75,14 @@ TRACE_LINES = '{"timestamp": 0, "input_length": 10}\n{"timestamp": 20, "input_le
     ("l1_throughput.py", ["--dataset-filter", "input=<3"],
      "--dataset-filter 'input=<3': expected input|output followed by <=, >=, < or > and a number of tokens, "
      "e.g. 'input<=4096,output<=512'"),
-    ("l2_open_loop.py", ["--dataset", "{trace}"], "{trace}:2: 'input_length' must be a positive integer, got 'ten'"),
+    ("l2_open_loop.py", ["--dataset", "{trace}"],
+     "{trace}:2: 'input_length' must be a positive integer, got 'ten'"),
     ("l2_open_loop.py", ["--dataset", "{good}", "--shuffle"],
      "--shuffle does not apply to a trace: its entries are replayed in their own order at their own times "
      "(--dataset-sample and --dataset-filter do apply)"),
 ])
-def test_bad_sampling_or_trace_input_is_one_line_and_exit_2(tmp_path, locustfile, locustfile_name, args, line):
+def test_bad_sampling_or_trace_input_is_one_line_and_exit_2(tmp_path, locustfile, locustfile_name, args,
+                                                            line):
     trace, good = tmp_path / "bad.jsonl", tmp_path / "good.jsonl"
     trace.write_text(TRACE_LINES)
     good.write_text(TRACE_LINES.splitlines()[0] + "\n")

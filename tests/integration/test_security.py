@@ -49,9 +49,11 @@ def test_planted_credentials_appear_in_no_output_file_and_no_log(tmp_path, locus
         proc = subprocess.run(
             [*LOCUST, "-f", locustfile("l1_throughput.py"), "--headless", "-u", "2", "-r", "2", "-t", "4s",
              "--host", server.url, "--metrics-url", "off", "--api-key", CLI_KEY,
-             "--header", f"Authorization: Bearer {HEADER_TOKEN}", "--header", f"X-Api-Key: {OTHER_HEADER_KEY}",
+             "--header", f"Authorization: Bearer {HEADER_TOKEN}",
+             "--header", f"X-Api-Key: {OTHER_HEADER_KEY}",
              "--csv", str(tmp_path / "loc"), "--csv-full-history", "--html", str(tmp_path / "report.html"),
-             "--logfile", str(tmp_path / "locust.log"), "--loglevel", "DEBUG", "--json-file", str(tmp_path / "stats")],
+             "--logfile", str(tmp_path / "locust.log"), "--loglevel", "DEBUG",
+             "--json-file", str(tmp_path / "stats")],
             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=90, check=False)
     finally:
         server.stop()
@@ -95,7 +97,8 @@ def self_signed(tmp_path_factory) -> tuple[Path, Path]:
         pytest.skip("needs the openssl command to make a self-signed certificate")
     where = tmp_path_factory.mktemp("tls")
     cert, key = where / "cert.pem", where / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                    "-keyout", str(key), "-out", str(cert),
                     "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
                    check=True, capture_output=True, timeout=60)
     return cert, key
@@ -132,14 +135,15 @@ def test_tls_is_verified_unless_insecure(self_signed, http2):
     try:
         outcomes = {}
         for insecure in (False, True):
-            client = make_client(Settings(insecure=insecure, http2=http2, connect_timeout_s=5, read_timeout_s=5),
-                                 server.url)
+            client = make_client(Settings(insecure=insecure, http2=http2, connect_timeout_s=5,
+                                          read_timeout_s=5), server.url)
             outcomes[insecure] = send(client, dialect, dialect.build(ITEM, RequestOptions()), RequestRecord())
             client.close()
     finally:
         server.stop()
     refused, accepted = outcomes[False], outcomes[True]
-    assert refused.error_class == "connect_error" and "CERTIFICATE_VERIFY_FAILED" in refused.error_detail.upper()
+    assert (refused.error_class == "connect_error"
+            and "CERTIFICATE_VERIFY_FAILED" in refused.error_detail.upper())
     assert accepted.error_class == "ok" and accepted.text == "Hello world", accepted.error_detail
 
 
@@ -148,7 +152,8 @@ def test_secret_headers_are_scrubbed_from_what_an_echoing_server_sends_back():
     dialect = get_dialect("openai")
     try:
         client = make_client(Settings(api_key=CLI_KEY), server.url)
-        records = [send(client, dialect, dialect.build(ITEM, RequestOptions()), RequestRecord()) for _ in range(2)]
+        records = [send(client, dialect, dialect.build(ITEM, RequestOptions()), RequestRecord())
+                   for _ in range(2)]
         client.close()
     finally:
         server.stop()
@@ -169,7 +174,8 @@ SUB = "ocp-PLANTED-9z8y7x6w5v4u"
     (f"{KEY}{KEY} and {KEY}", "****** and ***"),
     (f"quoted: '{KEY[:20]}'", "quoted: '***'"),              # a cut that kept 20 characters of it
     (f"cut at the end: {KEY[:MIN_CHARS]}", "cut at the end: ***"),
-    (f"five characters: {KEY[:MIN_CHARS - 1]}", f"five characters: {KEY[:MIN_CHARS - 1]}"),   # too little to tell
+    # too little to tell
+    (f"five characters: {KEY[:MIN_CHARS - 1]}", f"five characters: {KEY[:MIN_CHARS - 1]}"),
     ("nothing to see", "nothing to see"),
     (f"{SUB[:10]}...{SUB}", "***...***"),
 ])
@@ -178,9 +184,10 @@ def test_scrub_replaces_every_secret_and_what_a_cut_left_of_one(text, expected):
 
 
 @pytest.mark.parametrize(("detail", "expected"), [
-    (f"bad chunk size b'zz{KEY[:3]}'", "bad chunk size b'zz***'"),            # an excerpt cut 3-5 characters in
-    (f"not JSON: '{{\"x\": \"{KEY[:5]}' (+2 more malformed)", "not JSON: '{\"x\": \"***' (+2 more malformed)"),
-    (f"{KEY[:5]} in running text", f"{KEY[:5]} in running text"),              # not at a cut: too short to tell
+    (f"bad chunk size b'zz{KEY[:3]}'", "bad chunk size b'zz***'"),  # an excerpt cut 3-5 characters in
+    (f"not JSON: '{{\"x\": \"{KEY[:5]}' (+2 more malformed)",
+     "not JSON: '{\"x\": \"***' (+2 more malformed)"),
+    (f"{KEY[:5]} in running text", f"{KEY[:5]} in running text"),   # not at a cut: too short to tell
     (f"b'{KEY[:2]}'", f"b'{KEY[:2]}'"),
 ])
 def test_what_a_quoted_excerpt_cut_left_of_a_key_is_removed_from_the_error_detail(detail, expected):
@@ -190,7 +197,8 @@ def test_what_a_quoted_excerpt_cut_left_of_a_key_is_removed_from_the_error_detai
 
 def test_credential_forms_keep_the_scheme_and_cover_encoded_and_decoded_values():
     assert credential_forms(f"Bearer {KEY}") == [KEY] * 5
-    assert Secrets(credential_forms(f"Bearer {KEY}")).scrub(f"Authorization: Bearer {KEY}") == "Authorization: Bearer ***"
+    assert Secrets(credential_forms(f"Bearer {KEY}")).scrub(f"Authorization: Bearer {KEY}") == \
+        "Authorization: Bearer ***"
     basic = Secrets(credential_forms("Basic dXNlcjpwYXNzd29yZDEyMw=="))        # user:password123
     assert basic.scrub("dXNlcjpwYXNzd29yZDEyMw== user:password123 password123") == "*** *** ***"
     url = Secrets(credential_forms("abc+def/ghi=jk"))
@@ -216,7 +224,8 @@ def test_scrub_record_walks_every_string_field_and_nested_key():
     line = record.to_json()
     assert KEY[:MIN_CHARS] not in line
     assert record.text == record.error_detail == record.finish_reason == record.endpoint == "<***>"
-    assert record.plan == {"***": ["<***>", {"deep": ["<***>", 1]}], "n": 1} and record.server_timing == {"***": 1.5}
+    assert (record.plan == {"***": ["<***>", {"deep": ["<***>", 1]}], "n": 1}
+            and record.server_timing == {"***": 1.5})
 
 
 def test_every_header_value_is_a_secret_unless_public_and_meta_json_shows_none(tmp_path, monkeypatch):
@@ -255,4 +264,5 @@ def test_a_client_built_without_make_client_still_scrubs_the_configured_credenti
         request.headers["X-Case"] = "error_512"
         record = send(client, dialect, request, RequestRecord())
         client.close()
-    assert record.status == 401 and SUB[:MIN_CHARS] not in record.to_json() and record.error_detail.endswith("*** and ***")
+    assert (record.status == 401 and SUB[:MIN_CHARS] not in record.to_json()
+            and record.error_detail.endswith("*** and ***"))

@@ -78,7 +78,8 @@ def test_generated_answers_land_near_the_articles_fingerprint():
     from fourfold.targets.sim.profile import load_profile
 
     book = AnswerBook.load()
-    items = [json.loads(line) for line in DEFAULT_PROMPTS_PATH.read_text(encoding="utf-8").splitlines() if line.strip()]
+    items = [json.loads(line) for line in DEFAULT_PROMPTS_PATH.read_text(encoding="utf-8").splitlines()
+             if line.strip()]
     prompts = [item.get("prompt") or item["messages"][-1]["content"] for item in items]
     embedder = MiniLMEmbedder()
 

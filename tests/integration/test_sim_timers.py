@@ -139,6 +139,6 @@ def test_a_burst_of_requests_is_planned_from_its_arrival() -> None:
     result = run_child(ANCHOR_SCRIPT)
     t0 = result["t0_ms"]
     assert result["handling_ms"] >= 4 * 20               # the four were handled one after another...
-    assert max(t0) - min(t0) < 10                         # ...but planned from one arrival (was >= 60 ms apart)
+    assert max(t0) - min(t0) < 10  # ...but planned from one arrival (was >= 60 ms apart)
     assert all(w >= 0 for w in result["t0_minus_sent_ms"])   # never before the request was sent
     assert result["queued_ms"] == [0.0] * 4               # no gateway queue

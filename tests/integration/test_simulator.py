@@ -44,9 +44,11 @@ class RawResponse:
         return [e for e in self.body.decode().split("\n\n") if e]
 
 
-def request_bytes(method: str, path: str, body: dict | bytes | None = None, headers: dict[str, str] | None = None) -> bytes:
+def request_bytes(method: str, path: str, body: dict | bytes | None = None,
+                  headers: dict[str, str] | None = None) -> bytes:
     payload = body if isinstance(body, bytes) else (json.dumps(body).encode() if body is not None else b"")
-    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", *(f"{k}: {v}" for k, v in (headers or {}).items())]
+    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1",
+             *(f"{k}: {v}" for k, v in (headers or {}).items())]
     if body is not None:
         lines += ["Content-Type: application/json", f"Content-Length: {len(payload)}"]
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + payload
@@ -141,7 +143,8 @@ def test_openai_stream_format_and_usage(fast_flat: SimProcess) -> None:
     assert {c["id"] for c in chunks} == {chunks[0]["id"]} and chunks[0]["object"] == "chat.completion.chunk"
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     content = chunks[1:-2]
-    assert all(c["choices"][0]["finish_reason"] is None and set(c["choices"][0]["delta"]) == {"content"} for c in content)
+    assert all(c["choices"][0]["finish_reason"] is None and set(c["choices"][0]["delta"]) == {"content"}
+               for c in content)
     assert "".join(c["choices"][0]["delta"]["content"] for c in content) == BOOK.answer(SKY).text
     final = chunks[-2]["choices"][0]
     assert final["delta"] == {} and final["finish_reason"] == "stop"
@@ -164,7 +167,8 @@ def test_openai_non_stream_and_max_tokens(fast_flat: SimProcess) -> None:
 
 def test_ignore_eos_produces_exactly_max_tokens(fast_flat: SimProcess) -> None:
     response = call(fast_flat, "POST", "/v1/chat/completions",
-                    chat(SKY, stream=True, max_tokens=300, ignore_eos=True, stream_options={"include_usage": True}))
+                    chat(SKY, stream=True, max_tokens=300, ignore_eos=True,
+                         stream_options={"include_usage": True}))
     chunks = [json.loads(e[6:]) for e in response.events()[:-1]]
     assert sum(1 for c in chunks if c["choices"] and c["choices"][0]["delta"].get("content")) == 300
     assert chunks[-2]["choices"][0]["finish_reason"] == "length"
@@ -207,21 +211,25 @@ def test_anthropic_non_stream_and_errors(fast_flat: SimProcess) -> None:
     assert data["usage"] == {"input_tokens": 6, "output_tokens": 3}
     missing = call(fast_flat, "POST", "/v1/messages", {"messages": body["messages"]})
     assert missing.status == 400
-    assert missing.json() == {"type": "error", "error": {"type": "invalid_request_error", "message": "max_tokens: Field required"}}
+    assert missing.json() == {"type": "error", "error": {"type": "invalid_request_error",
+                                                         "message": "max_tokens: Field required"}}
 
 
 def test_triton_generate_and_infer(fast_flat: SimProcess) -> None:
-    stream = call(fast_flat, "POST", "/v2/models/ensemble/generate_stream", {"text_input": SKY, "max_tokens": 4})
+    stream = call(fast_flat, "POST", "/v2/models/ensemble/generate_stream",
+                  {"text_input": SKY, "max_tokens": 4})
     events = [json.loads(e[6:]) for e in stream.events()]
     assert events[0] == {"model_name": "ensemble", "model_version": "1", "text_output": "The "}
     assert "".join(e["text_output"] for e in events) == "The sky looks blue "
-    whole = call(fast_flat, "POST", "/v2/models/ensemble/generate", {"text_input": SKY, "parameters": {"max_tokens": 2}})
+    whole = call(fast_flat, "POST", "/v2/models/ensemble/generate",
+                 {"text_input": SKY, "parameters": {"max_tokens": 2}})
     assert whole.json() == {"model_name": "ensemble", "model_version": "1", "text_output": "The sky "}
     infer = call(fast_flat, "POST", "/v2/models/ensemble/infer", {"id": "r1", "inputs": [
         {"name": "text_input", "shape": [1], "datatype": "BYTES", "data": [SKY]},
         {"name": "max_tokens", "shape": [1], "datatype": "INT32", "data": [3]}]})
     data = infer.json()
-    assert data["outputs"] == [{"name": "text_output", "datatype": "BYTES", "shape": [1], "data": ["The sky looks "]}]
+    assert data["outputs"] == [{"name": "text_output", "datatype": "BYTES", "shape": [1],
+                                "data": ["The sky looks "]}]
     assert data["id"] == "r1" and data["inference_time_ms"] == pytest.approx(5 + 2 * 1, abs=0.5)
 
 
@@ -265,7 +273,8 @@ def test_large_detail_plan_is_served_by_url(fast_flat: SimProcess) -> None:
     response = call(fast_flat, "POST", "/v1/chat/completions", body, {"x-fourfold-plan-detail": "1"})
     assert len(response.headers["x-fourfold-plan"]) < 12_000 and "offsets_ms" not in response.plan
     full = call(fast_flat, "GET", response.plan["offsets_url"]).json()
-    assert len(full["offsets_ms"]) == 3000 and full["offsets_ms"][1] - full["offsets_ms"][0] == pytest.approx(1.0)
+    assert (len(full["offsets_ms"]) == 3000
+            and full["offsets_ms"][1] - full["offsets_ms"][0] == pytest.approx(1.0))
 
 
 def test_half_closed_client_still_gets_its_stream(fast_flat: SimProcess) -> None:
@@ -279,7 +288,8 @@ def test_half_closed_client_still_gets_its_stream(fast_flat: SimProcess) -> None
 
 
 def _ttfts(sim: SimProcess, prompts: list[str]) -> list[float]:
-    """Send every prompt at once on its own fresh connection; first-content-chunk time of each (ms), in order."""
+    """Send every prompt at once on its own fresh connection; first-content-chunk time of each (ms),
+    in order."""
     selector = selectors.DefaultSelector()
     pending = {}
     ttfts = [0.0] * len(prompts)
@@ -305,7 +315,8 @@ def _ttfts(sim: SimProcess, prompts: list[str]) -> list[float]:
 
 
 @pytest.mark.timing
-@pytest.mark.parametrize(("profile", "low_ms", "high_ms"), [("baseline", 45.0, 72.0), ("candidate", -8.0, 8.0)])
+@pytest.mark.parametrize(("profile", "low_ms", "high_ms"),
+                         [("baseline", 45.0, 72.0), ("candidate", -8.0, 8.0)])
 def test_orchestrator_delay_on_structured_prompts(profile: str, low_ms: float, high_ms: float) -> None:
     a, b = "Briefly explain quantum annealing.", "Explain quantum annealing in three points."
     with start_simulator(profile, seed=5, extra_args=["--set", "cold_requests=0"]) as sim:
@@ -316,15 +327,19 @@ def test_orchestrator_delay_on_structured_prompts(profile: str, low_ms: float, h
 
 def test_candidate_sees_fewer_input_tokens(fast_flat: SimProcess) -> None:
     prompt = "Compare CNN and RNN in a table."
-    with start_simulator("baseline", extra_args=["--ttft-ms", "1", "--itl-ms", "0.2", "--set", "orchestrator_ms=1"]) as old, \
+    with start_simulator("baseline", extra_args=["--ttft-ms", "1", "--itl-ms", "0.2",
+                                                 "--set", "orchestrator_ms=1"]) as old, \
          start_simulator("candidate", extra_args=["--ttft-ms", "1", "--itl-ms", "0.2"]) as new:
-        before = call(old, "POST", "/v1/chat/completions", chat(prompt, max_tokens=1)).json()["usage"]["prompt_tokens"]
-        after = call(new, "POST", "/v1/chat/completions", chat(prompt, max_tokens=1)).json()["usage"]["prompt_tokens"]
+        before = call(old, "POST", "/v1/chat/completions",
+                      chat(prompt, max_tokens=1)).json()["usage"]["prompt_tokens"]
+        after = call(new, "POST", "/v1/chat/completions",
+                     chat(prompt, max_tokens=1)).json()["usage"]["prompt_tokens"]
     assert 12 <= before - after <= 18
 
 
 # --- determinism, metrics, connections -------------------------------------------------
-SEQUENCE = ["Give five tips for better sleep.", SKY, "Give five tips for better sleep.", "请分三点说明HTTP/3的优势。", "Unknown?"]
+SEQUENCE = ["Give five tips for better sleep.", SKY, "Give five tips for better sleep.",
+            "请分三点说明HTTP/3的优势。", "Unknown?"]
 
 
 def _run_sequence(seed: int) -> list[tuple[dict, str]]:
@@ -333,7 +348,8 @@ def _run_sequence(seed: int) -> list[tuple[dict, str]]:
     out = []
     with start_simulator("candidate", seed=seed, extra_args=args) as sim:
         for prompt in SEQUENCE:
-            response = call(sim, "POST", "/v1/chat/completions", chat(prompt), {"x-fourfold-plan-detail": "1"})
+            response = call(sim, "POST", "/v1/chat/completions", chat(prompt),
+                            {"x-fourfold-plan-detail": "1"})
             plan = {k: v for k, v in response.plan.items() if k not in ("t0_monotonic_s", "queued_ms")}
             out.append((plan, response.json()["choices"][0]["message"]["content"]))
     return out
@@ -353,25 +369,29 @@ def _metrics(sim: SimProcess) -> dict[str, float]:
     for line in text.splitlines():
         if line and not line.startswith("#"):
             name, value = line.rsplit(" ", 1)
-            assert name.split("{")[0].removesuffix("_bucket").removesuffix("_sum").removesuffix("_count") in helped
+            assert name.split("{")[0].removesuffix("_bucket").removesuffix("_sum").removesuffix("_count") \
+                in helped
             samples[name] = float(value)
     return samples
 
 
 def test_metrics_reflect_open_streams(flat: SimProcess) -> None:
     conns = [Conn(flat) for _ in range(3)]
-    body = request_bytes("POST", "/v1/chat/completions", chat(SKY, stream=True, max_tokens=1000, ignore_eos=True))
+    body = request_bytes("POST", "/v1/chat/completions",
+                         chat(SKY, stream=True, max_tokens=1000, ignore_eos=True))
     for conn in conns:
         conn.sock.sendall(body)
         conn.sock.recv(4096)                               # the response head has arrived
     during = _metrics(flat)
     assert during['vllm:num_requests_running{model_name="fourfold-sim"}'] == 3
     assert during['vllm:kv_cache_usage_perc{model_name="fourfold-sim"}'] > 0
-    assert 0 < during['DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-fourfold-sim-0",device="nvidia0",modelName="fourfold simulated GPU",Hostname="fourfold-sim"}'] <= 100
+    assert 0 < during['DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-fourfold-sim-0",device="nvidia0",'
+                      'modelName="fourfold simulated GPU",Hostname="fourfold-sim"}'] <= 100
     for conn in conns:
         conn.close()
     deadline = time.time() + 5
-    while _metrics(flat)['vllm:num_requests_running{model_name="fourfold-sim"}'] != 0 and time.time() < deadline:
+    while (_metrics(flat)['vllm:num_requests_running{model_name="fourfold-sim"}'] != 0
+           and time.time() < deadline):
         time.sleep(0.02)
     after = _metrics(flat)
     assert after['vllm:num_requests_running{model_name="fourfold-sim"}'] == 0
@@ -382,9 +402,11 @@ def test_metrics_reflect_open_streams(flat: SimProcess) -> None:
 def test_keep_alive_pipelining_and_close(fast_flat: SimProcess) -> None:
     conn = Conn(fast_flat)
     first = conn.exchange(request_bytes("POST", "/v1/chat/completions", chat(SKY, max_tokens=2)))
-    second = conn.exchange(request_bytes("POST", "/v1/chat/completions", chat(SKY, max_tokens=2, stream=True)))
+    second = conn.exchange(request_bytes("POST", "/v1/chat/completions",
+                                         chat(SKY, max_tokens=2, stream=True)))
     assert first.status == second.status == 200 and first.headers["connection"] == "keep-alive"
-    conn.sock.sendall(request_bytes("GET", "/health") + request_bytes("GET", "/v1/models", headers={"Connection": "close"}))
+    conn.sock.sendall(request_bytes("GET", "/health")
+                      + request_bytes("GET", "/v1/models", headers={"Connection": "close"}))
     assert conn.exchange(b"").status == 200
     last = conn.exchange(b"")
     assert last.json()["object"] == "list" and last.headers["connection"] == "close"
@@ -394,7 +416,8 @@ def test_keep_alive_pipelining_and_close(fast_flat: SimProcess) -> None:
 
 @pytest.mark.timing
 def test_gateway_limit_429_queue_and_idle_timeout() -> None:
-    long = request_bytes("POST", "/v1/chat/completions", chat(SKY, stream=True, max_tokens=200, ignore_eos=True))
+    long = request_bytes("POST", "/v1/chat/completions",
+                         chat(SKY, stream=True, max_tokens=200, ignore_eos=True))
     with start_simulator("flat", extra_args=["--max-concurrency", "1", "--over-limit", "429"]) as sim:
         holder = Conn(sim)
         holder.sock.sendall(long)
@@ -402,7 +425,8 @@ def test_gateway_limit_429_queue_and_idle_timeout() -> None:
         rejected = call(sim, "POST", "/v1/chat/completions", chat(SKY, max_tokens=1))
         assert rejected.status == 429 and rejected.headers["retry-after"] == "1"
         holder.close()
-    with start_simulator("flat", extra_args=["--max-concurrency", "1", "--keepalive-timeout-s", "0.3"]) as sim:
+    with start_simulator("flat",
+                         extra_args=["--max-concurrency", "1", "--keepalive-timeout-s", "0.3"]) as sim:
         holder = Conn(sim)
         holder.sock.sendall(request_bytes("POST", "/v1/chat/completions", chat(SKY, max_tokens=10)))
         time.sleep(0.02)
@@ -420,7 +444,8 @@ def test_anthropic_beta_probe() -> None:
     body = {"model": "claude", "max_tokens": 1, "messages": [{"role": "user", "content": SKY}]}
     beta = {"anthropic-beta": "max-tokens-3-5-sonnet-2024-07-15"}
     fast = ["--ttft-ms", "1", "--itl-ms", "1"]
-    with start_simulator("baseline", extra_args=fast) as old, start_simulator("candidate", extra_args=fast) as new:
+    with start_simulator("baseline", extra_args=fast) as old, \
+         start_simulator("candidate", extra_args=fast) as new:
         refused = call(old, "POST", "/v1/messages", body, beta)
         assert refused.status == 400 and "Unknown beta feature" in refused.json()["error"]["message"]
         assert call(new, "POST", "/v1/messages", body, beta).status == 200

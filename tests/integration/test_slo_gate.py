@@ -42,8 +42,9 @@ def test_tight_slo_on_master_and_two_workers_exits_3_with_verdicts_and_junit(tmp
         cwd=tmp_path, env=locust_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     # the workers get no --slo and another --stall-ms: they count with the master's thresholds
     workers = [subprocess.Popen([*LOCUST, *common, "--worker", "--master-host", "127.0.0.1",
-                                 "--master-port", str(port), "--stall-ms", "99"], cwd=tmp_path, env=locust_env(),
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+                                 "--master-port", str(port), "--stall-ms", "99"], cwd=tmp_path,
+                                env=locust_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True) for _ in range(2)]
     try:
         master_out, _ = master.communicate(timeout=60)
         for worker in workers:

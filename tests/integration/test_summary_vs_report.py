@@ -68,7 +68,7 @@ def _run(base: Path, args: list[str]) -> tuple[Path, dict[str, Any]]:
 def l1_run(tmp_path_factory):
     return _run(tmp_path_factory.mktemp("l1"), [
         "-f", locustfile("l1_throughput.py"), "--headless", "-u", "6", "-r", "6", "-t", "10s",
-        "--sim-profile", "candidate", "--no-ignore-eos", "--slo", SLO])   # whole answers: compliance is judged
+        "--sim-profile", "candidate", "--no-ignore-eos", "--slo", SLO])  # whole answers: compliance is judged
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +98,8 @@ class View:
     rows: dict[str, float | None]   # the report's rows of that group: metric key -> the side's value
 
 
-def _report_side(data: RunData, variant: str | None) -> tuple[dict[str, GroupSample], dict[str, dict[str, Any]]]:
+def _report_side(data: RunData,
+                 variant: str | None) -> tuple[dict[str, GroupSample], dict[str, dict[str, Any]]]:
     """The report of ``data`` (one variant when given) against nothing: its groups and rows."""
     report = build_report(Side("run", [data], variant), [Side("nothing", [])])
     rows: dict[str, dict[str, Any]] = {}
@@ -151,8 +152,8 @@ def _sample_numbers() -> set[str]:
 
 
 def _agree(metric: MetricDef, shown: str, summary: float, report: float, alpha: float) -> bool:
-    scale = 100.0 if metric.kind == "ratio" else 1.0      # a fraction in summary.json, % in the report rows
-    if metric.decimals is not None:                       # summary.json rounds it; the report reads scores.jsonl
+    scale = 100.0 if metric.kind == "ratio" else 1.0  # a fraction in summary.json, % in the report rows
+    if metric.decimals is not None:                   # summary.json rounds it; the report reads scores.jsonl
         return abs(scale * summary - report) <= scale * (0.5 * 10 ** -metric.decimals
                                                          + 0.5 * 10 ** -SCORES_DECIMALS + 1e-12)
     if metric.kind == "distribution" or metric.name in FROM_HISTOGRAM:
@@ -185,21 +186,24 @@ def compare(summary: dict[str, Any], data: RunData) -> dict[str, dict[str, tuple
                 if ours is None and theirs is None:
                     continue
                 assert ours is not None and theirs is not None, (
-                    f"{v.name} {shown}: summary.json {ours!r}, report {theirs!r}: one shows it, the other not")
+                    f"{v.name} {shown}: summary.json {ours!r}, report {theirs!r}: "
+                    "one shows it, the other not")
                 assert _agree(metric, shown, ours, theirs, alpha), (
                     f"{v.name} {shown} ({metric.kind}): summary.json {ours!r} vs report {theirs!r}")
                 compared[shown] = (ours, theirs)
         # anything the report shows that this block also has must have been compared above
         shown_by_report = set(v.rows) | {n for n in sample_numbers if getattr(v.sample, n) is not None}
         for key in shown_by_report:
-            assert resolve(key) is not None, f"the report shows {key!r}, which measure.metric_names does not define"
+            assert resolve(key) is not None, \
+                f"the report shows {key!r}, which measure.metric_names does not define"
             if summary_value(v.block, key) is not None:
                 assert key in checked, f"{key} is in {v.name} and in the report but was not compared"
         # and every number of the block is a registered metric of it (the quality block's counts
         # of scored answers are fourfold score's bookkeeping: not in the registry, not in the report)
         if v.where != "quality":
             _, unknown = in_block(v.block, v.where)
-            assert not unknown, f"{v.name}: numbers measure.metric_names does not define for {v.where!r}: {unknown}"
+            assert not unknown, \
+                f"{v.name}: numbers measure.metric_names does not define for {v.where!r}: {unknown}"
         out[v.name] = compared
     return out
 
@@ -286,6 +290,6 @@ def test_quality_blocks_agree_after_scoring(l1_run, l4_ab_run, l3_run, minilm, t
     assert all({"similarity_mean", "similarity_p5"} <= set(values) for values in quality.values())
     l3_only = {"fact_error_rate"}                 # the answers' facts are the RAG corpus's
     assert set(quality["l1/quality[l1:saturation]"]) == shared("quality") - l3_only
-    assert l3_only <= set(quality["l3/quality[l3:rag]"])      # every bundled RAG answer states a labelled fact
+    assert l3_only <= set(quality["l3/quality[l3:rag]"])  # every bundled RAG answer states a labelled fact
     assert set(results["l3"]["quality.rag"]) == shared("quality.rag")
     assert 0 < results["l3"]["quality.rag"]["groundedness_mean"][0] <= 1

@@ -44,7 +44,8 @@ def resolution(sweep_dir, rates) -> float:
     """e of the module docstring, from the shortest arrival window of the sweep's runs."""
     profile = load_profile("baseline", {})
     service_s = (profile.ttft_ms + (TOKENS - 1) * profile.itl_ms) / 1000
-    window_s = min(json.loads((sweep_dir / r["run_dir"] / "summary.json").read_text())["l2"]["open_loop"]["window_s"]
+    window_s = min(json.loads((sweep_dir / r["run_dir"] / "summary.json")
+                              .read_text())["l2"]["open_loop"]["window_s"]
                    for r in rates)
     return (SLO_MS - profile.ttft_ms) / 1000 / (0.95 * (window_s - service_s))
 
@@ -54,8 +55,8 @@ def sweeps(tmp_path_factory):
     out = tmp_path_factory.mktemp("sweeps")
     found = {}
     for max_batch in (4, 8):
-        argv = ["sweep", "--slo", f"ttft_p95<={SLO_MS:g}ms", "--duration-s", f"{DURATION_S:g}", "--probe-s", "5",
-                "--sim-max-batch", str(max_batch), "--sim-max-concurrency", str(max_batch),
+        argv = ["sweep", "--slo", f"ttft_p95<={SLO_MS:g}ms", "--duration-s", f"{DURATION_S:g}",
+                "--probe-s", "5", "--sim-max-batch", str(max_batch), "--sim-max-concurrency", str(max_batch),
                 "--out", str(out), "--label", f"b{max_batch}", "--max-tokens", str(TOKENS), "--ignore-eos"]
         for override in OVERRIDES:
             argv += ["--sim-set", override]
@@ -63,7 +64,8 @@ def sweeps(tmp_path_factory):
         assert main(argv) == 0
         elapsed_s = time.monotonic() - started
         (sweep_dir,) = out.glob(f"*-b{max_batch}")
-        found[max_batch] = (sweep_dir, json.loads((sweep_dir / "summary.json").read_text())["sweep"], elapsed_s)
+        found[max_batch] = (sweep_dir, json.loads((sweep_dir / "summary.json").read_text())["sweep"],
+                            elapsed_s)
     return found
 
 
@@ -94,10 +96,12 @@ def test_sweep_finds_the_profiles_capacity(sweeps, max_batch, capsys):
 def test_compare_two_sweeps_has_a_capacity_row(sweeps, tmp_path, capsys):
     (small, _, _), (large, _, _) = sweeps[4], sweeps[8]
     assert main(["compare", str(small), str(large), "--out", str(tmp_path), "--resamples", "200"]) == 0
-    row = next(line for line in (tmp_path / "report.csv").read_text().splitlines() if ",capacity_rps," in line)
+    row = next(line for line in (tmp_path / "report.csv").read_text().splitlines()
+               if ",capacity_rps," in line)
     assert row.split(",")[14] == "better"                  # the brackets do not overlap
     assert main(["compare", str(small), str(small), "--out", str(tmp_path), "--resamples", "200"]) == 0
-    row = next(line for line in (tmp_path / "report.csv").read_text().splitlines() if ",capacity_rps," in line)
+    row = next(line for line in (tmp_path / "report.csv").read_text().splitlines()
+               if ",capacity_rps," in line)
     assert row.split(",")[14] == "inconclusive"            # the same brackets
 
 
@@ -108,7 +112,8 @@ def test_a_target_that_answers_nothing_stops_the_sweep_after_the_probe(tmp_path,
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     started = time.monotonic()
-    assert main(["sweep", "--host", f"http://127.0.0.1:{port}", "--probe-s", "2", "--out", str(tmp_path)]) == 1
+    assert main(["sweep", "--host", f"http://127.0.0.1:{port}", "--probe-s", "2",
+                 "--out", str(tmp_path)]) == 1
     assert "the throughput probe completed no request" in capsys.readouterr().err
     assert time.monotonic() - started < 60
     (sweep_dir,) = tmp_path.glob("*-sweep")

@@ -28,7 +28,8 @@ COMMON = ["--sweep", "--sweep-step-s", f"{STEP_S:g}", "--arrival-rate", "6", "--
 
 
 def _measured(run_dir) -> list[dict]:
-    return [r for r in read_jsonl(run_dir / "records.jsonl") if not r["warmup"] and r["error_class"] != "cancelled"]
+    return [r for r in read_jsonl(run_dir / "records.jsonl")
+            if not r["warmup"] and r["error_class"] != "cancelled"]
 
 
 def _rows_add_up(summary: dict, records: list[dict]) -> None:
@@ -63,7 +64,8 @@ def test_sweep_on_a_master_sends_each_rate_to_the_worker(tmp_path, locustfile):
     run_dir = only_run_dir(tmp_path)
     summary = json.loads((run_dir / "summary.json").read_text())
     sweep = summary["l2"]["sweep"]
-    assert [r["offered_rps"] for r in sorted(sweep["rates"], key=lambda r: r["scenario"])] == [6.0, 7.348, 9.0]
+    assert [r["offered_rps"] for r in sorted(sweep["rates"], key=lambda r: r["scenario"])] == \
+        [6.0, 7.348, 9.0]
     assert sweep["stopped"].startswith("3 runs done") and sweep["dispatchers"] == 1, out[-3000:]
     records = _measured(run_dir)
     _rows_add_up(summary, records)

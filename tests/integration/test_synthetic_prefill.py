@@ -62,7 +62,8 @@ def test_ttft_grows_with_input_tokens_by_the_profiles_figure_and_a_shared_prefix
 
 @pytest.mark.parametrize(("args", "says"), [
     (["--synthetic", "input=abc"], "fourfold: error: --synthetic 'input=abc': input='abc' must be TOKENS"),
-    (["--synthetic", "input=64", "--dataset-sample", "5"], "fourfold: error: --synthetic makes its own items"),
+    (["--synthetic", "input=64", "--dataset-sample", "5"],
+     "fourfold: error: --synthetic makes its own items"),
     (["--tokenizer", "no/such/dir"], "fourfold: error: --tokenizer "),
 ])
 def test_bad_synthetic_or_tokenizer_is_one_line_and_exit_2(tmp_path, locustfile, args, says):

@@ -18,15 +18,16 @@ SLO = "gpu_mem_bw_util_max<85%"
 
 def _run(base, profile: str, *extra: str):
     base.mkdir()
-    proc = run_locust(["-f", str(REPO / "locustfiles" / "l1_throughput.py"), "--headless", "-u", "16", "-r", "16",
-                       "-t", "8s", "--max-tokens", "128", "--sim-profile", profile, *extra], base)
+    proc = run_locust(["-f", str(REPO / "locustfiles" / "l1_throughput.py"), "--headless", "-u", "16",
+                       "-r", "16", "-t", "8s", "--max-tokens", "128", "--sim-profile", profile, *extra], base)
     return proc, only_run_dir(base)
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     base = tmp_path_factory.mktemp("telemetry")
-    return (_run(base / "baseline", "baseline", "--slo", SLO), _run(base / "candidate", "candidate", "--slo", SLO))
+    return (_run(base / "baseline", "baseline", "--slo", SLO),
+            _run(base / "candidate", "candidate", "--slo", SLO))
 
 
 def test_the_live_gate_misses_the_candidate_s_memory_bandwidth_with_its_measured_value(runs):
@@ -54,9 +55,11 @@ def test_compare_shows_more_memory_bandwidth_on_the_candidate(runs, tmp_path):
     mean = rows["telemetry.server.mem_bw_util_pct.mean"]
     assert float(mean["candidate_value"]) > float(mean["baseline_value"]) + 20
     # one run a side: no verdict on a row of runs (its interval is shown), or too few effective samples
-    assert (mean["verdict"], mean["why"][:12]) in (("inconclusive", "1 run a side"), ("too few", mean["why"][:12]))
+    assert (mean["verdict"], mean["why"][:12]) in (("inconclusive", "1 run a side"),
+                                                   ("too few", mean["why"][:12]))
     top = rows["telemetry.server.mem_bw_util_pct.max"]
-    assert float(top["candidate_value"]) > 85 >= 42 >= float(top["baseline_value"]) and top["verdict"] == "n/a"
+    assert (float(top["candidate_value"]) > 85 >= 42 >= float(top["baseline_value"])
+            and top["verdict"] == "n/a")
     assert "server: memory-bandwidth util mean" in (tmp_path / "report.md").read_text(encoding="utf-8")
 
 

@@ -24,11 +24,12 @@ def tls_server(tmp_path_factory):
         pytest.skip("openssl is needed to make the test certificate")
     base = tmp_path_factory.mktemp("tls")
     cert, key = base / "cert.pem", base / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
-                    str(cert), "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                    "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
                    check=True, capture_output=True, timeout=60)
-    server = subprocess.Popen([sys.executable, str(REPO / "tests" / "tls_sse_server.py"), str(cert), str(key)],
-                              stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen([sys.executable, str(REPO / "tests" / "tls_sse_server.py"),
+                               str(cert), str(key)], stdout=subprocess.PIPE, text=True)
     try:
         line = server.stdout.readline().strip()           # type: ignore[union-attr]
         assert line.startswith("listening "), line
@@ -47,20 +48,22 @@ def test_sequential_requests_reuse_one_tls_connection(tls_server):
     client = make_http_client(tls_server, insecure=True)
     try:
         for _ in range(6):
-            response = client.post("/v1/chat/completions", json={"model": "m", "stream": True, "messages": []})
+            response = client.post("/v1/chat/completions",
+                                   json={"model": "m", "stream": True, "messages": []})
             assert response.status_code == 200 and response.text.endswith("data: [DONE]\n\n")
     finally:
         client.close()
     after = _stats(tls_server)
     assert after["requests"] - before["requests"] == 6
-    assert after["connections"] - before["connections"] - 1 == 1     # one connection for six (the stats GET has its own)
+    # one connection for six (the stats GET has its own)
+    assert after["connections"] - before["connections"] - 1 == 1
 
 
 def test_an_l1_run_over_https_records_exactly_the_requests_the_server_saw(tls_server, tmp_path):
     before = _stats(tls_server)
-    proc = run_locust(["-f", str(REPO / "locustfiles" / "l1_throughput.py"), "--headless", "-u", "3", "-r", "3",
-                       "-t", "4s", "--host", tls_server, "--insecure", "--model", "m", "--stop-timeout", "5",
-                       "--metrics-url", "off"], tmp_path)
+    proc = run_locust(["-f", str(REPO / "locustfiles" / "l1_throughput.py"), "--headless", "-u", "3",
+                       "-r", "3", "-t", "4s", "--host", tls_server, "--insecure", "--model", "m",
+                       "--stop-timeout", "5", "--metrics-url", "off"], tmp_path)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     seen = _stats(tls_server)["requests"] - before["requests"]
     records = read_jsonl(only_run_dir(tmp_path) / "records.jsonl")

@@ -20,7 +20,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 LOAD = {   # short runs with enough requests for the p50 rows: answers cut at 32 tokens
     "l1": ("l1_throughput.py", ["-u", "12", "-r", "12", "-t", "8s", "--max-tokens", "32"]),
     "l3": ("l3_rag.py", ["-u", "6", "-r", "6", "-t", "8s", "--max-tokens", "32"]),
-    "l4": ("l4_session.py", ["-u", "6", "-r", "6", "-t", "8s", "--max-tokens", "32", "--think-scale", "0.02"]),
+    "l4": ("l4_session.py",
+           ["-u", "6", "-r", "6", "-t", "8s", "--max-tokens", "32", "--think-scale", "0.02"]),
 }
 
 
@@ -29,18 +30,21 @@ def repeat(tmp_path: Path, level: str, count: int, *side_args: str) -> dict:
     locustfile, load = LOAD[level]
     out = tmp_path / f"repeat-{level}-{len(list(tmp_path.iterdir()))}"
     command = [sys.executable, "-m", "fourfold", "repeat", str(count), "--out", str(out), "--label", level,
-               *side_args, "--", "locust", "-f", str(Path(__file__).resolve().parents[2] / "locustfiles" / locustfile),
+               *side_args, "--", "locust",
+               "-f", str(Path(__file__).resolve().parents[2] / "locustfiles" / locustfile),
                "--headless", *load]
-    proc = subprocess.run(command, cwd=tmp_path, env=locust_env(), capture_output=True, text=True, timeout=280,
-                          check=False)
+    proc = subprocess.run(command, cwd=tmp_path, env=locust_env(), capture_output=True, text=True,
+                          timeout=280, check=False)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     return json.loads((out / "repeat.json").read_text())
 
 
-def compare(tmp_path: Path, baseline: list[str], candidate: list[str], *extra: str) -> tuple[int, str, list[dict]]:
+def compare(tmp_path: Path, baseline: list[str], candidate: list[str],
+            *extra: str) -> tuple[int, str, list[dict]]:
     out = tmp_path / "report"
-    proc = subprocess.run([sys.executable, "-m", "fourfold", "compare", "--baseline", *baseline, "--candidate",
-                           *candidate, "--out", str(out), "--no-html", "--fail-on-worse", *extra], cwd=tmp_path,
+    proc = subprocess.run([sys.executable, "-m", "fourfold", "compare", "--baseline", *baseline,
+                           "--candidate", *candidate, "--out", str(out), "--no-html", "--fail-on-worse",
+                           *extra], cwd=tmp_path,
                           env=locust_env(), capture_output=True, text=True, timeout=120, check=False)
     with open(out / "report.csv", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
@@ -72,7 +76,8 @@ def test_a_ttft_regression_of_15_percent_fails_the_gate_with_3_runs_a_side(tmp_p
                                 "description": "the baseline with its first token 15 % later"}))
     manifest = repeat(tmp_path, "l1", 3, "--baseline-args", "--sim-profile baseline",
                       "--candidate-args", f"--sim-profile {slow}")
-    code, output, rows = compare(tmp_path, dirs(manifest, tmp_path, "baseline"), dirs(manifest, tmp_path, "candidate"))
+    code, output, rows = compare(tmp_path, dirs(manifest, tmp_path, "baseline"),
+                                 dirs(manifest, tmp_path, "candidate"))
     ttft = {r["metric"]: r for r in rows if r["metric"].startswith("ttft_")}
     assert code == 3 and ttft["ttft_p50"]["verdict"] == "worse", output[-3000:]
     assert 8 < float(ttft["ttft_p50"]["delta_pct"]) < 22 and "TTFT p50" in output

@@ -32,8 +32,9 @@ SECRET = "sk-fourfoldtestsecret0123"
 def test_llm_tab_csv_charts_and_start_form_on_a_local_run(tmp_path, locustfile):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    proc = start_locust(["-f", locustfile("l1_throughput.py"), "--web-host", "127.0.0.1", "--web-port", str(port),
-                         "--sim-profile", "flat", "--max-tokens", "16", "-u", "3", "-r", "3"],
+    proc = start_locust(["-f", locustfile("l1_throughput.py"), "--web-host", "127.0.0.1",
+                         "--web-port", str(port), "--sim-profile", "flat", "--max-tokens", "16",
+                         "-u", "3", "-r", "3"],
                         tmp_path, env={"FOURFOLD_API_KEY": SECRET})
     try:
         status, _, page = wait_for(lambda: (r := http_get(base + "/"))[0] == 200 and r, 30, what="the web UI")
@@ -42,7 +43,8 @@ def test_llm_tab_csv_charts_and_start_form_on_a_local_run(tmp_path, locustfile):
         assert {"key": "llm", "title": "LLM"} in args["extended_tabs"]
         table = next(t for t in args["extended_tables"] if t["key"] == "llm")
         titles = [c["title"] for c in table["structure"]]
-        assert titles[:6] == ["level:scenario", "requests", "failures", "TTFT p50 ms", "TTFT p95 ms", "TTFT p99 ms"]
+        assert titles[:6] == ["level:scenario", "requests", "failures", "TTFT p50 ms", "TTFT p95 ms",
+                              "TTFT p99 ms"]
         assert {"stall %", "interrupted %", "conn reuse %", "goodput req/s", "output tok/s", "jitter p50 ms",
                 "pulse Hz"} <= set(titles)
         assert all("_" not in c["key"] for c in table["structure"])   # the frontend camel-cases row keys
@@ -120,11 +122,12 @@ def test_master_web_ui_merges_both_workers_into_the_llm_tab(tmp_path, locustfile
     # the candidate's stream rhythm, every answer pulsing (its own profile: half of them), no 4 s stall;
     # 80 tokens: long enough to pulse (>= 60) and to show two periods of ~0.3 s
     profile = tmp_path / "pulsing.json"
-    profile.write_text(json.dumps({"extends": "candidate", "pulse": {"probability": 1.0, "stall_every_requests": 0}}))
+    profile.write_text(json.dumps({"extends": "candidate",
+                                   "pulse": {"probability": 1.0, "stall_every_requests": 0}}))
     common = ["-f", locustfile("l1_throughput.py"), "--sim-profile", str(profile), "--max-tokens", "80"]
     base, master, workers = start_master_and_workers(
-        common, tmp_path, master_args=("--autostart", "-u", "6", "-r", "6", "--run-time", "8s", "--autoquit", "30",
-                                       "--expect-workers", "2", "--slo", "ttft_p99<=10s"))
+        common, tmp_path, master_args=("--autostart", "-u", "6", "-r", "6", "--run-time", "8s",
+                                       "--autoquit", "30", "--expect-workers", "2", "--slo", "ttft_p99<=10s"))
     try:
         def both_workers_running():
             report = get_json(base + "/stats/requests")
@@ -160,7 +163,8 @@ def test_master_web_ui_merges_both_workers_into_the_llm_tab(tmp_path, locustfile
             if proc.poll() is None:
                 proc.kill()
     assert master.returncode == 0, master_out[-3000:]
-    seen = [int(m.group(1)) for out in worker_outs for m in re.finditer(r"fourfold worker: (\d+) records", out)]
+    seen = [int(m.group(1)) for out in worker_outs
+            for m in re.finditer(r"fourfold worker: (\d+) records", out)]
     assert len(seen) == 2 and all(n > 0 for n in seen), worker_outs
     summary = json.loads((only_run_dir(tmp_path) / "summary.json").read_text())
     final = re.search(r"LLM\s+l1:saturation\s+(\d+)", master_out)      # Locust's final table

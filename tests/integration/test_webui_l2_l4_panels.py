@@ -67,16 +67,18 @@ def test_l2_ladder_panel_is_merged_and_equals_the_summary_and_records(tmp_path, 
     user's first reconnects."""
     profile = tmp_path / "gateway.json"
     profile.write_text(json.dumps({"extends": "flat", "itl_ms": 30.0}))
-    args = ["-f", locustfile("l2_gateway.py"), "--ladder", "2,8", "--ladder-hold-s", "3", "--sim-profile", str(profile),
+    args = ["-f", locustfile("l2_gateway.py"), "--ladder", "2,8", "--ladder-hold-s", "3",
+            "--sim-profile", str(profile),
             "--max-tokens", "8", "--ignore-eos", "--sim-max-concurrency", "2", "--sim-over-limit", "queue",
             "--slo-ttft-p95-ms", "150", "--think-time-s", "0.4", "--sim-keepalive-timeout-s", "0.2"]
     with _master_and_two_workers(args, tmp_path) as (base, host):
         assert http_post_form(base + "/swarm", {"host": host})["success"] is True
-        first, l2 = wait_for(lambda: (x := _level(base, "l2")) and x[1].get("ladder") and x, 30, what="the live ladder")
+        first, l2 = wait_for(lambda: (x := _level(base, "l2")) and x[1].get("ladder") and x, 30,
+                             what="the live ladder")
         assert first["state"] == "running" and l2["ladder"]["ladder"]["steps"][-1]["users"] == 2
         assert any(r["metric"] == "ladder: current step" and r["value"] == "2 users" for r in first["panels"])
-        wait_for(lambda: (x := _level(base, "l2")) and x[1]["ladder"]["ladder"]["steps"][-1]["users"] == 8, 20,
-                 what="the ladder's second step, live")
+        wait_for(lambda: (x := _level(base, "l2")) and x[1]["ladder"]["ladder"]["steps"][-1]["users"] == 8,
+                 20, what="the ladder's second step, live")
         summary_path = wait_for(lambda: _summaries(tmp_path), 30, what="summary.json at the ladder's end")[0]
         live, l2 = _level(base, "l2") or ({}, {})
         shown = _shown(base)
@@ -84,7 +86,8 @@ def test_l2_ladder_panel_is_merged_and_equals_the_summary_and_records(tmp_path, 
     assert live["finished"] is True and l2 == summary["l2"]
     assert {r["metric"]: r["value"] for r in l2_rows(summary["l2"])}.items() <= shown.items()
     ladder = summary["l2"]["ladder"]["ladder"]
-    assert [s["users"] for s in ladder["steps"]] == [2, 8] and ladder["knee_users"] == summary["l2"]["knee_users"] == 2
+    assert ([s["users"] for s in ladder["steps"]] == [2, 8]
+            and ladder["knee_users"] == summary["l2"]["knee_users"] == 2)
     assert shown["ladder: knee (users)"] == "2" and shown["ladder: current step"] == "8 users"
     records = _measured(summary_path.parent)
     for step in ladder["steps"]:                   # each step's figures: the two workers' records merged
@@ -97,7 +100,8 @@ def test_l2_ladder_panel_is_merged_and_equals_the_summary_and_records(tmp_path, 
         assert shown[f"ladder: {step['users']} users TTFT p95 ms"] == f"{step['ttft_p95_ms']:.1f}"
     assert ladder["steps"][1]["ttft_p95_ms"] > 150 >= ladder["steps"][0]["ttft_p95_ms"]
     conn = summary["l2"]["connections"]["ladder"]
-    assert conn["requests"] == len(records) and conn["conn_reused"] == sum(r["conn_reused"] is True for r in records)
+    assert (conn["requests"] == len(records)
+            and conn["conn_reused"] == sum(r["conn_reused"] is True for r in records))
     assert conn["conn_new"] == sum(r["conn_reused"] is False for r in records)
     assert conn["conn_reconnects"] == sum(bool(r["conn_reconnected"]) for r in records) > 0
     assert shown["ladder: reconnects"] == str(conn["conn_reconnects"])
@@ -110,9 +114,10 @@ def test_l4_ab_session_panel_is_merged_and_equals_the_summary_and_records(tmp_pa
     args = ["-f", locustfile("l4_session.py"), "--think-scale", "0", "--sessions-per-user", "1",
             "--ab-split", "50/50", "--sim-profile", "stepwise", "--ab-profile", "flat"]
     with _master_and_two_workers(args, tmp_path) as (base, host):
-        assert http_post_form(base + "/swarm", {"user_count": "8", "spawn_rate": "8", "host": host})["success"]
-        live, sessions = wait_for(lambda: (x := _level(base, "sessions")) and x[1]["total"]["ended"] == 8 and x, 40,
-                                  what="8 sessions ended, live")
+        assert http_post_form(base + "/swarm",
+                              {"user_count": "8", "spawn_rate": "8", "host": host})["success"]
+        live, sessions = wait_for(lambda: (x := _level(base, "sessions")) and x[1]["total"]["ended"] == 8
+                                  and x, 40, what="8 sessions ended, live")
         assert live["state"] == "running" and set(sessions["by_variant"]) == {"A", "B"}
         rows = {r["metric"]: r["value"] for r in live["panels"]}
         assert {r["metric"]: r["value"] for r in session_rows(sessions)}.items() <= rows.items()
@@ -120,7 +125,7 @@ def test_l4_ab_session_panel_is_merged_and_equals_the_summary_and_records(tmp_pa
         summary_path = wait_for(lambda: _summaries(tmp_path), 30, what="summary.json written on Stop")[0]
         final = _level(base, "sessions")
     summary = json.loads(summary_path.read_text())
-    assert sessions == summary["sessions"] == (final or ({}, {}))[1]          # live (running) = written on Stop
+    assert sessions == summary["sessions"] == (final or ({}, {}))[1]  # live (running) = written on Stop
     finals = [r for r in _records(summary_path.parent) if r["extra"].get("final")]
     assert len(finals) == 8
     for variant, block in summary["sessions"]["by_variant"].items():
@@ -131,4 +136,5 @@ def test_l4_ab_session_panel_is_merged_and_equals_the_summary_and_records(tmp_pa
         assert block["rounds_mean"] == pytest.approx(sum(e["rounds"] for e in mine) / len(mine), rel=1e-12)
         assert rows[f"{variant}: completion"] == f"{100 * block['completion_rate']:.2f} %"
         assert rows[f"{variant}: rounds per session"] == f"{block['rounds_mean']:.3f}"
-    assert summary["sessions"]["by_variant"]["B"]["rounds"] == {"1": summary["sessions"]["by_variant"]["B"]["ended"]}
+    assert summary["sessions"]["by_variant"]["B"]["rounds"] == \
+        {"1": summary["sessions"]["by_variant"]["B"]["ended"]}

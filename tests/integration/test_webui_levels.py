@@ -39,7 +39,8 @@ def _records(run: Path) -> list[dict[str, Any]]:
 
 def _summaries(base: Path) -> list[Path]:
     runs = base / "runs"
-    return sorted(p / "summary.json" for p in runs.iterdir() if (p / "summary.json").is_file()) if runs.is_dir() else []
+    return (sorted(p / "summary.json" for p in runs.iterdir() if (p / "summary.json").is_file())
+            if runs.is_dir() else [])
 
 
 def _host(base: str) -> str:
@@ -90,17 +91,20 @@ def test_l3_live_panel_moves_while_running_and_equals_the_summary_at_stop(tmp_pa
         rag = first["blocks"]["rag"]
         assert rag["recall_at_k"] is not None and 0 <= rag["recall_at_k"] <= 1
         assert any(r["metric"].startswith("recall@") and r["value"] != "-" for r in first["panels"])
-        later = wait_for(lambda: (x := _rag_live(base, rag["requests"] + 5)) and x, 40, what="the block moving")
+        later = wait_for(lambda: (x := _rag_live(base, rag["requests"] + 5)) and x, 40,
+                         what="the block moving")
         assert later["blocks"]["rag"]["requests"] > rag["requests"]
         assert sum(later["stage_means_ms"].values()) > 0
-        stages = wait_for(lambda: (c := get_json(base + "/fourfold/charts.json")) and c["stages"]["t_s"] and c, 20,
-                          what="the stage means over time")["stages"]
+        stages = wait_for(lambda: (c := get_json(base + "/fourfold/charts.json")) and c["stages"]["t_s"]
+                          and c, 20, what="the stage means over time")["stages"]
         names = [n for n in stages if n != "t_s"]
-        assert set(names) == set(later["stage_means_ms"]) and all(v > 0 for v in stages[names[0]] if v is not None)
+        assert (set(names) == set(later["stage_means_ms"])
+                and all(v > 0 for v in stages[names[0]] if v is not None))
         status, _, page = http_get(base + "/fourfold/charts")
         assert status == 200 and "levels.json" in page and 'id="stagebar"' in page
         assert http_post_form(base + "/stop", {})["success"] is True
-        wait_for(lambda: (get_json(base + "/stats/requests") or {}).get("state") == "stopped", 30, what="stopped")
+        wait_for(lambda: (get_json(base + "/stats/requests") or {}).get("state") == "stopped", 30,
+                 what="stopped")
         _check_final(base, tmp_path)
     finally:
         out = finish(proc, terminate=True)
@@ -113,11 +117,13 @@ def test_master_two_workers_live_panel_is_merged(tmp_path, locustfile):
     try:
         host = _host(base)
         wait_for(lambda: ready_workers(base) == 2, 40, what="two ready workers")
-        assert http_post_form(base + "/swarm", {"user_count": "4", "spawn_rate": "4", "host": host})["success"]
+        assert http_post_form(base + "/swarm",
+                              {"user_count": "4", "spawn_rate": "4", "host": host})["success"]
         running = wait_for(lambda: _rag_live(base, 8), 40, what="the merged live rag block")
         assert running["blocks"]["rag"]["recall_at_k"] is not None
         assert http_post_form(base + "/stop", {})["success"] is True
-        wait_for(lambda: (get_json(base + "/stats/requests") or {}).get("state") == "stopped", 30, what="stopped")
+        wait_for(lambda: (get_json(base + "/stats/requests") or {}).get("state") == "stopped", 30,
+                 what="stopped")
         live, summary = _check_final(base, tmp_path)
     finally:
         master_out = finish(master, timeout=40, terminate=True)
@@ -139,18 +145,21 @@ def test_master_two_workers_live_panel_is_merged(tmp_path, locustfile):
 def test_l1_telemetry_panel_and_chart_follow_the_sampler(tmp_path, locustfile):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    proc = start_locust(["-f", locustfile("l1_throughput.py"), "--web-host", "127.0.0.1", "--web-port", str(port),
-                         "--sample-interval", "0.5", *COMMON], tmp_path)
+    proc = start_locust(["-f", locustfile("l1_throughput.py"), "--web-host", "127.0.0.1",
+                         "--web-port", str(port), "--sample-interval", "0.5", *COMMON], tmp_path)
     try:
         host = _host(base)
         assert http_post_form(base + "/swarm", {"user_count": "2", "spawn_rate": "2", "host": host,
                                                 "metrics_url": ""})["success"] is True
         live = wait_for(lambda: (x := get_json(base + "/fourfold/levels.json")) and
-                        ((x["blocks"].get("server_metrics") or {}).get("metrics") or {}).get("server.kv_cache_usage_pct") and x,
+                        ((x["blocks"].get("server_metrics") or {}).get("metrics")
+                         or {}).get("server.kv_cache_usage_pct") and x,
                         30, what="telemetry in the live block")
-        assert any(r["panel"] == "telemetry" and r["metric"] == "server.kv_cache_usage_pct" for r in live["panels"])
+        assert any(r["panel"] == "telemetry" and r["metric"] == "server.kv_cache_usage_pct"
+                   for r in live["panels"])
         assert any(r["metric"] == "output tok/s" and r["value"] != "-" for r in live["panels"])
-        tele = wait_for(lambda: (c := get_json(base + "/fourfold/charts.json")) and len(c["telemetry"]["t_s"]) >= 2
+        tele = wait_for(lambda: (c := get_json(base + "/fourfold/charts.json"))
+                        and len(c["telemetry"]["t_s"]) >= 2
                         and c["telemetry"], 30, what="the telemetry chart's rows")
         assert "server.kv_cache_usage_pct" in tele and tele["server.kv_cache_usage_pct"][-1] is not None
         assert http_post_form(base + "/stop", {})["success"] is True

@@ -33,7 +33,8 @@ def test_second_test_counts_its_own_workers_and_its_slo_verdict_is_the_exit_code
         wait_for(lambda: ready_workers(base) == 2, 40, what="two ready workers")
         fields = {"user_count": "4", "spawn_rate": "4", "host": host, "metrics_url": ""}
         first = _one_test(base, {**fields, "slo": "ttft_p95<=0.01ms"}, "l1:saturation", 8)    # misses
-        wait_for(lambda: len(_run_dirs(tmp_path)) == 1 and (_run_dirs(tmp_path)[0] / "summary.json").is_file(),
+        wait_for(lambda: len(_run_dirs(tmp_path)) == 1
+                 and (_run_dirs(tmp_path)[0] / "summary.json").is_file(),
                  20, what="the first summary.json")
         finish(workers[1], terminate=True)                      # a worker quits between the tests
         wait_for(lambda: ready_workers(base) == 1, 20, what="one worker left")
@@ -53,4 +54,5 @@ def test_second_test_counts_its_own_workers_and_its_slo_verdict_is_the_exit_code
         assert summary["total"]["requests"] == requests == locust_row(report, "l1:saturation")["num_requests"]
     one, two = (s["workers"] for s in summaries)
     assert one["count"] == 2 and one["stopped_reporting"] == [] and one["unaccounted"] == 0
-    assert two["count"] == 1 and two["stopped_reporting"] == [] and two["unaccounted"] == 0   # its own test only
+    # its own test only
+    assert two["count"] == 1 and two["stopped_reporting"] == [] and two["unaccounted"] == 0

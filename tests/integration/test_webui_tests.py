@@ -30,7 +30,8 @@ from tests.integration.webui_support import (
 )
 
 pytestmark = pytest.mark.integration
-L4_ONLY = {"think_scale", "patience_scale", "sessions_per_user", "ab_split", "ab_host", "ab_profile", "ab_seed"}
+L4_ONLY = {"think_scale", "patience_scale", "sessions_per_user", "ab_split", "ab_host", "ab_profile",
+           "ab_seed"}
 
 
 def _records(run: Path) -> list[dict[str, Any]]:
@@ -110,7 +111,8 @@ def test_l3_stop_then_new_writes_two_run_directories(tmp_path, locustfile):
         assert summary["total"]["requests"] == len(records) > 0
         assert summary["rag"]["requests"] == len([r for r in records if r["level"] == "l3"])
         tokens = sum(r["output_tokens"] or 0 for r in records)
-        span = max(r["started_at"] + r["e2e_ms"] / 1000 for r in records) - min(r["started_at"] for r in records)
+        span = (max(r["started_at"] + r["e2e_ms"] / 1000 for r in records)
+                - min(r["started_at"] for r in records))
         assert summary["total"]["output_tps"] == pytest.approx(tokens / span, rel=0.02)   # no idle time in it
         total += summary["total"]["requests"]
     assert out.count("fourfold: run directory") == 2 and out.count("recall@") >= 2, out[-3000:]
@@ -123,7 +125,8 @@ def test_master_stop_then_new_merges_both_workers_into_each_run_directory(tmp_pa
     shown: list[int] = []
     try:
         _, _, page = wait_for(lambda: (r := http_get(base + "/"))[0] == 200 and r, 40, what="the web UI")
-        host = json.loads(re.search(r"window\.templateArgs = (\{.*?\})\s*</script>", page, re.S).group(1))["host"]
+        host = json.loads(re.search(r"window\.templateArgs = (\{.*?\})\s*</script>", page,
+                                    re.S).group(1))["host"]
         for at_least in (12, 8):
             wait_for(lambda: ready_workers(base) == 2, 40, what="two ready workers")
             report = _one_test(base, {"user_count": "4", "spawn_rate": "4", "host": host}, "l3:rag", at_least)
@@ -147,7 +150,8 @@ def test_master_stop_then_new_merges_both_workers_into_each_run_directory(tmp_pa
         assert summary["rag"]["requests"] == len(records)
         assert summary["total"]["output_tokens_total"] == sum(r["output_tokens"] or 0 for r in records)
         assert summary["workers"]["count"] == 2 and summary["workers"]["stopped_reporting"] == []
-        assert summary["generator"]["processes"] == 2 and summary["generator"]["samples"] > 0   # both workers, each test
+        # both workers, each test
+        assert summary["generator"]["processes"] == 2 and summary["generator"]["samples"] > 0
 
 
 def test_headless_html_report_and_csv_hold_the_llm_metrics(tmp_path, locustfile):
@@ -157,11 +161,12 @@ def test_headless_html_report_and_csv_hold_the_llm_metrics(tmp_path, locustfile)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     summary = json.loads((only_run_dir(tmp_path) / "summary.json").read_text())   # one run directory, as ever
     page = (tmp_path / "report.html").read_text()
-    assert page.count('id="fourfold-llm"') == 1 and "window.templateArgs" in page      # Locust's report, extended
+    # Locust's report, extended
+    assert page.count('id="fourfold-llm"') == 1 and "window.templateArgs" in page
     flat = page.replace("\n", "")
     assert re.search(r"<td[^>]*>Aggregated</td><td[^>]*>" + str(summary["total"]["requests"]) + "<", flat)
-    assert "ttft_p95 &lt;= 5000 ms" in page and ">pass<" in flat                      # the SLO verdict
-    assert (tmp_path / "out_stats.csv").is_file()                                      # Locust's own, beside ours
+    assert "ttft_p95 &lt;= 5000 ms" in page and ">pass<" in flat  # the SLO verdict
+    assert (tmp_path / "out_stats.csv").is_file()                 # Locust's own, beside ours
     rows = list(csv.DictReader(io.StringIO((tmp_path / "out_llm.csv").read_text())))
     assert [r["name"] for r in rows] == ["l1:saturation", "Aggregated"]
     assert int(rows[-1]["requests"]) == summary["total"]["requests"]

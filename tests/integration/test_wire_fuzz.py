@@ -70,17 +70,19 @@ def server():
 
 HEADS = st.sampled_from([
     b"", b"HTTP/1.1 200 OK\r\n\r\n", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
-    b"HTTP/1.1 200 OK\r\nContent-Length: 40\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nContent-Length: 40\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n",
     b"HTTP/1.1 100 Continue\r\n\r\n", b"HTTP/1.1 429 Too Many\r\nContent-Length: 5\r\n\r\n",
     b"HTTP/1.1 abc\r\n\r\n", b"HTTP/2 200\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n",
 ])
 BODIES = st.lists(st.one_of(st.binary(max_size=60), st.sampled_from([
-    b"data: [DONE]\n\n", b'data: {"choices":[{"delta":{"content":"x"}}]}\n\n', b"5\r\nhello\r\n", b"0\r\n\r\n",
-    b"\xff\xfe\xfd", b"\r\n\r\n", b"ffffffff\r\n", b"HTTP/1.1 200 OK\r\n"])), max_size=8)
+    b"data: [DONE]\n\n", b'data: {"choices":[{"delta":{"content":"x"}}]}\n\n', b"5\r\nhello\r\n",
+    b"0\r\n\r\n", b"\xff\xfe\xfd", b"\r\n\r\n", b"ffffffff\r\n", b"HTTP/1.1 200 OK\r\n"])), max_size=8)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(head=HEADS, body=BODIES, dialect=st.sampled_from(["openai", "anthropic", "triton"]), stream=st.booleans())
+@given(head=HEADS, body=BODIES, dialect=st.sampled_from(["openai", "anthropic", "triton"]),
+       stream=st.booleans())
 def test_random_bytes_from_the_socket_are_classified(server: RandomServer, head: bytes, body: list[bytes],
                                                      dialect: str, stream: bool) -> None:
     server.payload = head + b"".join(body)

@@ -30,14 +30,16 @@ def start_master_and_workers(args: list[str], cwd: Path, workers: int = 2, maste
     master = start_locust([*args, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
                            str(master_port), "--web-host", "127.0.0.1", "--web-port", str(web_port),
                            *master_args], cwd)
-    procs = [start_locust([*args, "--worker", "--master-host", "127.0.0.1", "--master-port", str(master_port)], cwd)
+    procs = [start_locust([*args, "--worker", "--master-host", "127.0.0.1",
+                           "--master-port", str(master_port)], cwd)
              for _ in range(workers)]
     return f"http://127.0.0.1:{web_port}", master, procs
 
 
 def ready_workers(base: str) -> int:
     """How many workers the master at ``base`` lists as ready."""
-    return len([w for w in (get_json(base + "/stats/requests") or {}).get("workers") or () if w["state"] == "ready"])
+    return len([w for w in (get_json(base + "/stats/requests") or {}).get("workers") or ()
+                if w["state"] == "ready"])
 
 
 def finish(proc: subprocess.Popen[str], timeout: float = 30, terminate: bool = False) -> str:
@@ -65,7 +67,8 @@ def http_get(url: str, timeout: float = 5) -> tuple[int, str, str]:
 
 def http_post_form(url: str, fields: dict[str, str], timeout: float = 10) -> dict[str, Any]:
     data = urllib.parse.urlencode(fields).encode()
-    with urllib.request.urlopen(urllib.request.Request(url, data=data, method="POST"), timeout=timeout) as resp:
+    with urllib.request.urlopen(urllib.request.Request(url, data=data, method="POST"),
+                                timeout=timeout) as resp:
         return json.loads(resp.read())
 
 

@@ -53,7 +53,8 @@ def test_the_build_context_holds_what_is_copied_and_nothing_local():
         assert (REPO / src).exists(), src
         assert not _is_ignored(src, patterns), src
     for local in (".venv/bin/python", "runs/x/records.jsonl", "reports-out/r.md", ".git/HEAD",
-                  "fourfold/__pycache__/cli.cpython-311.pyc", "fourfold/reports/_records_scan.cpython-311.so"):
+                  "fourfold/__pycache__/cli.cpython-311.pyc",
+                  "fourfold/reports/_records_scan.cpython-311.so"):
         assert _is_ignored(local, patterns), local
 
 
@@ -68,7 +69,7 @@ def test_fourfold_goes_in_as_a_wheel_with_cpu_torch_at_the_constraint_pin():
     assert " -e " not in installs and "--editable" not in installs
     pins = [line for line in (REPO / "constraints-cpu.txt").read_text().splitlines()
             if line.strip() and not line.startswith("#")]
-    assert pins and all(line.startswith("torch") for line in pins), pins   # all of it comes from the CPU index
+    assert pins and all(line.startswith("torch") for line in pins), pins  # all of it comes from the CPU index
     assert ("COPY", "--from=build /wheels /wheels") in final
 
 

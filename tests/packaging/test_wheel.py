@@ -39,9 +39,12 @@ class MyThroughput(levels.ThroughputUser):
 '''
 
 
-def _run(command: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
-    assert proc.returncode == 0, f"{' '.join(command)} exited {proc.returncode}\n{(proc.stdout + proc.stderr)[-4000:]}"
+def _run(command: list[str], cwd: Path, env: dict[str, str],
+         timeout: float) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+                          check=False)
+    assert proc.returncode == 0, \
+        f"{' '.join(command)} exited {proc.returncode}\n{(proc.stdout + proc.stderr)[-4000:]}"
     return proc
 
 
@@ -49,15 +52,16 @@ def _run(command: list[str], cwd: Path, env: dict[str, str], timeout: float) -> 
 def installed(tmp_path_factory):
     """(venv's bin folder, its site-packages, the wheel) for a wheel built from this checkout."""
     base = tmp_path_factory.mktemp("wheel")
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(base / "dist"),
-          str(REPO)], base, dict(os.environ), 600)
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+          "-w", str(base / "dist"), str(REPO)], base, dict(os.environ), 600)
     wheel = next((base / "dist").glob("fourfold-*.whl"))
     venv = base / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], base, dict(os.environ), 120)
     python = venv / "bin" / "python"
-    _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q", str(wheel)], base,
-         dict(os.environ), 300)
-    site = Path(subprocess.check_output([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+    _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q", str(wheel)],
+         base, dict(os.environ), 300)
+    site = Path(subprocess.check_output([str(python),
+                                         "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                                         text=True).strip())
     (site / "_fourfold_test_deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
     return venv / "bin", site, wheel
@@ -77,12 +81,14 @@ def _files(site: Path) -> set[str]:
 def test_the_wheel_holds_one_package_with_its_data_and_extension(installed):
     _, _, wheel = installed
     names = zipfile.ZipFile(wheel).namelist()
-    assert {name.split("/")[0] for name in names} == {"fourfold", wheel.name.split("-")[0] + "-0.1.0.dist-info"}
+    assert {name.split("/")[0] for name in names} == {"fourfold",
+                                                      wheel.name.split("-")[0] + "-0.1.0.dist-info"}
     for expected in ("fourfold/data/prompts/prompts.jsonl", "fourfold/data/rag/corpus.jsonl",
                      "fourfold/data/rag/questions.jsonl", "fourfold/data/sessions/sessions.jsonl",
                      "fourfold/targets/profiles/baseline.json", "fourfold/locustfiles/l3_rag.py",
                      "fourfold/locustfiles/l1_throughput.py", "fourfold/data/datasets/sharegpt_sample.json",
-                     "fourfold/data/datasets/sharegpt_sample.parquet", "fourfold/data/datasets/openai_sample.jsonl",
+                     "fourfold/data/datasets/sharegpt_sample.parquet",
+                     "fourfold/data/datasets/openai_sample.jsonl",
                      "fourfold/data/datasets/trace_sample.jsonl"):
         assert expected in names, expected
     for extension in ("fourfold/reports/_records_scan.", "fourfold/client/_hotpath."):
@@ -91,13 +97,14 @@ def test_the_wheel_holds_one_package_with_its_data_and_extension(installed):
 
 def test_installed_fourfold_is_the_wheel_not_the_checkout(installed, tmp_path):
     bin_dir, site, _ = installed
-    code = ("import fourfold, fourfold.reports.recordlines as r, fourfold.client.native as n, fourfold.levels; "
-            "print(fourfold.__file__); print(r._records_scan is not None); print(n.drain is not None); "
-            "print(n._hotpath.__file__)")
+    code = ("import fourfold, fourfold.reports.recordlines as r, fourfold.client.native as n, "
+            "fourfold.levels; print(fourfold.__file__); print(r._records_scan is not None); "
+            "print(n.drain is not None); print(n._hotpath.__file__)")
     out = _run([str(bin_dir / "python"), "-c", code], tmp_path, _env(bin_dir), 120).stdout.split()
     assert Path(out[0]).is_relative_to(site) and out[1] == "True" and out[2] == "True"
     assert Path(out[3]).is_relative_to(site)          # the C steps of the wheel, not the checkout's
-    located = _run([str(bin_dir / "fourfold"), "locustfile", "l3"], tmp_path, _env(bin_dir), 60).stdout.strip()
+    located = _run([str(bin_dir / "fourfold"), "locustfile", "l3"], tmp_path,
+                   _env(bin_dir), 60).stdout.strip()
     assert Path(located) == site / "fourfold" / "locustfiles" / "l3_rag.py"
 
 
@@ -112,16 +119,17 @@ def test_demo_stock_and_own_locustfiles_run_from_an_empty_directory(installed, t
     demo = _run([str(bin_dir / "fourfold"), "demo", "--quick", "--out", "demo"], work, env, 600)
     assert (work / "demo" / "report.md").is_file() and (work / "demo" / "report.html").is_file()
     runs = sorted(p.name.split("-demo-", 1)[1] for p in (work / "demo" / "runs").iterdir())
-    assert runs == sorted(f"{side}-{level}-{rep}" for side in ("baseline", "candidate") for level in ("l1", "l2", "l3", "l4")
+    assert runs == sorted(f"{side}-{level}-{rep}" for side in ("baseline", "candidate")
+                          for level in ("l1", "l2", "l3", "l4")
                           for rep in (1, 2))
     assert "## Article check" in demo.stdout
 
     stock = _run([str(bin_dir / "fourfold"), "locustfile", "l1"], work, env, 60).stdout.strip()
-    _run([str(bin_dir / "python"), "-m", "locust", "-f", stock, "--headless", "-u", "2", "-r", "2", "-t", "4s",
-          "--max-tokens", "8", "--label", "stock", "--only-summary"], work, env, 120)
+    _run([str(bin_dir / "python"), "-m", "locust", "-f", stock, "--headless", "-u", "2", "-r", "2",
+          "-t", "4s", "--max-tokens", "8", "--label", "stock", "--only-summary"], work, env, 120)
     (work / "mine.py").write_text(USER_LOCUSTFILE)
-    _run([str(bin_dir / "python"), "-m", "locust", "-f", "mine.py", "--headless", "-u", "2", "-r", "2", "-t", "4s",
-          "--max-tokens", "8", "--label", "mine", "--only-summary"], work, env, 120)
+    _run([str(bin_dir / "python"), "-m", "locust", "-f", "mine.py", "--headless", "-u", "2", "-r", "2",
+          "-t", "4s", "--max-tokens", "8", "--label", "mine", "--only-summary"], work, env, 120)
 
     runs = {p.name.split("-", 2)[-1]: p for p in (work / "runs").iterdir()}
     assert set(runs) >= {"stock", "mine"}, sorted(runs)
@@ -134,7 +142,7 @@ def test_demo_stock_and_own_locustfiles_run_from_an_empty_directory(installed, t
         assert summary["total"]["ok"] == ok and summary["total"]["failures"] == 0
     gate = subprocess.run([str(bin_dir / "fourfold"), "check", str(runs["mine"].relative_to(work)), "--slo",
                            "ttft_p95<=1ms"], cwd=work, env=env, capture_output=True, text=True, timeout=120)
-    assert gate.returncode == 3 and "ttft_p95" in gate.stdout, gate.stdout + gate.stderr   # a relative run dir
+    assert gate.returncode == 3 and "ttft_p95" in gate.stdout, gate.stdout + gate.stderr  # a relative run dir
     assert _files(site) == before, "a command wrote into the installation"
 
 
@@ -147,7 +155,8 @@ def test_the_container_images_command_runs_from_an_unrelated_directory(installed
     argv = [str(bin_dir / "python"), "-m", "locust", *argv[1:]]
     argv[argv.index("-t") + 1] = "4s"
     env = _env(bin_dir)
-    env.update({k: v.replace(IMAGE_LOCUSTFILES, str(site / "fourfold" / "locustfiles")) for k, v in image_env.items()})
+    env.update({k: v.replace(IMAGE_LOCUSTFILES, str(site / "fourfold" / "locustfiles"))
+                for k, v in image_env.items()})
     assert Path(env["LOCUST_LOCUSTFILE"]).is_file()
     home = tmp_path / "home"
     home.mkdir()

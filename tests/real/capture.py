@@ -31,7 +31,8 @@ REQUESTS: dict[str, dict[str, Any]] = {
 }
 
 
-def capture(base_url: str, body: dict[str, Any], timeout_s: float = 120.0) -> tuple[int, dict[str, str], bytes]:
+def capture(base_url: str, body: dict[str, Any],
+            timeout_s: float = 120.0) -> tuple[int, dict[str, str], bytes]:
     """POST ``body`` to ``/v1/chat/completions``: (status, headers, the body's raw bytes)."""
     with httpx.Client(timeout=timeout_s) as client, client.stream(
             "POST", base_url.rstrip("/") + "/v1/chat/completions", json=body) as response:

@@ -99,10 +99,10 @@ def start_llama_server(tmp: Path, *, n_threads: int = N_THREADS, n_ctx: int = N_
     queues requests instead (False), as a load test against it should."""
     port = free_port()
     log_path = tmp / f"llama-server-{port}.log"
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path()), "--model_alias", MODEL_ALIAS,
-               "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads),
-               "--n_threads_batch", str(n_threads), "--verbose", "true",
-               "--interrupt_requests", str(interrupt_requests).lower()]
+    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path()),
+               "--model_alias", MODEL_ALIAS, "--host", "127.0.0.1", "--port", str(port),
+               "--n_ctx", str(n_ctx), "--n_threads", str(n_threads), "--n_threads_batch", str(n_threads),
+               "--verbose", "true", "--interrupt_requests", str(interrupt_requests).lower()]
     log = log_path.open("wb")
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -110,7 +110,8 @@ def start_llama_server(tmp: Path, *, n_threads: int = N_THREADS, n_ctx: int = N_
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
         if process.poll() is not None:
-            raise RuntimeError(f"llama_cpp.server exited {process.returncode}:\n{log_path.read_text()[-3000:]}")
+            raise RuntimeError(f"llama_cpp.server exited {process.returncode}:\n"
+                               f"{log_path.read_text()[-3000:]}")
         try:
             with urllib.request.urlopen(url + "/v1/models", timeout=2) as response:
                 json.loads(response.read())
@@ -121,7 +122,8 @@ def start_llama_server(tmp: Path, *, n_threads: int = N_THREADS, n_ctx: int = N_
                 raise RuntimeError(f"llama_cpp.server did not answer /v1/models in {START_TIMEOUT_S:g}s:\n"
                                    f"{log_path.read_text()[-3000:]}") from None
             time.sleep(0.3)
-    # one tiny completion first: the first decode allocates llama.cpp's compute buffers (seconds on a busy CPU)
+    # one tiny completion first: the first decode allocates llama.cpp's compute buffers
+    # (seconds on a busy CPU)
     warm = json.dumps({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}).encode()
     with urllib.request.urlopen(urllib.request.Request(url + "/v1/chat/completions", data=warm, headers={
             "content-type": "application/json"}), timeout=START_TIMEOUT_S) as response:

@@ -47,7 +47,8 @@ def access_log_posts(log: str, path: str = "/v1/chat/completions") -> list[int]:
 
 def run_real(server: LlamaServer, base: Path, locustfile: str, *, users: int, seconds: float,
              extra: list[str] = (), host: str | None = None, timeout: float = 150) -> RealRun:
-    """``locust -f <stock locustfile> --headless`` against the real server (or ``host``), run dir under ``base``."""
+    """``locust -f <stock locustfile> --headless`` against the real server (or ``host``), run dir
+    under ``base``."""
     base.mkdir(parents=True, exist_ok=True)
     mark = server.mark()
     args = ["-f", str(LOCUSTFILES / locustfile), "--headless", "-u", str(users), "-r", str(users),
@@ -63,13 +64,15 @@ def run_real(server: LlamaServer, base: Path, locustfile: str, *, users: int, se
                    server_log=server.log_since(mark))
 
 
-def assert_every_request_classified(run: RealRun, allowed: set[str], *, path: str = "/v1/chat/completions") -> None:
+def assert_every_request_classified(run: RealRun, allowed: set[str], *,
+                                    path: str = "/v1/chat/completions") -> None:
     """No traceback, no client_error; every class known and allowed; one record per request the server
     answered (its access log), give or take the requests still queued when the run stopped."""
     assert "Traceback" not in run.output, run.output[-3000:]
     classes = run.classes()
     assert set(classes) <= set(ERROR_CLASSES), classes
-    assert "client_error" not in classes, [r["error_detail"] for r in run.records if r["error_class"] == "client_error"]
+    assert "client_error" not in classes, [r["error_detail"] for r in run.records
+                                           if r["error_class"] == "client_error"]
     assert set(classes) <= allowed | {"cancelled"}, (classes, [r["error_detail"] for r in run.records][:5])
     answered = access_log_posts(run.server_log, path)
     assert set(answered) <= {200}, answered

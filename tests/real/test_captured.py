@@ -85,7 +85,8 @@ def test_fresh_stream_has_the_stored_shape(fresh, name):
 
     max_tokens = REQUESTS[name.removesuffix(".sse")]["max_tokens"]
     now, then = parsed(fresh[name], True), parsed(stored, True)
-    assert (now.terminal, now.error_class, now.input_tokens) == (then.terminal, then.error_class, then.input_tokens)
+    assert (now.terminal, now.error_class, now.input_tokens) == (then.terminal, then.error_class,
+                                                                 then.input_tokens)
     events = content_events(fresh[name])
     assert now.text == "".join(e["content"] for e in events) and now.text.strip()
     assert len(events) == now.content_deltas            # each chunk read as one delta

@@ -6,7 +6,8 @@ What llama.cpp (through llama-cpp-python) really does, and what these tests hold
 - an answer cut at ``max_tokens`` ends with ``finish_reason: "length"`` and no usage: ``truncated``
   without ``--ignore-eos`` (which llama-cpp-python does not honour either), ``ok`` with it;
 - one model, one lock: requests are served one at a time (``--interrupt_requests false`` here; the
-  default cuts the running stream short: test_tools.py::test_stock_server_cuts_a_running_stream_when_another_arrives);
+  default cuts the running stream short:
+  test_tools.py::test_stock_server_cuts_a_running_stream_when_another_arrives);
 - ``/metrics`` answers 404: the L1 sampler says so once, not once per sample.
 """
 
@@ -29,7 +30,8 @@ MAX_TOKENS = 32
 @pytest.fixture(scope="module")
 def l1_run(llama, tmp_path_factory):
     return run_real(llama, tmp_path_factory.mktemp("l1"), "l1_throughput.py", users=1, seconds=10,
-                    extra=["--max-tokens", str(MAX_TOKENS), "--warmup-requests", "1", "--sample-interval", "0.5"])
+                    extra=["--max-tokens", str(MAX_TOKENS), "--warmup-requests", "1",
+                           "--sample-interval", "0.5"])
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +48,8 @@ def test_l1_every_request_classified_and_cut_answers_are_truncated(l1_run):
     assert len(run.measured) >= 2
     for r in run.measured:
         assert r["terminal"] and r["text"], r
-        assert r["output_tokens_source"] == "chunks" and r["content_chunks"] <= r["output_tokens"] <= MAX_TOKENS
+        assert (r["output_tokens_source"] == "chunks"
+                and r["content_chunks"] <= r["output_tokens"] <= MAX_TOKENS)
         if r["finish_reason"] == "length":          # no usage in the stream: the chunks are the count
             assert r["error_class"] == "truncated" and r["output_tokens"] >= MAX_TOKENS - 8
         else:
@@ -96,7 +99,8 @@ def test_ignore_eos_is_ignored_by_the_server(llama):
     """Why fourfold score counts an ignore_eos answer that ended by "stop" as not padded
     (tests/fingerprint/test_ignore_eos_not_honoured.py)."""
     status, _, raw = capture(llama.url, {"model": "smollm2-135m", "max_tokens": 64, "ignore_eos": True,
-                                         "temperature": 0, "messages": [{"role": "user", "content": STOP_PROMPT}]})
+                                         "temperature": 0,
+                                         "messages": [{"role": "user", "content": STOP_PROMPT}]})
     body = json.loads(raw)
     assert status == 200 and body["choices"][0]["finish_reason"] == "stop"
     assert body["usage"]["completion_tokens"] < 64
@@ -146,6 +150,8 @@ def test_l4_a_few_sessions(llama, tmp_path):
     assert len(turns) == len(run.measured), turns
     for session in {r["extra"]["session_id"] for r in run.measured}:
         history = [r["extra"]["messages"] for r in run.measured if r["extra"]["session_id"] == session]
-        assert history == sorted(history) and history[0] == 1, history     # the conversation grows turn by turn
+        # the conversation grows turn by turn
+        assert history == sorted(history) and history[0] == 1, history
     sessions = run.summary["sessions"]["total"]
-    assert sessions["started"] == 2 and sessions["ended"] + sessions["cut"] == 2 and sessions["ended"] >= 1, sessions
+    assert (sessions["started"] == 2 and sessions["ended"] + sessions["cut"] == 2
+            and sessions["ended"] >= 1), sessions

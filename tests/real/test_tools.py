@@ -45,16 +45,18 @@ def test_probe_tokens_reads_the_servers_usage(llama):
     prompt = "Say hi."
     [row] = probe(llama, "tokens", "--prompt", prompt)
     assert row["error"] == "", row
-    status, _, raw = capture(llama.url, {"model": MODEL_ALIAS, "messages": [{"role": "user", "content": prompt}],
-                                         "max_tokens": 8})
+    status, _, raw = capture(llama.url, {"model": MODEL_ALIAS,
+                                         "messages": [{"role": "user", "content": prompt}], "max_tokens": 8})
     usage = json.loads(raw)["usage"]
-    assert status == 200 and row["input_tokens"] == usage["prompt_tokens"] > 3   # the chat template's tokens too
+    # the chat template's tokens too
+    assert status == 200 and row["input_tokens"] == usage["prompt_tokens"] > 3
     assert 0 < row["output_tokens"] <= 256
 
 
 @pytest.fixture(scope="module")
 def stock_server(tmp_path_factory):
-    """A second server as ``python -m llama_cpp.server`` starts by default (interrupt_requests on), on 1 thread."""
+    """A second server as ``python -m llama_cpp.server`` starts by default (interrupt_requests on),
+    on 1 thread."""
     server = start_llama_server(tmp_path_factory.mktemp("stock"), n_threads=1, interrupt_requests=True)
     yield server
     stop(server.process)
@@ -66,7 +68,8 @@ def two_configurations(llama, stock_server, tmp_path_factory):
     stock one (1 thread)."""
     base = tmp_path_factory.mktemp("compare")
     extra = ["--max-tokens", "24", "--warmup-requests", "0", "--metrics-url", "off"]
-    two = run_real(llama, base / "two", "l1_throughput.py", users=1, seconds=8, extra=[*extra, "--label", "threads2"])
+    two = run_real(llama, base / "two", "l1_throughput.py", users=1, seconds=8,
+                   extra=[*extra, "--label", "threads2"])
     one = run_real(stock_server, base / "one", "l1_throughput.py", users=1, seconds=8,
                    extra=[*extra, "--label", "threads1"])
     return base, two, one

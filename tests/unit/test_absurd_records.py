@@ -20,7 +20,8 @@ from fourfold.reports.records import read_record_table
 from fourfold.rundir.runread import RunLogWarning, read_records
 from tests.unit.test_cli_errors import write_run
 
-START = 1_767_225_600.0      # write_run's first started_at; record i starts i s later, offsets 100+i, 120+i, 140+i
+# write_run's first started_at; record i starts i s later, offsets 100+i, 120+i, 140+i
+START = 1_767_225_600.0
 
 
 def damage_line(run: Path, change: Callable[[dict], str | dict]) -> Path:
@@ -57,8 +58,10 @@ ABSURD: list[tuple[str, Callable[[dict], str | dict], str]] = [
      "a record with a value of the wrong kind (ttft_ms is not a number)"),
     ("status a text", lambda r: {**r, "status": "200"},
      "a record with a value of the wrong kind (status is not a number)"),
-    ("negative tokens", lambda r: {**r, "output_tokens": -3}, "a record with an impossible output_tokens (-3.0)"),
-    ("astronomic tokens", lambda r: {**r, "output_tokens": 1e29}, "a record with an impossible output_tokens (1e+29)"),
+    ("negative tokens", lambda r: {**r, "output_tokens": -3},
+     "a record with an impossible output_tokens (-3.0)"),
+    ("astronomic tokens", lambda r: {**r, "output_tokens": 1e29},
+     "a record with an impossible output_tokens (1e+29)"),
     ("status 2000", lambda r: {**r, "status": 2000}, "a record with an impossible status (2000.0)"),
     ("an offset 1e14 ms", lambda r: {**r, "chunk_offsets_ms": [102.0, 1e14]},
      "a record with chunk offsets that are NaN, infinite or beyond 31 days"),
@@ -68,9 +71,9 @@ ABSURD: list[tuple[str, Callable[[dict], str | dict], str]] = [
 KEPT = [0, 1, 3, 4, 5]        # the records left
 
 
-@pytest.mark.parametrize("native", [pytest.param(True, marks=pytest.mark.skipif(_records_scan is None,
-                                                                                   reason="scanner not built")),
-                                    False], ids=["scanner", "fallback"])
+@pytest.mark.parametrize("native", [
+    pytest.param(True, marks=pytest.mark.skipif(_records_scan is None, reason="scanner not built")),
+    False], ids=["scanner", "fallback"])
 @pytest.mark.parametrize(("change", "why"), [pytest.param(*a[1:], id=a[0]) for a in ABSURD])
 def test_an_absurd_record_is_skipped_and_counted(tmp_path: Path, native: bool, change, why: str) -> None:
     path = damage_line(write_run(tmp_path / "runs"), change)
@@ -81,8 +84,8 @@ def test_an_absurd_record_is_skipped_and_counted(tmp_path: Path, native: bool, c
     assert frame["started_at"].tolist() == [START + i for i in KEPT]
     assert frame["max_gap_ms"].tolist() == [20.0] * 5
     tokens = table.tokens_per_s[("l1", "saturation", "")]
-    assert sum(tokens.values()) == pytest.approx(3.0 * 5)                  # 3 tokens each, none from the bad line
-    assert max(tokens) - min(tokens) < 10                                  # seconds of this run only
+    assert sum(tokens.values()) == pytest.approx(3.0 * 5)              # 3 tokens each, none from the bad line
+    assert max(tokens) - min(tokens) < 10                              # seconds of this run only
     assert table.itl[("l1", "saturation", "")].count == 2 * 5
 
 
@@ -106,20 +109,23 @@ def test_compare_on_a_start_1e11_s_away_says_what_it_skipped(tmp_path: Path,
     out = tmp_path / "out"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        assert cli.main(["compare", str(run), str(run), "--out", str(out), "--no-html", "--resamples", "100"]) == 0
-    note = (f"base: 1 line(s) of records.jsonl skipped and left out of every number (first: {path}:3: skipped a "
-            "record that started 1.16e+06 days away from the run's other records (started_at 101767225602.0))")
+        assert cli.main(["compare", str(run), str(run), "--out", str(out), "--no-html",
+                         "--resamples", "100"]) == 0
+    note = (f"base: 1 line(s) of records.jsonl skipped and left out of every number (first: {path}:3: "
+            "skipped a record that started 1.16e+06 days away from the run's other records "
+            "(started_at 101767225602.0))")
     assert f"note: {note}" in capsys.readouterr().out
     assert f"- {note}" in (out / "report.md").read_text(encoding="utf-8")
     data = load_run(run)                                # now from compare-cache.npz: the same count and line
     assert (data.table.unreadable, len(data.table.frame)) == (1, 5)
-    assert data.table.first_unreadable == f"{path}:3: skipped a record that started 1.16e+06 days away from the " \
-                                          "run's other records (started_at 101767225602.0)"
+    assert data.table.first_unreadable == f"{path}:3: skipped a record that started 1.16e+06 days away " \
+                                          "from the run's other records (started_at 101767225602.0)"
     seconds = np.array(sorted(data.table.tokens_per_s[("l1", "saturation", "")]))
     assert seconds.min() >= START and seconds.max() < START + 10
 
 
-def test_a_line_that_is_no_record_still_stops_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_line_that_is_no_record_still_stops_the_report(tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
     """Skipping is for a damaged record; a file of something else is still refused (test_cli_errors)."""
     run = write_run(tmp_path / "runs")
     damage_line(run, lambda r: {k: v for k, v in r.items() if k != "level"})

@@ -19,8 +19,9 @@ def claim(metric: str) -> article.Claim:
     return next(c for c in CLAIMS if metric in c.metrics)
 
 
-def row(metric: str, delta: float, ci: tuple[float, float], p: float, verdict: str, *, group: str = "l1:saturation",
-        unit: str = "ms", better: str = "lower", baseline: float = 100.0) -> Row:
+def row(metric: str, delta: float, ci: tuple[float, float], p: float, verdict: str, *,
+        group: str = "l1:saturation", unit: str = "ms", better: str = "lower",
+        baseline: float = 100.0) -> Row:
     return Row(group, metric, metric, unit, better, baseline, baseline + delta, delta, delta / baseline * 100,
                ci[0], ci[1], p, verdict, "bootstrap", 200, 200)
 
@@ -29,7 +30,8 @@ def e2e_rows(shift_ms: float, unit: str = "arm") -> list[Row]:
     """Two A/B arms' L1 groups whose E2E latencies differ by ``shift_ms``, through the table's own test."""
     base = np.linspace(100.0, 2000.0, 3000)
     return compare_groups("l1:saturation", GroupSample(requests=3000, ok=3000, e2e_ms=base, unit=unit),
-                          GroupSample(requests=3000, ok=3000, e2e_ms=np.sort(base + shift_ms), unit=unit), SETTINGS)
+                          GroupSample(requests=3000, ok=3000, e2e_ms=np.sort(base + shift_ms),
+                                      unit=unit), SETTINGS)
 
 
 def e2e_p99_finding(rows: list[Row]) -> article.Finding:
@@ -80,7 +82,8 @@ def test_about_equal_is_non_inferiority_with_a_stated_margin(ci_low, outcome):
 
 
 def test_a_missing_metric_is_not_measured_and_levels_are_respected():
-    rows = [row("recall_at_k", 10.8, (5.0, 16.0), 0.001, "better", group="l1:saturation", unit="%", better="higher")]
+    rows = [row("recall_at_k", 10.8, (5.0, 16.0), 0.001, "better", group="l1:saturation", unit="%",
+                better="higher")]
     findings = {f.claim.effect: f for f in check_rows(rows)}
     assert findings["L3 fact errors"].outcome == NOT_MEASURED
     assert findings["L3 top-3 recall"].outcome == NOT_MEASURED        # an L1 row does not stand for L3
@@ -129,7 +132,8 @@ def test_two_runs_of_one_version_reproduce_nothing(tmp_path):
     from tests.unit.test_report_data import RunSpec, write_dataset, write_run
 
     dataset = write_dataset(tmp_path / "items.jsonl")
-    runs = [load_run(write_run(tmp_path / "runs", RunSpec(label, seed=seed, n=400, pause_every=30), dataset=dataset),
+    runs = [load_run(write_run(tmp_path / "runs", RunSpec(label, seed=seed, n=400, pause_every=30),
+                               dataset=dataset),
                      cache=False) for label, seed in (("a", 11), ("a", 13), ("b", 12), ("b", 14))]
     report = build_report(Side("a", runs[:2]), [Side("b", runs[2:])], SETTINGS)      # two runs a side
     findings = check_rows(report.comparisons[0].rows)

@@ -19,14 +19,17 @@ GOOD = b'{"id": "a", "prompt": "Say hello."}\n'
 DATASETS: list[tuple[str, bytes, str | None]] = [
     ("broken line", GOOD + b'{"id": "b", "prompt"\n', ":2: not JSON (Expecting ':' delimiter at column 21)"),
     ("empty file", b"", ": no items (the file is empty, or holds only blank lines and # comments)"),
-    ("only comments", b"\n# nothing\n\n", ": no items (the file is empty, or holds only blank lines and # comments)"),
+    ("only comments", b"\n# nothing\n\n",
+     ": no items (the file is empty, or holds only blank lines and # comments)"),
     ("utf-8 bom", b"\xef\xbb\xbf" + GOOD, None),
     ("not utf-8", GOOD + b'{"id": "b", "prompt": "caf\xe9"}\n',
      ":2: not UTF-8 (byte 0xe9 at column 27); save the file as UTF-8"),
     ("json array on one line", b"[" + GOOD.strip() + b"]\n",
-     ":1: expected a JSON object, got a list; a dataset is JSONL, one JSON object per line, not a JSON array"),
+     ":1: expected a JSON object, got a list; "
+     "a dataset is JSONL, one JSON object per line, not a JSON array"),
     ("json array over lines", b"[\n" + GOOD + b"]\n",
-     ":1: not JSON (Expecting value at column 2); a dataset is JSONL, one JSON object per line, not a JSON array"),
+     ":1: not JSON (Expecting value at column 2); "
+     "a dataset is JSONL, one JSON object per line, not a JSON array"),
     ("a string line", b'"hello"\n', ':1: expected a JSON object, got "hello"'),
     ("prompt a number", b'{"id": "a", "prompt": 42}\n', ":1: 'prompt' must be a non-empty text, got 42"),
     ("max_tokens a word", b'{"id": "a", "prompt": "x", "max_tokens": "lots"}\n',
@@ -48,7 +51,8 @@ DATASETS: list[tuple[str, bytes, str | None]] = [
 
 
 @pytest.mark.parametrize(("content", "message"), [pytest.param(*d[1:], id=d[0]) for d in DATASETS])
-def test_a_bad_dataset_names_file_line_and_problem(tmp_path: Path, content: bytes, message: str | None) -> None:
+def test_a_bad_dataset_names_file_line_and_problem(tmp_path: Path, content: bytes,
+                                                   message: str | None) -> None:
     path = tmp_path / "prompts.jsonl"
     path.write_bytes(content)
     if message is None:

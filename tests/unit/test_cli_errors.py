@@ -88,19 +88,23 @@ DAMAGES: list[tuple[str, Callable[[Path], None], type[FourfoldError], str, tuple
     ("summary not an object", write("summary.json", "[1]"), RunDirError,
      "summary.json: expected a JSON object, found list; is this a fourfold run directory?",
      ("check", "compare", "score")),
-    ("summary with NaN", write("summary.json", '{"total": {"requests": 6, "ttft_ms": {"p95": NaN}}}'), RunDirError,
+    ("summary with NaN",
+     write("summary.json", '{"total": {"requests": 6, "ttft_ms": {"p95": NaN}}}'), RunDirError,
      "summary.json: not readable JSON (NaN is not a number JSON allows); the run directory is damaged",
      ("check", "compare", "score")),
-    ("summary with a number beyond a double", write("summary.json", '{"total": {"requests": 1e999}}'), RunDirError,
+    ("summary with a number beyond a double",
+     write("summary.json", '{"total": {"requests": 1e999}}'), RunDirError,
      "summary.json: not readable JSON (the number 1e999 is beyond a double); the run directory is damaged",
      ("check", "compare", "score")),
-    ("summary with an integer beyond a double", write("summary.json", '{"total": {"requests": 1' + "0" * 400 + "}}"),
-     RunDirError, "summary.json: not readable JSON (the number 1" + "0" * 39 + "... is beyond a double); the run "
-                  "directory is damaged", ("check", "compare", "score")),
+    ("summary with an integer beyond a double",
+     write("summary.json", '{"total": {"requests": 1' + "0" * 400 + "}}"), RunDirError,
+     "summary.json: not readable JSON (the number 1" + "0" * 39 + "... is beyond a double); the run "
+     "directory is damaged", ("check", "compare", "score")),
     ("summary nested 100,000 deep", write("summary.json", "[" * 100_000 + "]" * 100_000), RunDirError,
      "summary.json: not readable JSON (nested too deeply); the run directory is damaged",
      ("check", "compare", "score")),
-    ("meta with Infinity", write("meta.json", '{"label": "base", "settings": {"stall_ms": Infinity}}'), RunDirError,
+    ("meta with Infinity",
+     write("meta.json", '{"label": "base", "settings": {"stall_ms": Infinity}}'), RunDirError,
      "meta.json: not readable JSON (Infinity is not a number JSON allows); the run directory is damaged",
      ("compare", "score")),
     ("meta not JSON", write("meta.json", ""), RunDirError,
@@ -183,7 +187,8 @@ def test_check_on_a_summary_of_the_wrong_shape(tmp_path: Path, capsys: pytest.Ca
 @pytest.mark.parametrize(("summary", "problem"), [
     ({"total": 5, "groups": []}, '"total" must be an object and "groups" a list of objects'),
     ({"total": {}, "groups": "l1:x"}, '"total" must be an object and "groups" a list of objects'),
-    ({"total": {}, "groups": [{"level": "l1"}, 7]}, '"total" must be an object and "groups" a list of objects'),
+    ({"total": {}, "groups": [{"level": "l1"}, 7]},
+     '"total" must be an object and "groups" a list of objects'),
     ({"total": {"requests": 6, "ttft_ms": {"p95": True}}}, "ttft_p95 is True, not a number"),
     ({"total": {"requests": 6, "ttft_ms": {"p95": "120"}}}, "ttft_p95 is '120', not a number"),
     ({"total": {"requests": 6, "ttft_ms": {"p95": [120]}}}, "ttft_p95 is [120], not a number"),
@@ -193,8 +198,8 @@ def test_check_on_a_garbage_summary_is_one_line_and_exit_2(tmp_path: Path, capsy
     run = write_run(tmp_path / "runs")
     (run / "summary.json").write_text(json.dumps({**summary, "slo": {"spec": "ttft_p95<=450ms"}}))
     assert cli.main(["check", str(run)]) == 2
-    assert capsys.readouterr() == ("", f"fourfold: error: {run}/summary.json: not a fourfold summary ({problem}); "
-                                       "the run directory is damaged\n")
+    assert capsys.readouterr() == ("", f"fourfold: error: {run}/summary.json: not a fourfold summary "
+                                       f"({problem}); the run directory is damaged\n")
 
 
 @pytest.mark.parametrize(("args", "line"), [
@@ -208,7 +213,8 @@ def test_check_on_a_garbage_summary_is_one_line_and_exit_2(tmp_path: Path, capsy
     (["demo", "--quick", "--out", "{file}"],
      "--out {file} is a file; give a directory (report.md, .html and .csv go into it)"),
     (["mirror", "{run}", "--no-similarity", "--out", "{run}"],
-     "--out {run}: give a file path for the Markdown (a directory is there, or a file where a directory should be)"),
+     "--out {run}: give a file path for the Markdown "
+     "(a directory is there, or a file where a directory should be)"),
     (["probe", "feature", "--host", "http://127.0.0.1:9", "--header", "NoColon"],
      "--header 'NoColon': expected 'Name: value'"),
     (["probe", "inflection", "--host", "http://127.0.0.1:9", "-n", "0"], "-n must be a number >= 1, got 0"),

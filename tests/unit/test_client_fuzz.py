@@ -21,8 +21,8 @@ from fourfold.measure.record import ERROR_CLASSES, TEXT_CAP_CHARS, RequestRecord
 from fourfold.workloads.items import Item
 
 RECORDED = Path(__file__).resolve().parents[1] / "recorded"
-STREAMS = {"vllm_chat": "openai", "vllm_chat_reasoning": "openai", "llamacpp_chat": "openai", "tgi_chat": "openai",
-           "llamacpp_captured_stop": "openai", "llamacpp_captured_length": "openai",
+STREAMS = {"vllm_chat": "openai", "vllm_chat_reasoning": "openai", "llamacpp_chat": "openai",
+           "tgi_chat": "openai", "llamacpp_captured_stop": "openai", "llamacpp_captured_length": "openai",
            "anthropic_messages": "anthropic", "anthropic_messages_crlf": "anthropic",
            "anthropic_thinking_tools": "anthropic", "triton_generate_stream": "triton"}
 ITEM = Item(id="q", messages=({"role": "user", "content": "hi"},))
@@ -55,8 +55,9 @@ def test_chunked_decoder_any_split_gives_the_payload(payloads: list[bytes], exte
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.one_of(st.binary(max_size=40), st.sampled_from([b"\r\n", b"0\r\n", b"5\r\nhello\r\n", b"ffffffff\r\n",
-                                                                   b";", b"-1\r\n", b"\r"])), max_size=10))
+@given(st.lists(st.one_of(st.binary(max_size=40),
+                          st.sampled_from([b"\r\n", b"0\r\n", b"5\r\nhello\r\n", b"ffffffff\r\n",
+                                           b";", b"-1\r\n", b"\r"])), max_size=10))
 def test_chunked_decoder_random_bytes_raise_only_remote_protocol_error(pieces: list[bytes]) -> None:
     decoder = ChunkedDecoder()
     try:
@@ -76,7 +77,8 @@ def send_body(dialect: str, pieces: list[bytes], content_type: str = SSE, status
 
     client = httpx.Client(base_url="http://test", transport=httpx.MockTransport(handler))
     d = get_dialect(dialect)
-    return send(client, d, d.build(ITEM, RequestOptions(stream=stream)), RequestRecord(), limits or StreamLimits())
+    return send(client, d, d.build(ITEM, RequestOptions(stream=stream)), RequestRecord(),
+                limits or StreamLimits())
 
 
 def outcome(record: RequestRecord) -> tuple:
@@ -111,8 +113,9 @@ GARBAGE = st.lists(st.one_of(st.binary(max_size=50), st.sampled_from([
 @given(dialect=st.sampled_from(["openai", "anthropic", "triton"]), stream=st.booleans(), pieces=GARBAGE,
        status=st.sampled_from([200, 200, 200, 206, 400, 413, 429, 500, 503]),
        content_type=st.sampled_from([SSE, "application/json", "text/html", ""]))
-def test_random_bodies_end_in_a_classified_error_never_a_crash(dialect: str, stream: bool, pieces: list[bytes],
-                                                               status: int, content_type: str) -> None:
+def test_random_bodies_end_in_a_classified_error_never_a_crash(dialect: str, stream: bool,
+                                                               pieces: list[bytes], status: int,
+                                                               content_type: str) -> None:
     record = send_body(dialect, pieces, content_type, status, stream, StreamLimits(max_response_bytes=300))
     assert record.error_class in ERROR_CLASSES and record.error_class != "client_error", record.error_detail
     assert (record.error_class == "ok") == (record.ok and record.error_class != "truncated")
@@ -125,7 +128,7 @@ OK_STREAM = (b'data: {"choices":[{"delta":{"content":"Hello"}}]}\n\n'
 
 @pytest.mark.parametrize(("content_type", "body", "expected"), [
     (SSE, OK_STREAM, "ok"),
-    ("application/json", OK_STREAM, "ok"),            # mislabelled, but a complete stream: counted as what it is
+    ("application/json", OK_STREAM, "ok"),         # mislabelled, but a complete stream: counted as what it is
     ("text/html; charset=utf-8", b"<html><body>502 Bad Gateway</body></html>", "malformed_stream"),
     ("application/json", b'{"error": "upstream"}', "malformed_stream"),
     ("", b"<html>no content type at all</html>", "interrupted"),
@@ -153,11 +156,12 @@ def test_done_without_a_finish_reason_is_an_interrupted_answer(pieces: list[byte
     assert record.error_detail == ("data: [DONE] without a finish reason: the server ended the answer after "
                                    f"{deltas} content deltas without saying why")
     assert record.output_tokens == deltas and record.terminal
-    finished = send_body("openai", [*pieces[:-1], OK_STREAM.split(b"\n\n", 1)[1]])   # the finish chunk, [DONE]
+    finished = send_body("openai", [*pieces[:-1], OK_STREAM.split(b"\n\n", 1)[1]])  # the finish chunk, [DONE]
     assert finished.error_class == "ok" and finished.finish_reason == "stop"
 
 
-ANTHROPIC_START = (b'event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":5}}}\n\n'
+ANTHROPIC_START = (b'event: message_start\n'
+                   b'data: {"type":"message_start","message":{"usage":{"input_tokens":5}}}\n\n'
                    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
                    b'"delta":{"type":"text_delta","text":"Hello"}}\n\n')
 ANTHROPIC_STOP = b'event: message_stop\ndata: {"type":"message_stop"}\n\n'

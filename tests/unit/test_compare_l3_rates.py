@@ -54,10 +54,10 @@ def test_no_rows_without_l3_data():
 
 
 def _record(i: int, extra: dict) -> dict:
-    return {"schema": 1, "level": "l3", "scenario": "rag", "variant": "", "item_id": f"q-{i:03d}", "warmup": False,
-            "started_at": 1_700_000_000.0 + i, "status": 200, "error_class": "ok", "ttfb_ms": 5.0, "ttft_ms": 10.0,
-            "e2e_ms": 50.0, "queue_ms": None, "output_tokens": 3, "terminal": True, "conn_reused": True,
-            "chunk_offsets_ms": [10.0, 20.0, 50.0], "extra": extra}
+    return {"schema": 1, "level": "l3", "scenario": "rag", "variant": "", "item_id": f"q-{i:03d}",
+            "warmup": False, "started_at": 1_700_000_000.0 + i, "status": 200, "error_class": "ok",
+            "ttfb_ms": 5.0, "ttft_ms": 10.0, "e2e_ms": 50.0, "queue_ms": None, "output_tokens": 3,
+            "terminal": True, "conn_reused": True, "chunk_offsets_ms": [10.0, 20.0, 50.0], "extra": extra}
 
 
 @pytest.mark.parametrize("native", [True, False])

@@ -16,9 +16,9 @@ from fourfold.reports.compare import (
     INCONCLUSIVE,
     NA,
     ONE_RUN,
+    CompareSettings,
     GroupSample,
     ItlSample,
-    CompareSettings,
     adjust,
     compare_groups,
     pairs,
@@ -45,7 +45,8 @@ def test_clustered_quantiles_resample_whole_clusters():
     values = np.concatenate(gaps)
     uniques, codes = np.unique(bucket_keys(values), return_inverse=True)
     cluster = np.repeat(np.arange(50), 20)
-    point, reps = bs.clustered_quantile_replicates(codes, cluster, 50, bucket_values(uniques), (0.5,), 2000, rng)
+    point, reps = bs.clustered_quantile_replicates(codes, cluster, 50, bucket_values(uniques),
+                                                   (0.5,), 2000, rng)
     # whole clusters move together, so the median jumps between the two modes across replicates
     assert (reps[:, 0] < 50).mean() > 0.3 and (reps[:, 0] > 150).mean() > 0.3
     assert point[0] == pytest.approx(np.quantile(values, 0.5, method="inverted_cdf"), rel=0.01)
@@ -70,7 +71,8 @@ def test_pairing_needs_enough_common_items():
 
 
 def _sample(ttft: np.ndarray, failures: int = 0, unit: str = "run") -> GroupSample:
-    return GroupSample(requests=ttft.size + failures, ok=ttft.size, failures=failures, ttft_ms=np.sort(ttft), unit=unit)
+    return GroupSample(requests=ttft.size + failures, ok=ttft.size, failures=failures,
+                       ttft_ms=np.sort(ttft), unit=unit)
 
 
 @pytest.mark.parametrize("shift, failures, metric, verdict", [
@@ -91,7 +93,8 @@ def test_verdicts_follow_the_direction_of_each_metric(shift, failures, metric, v
 def test_one_run_a_side_shows_an_interval_and_no_verdict():
     rng = np.random.default_rng(12)
     rows = {r.metric: r for r in compare_groups("l1:x", _sample(rng.normal(100, 10, 400)),
-                                                 _sample(rng.normal(160, 10, 400)), CompareSettings(resamples=400))}
+                                                 _sample(rng.normal(160, 10, 400)),
+                                                 CompareSettings(resamples=400))}
     row = rows["ttft_p50"]
     assert row.verdict == INCONCLUSIVE and row.why == ONE_RUN and row.p_value is None
     assert row.ci_low is not None and 50 < row.ci_low < row.delta < row.ci_high < 70
@@ -103,7 +106,8 @@ def test_runs_are_the_replicates():
     rng = np.random.default_rng(13)
     def runs(*centres: float) -> list[GroupSample]:
         return [_sample(rng.normal(c, 2, 600)) for c in centres]
-    spread = {r.metric: r for r in compare_groups("l1:x", runs(100, 110), runs(104, 114), CompareSettings(resamples=400))}
+    spread = {r.metric: r for r in compare_groups("l1:x", runs(100, 110), runs(104, 114),
+                                                  CompareSettings(resamples=400))}
     row = spread["ttft_p50"]
     assert row.verdict == INCONCLUSIVE and row.runs_baseline == row.runs_candidate == 2
     assert row.ci_high - row.ci_low > 20                  # the between-run spread, not the 0.3 ms of requests
@@ -115,13 +119,15 @@ def test_runs_are_the_replicates():
 def test_a_lone_run_borrows_the_between_run_variance_of_a_side_of_runs():
     rng = np.random.default_rng(14)
     base = [_sample(rng.normal(c, 2, 600)) for c in (100, 101, 100.5)]
-    rows = {r.metric: r for r in compare_groups("l1:x", base, _sample(rng.normal(130, 2, 600)), CompareSettings())}
+    rows = {r.metric: r for r in compare_groups("l1:x", base, _sample(rng.normal(130, 2, 600)),
+                                                CompareSettings())}
     assert rows["ttft_p50"].verdict == "worse" and rows["ttft_p50"].runs_candidate == 1
 
 
 def test_too_few_values_for_a_quantile():
     rows = {r.metric: r for r in compare_groups("l1:x", _sample(np.arange(1.0, 97.0), unit="arm"),
-                                                 _sample(np.arange(2.0, 98.0), unit="arm"), CompareSettings(resamples=200))}
+                                                 _sample(np.arange(2.0, 98.0), unit="arm"),
+                                                 CompareSettings(resamples=200))}
     assert rows["ttft_p99"].verdict == "too few" and rows["ttft_p99"].why == "p99 of 96 values (needs 1000)"
     assert rows["ttft_p95"].verdict == "too few" and rows["ttft_p50"].verdict != "too few"
 
@@ -130,13 +136,15 @@ def test_identical_values_are_no_change_and_floating_point_noise_too():
     telemetry = {"server.gpu_util_pct": np.full(13, 12.12)}
     other = {"server.gpu_util_pct": np.full(18, 12.12)}
     rows = {r.metric: r for r in compare_groups("l1:x", [GroupSample(telemetry=telemetry)] * 2,
-                                                 [GroupSample(telemetry=other)] * 2, CompareSettings(resamples=200))}
+                                                 [GroupSample(telemetry=other)] * 2,
+                                                 CompareSettings(resamples=200))}
     assert rows["telemetry.server.gpu_util_pct.mean"].verdict == "no change"
     assert vd.decide(1.8e-15, 0.0, 4, 0.0, "higher", 0.05, 12.12, 12.12).verdict == "no change"
 
 
 def test_a_side_without_data_is_not_applicable():
-    rows = compare_groups("l1:x", _sample(np.arange(1.0, 50.0)), GroupSample(), CompareSettings(resamples=200))
+    rows = compare_groups("l1:x", _sample(np.arange(1.0, 50.0)), GroupSample(),
+                          CompareSettings(resamples=200))
     ttft = next(r for r in rows if r.metric == "ttft_p50")
     assert ttft.candidate is None and ttft.delta is None and ttft.verdict == NA
 
@@ -155,7 +163,8 @@ def test_decide_interval_against_band(delta, se, band, better, verdict):
 
 def test_adjust_keeps_a_p_of_zero():
     rows = compare_groups("l1:x", [GroupSample(pulse_hz=np.full(30, 0.0))] * 2,
-                          [GroupSample(pulse_hz=np.full(30, 3.0) + 0.01 * np.arange(30))] * 2, CompareSettings(resamples=200))
+                          [GroupSample(pulse_hz=np.full(30, 3.0) + 0.01 * np.arange(30))] * 2,
+                          CompareSettings(resamples=200))
     raw = next(r for r in rows if r.metric == "pulse_hz")
     adjusted = next(r for r in adjust(rows, 0.05) if r.metric == "pulse_hz")
     assert raw.verdict == adjusted.verdict == "worse" and adjusted.p_adjusted < 0.05
@@ -171,8 +180,9 @@ def test_adjust_downgrades_a_verdict_the_family_does_not_support():
     rng = np.random.default_rng(15)
     base = _sample(rng.normal(100, 10, 2000), unit="arm")
     cand = _sample(rng.normal(103.6, 10, 2000), unit="arm")      # p50 +3.6 %: just beyond the band alone
-    rows = compare_groups("l1:x", base, cand, CompareSettings(resamples=1000, gate=("ttft_*", "e2e_*", "error_rate",
-                                                                              "interruption_rate", "stall_rate")))
+    rows = compare_groups("l1:x", base, cand,
+                          CompareSettings(resamples=1000, gate=("ttft_*", "e2e_*", "error_rate",
+                                                                "interruption_rate", "stall_rate")))
     raw = next(r for r in rows if r.metric == "ttft_p50")
     adjusted = next(r for r in adjust(rows, 0.05) if r.metric == "ttft_p50")
     assert raw.gated and adjusted.p_adjusted >= raw.p_value
@@ -213,4 +223,4 @@ def test_runs_needed_grows_with_the_variance():
     few = rp.runs_needed(10.0, 2.0, per_run_var=4.0, alpha=0.05)
     many = rp.runs_needed(10.0, 2.0, per_run_var=40.0, alpha=0.05)
     assert few is not None and many is not None and 2 <= few < many
-    assert rp.runs_needed(1.0, 2.0, 4.0, 0.05) is None          # an effect inside the band is never "detected"
+    assert rp.runs_needed(1.0, 2.0, 4.0, 0.05) is None         # an effect inside the band is never "detected"

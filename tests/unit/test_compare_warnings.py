@@ -31,11 +31,13 @@ def test_different_datasets_are_a_loud_warning_and_strict_refuses(tmp_path, caps
     dataset = write_dataset(tmp_path / "items.jsonl")
     base = _with_meta(write_run(tmp_path / "runs", RunSpec("a", seed=1), dataset=dataset),
                       dataset_sha256="1a" * 32, dataset_name="prompts.jsonl", dataset_items=46)
-    cand = _with_meta(write_run(tmp_path / "runs", RunSpec("b", seed=2), dataset=dataset, now_s=1_700_000_900.0),
+    cand = _with_meta(write_run(tmp_path / "runs", RunSpec("b", seed=2), dataset=dataset,
+                                now_s=1_700_000_900.0),
                       dataset_sha256="9f" * 32, dataset_name="mine.jsonl", dataset_items=5)
     report = report_from_paths([base, cand], cache=False)
     assert [d.field for d in report.workload_differences] == ["dataset"]
-    assert report.warnings[0].startswith("the sides sent different workloads: dataset (baseline sha256 1a1a1a1a")
+    assert report.warnings[0].startswith(
+        "the sides sent different workloads: dataset (baseline sha256 1a1a1a1a")
     assert main(["compare", str(base), str(cand), "--out", str(tmp_path / "r"), "--no-html"]) == 0
     captured = capsys.readouterr()
     assert "warning: the sides sent different workloads: dataset" in captured.err
@@ -55,7 +57,8 @@ def test_the_same_dataset_and_enough_requests_say_nothing(tmp_path):
 def test_a_side_with_four_requests_and_a_starved_generator_are_warnings(tmp_path):
     dataset = write_dataset(tmp_path / "items.jsonl")
     base = write_run(tmp_path / "runs", RunSpec("a", seed=1, n=4), dataset=dataset)
-    cand = _with_summary(write_run(tmp_path / "runs", RunSpec("b", seed=2), dataset=dataset, now_s=1_700_000_900.0),
+    cand = _with_summary(write_run(tmp_path / "runs", RunSpec("b", seed=2), dataset=dataset,
+                                   now_s=1_700_000_900.0),
                          generator={"cpu_pct_mean": 97.0, "cpu_pct_max": 100.0, "loop_lag_ms_p50": 30.0,
                                     "loop_lag_ms_p99": 120.0, "loop_lag_ms_max": 300.0, "samples": 400,
                                     "processes": 1, "starved": True, "why": "CPU 97 % of a core"})

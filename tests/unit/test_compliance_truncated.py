@@ -34,7 +34,8 @@ def test_judged_compliance(requested, delivered, forced, truncated, expected):
 
 
 def test_truncated_answers_are_counted_apart_not_judged():
-    records = [RequestRecord(item_id="qa-three-points", request_id="r1", text=THREE, level="l1", scenario="s"),
+    records = [RequestRecord(item_id="qa-three-points", request_id="r1", text=THREE, level="l1",
+                             scenario="s"),
                RequestRecord(item_id="qa-three-points", request_id="r2", text="1. one\n2. tw", level="l1",
                              scenario="s", error_class="truncated", finish_reason="length")]
     rows = score_records(records, ITEMS, ConstantEmbedder(), progress=False)

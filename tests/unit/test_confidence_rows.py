@@ -13,7 +13,8 @@ import pytest
 
 from fourfold.errors import SLOSpecError
 from fourfold.fingerprint.score import ScoreRow, summarize
-from fourfold.gates.slo import evaluate, metric_kind, parse_spec, parse_table
+from fourfold.gates.slo import metric_kind, parse_spec, parse_table
+from fourfold.gates.slo_verdict import evaluate
 from fourfold.measure.metric_names import by_name, markdown_table, resolve
 from fourfold.reports.compare import BETTER, NA, NO_CHANGE, WORSE, GroupSample, compare_groups
 from fourfold.reports.scores import confidence_columns, read_scores
@@ -32,7 +33,8 @@ def _rows(similarities: list[float | None], low: list[bool], f1: list[float | No
     ([0.9, 0.8], [False, False], 0.0, 0),
     ([None, None], [False, False], None, 0),                            # no reference: no share
 ])
-def test_quality_block_share(similarities: list[float | None], low: list[bool], share: float | None, n: int) -> None:
+def test_quality_block_share(similarities: list[float | None], low: list[bool], share: float | None,
+                             n: int) -> None:
     block = summarize(_rows(similarities, low, [0.5] * len(low)))
     assert (block["low_confidence_share"], block["low_confidence_n"]) == (share, n)
     assert block["char_f1_mean"] == 0.5
@@ -93,7 +95,8 @@ def test_registry_names_and_doc_rows() -> None:
     assert resolve("low_confidence_share") == (by_name("low_confidence_share"), None)
     table = markdown_table()
     assert "| `low_confidence_share` | fraction (report: %) |" in table
-    assert "| `low_confidence_n` | answers |" in table and "quality (mean; 4 decimals), report (`char_f1_mean`)" in table
+    assert "| `low_confidence_n` | answers |" in table \
+        and "quality (mean; 4 decimals), report (`char_f1_mean`)" in table
 
 
 def test_slo_names() -> None:

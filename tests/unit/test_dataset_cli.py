@@ -1,4 +1,5 @@
-"""`fourfold dataset inspect` and `fourfold dataset convert`: exact output, round trip, one-line errors (exit 2)."""
+"""`fourfold dataset inspect` and `fourfold dataset convert`: exact output, round trip, one-line errors
+(exit 2)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ from fourfold.workloads.formats import load_dataset
 
 SAMPLES = DATA_DIR / "datasets"
 SHAREGPT = [
-    {"id": "c1", "conversations": [{"from": "system", "value": "Be brief."}, {"from": "human", "value": "Name a colour."},
-                                   {"from": "gpt", "value": "Blue."}, {"from": "human", "value": "Another?"},
-                                   {"from": "gpt", "value": "Red, or green, or yellow."}]},
-    {"conversations": [{"from": "human", "value": "Count to three, please."}, {"from": "gpt", "value": "1, 2, 3."}]},
+    {"id": "c1",
+     "conversations": [{"from": "system", "value": "Be brief."}, {"from": "human", "value": "Name a colour."},
+                       {"from": "gpt", "value": "Blue."}, {"from": "human", "value": "Another?"},
+                       {"from": "gpt", "value": "Red, or green, or yellow."}]},
+    {"conversations": [{"from": "human", "value": "Count to three, please."},
+                       {"from": "gpt", "value": "1, 2, 3."}]},
     {"id": "c3", "conversations": [{"from": "human", "value": "Hello"}]},
     {"id": "c4", "conversations": [{"from": "human", "value": "Is this the fourth item?"},
                                    {"from": "gpt", "value": "Yes."}]},
@@ -52,13 +55,15 @@ first 3 items:
 def test_inspect_json_and_a_column_mapped_csv(tmp_path: Path, capsys) -> None:
     path = tmp_path / "qa.csv"
     path.write_text("q,a,budget\nWhat is two and two?,Four.,16\nAnd three and three?,Six.,\n")
-    assert main(["dataset", "inspect", str(path), "--dataset-column", "prompt=q,reference=a,max_tokens=budget",
-                 "--json"]) == 0
+    assert main(["dataset", "inspect", str(path), "--dataset-column",
+                 "prompt=q,reference=a,max_tokens=budget", "--json"]) == 0
     found = json.loads(capsys.readouterr().out)
-    assert (found["format"], found["container"], found["items"], found["with_reference"]) == ("csv", "csv", 2, 2)
+    assert (found["format"], found["container"], found["items"], found["with_reference"]) == \
+        ("csv", "csv", 2, 2)
     assert found["columns"] == [["prompt", "q"], ["reference", "a"], ["max_tokens", "budget"]]
     assert found["input_tokens"] == {"n": 2, "min": 5, "p50": 5, "p95": 6, "max": 6}
-    assert found["output_tokens"] == {"n": 2, "min": 2, "p50": 2, "p95": 16, "max": 16}    # max_tokens, else the reference
+    # max_tokens, else the reference
+    assert found["output_tokens"] == {"n": 2, "min": 2, "p50": 2, "p95": 16, "max": 16}
     assert found["examples"][0] == {"id": "csv-1", "prompt": "What is two and two?", "reference": "Four.",
                                     "max_tokens": 16}
 
@@ -76,11 +81,12 @@ def test_convert_by_default_writes_next_to_the_input_and_never_over_it(tmp_path:
     path = tmp_path / "chats.json"
     path.write_text(json.dumps(SHAREGPT))
     assert main(["dataset", "convert", str(path), "--to", "jsonl"]) == 0
-    assert [json.loads(line)["id"] for line in (tmp_path / "chats.fourfold.jsonl").read_text().splitlines()] == [
+    assert [json.loads(line)["id"]
+            for line in (tmp_path / "chats.fourfold.jsonl").read_text().splitlines()] == [
         "c1", "sharegpt-2", "c3", "c4"]
     assert main(["dataset", "convert", str(path), "--to", "jsonl", "--out", str(path)]) == 2
-    assert capsys.readouterr().err.splitlines()[-1] == (f"fourfold: error: --out {path}: that is the input file; "
-                                                        "choose another name")
+    assert capsys.readouterr().err.splitlines()[-1] == (f"fourfold: error: --out {path}: that is the input "
+                                                        "file; choose another name")
     assert main(["dataset", "convert", str(path), "--to", "jsonl", "--out", "-"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 4
 
@@ -93,9 +99,11 @@ def test_convert_by_default_writes_next_to_the_input_and_never_over_it(tmp_path:
      "--dataset-column 'prompt': expected FIELD=COLUMN, e.g. 'prompt=question,reference=answer'"),
     (["inspect", "{missing}"], "{missing}: no such file"),
 ])
-def test_a_bad_file_or_option_is_one_line_and_exit_2(tmp_path: Path, capsys, args: list[str], line: str) -> None:
+def test_a_bad_file_or_option_is_one_line_and_exit_2(tmp_path: Path, capsys, args: list[str],
+                                                     line: str) -> None:
     path = tmp_path / "bad.jsonl"
-    path.write_text(json.dumps(SHAREGPT[0]) + "\n" + json.dumps({"conversations": [{"from": "gpt", "value": "x"}]})
+    path.write_text(json.dumps(SHAREGPT[0]) + "\n"
+                    + json.dumps({"conversations": [{"from": "gpt", "value": "x"}]})
                     + "\n")
     names = {"path": path, "missing": tmp_path / "none.json"}
     assert main(["dataset", *[a.format(**names) for a in args]]) == 2

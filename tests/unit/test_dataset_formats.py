@@ -34,7 +34,8 @@ def expected_items() -> list[tuple[str, tuple[dict[str, str], ...], tuple[str, .
     """(id, prompt messages, references) straight from the generator's source, not through any reader."""
     out = []
     for item_id, system, pairs in GEN.CONVERSATIONS:
-        messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": pairs[0][0]}]
+        messages = (([{"role": "system", "content": system}] if system else [])
+                    + [{"role": "user", "content": pairs[0][0]}])
         out.append((item_id, tuple(messages), (pairs[0][1],)))
     return out
 
@@ -59,7 +60,8 @@ def variants(tmp: Path) -> dict[str, tuple[Path, str, tuple[tuple[str, str], ...
               "body": {"model": "m", "messages": r["messages"]}} for r in GEN.openai_records()]
     rows = GEN.table_rows()
     renamed = [{"qid": i, "sys": s, "question": p, "answer": a}
-               for i, s, p, a in zip(rows["id"], rows["system"], rows["prompt"], rows["reference"], strict=True)]
+               for i, s, p, a in zip(rows["id"], rows["system"], rows["prompt"], rows["reference"],
+                                     strict=True)]
     with open(tmp / "rows.csv", "w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows))
         writer.writeheader()
@@ -94,7 +96,8 @@ def test_every_format_reads_the_bundled_conversations_as_the_same_items(tmp_path
 def test_sharegpt_keeps_the_whole_conversation_for_multi_turn_use() -> None:
     items = {i.id: i for i in load_dataset(SAMPLES / "sharegpt_sample.json").items}
     turns = items["sg-006"].meta["turns"]
-    assert [t["role"] for t in turns] == ["system", "user", "assistant", "user", "assistant", "user", "assistant"]
+    assert [t["role"] for t in turns] == \
+        ["system", "user", "assistant", "user", "assistant", "user", "assistant"]
     assert turns[-1] == {"role": "assistant", "content": "91 is not prime: it equals 7 times 13."}
     assert items["sg-036"].prompt == "北京有哪些值得去的地方？"
 
@@ -120,7 +123,8 @@ DETECT = [
     ('{"id": "a", "messages": [{"role": "user", "content": "x"}]}', "fourfold"),
     ('{"id": "a", "messages": [{"role": "user", "content": "x"}], "reference": "y"}', "fourfold"),
     ('{"messages": [{"role": "user", "content": "x"}]}', "openai"),
-    ('{"id": 7, "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]}', "openai"),
+    ('{"id": 7, "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]}',
+     "openai"),
     ('{"conversations": []}', "sharegpt"),
     ('{"custom_id": "r", "body": {}}', "openai-batch"),
     ('{"timestamp": 0, "input_length": 10}', "trace"),
@@ -165,7 +169,8 @@ def test_openai_history_is_the_prompt_and_batch_max_tokens_is_kept(tmp_path: Pat
                                           "body": {"messages": chat[:1], "max_completion_tokens": 64}},
                                          {"custom_id": "r2", "method": "POST", "url": "/v1/completions",
                                           "body": {"prompt": "Once", "max_tokens": 8}}])
-    assert [(i.id, i.prompt, i.max_tokens) for i in load_dataset(path).items] == [("r1", "a", 64), ("r2", "Once", 8)]
+    assert [(i.id, i.prompt, i.max_tokens) for i in load_dataset(path).items] == \
+        [("r1", "a", 64), ("r2", "Once", 8)]
 
 
 # name, file name, content, --dataset-format, --dataset-column, the message after the path
@@ -173,47 +178,56 @@ SG = '{"id": "a", "conversations": [{"from": "human", "value": "q"}, {"from": "g
 BAD = [
     ("sharegpt: no conversations list", "s.jsonl", SG + '{"conversations": "hi"}\n', "auto", "",
      ":2: 'conversations' must be a list of turns, got \"hi\""),
-    ("sharegpt: empty conversation", "s.jsonl", SG + '{"conversations": []}\n', "auto", "", ":2: 'conversations' is empty"),
-    ("sharegpt: no human turn", "s.json", '[\n' + SG.strip() + ',\n {"conversations": [{"from": "gpt", "value": "r"}]}\n]',
+    ("sharegpt: empty conversation", "s.jsonl", SG + '{"conversations": []}\n', "auto", "",
+     ":2: 'conversations' is empty"),
+    ("sharegpt: no human turn", "s.json",
+     '[\n' + SG.strip() + ',\n {"conversations": [{"from": "gpt", "value": "r"}]}\n]',
      "auto", "", ":3: 'conversations' has no human turn (the prompt)"),
     ("sharegpt: unknown role", "s.jsonl", '{"conversations": [{"from": "bot", "value": "q"}]}\n', "auto", "",
      ":1: 'conversations'[0].from is \"bot\"; expected human, gpt or system (or user, assistant, tool)"),
-    ("sharegpt: value a number", "s.jsonl", '{"conversations": [{"from": "human", "value": 5}]}\n', "auto", "",
-     ":1: 'conversations'[0].value must be a text, got 5"),
-    ("sharegpt: empty prompt", "s.jsonl", '{"conversations": [{"from": "human", "value": " "}]}\n', "auto", "",
-     ":1: 'conversations'[0].value (the first human turn) is empty"),
-    ("sharegpt: id a float", "s.jsonl", '{"id": 1.5, "conversations": [{"from": "human", "value": "q"}]}\n', "auto", "",
-     ":1: 'id' must be a text or an integer, got 1.5"),
+    ("sharegpt: value a number", "s.jsonl", '{"conversations": [{"from": "human", "value": 5}]}\n', "auto",
+     "", ":1: 'conversations'[0].value must be a text, got 5"),
+    ("sharegpt: empty prompt", "s.jsonl", '{"conversations": [{"from": "human", "value": " "}]}\n', "auto",
+     "", ":1: 'conversations'[0].value (the first human turn) is empty"),
+    ("sharegpt: id a float", "s.jsonl", '{"id": 1.5, "conversations": [{"from": "human", "value": "q"}]}\n',
+     "auto", "", ":1: 'id' must be a text or an integer, got 1.5"),
     ("sharegpt forced on fourfold items", "p.jsonl", '{"id": "a", "prompt": "x"}\n', "sharegpt", "",
      ":1: 'conversations' must be a list of turns, got null"),
     ("json array: broken element", "s.json", '[\n' + SG.strip() + ',\n {"conversations": [}\n]', "auto", "",
      ":3: not JSON (Expecting value at column 21)"),
-    ("json array: text after it", "s.json", '[' + SG.strip() + '] x', "auto", "", ":1: text after the JSON array's end"),
+    ("json array: text after it", "s.json", '[' + SG.strip() + '] x', "auto", "",
+     ":1: text after the JSON array's end"),
     ("json array: element not an object", "s.json", '[' + SG.strip() + ', 3]', "auto", "",
      ":1: expected a JSON object, got 3"),
     ("openai: no user message", "o.jsonl", '{"messages": [{"role": "system", "content": "s"}, '
-     '{"role": "assistant", "content": "a"}]}\n', "auto", "", ":1: 'messages' has no user message before the last "
+     '{"role": "assistant", "content": "a"}]}\n', "auto", "",
+     ":1: 'messages' has no user message before the last "
      "assistant message"),
     ("openai: bad role", "o.jsonl", '{"messages": [{"role": "robot", "content": "s"}]}\n', "openai", "",
-     ":1: 'messages'[0].role is \"robot\"; expected one of: assistant, developer, function, system, tool, user"),
+     ":1: 'messages'[0].role is \"robot\"; "
+     "expected one of: assistant, developer, function, system, tool, user"),
     ("openai: empty messages", "o.jsonl", '{"messages": []}\n', "openai", "",
      ":1: 'messages' must be a non-empty list of {role, content}, got a list"),
     ("openai: reference not a text", "o.jsonl", '{"messages": [{"role": "user", "content": "q"}, '
-     '{"role": "assistant", "content": 3}]}\n', "auto", "", ":1: 'messages'[1].content (the reference) must be a "
+     '{"role": "assistant", "content": 3}]}\n', "auto", "",
+     ":1: 'messages'[1].content (the reference) must be a "
      "text, got 3"),
-    ("batch: no custom_id", "b.jsonl", '{"custom_id": "r1", "body": {"messages": [{"role": "user", "content": "q"}]}}\n'
+    ("batch: no custom_id", "b.jsonl",
+     '{"custom_id": "r1", "body": {"messages": [{"role": "user", "content": "q"}]}}\n'
      '{"custom_id": null, "body": {}}\n', "auto", "", ":2: 'custom_id' is missing"),
     ("batch: body not an object", "b.jsonl", '{"custom_id": "r", "body": []}\n', "auto", "",
      ":1: 'body' must be an object with 'messages', got a list"),
-    ("batch: embeddings url", "b.jsonl", '{"custom_id": "r", "url": "/v1/embeddings", "body": {"input": "x"}}\n',
+    ("batch: embeddings url", "b.jsonl",
+     '{"custom_id": "r", "url": "/v1/embeddings", "body": {"input": "x"}}\n',
      "auto", "", ":1: 'url' is \"/v1/embeddings\"; fourfold sends /v1/chat/completions or /v1/completions"),
-    ("batch: max_tokens zero", "b.jsonl", '{"custom_id": "r", "body": {"messages": [{"role": "user", "content": "q"}], '
+    ("batch: max_tokens zero", "b.jsonl",
+     '{"custom_id": "r", "body": {"messages": [{"role": "user", "content": "q"}], '
      '"max_tokens": 0}}\n', "auto", "", ":1: 'body.max_tokens' must be a positive integer, got 0"),
     ("csv: bad column name", "q.csv", "question,answer\nq,a\n", "auto", "prompt=questoin",
      ": --dataset-column prompt=questoin: no column 'questoin'; the file has: 'question', 'answer'"),
     ("csv: no prompt column", "q.csv", "x,y\n1,2\n", "auto", "",
-     ": no prompt column (looked for prompt, question, instruction, input, query, problem, text); the file has: "
-     "'x', 'y'; name it with --dataset-column prompt=COLUMN"),
+     ": no prompt column (looked for prompt, question, instruction, input, query, problem, text); "
+     "the file has: 'x', 'y'; name it with --dataset-column prompt=COLUMN"),
     ("csv: empty prompt cell", "q.csv", "question,answer\nq,a\n,b\n", "auto", "",
      ": row 2: column 'question' (the prompt) must be a non-empty text, got \"\""),
     ("csv: max_tokens a word", "q.csv", "question,max_tokens\nq,lots\n", "auto", "",
@@ -237,8 +251,9 @@ BAD = [
 
 @pytest.mark.parametrize(("filename", "content", "fmt", "columns", "message"),
                          [pytest.param(*b[1:], id=b[0]) for b in BAD])
-def test_a_malformed_file_is_one_line_naming_file_place_and_field(tmp_path: Path, filename: str, content: str | bytes,
-                                                                  fmt: str, columns: str, message: str) -> None:
+def test_a_malformed_file_is_one_line_naming_file_place_and_field(tmp_path: Path, filename: str,
+                                                                  content: str | bytes, fmt: str,
+                                                                  columns: str, message: str) -> None:
     path = tmp_path / filename
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
     with pytest.raises(DatasetError) as info:
@@ -266,7 +281,8 @@ def test_a_bad_column_option_is_an_option_error(text: str, message: str) -> None
 def test_column_maps_come_back_from_meta_json() -> None:
     pairs = (("prompt", "q"), ("reference", "a"))
     assert parse_columns("prompt=q, reference=a") == pairs
-    assert parse_columns([["prompt", "q"], ["reference", "a"]]) == pairs == parse_columns({"prompt": "q", "reference": "a"})
+    assert parse_columns([["prompt", "q"], ["reference", "a"]]) == pairs == \
+        parse_columns({"prompt": "q", "reference": "a"})
 
 
 def test_a_run_reads_its_dataset_as_meta_json_says(tmp_path: Path) -> None:
@@ -290,8 +306,8 @@ def test_score_finds_the_references_of_a_column_mapped_run(tmp_path: Path) -> No
     run = tmp_path / "runs" / "20260101T000000Z-l1"
     run.mkdir(parents=True)
     (run / "meta.json").write_text(json.dumps({"level": "l1", "settings": {
-        "dataset": str(data), "dataset_format": "auto", "dataset_columns": [["prompt", "q"], ["reference", "a"],
-                                                                          ["id", "key"]]}}))
+        "dataset": str(data), "dataset_format": "auto",
+        "dataset_columns": [["prompt", "q"], ["reference", "a"], ["id", "key"]]}}))
     record = RequestRecord(level="l1", scenario="s", dialect="openai", endpoint="/v1/chat/completions",
                            item_id="k1", request_id="r1", text="The sky.", error_class="ok")
     (run / "records.jsonl").write_text(record.to_json() + "\n")
@@ -300,7 +316,8 @@ def test_score_finds_the_references_of_a_column_mapped_run(tmp_path: Path) -> No
     class Words:
         def encode(self, texts):
             import numpy as np
-            return np.array([[t.lower().count(w) for w in ("sky", "up")] for t in texts], dtype=np.float32) + 1e-6
+            return np.array([[t.lower().count(w) for w in ("sky", "up")] for t in texts],
+                            dtype=np.float32) + 1e-6
 
     result = score_run(run, Words(), progress=False)
     assert dict(result.skipped) == {} and result.quality["total"]["n"] == 1
@@ -321,11 +338,12 @@ def test_lengths_are_nearest_rank() -> None:
     ('{"question": "x"}\n', {"dataset_column": "prompt=query"}, DatasetError,
      "{path}: --dataset-column prompt=query: no column 'query'; the file has: 'question'"),
     ('{"question": "x"}\n', {"dataset_format": "yaml"}, OptionError,
-     "--dataset-format 'yaml': expected one of: auto, fourfold, sharegpt, openai, openai-batch, parquet, csv, json, "
-     "jsonl, trace"),
+     "--dataset-format 'yaml': expected one of: auto, fourfold, sharegpt, openai, openai-batch, parquet, "
+     "csv, json, jsonl, trace"),
 ])
-def test_the_init_check_reads_the_dataset_with_its_format_and_columns(tmp_path: Path, content: str, options: dict,
-                                                                      error: type, message: str) -> None:
+def test_the_init_check_reads_the_dataset_with_its_format_and_columns(tmp_path: Path, content: str,
+                                                                      options: dict, error: type,
+                                                                      message: str) -> None:
     """What fourfold.levels.inputs runs at init (and for the web UI's start form), before any user."""
     import argparse
 
@@ -347,7 +365,8 @@ def test_the_init_check_accepts_the_samples_with_their_formats() -> None:
 
     for name, fmt in (("sharegpt_sample.json", "sharegpt"), ("sharegpt_sample.parquet", "parquet"),
                       ("openai_sample.jsonl", "auto")):
-        settings = check_options(argparse.Namespace(dataset=str(SAMPLES / name), dataset_format=fmt,
-                                                    dataset_column="prompt=prompt" if fmt == "parquet" else ""),
-                                 [ThroughputUser])
+        settings = check_options(
+            argparse.Namespace(dataset=str(SAMPLES / name), dataset_format=fmt,
+                               dataset_column="prompt=prompt" if fmt == "parquet" else ""),
+            [ThroughputUser])
         assert settings.dataset_format == fmt

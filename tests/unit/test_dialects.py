@@ -21,7 +21,8 @@ from fourfold.workloads.items import Item
 RECORDED = Path(__file__).resolve().parents[1] / "recorded"
 
 
-def run(dialect: str, chunks: list[bytes], streaming: bool = True, **kwargs: Any) -> tuple[Completion, list[int], Any]:
+def run(dialect: str, chunks: list[bytes], streaming: bool = True,
+        **kwargs: Any) -> tuple[Completion, list[int], Any]:
     parser = get_dialect(dialect).parser(streaming, **kwargs)
     counts = [parser.feed(chunk) for chunk in chunks]
     return parser.finish(), counts, parser
@@ -34,7 +35,8 @@ def sse(*payloads: Any, sep: str = "\n\n") -> bytes:
 def chunk(content: str | None = None, finish: str | None = None, **delta: Any) -> dict[str, Any]:
     if content is not None:
         delta["content"] = content
-    return {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return {"object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
 
 # ---- recorded streams -------------------------------------------------------------------------
@@ -53,9 +55,9 @@ EXPECTED = {
     # captured from llama-cpp-python 0.3.36's server (tests/recorded/README.md): no usage in the stream
     # although the length one asked for stream_options.include_usage, no timings block, CRLF-free
     "llamacpp_captured_stop": ("openai", dict(
-        text="L'Étoile, la Marseillaise. Paris is the capital of France and a major city in Europe's capital of "
-             "France.", content_deltas=29, output_tokens=None, input_tokens=None, finish_reason="stop",
-        terminal=True, error_class=""), {}),
+        text="L'Étoile, la Marseillaise. Paris is the capital of France and a major city in Europe's "
+             "capital of France.", content_deltas=29, output_tokens=None, input_tokens=None,
+        finish_reason="stop", terminal=True, error_class=""), {}),
     "llamacpp_captured_length": ("openai", dict(
         text="Once upon a time, in the land of Eldrador,", content_deltas=12, output_tokens=None,
         input_tokens=None, finish_reason="length", terminal=True, error_class=""), {}),
@@ -150,7 +152,8 @@ def test_openai_malformed_events_are_counted_and_parsing_goes_on() -> None:
 
 @pytest.mark.parametrize("error, expected", [
     ({"error": {"message": "upstream died", "type": "InternalServerError", "code": 500}}, "interrupted"),
-    ({"error": {"message": "This model's maximum context length is 8192 tokens", "code": 400}}, "context_length"),
+    ({"error": {"message": "This model's maximum context length is 8192 tokens", "code": 400}},
+     "context_length"),
     ({"error": {"message": "too long", "code": "context_length_exceeded"}}, "context_length"),
     ({"object": "error", "message": "decode failed", "type": "BadRequestError", "code": 400}, "interrupted"),
     ({"error": "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096",
@@ -188,7 +191,8 @@ def test_openai_reasoning_field_and_role_only_chunks() -> None:
 
 
 def test_openai_continuous_usage_last_value_wins() -> None:
-    events = [dict(chunk(t), usage={"prompt_tokens": 5, "completion_tokens": n}) for n, t in enumerate("abc", 1)]
+    events = [dict(chunk(t), usage={"prompt_tokens": 5, "completion_tokens": n})
+              for n, t in enumerate("abc", 1)]
     completion, _, _ = run("openai", [sse(*events, "[DONE]")])
     assert (completion.output_tokens, completion.input_tokens) == (3, 5)
 
@@ -210,7 +214,8 @@ def test_openai_oversized_event_is_too_large() -> None:
 @given(dialect=st.sampled_from(["openai", "anthropic", "triton"]), streaming=st.booleans(),
        chunks=st.lists(st.one_of(st.binary(max_size=30), st.sampled_from(
            [b"data: ", b"\n\n", b"{", b'{"choices":[{"delta":{"content":1}}]}', b"event: error\n",
-            b'{"type":"content_block_delta","delta":7}', b'{"outputs":[]}', b"\r", b'"error"'])), max_size=10))
+            b'{"type":"content_block_delta","delta":7}', b'{"outputs":[]}', b"\r", b'"error"'])),
+                       max_size=10))
 def test_random_bytes_never_raise(dialect: str, streaming: bool, chunks: list[bytes]) -> None:
     completion, counts, _ = run(dialect, chunks, streaming, max_event_bytes=256)
     assert completion.error_class in ("", *ERROR_CLASSES)
@@ -234,7 +239,8 @@ def loads_or_error(text: str) -> Any:
 @settings(max_examples=300, deadline=None)
 @given(st.one_of(
     st.dictionaries(st.text(max_size=5), JSON_VALUES, max_size=4).map(json.dumps),
-    st.builds(lambda v, tail: json.dumps(v) + tail, st.dictionaries(st.text(max_size=3), JSON_VALUES, max_size=2),
+    st.builds(lambda v, tail: json.dumps(v) + tail,
+              st.dictionaries(st.text(max_size=3), JSON_VALUES, max_size=2),
               st.sampled_from(["", " ", "\n\t", " x", "}", ",{}"])),
     st.text(max_size=20).map(lambda t: "{" + t),
     st.text(max_size=20),
@@ -268,7 +274,8 @@ def test_anthropic_error_event(error_type: str, message: str, expected: str) -> 
 
 
 def test_anthropic_malformed_event() -> None:
-    raw = b'event: content_block_delta\ndata: {"type":"content_block_delta","delta":{"type":"text_delta","text":"ok"}}\n\n'
+    raw = (b'event: content_block_delta\n'
+           b'data: {"type":"content_block_delta","delta":{"type":"text_delta","text":"ok"}}\n\n')
     completion, counts, _ = run("anthropic", [raw, b"event: content_block_delta\ndata: {nope\n\n"])
     assert counts == [1, 0] and completion.text == "ok" and completion.error_class == "malformed_stream"
 
@@ -280,7 +287,8 @@ def test_anthropic_malformed_event() -> None:
 def test_triton_error_event(message: str, expected: str) -> None:
     raw = sse({"model_name": "ensemble", "text_output": " Hi"}, {"error": message})
     completion, counts, _ = run("triton", [raw])
-    assert (completion.error_class, completion.error_detail, completion.terminal) == (expected, message, False)
+    assert (completion.error_class, completion.error_detail, completion.terminal) == \
+        (expected, message, False)
     assert completion.text == " Hi" and counts == [1]
 
 
@@ -309,16 +317,18 @@ NON_STREAM = [
     ("triton", {"model_name": "ensemble", "model_version": "1", "outputs": [
         {"name": "text_output", "datatype": "BYTES", "shape": [1], "data": ["Machine learning is"]}],
         "parameters": {"inference_time_ms": 41.5}},
-     dict(text="Machine learning is", content_deltas=1, terminal=True, error_class=""), {"inference_time_ms": 41.5}),
-    ("triton", {"model_name": "ensemble", "text_output": "flat", "inference_time_ms": 3}, dict(text="flat", terminal=True),
-     {"inference_time_ms": 3.0}),
+     dict(text="Machine learning is", content_deltas=1, terminal=True, error_class=""),
+     {"inference_time_ms": 41.5}),
+    ("triton", {"model_name": "ensemble", "text_output": "flat", "inference_time_ms": 3},
+     dict(text="flat", terminal=True), {"inference_time_ms": 3.0}),
     ("triton", {"error": "Request for unknown model: 'x' is not found"},
      dict(text="", terminal=False, error_class="interrupted"), {}),
 ]
 
 
 @pytest.mark.parametrize("dialect, body, fields, timing", NON_STREAM)
-def test_non_streaming_body(dialect: str, body: dict[str, Any], fields: dict[str, Any], timing: dict[str, float]) -> None:
+def test_non_streaming_body(dialect: str, body: dict[str, Any], fields: dict[str, Any],
+                            timing: dict[str, float]) -> None:
     raw = json.dumps(body, ensure_ascii=False).encode()
     completion, counts, parser = run(dialect, [raw[:10], raw[10:]], streaming=False)
     assert counts == [0, 0]
@@ -328,7 +338,8 @@ def test_non_streaming_body(dialect: str, body: dict[str, Any], fields: dict[str
 
 
 @pytest.mark.parametrize("dialect", ["openai", "anthropic", "triton"])
-@pytest.mark.parametrize("body", [b"", b"<html>502 Bad Gateway</html>", b"[1, 2]", b'{"choices": []}', b'{"outputs": [{}]}'])
+@pytest.mark.parametrize("body", [b"", b"<html>502 Bad Gateway</html>", b"[1, 2]", b'{"choices": []}',
+                                  b'{"outputs": [{}]}'])
 def test_non_streaming_garbage_is_malformed(dialect: str, body: bytes) -> None:
     completion, _, _ = run(dialect, [body], streaming=False)
     assert (completion.error_class, completion.terminal) == ("malformed_stream", False)
@@ -341,7 +352,8 @@ def test_non_streaming_body_over_the_limit_is_too_large() -> None:
 
 # ---- build() ----------------------------------------------------------------------------------------
 
-CHAT = Item("q1", ({"role": "system", "content": "Be brief."}, {"role": "user", "content": "Capital of France?"}),
+CHAT = Item("q1",
+            ({"role": "system", "content": "Be brief."}, {"role": "user", "content": "Capital of France?"}),
             max_tokens=64)
 SOLO = Item("q2", ({"role": "user", "content": "Hi"},))
 OPTS = RequestOptions(model="m")
@@ -396,8 +408,9 @@ def test_build_does_not_share_item_messages() -> None:
 
 # ---- registry ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name, canonical", [("openai", "openai"), ("openai_chat", "openai"), ("OpenAI-Chat", "openai"),
-                                             ("anthropic_messages", "anthropic"), ("kserve", "triton")])
+@pytest.mark.parametrize("name, canonical",
+                         [("openai", "openai"), ("openai_chat", "openai"), ("OpenAI-Chat", "openai"),
+                          ("anthropic_messages", "anthropic"), ("kserve", "triton")])
 def test_get_dialect(name: str, canonical: str) -> None:
     assert get_dialect(name).name == canonical and get_dialect(name) is DIALECTS[canonical]
 
@@ -406,7 +419,8 @@ def test_unknown_dialect_lists_the_valid_names() -> None:
     with pytest.raises(UnknownDialect) as info:
         get_dialect("gemini")
     assert isinstance(info.value, ValueError)
-    assert "'gemini'" in str(info.value) and all(name in str(info.value) for name in ("openai", "anthropic", "triton"))
+    assert "'gemini'" in str(info.value) \
+        and all(name in str(info.value) for name in ("openai", "anthropic", "triton"))
 
 
 # ---- the whole-body fast path (JsonEventParser.feed_chunks) ----------------------------------------
@@ -505,9 +519,11 @@ def vllm_event(content: Any, **extra: Any) -> str:
 def test_template_fast_path_matches_event_by_event(contents: list[Any]) -> None:
     events = [vllm_event(c) for c in contents]
     events.insert(2, '{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m",'
-                     '"choices":[{"index":0,"delta":{"content":"x","content":"dup"},"logprobs":null,"finish_reason":null}]}')
+                     '"choices":[{"index":0,"delta":{"content":"x","content":"dup"},'
+                     '"logprobs":null,"finish_reason":null}]}')
     events += [vllm_event("", usage={"completion_tokens": 5}), vllm_event("z", id="other"), "[DONE]"]
-    events.insert(0, vllm_event("").replace('{"content"', '{"role":"assistant","content"'))  # vLLM's role chunk
+    # vLLM's role chunk
+    events.insert(0, vllm_event("").replace('{"content"', '{"role":"assistant","content"'))
     raw = "".join(f"data: {e}\n\n" for e in events).encode()
     chunks = [raw[i:i + 97] for i in range(0, len(raw), 97)]
     slow, fast, taken, parser = both_paths("openai", chunks)
@@ -515,7 +531,8 @@ def test_template_fast_path_matches_event_by_event(contents: list[Any]) -> None:
     assert taken and parser._template is not None     # the template was found and used
     # every content delta whose JSON string has no escape skipped the JSON parse
     assert parser._template_hits == sum(1 for c in contents
-                                        if isinstance(c, str) and "\\" not in json.dumps(c, ensure_ascii=False))
+                                        if isinstance(c, str)
+                                        and "\\" not in json.dumps(c, ensure_ascii=False))
 
 
 def test_content_template_is_proven_not_assumed() -> None:

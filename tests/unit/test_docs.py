@@ -33,8 +33,8 @@ _FENCE = re.compile(r"^(```|~~~)")
 _INLINE_CODE = re.compile(r"(`+)(.+?)\1")
 _LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 # a command position: the start of a line or span, or after &&, ;, | or $( (a path before it is fine)
-_COMMAND = re.compile(r"(?:^|&&|;|\||\$\()\s*(?:[\w.~/-]*/)?fourfold +([a-z][a-z-]*)(?: +([a-z0-9][a-z0-9-]*))?",
-                      re.MULTILINE)
+_COMMAND = re.compile(r"(?:^|&&|;|\||\$\()\s*(?:[\w.~/-]*/)?fourfold +([a-z][a-z-]*)"
+                      r"(?: +([a-z0-9][a-z0-9-]*))?", re.MULTILINE)
 _SHELL = {"bash", "sh", "shell", "console"}
 _LOCUSTFILE_PATH = re.compile(r"(?<![\w/])locustfiles/([\w.-]+\.py)")
 _LOCUSTFILE_NAME = re.compile(r"(?<![\w/.])(l[1-4]_[a-z_]+\.py)\b")
@@ -136,7 +136,8 @@ def locustfiles_named(text: str) -> set[str]:
 def ci_commands(script: str) -> list[str]:
     """The top-level commands of ``.ci/run`` that set up and run the tests (venv, pip, pytest)."""
     return [line.strip() for line in script.splitlines()
-            if re.match(_ENV_PREFIX + r"(python3 -m venv|\.venv/bin/pip |\.venv/bin/python -m pytest)", line.strip())]
+            if re.match(_ENV_PREFIX + r"(python3 -m venv|\.venv/bin/pip |\.venv/bin/python -m pytest)",
+                        line.strip())]
 
 
 # environment assignments before a command (CMAKE_ARGS="..." .venv/bin/pip ...: llama.cpp's build flags)
@@ -267,12 +268,15 @@ def test_broken_links_finds_missing_files_and_headings(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text("[ok](other.md) [ok](other.md#real-heading) [web](https://x.example/y.md)\n"
                     "[gone](missing.md) [bad](other.md#nope) [self](#top)\n\n# Top\n"
-                    "`[in code](also-missing.md)`\n```\n[in a block](missing-too.md)\n```\n", encoding="utf-8")
-    assert broken_links(page) == ["page.md: missing.md (no such file)", "page.md: other.md#nope (no such heading)"]
+                    "`[in code](also-missing.md)`\n```\n[in a block](missing-too.md)\n```\n",
+                    encoding="utf-8")
+    assert broken_links(page) == \
+        ["page.md: missing.md (no such file)", "page.md: other.md#nope (no such heading)"]
 
 
 def test_commands_and_locustfiles_named() -> None:
-    text = ("fourfold is prose, not a command. Run `fourfold demo --quick`, not `helm install fourfold x`, or\n"
+    text = ("fourfold is prose, not a command. Run `fourfold demo --quick`, "
+            "not `helm install fourfold x`, or\n"
             '```bash\n.venv/bin/fourfold compare runs/a runs/b\nlocust -f "$(fourfold locustfile l3)"\n'
             "locust -f locustfiles/l9_nope.py   # and l2_open_loop.py; same fourfold version\n"
             "cd /tmp && fourfold sim --port 0\n```\n"
@@ -283,7 +287,8 @@ def test_commands_and_locustfiles_named() -> None:
 
 
 def test_ci_commands() -> None:
-    script = ("#!/usr/bin/env bash\nset -euo pipefail\nif x; then\n    $SUDO apt-get install -y chromium\nfi\n"
+    script = ("#!/usr/bin/env bash\nset -euo pipefail\n"
+              "if x; then\n    $SUDO apt-get install -y chromium\nfi\n"
               "python3 -m venv .venv\n.venv/bin/pip install -q -e '.[test]'\n.venv/bin/python -m pytest -q\n")
     assert ci_commands(script) == ["python3 -m venv .venv", ".venv/bin/pip install -q -e '.[test]'",
                                    ".venv/bin/python -m pytest -q"]

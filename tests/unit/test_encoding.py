@@ -7,7 +7,8 @@ import zlib
 
 from fourfold.client.encoding import decode_pieces
 
-BODY = b"".join(b'data: {"choices":[{"delta":{"content":"w%d "}}]}\n\n' % i for i in range(50)) + b"data: [DONE]\n\n"
+BODY = b"".join(b'data: {"choices":[{"delta":{"content":"w%d "}}]}\n\n' % i
+                for i in range(50)) + b"data: [DONE]\n\n"
 
 
 def _split(data: bytes, size: int) -> list[bytes]:
@@ -33,4 +34,5 @@ def test_identity_is_untouched_and_unknown_or_broken_encodings_say_why():
     pieces, why = decode_pieces([b"\x00\x01"], "br")
     assert pieces == [b"\x00\x01"] and why == "unsupported Content-Encoding 'br'"
     pieces, why = decode_pieces([b"not gzip at all"], "gzip")
-    assert pieces == [b"not gzip at all"] and why.startswith("Content-Encoding 'gzip': body does not decompress")
+    assert pieces == [b"not gzip at all"] \
+        and why.startswith("Content-Encoding 'gzip': body does not decompress")

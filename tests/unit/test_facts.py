@@ -14,7 +14,8 @@ from fourfold.errors import UsageError
 from fourfold.fingerprint.facts import Fact, check_answer, fact_error_rate, load_facts, parse_facts
 from fourfold.fingerprint.rag import check_facts
 from fourfold.fingerprint.score import ScoreRow, summarize
-from fourfold.gates.slo import evaluate, parse_spec, parse_table
+from fourfold.gates.slo import parse_spec, parse_table
+from fourfold.gates.slo_verdict import evaluate
 from fourfold.measure.record import RequestRecord
 from fourfold.reports.compare import CompareSettings, GroupSample, compare_groups
 
@@ -32,21 +33,21 @@ VELORA = [
 
 
 @pytest.mark.parametrize(("answer", "checked", "errors"), [
-    ("Velora Systems was founded in 1994 by Mara Quell.", 2, 0),                         # correct
-    ("Velora Systems employs about 3,450 people.", 1, 0),                                # number with a comma
-    ("Velora Systems employs about 3460 people.", 1, 1),                                 # slipped number
-    ("Velora Systems was founded in 1995 by Mara Quell.", 2, 1),                         # slipped year
-    ("Velora Systems was established in 1996.", 1, 1),                                   # slipped year, other cue
-    ("Velora Systems was founded in 1994 by Mara Reeve.", 2, 1),                         # slipped name
-    ("Velora Systems was founded in 1994 by Ilse Varn.", 2, 1),                          # another fact's name
-    ("Velora Systems is headquartered in Tarnwick, Valdoria.", 2, 0),                    # two names, one sentence
-    ("Velora Systems is headquartered in Holmwick, Valdoria.", 2, 1),                    # slipped city
-    ("Velora Systems is headquartered in Tarnwick, Ostreva.", 2, 1),                     # slipped country
-    ("Founded in 1994, Velora Systems employs many people.", 1, 0),                      # the year is no staff count
-    ("Velora Systems makes routers. It was founded in 1994.", 1, 0),                     # subject in another sentence
-    ("The Lune river runs through Tarnwick.", 0, 0),                                     # unrelated: subject absent
-    ("Velora Systems makes good routers.", 0, 0),                                        # subject, no cue
-    ("Velora Systems was founded by its chief executive.", 0, 0),                        # cue, no value
+    ("Velora Systems was founded in 1994 by Mara Quell.", 2, 0),                 # correct
+    ("Velora Systems employs about 3,450 people.", 1, 0),                        # number with a comma
+    ("Velora Systems employs about 3460 people.", 1, 1),                         # slipped number
+    ("Velora Systems was founded in 1995 by Mara Quell.", 2, 1),                 # slipped year
+    ("Velora Systems was established in 1996.", 1, 1),                           # slipped year, other cue
+    ("Velora Systems was founded in 1994 by Mara Reeve.", 2, 1),                 # slipped name
+    ("Velora Systems was founded in 1994 by Ilse Varn.", 2, 1),                  # another fact's name
+    ("Velora Systems is headquartered in Tarnwick, Valdoria.", 2, 0),            # two names, one sentence
+    ("Velora Systems is headquartered in Holmwick, Valdoria.", 2, 1),            # slipped city
+    ("Velora Systems is headquartered in Tarnwick, Ostreva.", 2, 1),             # slipped country
+    ("Founded in 1994, Velora Systems employs many people.", 1, 0),              # the year is no staff count
+    ("Velora Systems makes routers. It was founded in 1994.", 1, 0),             # subject in another sentence
+    ("The Lune river runs through Tarnwick.", 0, 0),                             # unrelated: subject absent
+    ("Velora Systems makes good routers.", 0, 0),                                # subject, no cue
+    ("Velora Systems was founded by its chief executive.", 0, 0),                # cue, no value
 ])
 def test_check_answer(answer, checked, errors):
     result = check_answer(answer, VELORA)
@@ -145,7 +146,8 @@ def test_check_facts_fills_rows_and_the_quality_block(tmp_path: Path):
                _record("c", "Something else entirely.", ["d1"], ["d1"])]
     rows = [ScoreRow(request_id=r.request_id, item_id=r.item_id, level="l3", scenario="rag") for r in records]
     assert check_facts(rows, records, corpus).startswith("measured: 1 facts")
-    assert [(r.fact_checked, r.fact_errors, r.fact_error) for r in rows] == [(1, 0, False), (1, 1, True), (0, 0, None)]
+    assert [(r.fact_checked, r.fact_errors, r.fact_error) for r in rows] == \
+        [(1, 0, False), (1, 1, True), (0, 0, None)]
     block = summarize(rows)
     assert (block["fact_checked_n"], block["fact_error_rate"]) == (2, 0.5)
     assert rows[1].to_dict()["fact_error"] is True
@@ -153,7 +155,8 @@ def test_check_facts_fills_rows_and_the_quality_block(tmp_path: Path):
 
 def test_without_facts_the_rate_is_not_measured_never_zero(tmp_path: Path):
     corpus = tmp_path / "corpus.jsonl"
-    corpus.write_text(json.dumps({"id": "d1", "title": "T", "text": "Velora Systems was founded in 1994."}) + "\n")
+    corpus.write_text(json.dumps({"id": "d1", "title": "T",
+                                  "text": "Velora Systems was founded in 1994."}) + "\n")
     records = [_record("a", "Velora Systems was founded in 1997.", ["d1"], ["d1"])]
     rows = [ScoreRow(request_id="a", item_id="a", level="l3", scenario="rag")]
     assert check_facts(rows, records, corpus).startswith("not measured")
@@ -164,7 +167,8 @@ def test_without_facts_the_rate_is_not_measured_never_zero(tmp_path: Path):
 
 
 def test_slo_gate_is_a_ceiling():
-    summary = {"quality": {"total": {"fact_error_rate": 0.124}, "by_scenario": {"l3:rag": {"fact_error_rate": 0.05}}}}
+    summary = {"quality": {"total": {"fact_error_rate": 0.124},
+                           "by_scenario": {"l3:rag": {"fact_error_rate": 0.05}}}}
     (miss,) = evaluate(parse_spec("fact_error_rate<10%"), summary)
     (ok,) = evaluate(parse_spec("fact_error_rate@l3:rag<10%"), summary)
     assert (miss.status, miss.measured, ok.status) == ("miss", 0.124, "pass")
@@ -174,18 +178,22 @@ def test_slo_gate_is_a_ceiling():
 
 def _facts_sample(errors: int, n: int) -> GroupSample:
     values = np.array([1.0] * errors + [0.0] * (n - errors))
-    return GroupSample(fact_error=values, fact_error_items=np.array([f"q{i}" for i in range(n)], dtype=object))
+    return GroupSample(fact_error=values,
+                       fact_error_items=np.array([f"q{i}" for i in range(n)], dtype=object))
 
 
 def test_report_row_is_lower_is_better_with_a_ci():
     settings = CompareSettings(resamples=500)
     base, cand = _facts_sample(62, 500), _facts_sample(25, 500)     # 12.4 % -> 5.0 %, same items
     (row,) = [r for r in compare_groups("l3:rag", base, cand, settings) if r.metric == "fact_error_rate"]
-    assert (row.baseline, row.candidate, row.better, row.unit) == (pytest.approx(12.4), pytest.approx(5.0), "lower", "%")
+    assert (row.baseline, row.candidate, row.better, row.unit) == \
+        (pytest.approx(12.4), pytest.approx(5.0), "lower", "%")
     assert row.ci_low < row.delta < row.ci_high < 0 and row.verdict == "better"
-    same = [r for r in compare_groups("l3:rag", base, _facts_sample(62, 500), settings) if r.metric == "fact_error_rate"]
+    same = [r for r in compare_groups("l3:rag", base, _facts_sample(62, 500), settings)
+            if r.metric == "fact_error_rate"]
     assert same[0].verdict == "no change"       # the same answers judged the same
-    assert not [r for r in compare_groups("l1:x", GroupSample(), GroupSample(), settings) if r.metric == "fact_error_rate"]
+    assert not [r for r in compare_groups("l1:x", GroupSample(), GroupSample(), settings)
+                if r.metric == "fact_error_rate"]
 
 
 def test_a_malformed_fact_is_one_usage_error_with_file_and_line(tmp_path: Path):

@@ -23,7 +23,8 @@ def test_form_shows_l4_options_only_for_l4(add_arguments, shows_l4: bool) -> Non
     in_form = set(parser.args_included_in_web_ui)
     assert "stall_ms" in in_form
     assert (L4_ONLY <= in_form) if shows_l4 else not (L4_ONLY & in_form)
-    assert parser.parse_args(["--think-scale", "0.5", "--ab-split", "50/50"]).think_scale == 0.5   # parsed by all
+    # parsed by all
+    assert parser.parse_args(["--think-scale", "0.5", "--ab-split", "50/50"]).think_scale == 0.5
 
 
 def test_l4_options_dests_are_the_registered_ones() -> None:

@@ -28,17 +28,20 @@ def block(cpu: float = 30.0, p99: float = 2.0, samples: int = 600, **extra) -> d
     (block(p99=50.0), (True, "event-loop lag p99 50 ms")),
     (block(p99=7.25, cpu=99.0), (True, "CPU 99 % of a core")),
     # 99 wake-ups: their p99 is the largest one (an import, a GC pass), so lag is not judged; CPU still is
-    (block(p99=400.0, samples=99), (False, "CPU 30 % of a core, event-loop lag not judged (99 wake-ups, fewer "
-                                           "than 100): within the limits (CPU < 90 %, lag p99 < 50 ms)")),
+    (block(p99=400.0, samples=99),
+     (False, "CPU 30 % of a core, event-loop lag not judged (99 wake-ups, fewer "
+             "than 100): within the limits (CPU < 90 %, lag p99 < 50 ms)")),
     (block(p99=400.0, samples=100), (True, "event-loop lag p99 400 ms")),
     (block(cpu=95.0, samples=12), (True, "CPU 95 % of a core")),
     ({"samples": 0, "cpu_pct_mean": 0.0}, (False, "no samples of the load generator's health")),
     ({}, (False, "no samples of the load generator's health")),
     # a damaged block: values that are no numbers count as missing
-    (block() | {"cpu_pct_mean": "97", "loop_lag_ms_p99": None}, (False, "CPU 0 % of a core, event-loop lag p99 0.0 ms: within the limits "
-                                        "(CPU < 90 %, lag p99 < 50 ms)")),
-    (block() | {"cpu_pct_mean": float("nan"), "loop_lag_ms_p99": True}, (False, "CPU 0 % of a core, event-loop lag p99 0.0 ms: within the limits "
-                                                "(CPU < 90 %, lag p99 < 50 ms)")),
+    (block() | {"cpu_pct_mean": "97", "loop_lag_ms_p99": None},
+     (False, "CPU 0 % of a core, event-loop lag p99 0.0 ms: within the limits "
+             "(CPU < 90 %, lag p99 < 50 ms)")),
+    (block() | {"cpu_pct_mean": float("nan"), "loop_lag_ms_p99": True},
+     (False, "CPU 0 % of a core, event-loop lag p99 0.0 ms: within the limits "
+             "(CPU < 90 %, lag p99 < 50 ms)")),
 ])
 def test_starved(given, expected):
     assert starved(given) == expected
@@ -46,11 +49,11 @@ def test_starved(given, expected):
 
 @pytest.mark.parametrize(("summary", "expected"), [
     ({"generator": block(cpu=97.0, p99=120.0)},
-     ["baseline: the load generator was starved (CPU 97 % of a core, event-loop lag p99 120 ms): its latencies "
-      "include the client's own waiting, not only the target's"]),
+     ["baseline: the load generator was starved (CPU 97 % of a core, event-loop lag p99 120 ms): "
+      "its latencies include the client's own waiting, not only the target's"]),
     ({"generator": block(p99=64.0)},
-     ["baseline: the load generator was starved (event-loop lag p99 64 ms): its latencies include the client's "
-      "own waiting, not only the target's"]),
+     ["baseline: the load generator was starved (event-loop lag p99 64 ms): its latencies include the "
+      "client's own waiting, not only the target's"]),
     ({"generator": block()}, []),                              # healthy
     ({"total": {"requests": 10}}, []),                         # an older run: no generator block
     (None, []),                                                # no summary at all
@@ -68,14 +71,15 @@ def test_console_line_only_for_a_starved_generator():
         sick.add_cpu_pct(95.0)
     sick.add_lag_ms(1.0)
     assert console_line(sick.block()) == (
-        "fourfold: WARNING: the load generator was starved (CPU 95 % of a core): its latencies include its own "
-        "waiting, not only the target's (summary.json: generator)")
+        "fourfold: WARNING: the load generator was starved (CPU 95 % of a core): its latencies include its "
+        "own waiting, not only the target's (summary.json: generator)")
     assert console_line(block() | {"starved": False}) is None
     assert console_line(None) is None
 
 
-@pytest.mark.parametrize(("cpu_s", "wall_s", "expected"), [(0.5, 1.0, 50.0), (1.8, 1.0, 180.0), (0.0, 1.0, 0.0),
-                                                          (0.3, 0.0, 0.0), (-0.1, 1.0, 0.0)])
+@pytest.mark.parametrize(("cpu_s", "wall_s", "expected"),
+                         [(0.5, 1.0, 50.0), (1.8, 1.0, 180.0), (0.0, 1.0, 0.0),
+                          (0.3, 0.0, 0.0), (-0.1, 1.0, 0.0)])
 def test_cpu_pct_is_percent_of_one_core(cpu_s, wall_s, expected):
     assert cpu_pct(cpu_s, wall_s) == pytest.approx(expected)
 

@@ -27,7 +27,8 @@ class _FakeInner(httpx.BaseTransport):
 
 def test_traced_transport_tells_new_from_reused_connections():
     inner = _FakeInner()
-    client = httpx.Client(transport=TracedTransport(inner), base_url="http://127.0.0.1:1")  # type: ignore[arg-type]
+    client = httpx.Client(transport=TracedTransport(inner),  # type: ignore[arg-type]
+                          base_url="http://127.0.0.1:1")
     first = client.post("/v1/chat/completions", json={})
     second = client.post("/v1/chat/completions", json={})
     f1, f2 = first.extensions["fourfold"], second.extensions["fourfold"]

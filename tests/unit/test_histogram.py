@@ -186,14 +186,16 @@ def test_the_array_forms_file_values_as_add_does() -> None:
     assert keys[:2].tolist() == [ZERO_KEY, ZERO_KEY]
     assert sorted(set(keys[2:].tolist())) == sorted(hist.buckets)
     assert bucket_values(keys)[:2].tolist() == [0.0, 0.0]
-    assert bucket_values(keys[2:]).tolist() == pytest.approx([hist.representative(int(k)) for k in keys[2:]], rel=1e-12)
+    assert bucket_values(keys[2:]).tolist() == \
+        pytest.approx([hist.representative(int(k)) for k in keys[2:]], rel=1e-12)
     uniques, counts = np.unique(keys, return_counts=True)
     qs = (0.0, 0.1, 0.5, 0.9, 1.0)
     assert bucket_quantiles(uniques, counts, qs, 0.0, 1e6) == hist.quantiles(qs)
     assert bucket_quantiles(np.zeros(0, np.int64), np.zeros(0, np.int64), qs, 0.0, 0.0) == [None] * len(qs)
 
 
-@pytest.mark.parametrize(("q", "n", "rank"), [(0.5, 10, 5), (0.99, 10, 10), (0.07, 100, 7), (0.0, 5, 1), (0.5, 0, 1)])
+@pytest.mark.parametrize(("q", "n", "rank"),
+                         [(0.5, 10, 5), (0.99, 10, 10), (0.07, 100, 7), (0.0, 5, 1), (0.5, 0, 1)])
 def test_nearest_ranks_over_arrays(q: float, n: int, rank: int) -> None:
     assert nearest_ranks(q, np.array([n]))[0] == rank
     if n:

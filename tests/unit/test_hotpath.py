@@ -39,7 +39,8 @@ def test_offsets_round_as_python_rounds() -> None:
     assert native._hotpath.offsets_ms([t0 + 1_500], [1], t0) == [0.002]
 
 
-def parse(chunks: list[bytes], native_scan: bool, monkeypatch: pytest.MonkeyPatch, **kwargs: Any) -> tuple[Any, ...]:
+def parse(chunks: list[bytes], native_scan: bool, monkeypatch: pytest.MonkeyPatch,
+          **kwargs: Any) -> tuple[Any, ...]:
     monkeypatch.setattr(jsonevents, "scan_events", native._hotpath.scan_events if native_scan else None)
     parser = get_dialect("openai").parser(True, **kwargs)
     counts = parser.feed_chunks(chunks)
@@ -62,8 +63,9 @@ def vllm(content: Any, **extra: Any) -> bytes:
     return b"data: " + json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
 
 
-@pytest.mark.parametrize("name", ["vllm_chat", "vllm_chat_reasoning", "llamacpp_chat", "llamacpp_captured_stop",
-                                  "llamacpp_captured_length", "tgi_chat"])
+@pytest.mark.parametrize("name",
+                         ["vllm_chat", "vllm_chat_reasoning", "llamacpp_chat", "llamacpp_captured_stop",
+                          "llamacpp_captured_length", "tgi_chat"])
 def test_recorded_streams_in_random_splits(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     raw = (RECORDED / f"{name}.sse").read_bytes()
     rng = random.Random(name)
@@ -78,26 +80,27 @@ def test_template_deltas_with_role_finish_usage_and_done(monkeypatch: pytest.Mon
     raw = (role + b"".join(vllm(t) for t in ["a", " b", "", "caf\u00e9", 'q"uote', "\U0001F600", "z"])
            + vllm("x", usage={"completion_tokens": 9}) + vllm(None) + b"data: [DONE]\n\n")
     for size in (1, 7, 64, 250, len(raw)):
-        completion, counts, taken, hits, _ = same([raw[i:i + size] for i in range(0, len(raw), size)], monkeypatch)
+        completion, counts, taken, hits, _ = same([raw[i:i + size] for i in range(0, len(raw), size)],
+                                                  monkeypatch)
         assert taken and completion.text == "a bcaf\u00e9q\"uote\U0001F600zx" and sum(counts) == 7
         assert hits == 6 and completion.output_tokens == 9 and completion.terminal
 
 
 @pytest.mark.parametrize("raw", [
-    vllm("a") + b'data: {"choices": [\n\n' + vllm("b"),                                    # malformed JSON
-    vllm("a") + b"data: not json\n\n" + vllm("b") + b"data: [DONE]\n\n",                   # not JSON at all
-    vllm("a") + vllm("b") + b"data: [DONE]",                                               # torn last event
-    b": ping\n\n" + vllm("a") + vllm("b"),                                                 # comment
-    vllm("a") + vllm("a\udcff".encode("utf-8", "surrogateescape").decode("latin-1")),      # odd bytes
-    vllm("a") + vllm("b")[:-2].replace(b'"b"', b'"\xff"') + b"\n\n" + vllm("c"),           # invalid UTF-8 delta
-    vllm("a") + vllm("b") + b"data:" + b"\xff" * 3 + b"\n\n",                              # invalid UTF-8 data
-    vllm("a") + vllm("x" * 3000) + vllm("b"),                                              # oversized event
-    vllm("a") + b"event: message\n" + vllm("b"),                                           # an event: line
-    vllm("a") + b"\n\n" + vllm("b"),                                                       # an empty block
-    vllm("a") + b"\n\n\n" + vllm("b"),                                                     # three newlines
-    vllm("a") + b"data:\n\n" + b"data\n\n" + vllm("b"),                                    # bare data lines
-    vllm("a") + vllm("b", choices=5) + vllm("c"),                                          # unexpected shape
-    vllm("a") + b'data: {"error":{"message":"boom"}}\n\n',                                 # an error event
+    vllm("a") + b'data: {"choices": [\n\n' + vllm("b"),                                  # malformed JSON
+    vllm("a") + b"data: not json\n\n" + vllm("b") + b"data: [DONE]\n\n",                 # not JSON at all
+    vllm("a") + vllm("b") + b"data: [DONE]",                                             # torn last event
+    b": ping\n\n" + vllm("a") + vllm("b"),                                               # comment
+    vllm("a") + vllm("a\udcff".encode("utf-8", "surrogateescape").decode("latin-1")),    # odd bytes
+    vllm("a") + vllm("b")[:-2].replace(b'"b"', b'"\xff"') + b"\n\n" + vllm("c"),         # invalid UTF-8 delta
+    vllm("a") + vllm("b") + b"data:" + b"\xff" * 3 + b"\n\n",                            # invalid UTF-8 data
+    vllm("a") + vllm("x" * 3000) + vllm("b"),                                            # oversized event
+    vllm("a") + b"event: message\n" + vllm("b"),                                         # an event: line
+    vllm("a") + b"\n\n" + vllm("b"),                                                     # an empty block
+    vllm("a") + b"\n\n\n" + vllm("b"),                                                   # three newlines
+    vllm("a") + b"data:\n\n" + b"data\n\n" + vllm("b"),                                  # bare data lines
+    vllm("a") + vllm("b", choices=5) + vllm("c"),                                        # unexpected shape
+    vllm("a") + b'data: {"error":{"message":"boom"}}\n\n',                               # an error event
 ])
 def test_unusual_bodies(raw: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
     for size in (1, 13, 100, len(raw)):
@@ -106,9 +109,10 @@ def test_unusual_bodies(raw: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(parts=st.lists(st.one_of(
-    st.sampled_from([b"data: ", b"data:", b"\n\n", b"\n", b"{", b"}", b"[DONE]", b'"x"', b",", b" ", b'"', b"\\",
-                     vllm("t"), vllm(""), vllm("\u00e9"), vllm("t")[:-2], b'{"usage":{"completion_tokens":3}}',
-                     b'{"choices":[{"delta":{"content":1}}]}', b'{"error":{"message":"boom"}}']),
+    st.sampled_from([b"data: ", b"data:", b"\n\n", b"\n", b"{", b"}", b"[DONE]", b'"x"', b",", b" ", b'"',
+                     b"\\", vllm("t"), vllm(""), vllm("\u00e9"), vllm("t")[:-2],
+                     b'{"usage":{"completion_tokens":3}}', b'{"choices":[{"delta":{"content":1}}]}',
+                     b'{"error":{"message":"boom"}}']),
     st.binary(max_size=6)), max_size=24), cut=st.integers(1, 9))
 def test_random_bodies(parts: list[bytes], cut: int) -> None:
     raw = b"".join(parts)
@@ -120,8 +124,9 @@ def test_random_bodies(parts: list[bytes], cut: int) -> None:
 def test_scan_events_never_raises_on_odd_arguments() -> None:
     scan = native._hotpath.scan_events
     assert scan(b"", [], b"\x00", b"", 10) == ([], [], [], 0)
-    assert scan(b"data: x\n\n", [b"data: x\n\n"], b"", b"", 0) is None                         # every part over the limit
-    texts, per_chunk, others, hits = scan(b'data: "a"\n\ndata: 1\n\n', [b"x" * 4, b"y" * 7, b"z" * 9], b"data: ", b"", 100)
+    assert scan(b"data: x\n\n", [b"data: x\n\n"], b"", b"", 0) is None             # every part over the limit
+    texts, per_chunk, others, hits = scan(b'data: "a"\n\ndata: 1\n\n', [b"x" * 4, b"y" * 7, b"z" * 9],
+                                          b"data: ", b"", 100)
     assert (texts, per_chunk, others, hits) == (["a"], [0, 1, 0], [(1, 2, b"1", False)], 1)
 
 
@@ -129,7 +134,8 @@ def test_a_template_found_only_after_the_first_parts(monkeypatch: pytest.MonkeyP
     """The template search sees the first 16 events when C scans the body, and the whole body when
     they hold no template: a stream whose deltas start late still skips JSON."""
     raw = b"data: 1\n\n" * 40 + b"".join(vllm(t) for t in "abcdefgh") + b"data: [DONE]\n\n"
-    completion, counts, taken, hits, malformed = same([raw[i:i + 50] for i in range(0, len(raw), 50)], monkeypatch)
+    completion, counts, taken, hits, malformed = same([raw[i:i + 50] for i in range(0, len(raw), 50)],
+                                                      monkeypatch)
     assert taken and hits == 8 and completion.text == "abcdefgh" and malformed == 40
 
 
@@ -147,7 +153,7 @@ def test_take_chunks_takes_whole_chunks_and_leaves_the_rest() -> None:
     assert [t for t, _ in queue] == [3, 4]                         # a read ending inside a chunk: Python's
     idle = deque([(5, chunk(b": ping\n\n")), (6, one)])
     assert native._hotpath.take_chunks(idle, [], [], [], 0, 1 << 20, -1, True)[2] == 0 and len(idle) == 2
-    assert native._hotpath.take_chunks(idle, [], [], [], 0, 1 << 20, -1, False)[0] == 17   # no watchdog: taken
+    assert native._hotpath.take_chunks(idle, [], [], [], 0, 1 << 20, -1, False)[0] == 17  # no watchdog: taken
     ended = deque([(7, one), (8, b"0\r\n\r\n"), (9, one)])
     got = native._hotpath.take_chunks(ended, [], [], [], 0, 1 << 20, -1, True)
     assert got == (9, 7, 0) and len(ended) == 2                    # the last chunk is the decoder's

@@ -92,7 +92,8 @@ def test_connections_report_folds_ladder_steps_and_prints_one_line_each():
 
 def _dispatcher(**kw) -> DispatcherReport:
     base = dict(rate_rps=20.0, window_s=10.0, arrivals=200, sent=200, completed=196, in_flight_max=9,
-                in_flight_at_stop=4, send_gaps=GapStats(199, 9.95, 1.0), scheduled_gaps=GapStats(200, 10.0, 1.0))
+                in_flight_at_stop=4, send_gaps=GapStats(199, 9.95, 1.0),
+                scheduled_gaps=GapStats(200, 10.0, 1.0))
     base.update(kw)
     return DispatcherReport(**base)
 
@@ -118,9 +119,9 @@ def test_open_loop_report_says_when_the_generator_falls_behind():
     assert not report["generator_kept_up"]
     assert report["sent_rps"] == pytest.approx(8.0) and report["scheduled_rps"] == pytest.approx(30.0)
     assert report["warnings"] == [
-        "the load generator could NOT keep up with the offered rate: sent 80 of 300 scheduled arrivals (27%); "
-        "220 arrivals waited for a free slot (--max-in-flight 8 reached); client queue p99 4200 ms > 100 ms. "
-        "Latency is still counted from each intended arrival (queue_ms)."]
+        "the load generator could NOT keep up with the offered rate: sent 80 of 300 scheduled arrivals "
+        "(27%); 220 arrivals waited for a free slot (--max-in-flight 8 reached); "
+        "client queue p99 4200 ms > 100 ms. Latency is still counted from each intended arrival (queue_ms)."]
     assert format_open_loop(report)[-1].startswith("  WARNING: the load generator could NOT keep up")
 
 

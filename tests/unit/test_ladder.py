@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from fourfold.levels.l2_options import parse_ladder
 from fourfold.levels.ladder import (
     Ladder,
     find_knee,
     format_ladder,
     ladder_report,
-    parse_ladder,
     parse_step_scenario,
     step_scenario,
 )

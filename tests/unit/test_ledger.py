@@ -18,8 +18,8 @@ from fourfold.rundir import runlog
 from fourfold.rundir.runlog import RunWriter, check_run_base
 
 
-@pytest.mark.parametrize(("previous", "expected"), [(0.0, 0.1), (0.1, 0.2), (0.2, 0.4), (1.6, 3.2), (3.2, 5.0),
-                                                    (5.0, 5.0)])
+@pytest.mark.parametrize(("previous", "expected"),
+                         [(0.0, 0.1), (0.1, 0.2), (0.2, 0.4), (1.6, 3.2), (3.2, 5.0), (5.0, 5.0)])
 def test_backoff_starts_at_a_tenth_and_doubles_to_five_seconds(previous, expected):
     assert next_backoff_s(previous) == pytest.approx(expected)
 
@@ -45,12 +45,12 @@ def test_a_worker_silent_at_the_end_is_named_with_its_unaccounted_requests():
     ledger.heard("w-alive", 10, now_s=100.0)
     ledger.received("w-alive", 10, now_s=100.0)
     ledger.received("w-dead", 6, now_s=95.0)
-    ledger.heard("w-dead", 9, now_s=96.0)               # progress after its last report: 3 started, no record yet
-    ledger.heard("w-dead", 8, now_s=96.0)               # an older count arriving late never lowers it
+    ledger.heard("w-dead", 9, now_s=96.0)           # progress after its last report: 3 started, no record yet
+    ledger.heard("w-dead", 8, now_s=96.0)           # an older count arriving late never lowers it
     summary = ledger.summary(end_s=101.0, missing=frozenset({"w-never"}))
     assert summary["count"] == 3 and summary["unaccounted"] == 3
     lost = {w["worker"]: w for w in summary["stopped_reporting"]}
-    assert set(lost) == {"w-dead", "w-never"}           # silent 5 s; and one Locust saw but that never reported
+    assert set(lost) == {"w-dead", "w-never"}         # silent 5 s; and one Locust saw but that never reported
     assert lost["w-dead"] == {"worker": "w-dead", "last_heard_at": "1970-01-01T00:01:36Z", "silent_s": 5.0,
                               "requests_started": 9, "records_received": 6, "unaccounted": 3}
     assert lost["w-never"]["last_heard_at"] is None and lost["w-never"]["unaccounted"] == 0

@@ -38,16 +38,18 @@ def _record(**kw):
     return RequestRecord(**{**base, **kw})
 
 
-@pytest.mark.parametrize(("kw", "ok"), [({}, True), ({"warmup": True}, False), ({"error_class": "cancelled"}, False),
-                                        ({"error_class": "read_timeout"}, False), ({"text": "  "}, False),
-                                        ({"extra": {"final": False}}, False), ({"extra": {"final": True}}, True)])
+@pytest.mark.parametrize(("kw", "ok"),
+                         [({}, True), ({"warmup": True}, False), ({"error_class": "cancelled"}, False),
+                          ({"error_class": "read_timeout"}, False), ({"text": "  "}, False),
+                          ({"extra": {"final": False}}, False), ({"extra": {"final": True}}, True)])
 def test_eligible_follows_fourfold_score(kw, ok):
     assert eligible(_record(**kw)) is ok
 
 
 def test_job_record_keeps_what_scoring_reads():
     job = job_record(_record(extra={"ignore_eos": True, "doc_ids": [1, 2]}))
-    assert job["extra"] == {"ignore_eos": True} and job["text"] == "one. two." and "chunk_offsets_ms" not in job
+    assert job["extra"] == {"ignore_eos": True} and job["text"] == "one. two." \
+        and "chunk_offsets_ms" not in job
     back = RequestRecord.from_dict(json.loads(json.dumps(job)))
     assert back.extra["ignore_eos"] and back.finish_reason == "stop"
 
@@ -62,7 +64,8 @@ class _Embedder:
 def test_serve_answers_each_job_and_skips_unknown_items(tmp_path):
     data = tmp_path / "d.jsonl"
     data.write_text(json.dumps({"id": "a", "prompt": "List 2 things.", "reference": "one. two."}) + "\n")
-    lines = [json.dumps({"meta": {"level": "l1", "settings": {"dataset": str(data)}}, "run_dir": str(tmp_path)}),
+    lines = [json.dumps({"meta": {"level": "l1", "settings": {"dataset": str(data)}},
+                         "run_dir": str(tmp_path)}),
              json.dumps({"test": 3, "record": job_record(_record())}),
              json.dumps({"test": 3, "record": job_record(_record(item_id="zz"))})]
     out = io.StringIO()

@@ -37,8 +37,10 @@ def _sessions() -> dict:
 
 def _rag() -> dict:
     stats = RagStats(k=2)
-    for item, retrieved, gold in (("q1", ["d1", "d2"], ["d1"]), ("q2", ["d3"], ["d4"]), ("q1", ["d1", "d2"], ["d1"])):
-        record = RequestRecord(level="l3", scenario="rag", item_id=item, ttft_ms=40.0, e2e_ms=100.0, output_tokens=5,
+    for item, retrieved, gold in (("q1", ["d1", "d2"], ["d1"]), ("q2", ["d3"], ["d4"]),
+                                  ("q1", ["d1", "d2"], ["d1"])):
+        record = RequestRecord(level="l3", scenario="rag", item_id=item, ttft_ms=40.0, e2e_ms=100.0,
+                               output_tokens=5,
                                server_timing={"retrieve": 1.0, "generate": 90.0, "total": 95.0})
         annotate(record, retrieved, gold, 2, {"d1": {"g": "x"}, "d2": {"g": "y"}})
         stats.add(record)
@@ -53,23 +55,26 @@ def test_every_number_of_the_block_is_a_registered_metric_of_it(where, blocks):
     registered = {m.name for m in METRICS if where in m.where}
     for block in blocks():
         found, unknown = in_block(block, where)
-        assert unknown == [], f"numbers of the {where} block with no definition in measure.metric_names: {unknown}"
+        assert unknown == [], \
+            f"numbers of the {where} block with no definition in measure.metric_names: {unknown}"
         assert {m.name for m in found.values()} == registered     # and the registry names nothing it lacks
         for key, metric in found.items():
             assert key == metric.summary_key and summary_value(block, metric.name) == block[key]
             if metric.kind == "distribution" and metric.where[0] == where:    # its statistics are its block's
                 assert set(block[key]) == set(metric.stats)
-            elif metric.kind == "distribution":                                # (ttft_ms, e2e_ms: fewer in rag)
+            elif metric.kind == "distribution":                              # (ttft_ms, e2e_ms: fewer in rag)
                 assert set(block[key]) <= set(metric.stats)
 
 
 def test_the_sessions_block_s_own_keys_and_values():
     total = _sessions()["total"]
     assert summary_value(total, "sessions_ended") == 6 and summary_value(total, "sessions_completed") == 2
-    assert summary_value(total, "completion_rate") == pytest.approx(1 / 3) and summary_value(total, "rounds_mean") == 10 / 3
+    assert summary_value(total, "completion_rate") == pytest.approx(1 / 3) \
+        and summary_value(total, "rounds_mean") == 10 / 3
     assert summary_value(total, "session_duration_p95") == total["duration_ms"]["p95"]
     assert summary_value({"requests": 3}, "sessions_ended") is None          # another block has no "ended"
-    assert by_name("sessions_ended").key == "ended" and resolve("sessions_ended") == (by_name("sessions_ended"), None)
+    assert by_name("sessions_ended").key == "ended" \
+        and resolve("sessions_ended") == (by_name("sessions_ended"), None)
 
 
 def test_one_name_for_retrieval_quality_in_the_rag_block_the_records_and_the_report():
@@ -85,7 +90,8 @@ def test_report_rows_carry_the_registry_s_kind():
         found = resolve(row.key)
         assert found is not None, row.key
         metric = found[0]
-        assert (row.unit == "%") == (metric.kind == "ratio"), f"{row.key}: a {metric.kind} shown in {row.unit}"
+        assert (row.unit == "%") == (metric.kind == "ratio"), \
+            f"{row.key}: a {metric.kind} shown in {row.unit}"
         if row.unit != "%":
             assert row.unit in (metric.unit, "tok/s", "req/s", "ms"), row.key
 

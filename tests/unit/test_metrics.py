@@ -36,12 +36,14 @@ def _random_records(n: int, seed: int) -> list[RequestRecord]:
         if ttft is not None and rnd.random() < 0.9:
             offsets = [ttft]
             for _ in range(rnd.randint(0, 30)):
-                offsets.append(round(offsets[-1] + rnd.choice([rnd.uniform(0.0005, 40), 150.0, rnd.uniform(100, 400)]),
+                offsets.append(round(offsets[-1]
+                                     + rnd.choice([rnd.uniform(0.0005, 40), 150.0, rnd.uniform(100, 400)]),
                                      3))
         e2e = rnd.choice([None, offsets[-1] if offsets else round(rnd.uniform(1, 500), 3)])
         tokens = rnd.choice([0, 1, len(offsets), 2 * len(offsets) + 1, rnd.randint(0, 90)])
         out.append(RequestRecord(
-            started_at=1_700_000_000 + i * 0.37 + rnd.random(), status=rnd.choice([0, 200, 200, 200, 429, 503, 204]),
+            started_at=1_700_000_000 + i * 0.37 + rnd.random(),
+            status=rnd.choice([0, 200, 200, 200, 429, 503, 204]),
             error_class=rnd.choice(ERROR_CLASSES), ttfb_ms=rnd.choice([None, round(rnd.uniform(0.5, 30), 3)]),
             ttft_ms=ttft, e2e_ms=e2e, chunk_offsets_ms=offsets, output_tokens=tokens,
             terminal=rnd.random() < 0.7, queue_ms=rnd.choice([0.0, round(rnd.uniform(0, 80), 3)])))
@@ -52,7 +54,8 @@ RECORDS = _random_records(3000, seed=17)
 
 
 def _column(name: str) -> np.ndarray:
-    return np.array([np.nan if getattr(r, name) is None else getattr(r, name) for r in RECORDS], dtype=np.float64)
+    return np.array([np.nan if getattr(r, name) is None else getattr(r, name) for r in RECORDS],
+                    dtype=np.float64)
 
 
 def _same(vector: np.ndarray, scalars: list[Any]) -> None:
@@ -117,7 +120,8 @@ def test_tokens_by_second():
         for sec, n in m.tokens_by_second(r).items():
             scalar[sec] = scalar.get(sec, 0) + n
     assert vector == scalar and sum(scalar.values()) == sum(r.output_tokens for r in RECORDS)
-    assert m.token_seconds_array(np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0, int), np.zeros(0))[0].size == 0
+    assert m.token_seconds_array(np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0, int),
+                                 np.zeros(0))[0].size == 0
 
 
 def test_rates_and_wall_time():
@@ -149,7 +153,8 @@ def test_registry_names_are_unique_and_resolve():
         by_name("nope")
     block = {"ttft_ms": {"p95": 12.5}, "error_rate": 0.25}
     assert summary_value(block, "ttft_p95") == 12.5 and summary_value(block, "error_rate") == 0.25
-    assert summary_value(block, "e2e_p95") is None and summary_value({"similarity_mean": 0.8}, "similarity_mean") == 0.8
+    assert summary_value(block, "e2e_p95") is None \
+        and summary_value({"similarity_mean": 0.8}, "similarity_mean") == 0.8
 
 
 def test_every_report_row_and_count_is_a_registered_metric():
@@ -175,7 +180,8 @@ def test_every_summary_number_is_a_registered_metric():
     registered = {metric.name for metric in METRICS if "summary" in metric.where}
     assert numbers == registered - {"server_timing_ms"}      # only when a server reports its stages:
     timed = LLMStats()
-    timed.add_record(dataclasses.replace(RECORDS[0], status=200, error_class="ok", server_timing={"infer": 12.0}))
+    timed.add_record(dataclasses.replace(RECORDS[0], status=200, error_class="ok",
+                                         server_timing={"infer": 12.0}))
     assert set(timed.summary()["total"]["server_timing_ms"]) == {"infer"}
     for metric in METRICS:
         if "summary" in metric.where and metric.kind == "distribution":
@@ -184,8 +190,11 @@ def test_every_summary_number_is_a_registered_metric():
 
 def test_the_slo_grammar_takes_its_names_from_the_registry():
     assert LATENCY_BASES == ("ttft", "ttfb", "itl", "tpot", "e2e", "queue", "jitter")
-    assert {f"{b}_ms" for b in LATENCY_BASES} - {"jitter_ms"} == set(m.SLO_METRICS)   # jitter: per run, no goodput limit
-    assert RATE_METRICS == ("error_rate", "interruption_rate", "stall_rate", "conn_reuse", "goodput_ratio", "pulse_share")
-    assert THROUGHPUT_METRICS == {"output_tps": "tok/s", "request_rps": "req/s", "goodput_rps": "req/s", "pulse_hz": "Hz"}
+    # jitter: per run, no goodput limit
+    assert {f"{b}_ms" for b in LATENCY_BASES} - {"jitter_ms"} == set(m.SLO_METRICS)
+    assert RATE_METRICS == \
+        ("error_rate", "interruption_rate", "stall_rate", "conn_reuse", "goodput_ratio", "pulse_share")
+    assert THROUGHPUT_METRICS == \
+        {"output_tps": "tok/s", "request_rps": "req/s", "goodput_rps": "req/s", "pulse_hz": "Hz"}
     assert QUALITY_METRICS == ("similarity_mean", "similarity_p5", "similarity_p50", "low_confidence_share",
                                "char_f1_mean", "structure_compliance", "fact_error_rate")

@@ -105,9 +105,9 @@ def test_ratio_text(rel: float, text: str) -> None:
 
 def point_rows(fourfold_p99: float) -> list[dict]:
     def make(client: str, p50: float, p99: float, cpu: float) -> dict:
-        return {"client": client, "streams": 16, "itl_ms": 10.0, "ttft_err_p50_ms": p50, "ttft_err_p99_ms": p99,
-                "itl_err_p50_ms": 0.5, "itl_err_p99_ms": 4.0, "cpu_ms_per_1k_tokens": cpu, "tokens_per_s": 3000.0,
-                "requests": 64, "itl_basis": ITL_PER_GAP}
+        return {"client": client, "streams": 16, "itl_ms": 10.0, "ttft_err_p50_ms": p50,
+                "ttft_err_p99_ms": p99, "itl_err_p50_ms": 0.5, "itl_err_p99_ms": 4.0,
+                "cpu_ms_per_1k_tokens": cpu, "tokens_per_s": 3000.0, "requests": 64, "itl_basis": ITL_PER_GAP}
     return [make("raw-socket", 2.0, 8.0, 30.0), make("fourfold", 3.0, fourfold_p99, 75.0),
             make("vllm", 5.0, 20.0, 60.0)]
 

@@ -45,7 +45,8 @@ def test_sglang_names():
     ("42, 79, 30000, 81559\n", {"gpu_util_pct": 42.0, "mem_bw_util_pct": 79.0, "gpu_mem_used_mib": 30000.0,
                                 "gpu_mem_total_mib": 81559.0, "gpus": 1.0}),
     ("40, 80, 100, 200\n60, 90, 300, 200\n", {"gpu_util_pct": 50.0, "mem_bw_util_pct": 85.0,
-                                              "gpu_mem_used_mib": 400.0, "gpu_mem_total_mib": 400.0, "gpus": 2.0}),
+                                              "gpu_mem_used_mib": 400.0, "gpu_mem_total_mib": 400.0,
+                                              "gpus": 2.0}),
     ("[N/A], [N/A], 1, 2\n", {}),
     ("", {}),
 ])

@@ -79,11 +79,12 @@ def test_wire_rejects_bad_templates(bad):
 def test_reference_stream_whole_and_torn_at_every_byte():
     deltas, whole = parse(SSE)
     assert whole.terminal and not whole.error_class
-    assert whole.text.startswith("Ithora Pharma was founded in 2012.") and deltas == whole.content_deltas == 20
+    assert whole.text.startswith("Ithora Pharma was founded in 2012.") \
+        and deltas == whole.content_deltas == 20
     assert whole.output_tokens == 20 and whole.finish_reason == "stop"
     assert whole.extra == {"retrieved_ids": IDS}
-    assert whole.server_timing == {"retrieve": 0.238, "rerank": 0.468, "llm_ttft": 224.855, "generate": 391.357,
-                                   "total": 617.615}
+    assert whole.server_timing == {"retrieve": 0.238, "rerank": 0.468, "llm_ttft": 224.855,
+                                   "generate": 391.357, "total": 617.615}
     for cut in range(1, len(SSE)):
         assert parse(SSE, [cut])[1] == whole
     rng = random.Random(7)
@@ -113,7 +114,8 @@ def test_openai_shaped_rag_stream_with_sources_in_a_custom_event():
 
 
 def test_error_event_and_missing_terminal():
-    body = b'event: retrieval\ndata: {"retrieved_ids": ["x"]}\n\nevent: error\ndata: {"error": {"message": "upstream down"}}\n\n'
+    body = (b'event: retrieval\ndata: {"retrieved_ids": ["x"]}\n\n'
+            b'event: error\ndata: {"error": {"message": "upstream down"}}\n\n')
     _, done = parse(body)
     assert not done.terminal and done.error_class == "interrupted" and "upstream down" in done.error_detail
     _, done = parse(b'data: {"delta": "a"}\n\ndata: oops\n\nevent: done\n\n')
@@ -129,7 +131,9 @@ def test_send_merges_server_timing_header_and_body_into_the_record():
 
     client = httpx.Client(base_url="http://rag", transport=httpx.MockTransport(handler))
     dialect = RagDialect()
-    record = send(client, dialect, dialect.build(ITEM, RequestOptions(stream=True)), RequestRecord(level="l3"))
-    assert record.error_class == "ok" and record.output_tokens == 20 and record.output_tokens_source == "usage"
+    record = send(client, dialect, dialect.build(ITEM, RequestOptions(stream=True)),
+                  RequestRecord(level="l3"))
+    assert record.error_class == "ok" and record.output_tokens == 20 \
+        and record.output_tokens_source == "usage"
     assert record.extra["retrieved_ids"] == IDS
     assert record.server_timing["edge"] == 1.5 and record.server_timing["retrieve"] == 0.238   # the body wins

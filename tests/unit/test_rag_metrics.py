@@ -40,7 +40,8 @@ def test_recall_and_precision_at_k(retrieved, gold, k, recall, precision):
 
 
 @pytest.mark.parametrize(("retrieved", "groups"), [
-    (["d1", "d2"], ["g"]), (["d1", "d3"], []), (["d1", "d3", "d2", "d4"], ["g"]), (["d4", "zz"], []), ([], []),
+    (["d1", "d2"], ["g"]), (["d1", "d3"], []), (["d1", "d3", "d2", "d4"], ["g"]), (["d4", "zz"], []),
+    ([], []),
 ])
 def test_conflict_groups(retrieved, groups):
     assert conflict_groups(retrieved, CLAIMS) == groups
@@ -48,8 +49,9 @@ def test_conflict_groups(retrieved, groups):
 
 def record(item_id: str, retrieved: list[str], gold: list[str], *, e2e: float = 100.0, tokens: int = 10,
            timing: dict[str, float] | None = None, **kw) -> RequestRecord:
-    rec = RequestRecord(level="l3", scenario="rag", item_id=item_id, e2e_ms=e2e, ttft_ms=40.0, output_tokens=tokens,
-                        server_timing=dict(timing or {}), text=kw.pop("text", "answer"), **kw)
+    rec = RequestRecord(level="l3", scenario="rag", item_id=item_id, e2e_ms=e2e, ttft_ms=40.0,
+                        output_tokens=tokens, server_timing=dict(timing or {}),
+                        text=kw.pop("text", "answer"), **kw)
     if retrieved:
         rec.extra["retrieved_ids"] = retrieved      # what the dialect leaves in a record
     annotate(rec, retrieved, gold, 2, CLAIMS)
@@ -57,8 +59,8 @@ def record(item_id: str, retrieved: list[str], gold: list[str], *, e2e: float = 
 
 
 def test_annotate_fills_the_rag_facts():
-    rec = record("q1", ["d1", "d2", "d9"], ["d1"], timing={"retrieve": 2.0, "llm_ttft": 30.0, "generate": 60.0,
-                                                            "total": 93.0})
+    rec = record("q1", ["d1", "d2", "d9"], ["d1"],
+                 timing={"retrieve": 2.0, "llm_ttft": 30.0, "generate": 60.0, "total": 93.0})
     assert rec.extra == {"retrieved_ids": ["d1", "d2", "d9"], "k": 2, "gold_ids": ["d1"], "recall_at_k": 1.0,
                          "precision_at_k": 0.5, "conflict": True, "conflict_groups": ["g"],
                          "effective_tps": 100.0, "other_ms": 8.0}
@@ -80,7 +82,8 @@ def test_rag_stats_summary_and_console_block():
     s = stats.summary()
     assert (s["requests"], s["ok"], s["with_retrieved_ids"], s["with_stage_timings"]) == (4, 3, 3, 3)
     assert s["recall_at_k"] == pytest.approx(2 / 3)
-    assert s["recall_at_k_by_question"] == pytest.approx(0.5) and s["recall_by_question"] == {"q1": 1.0, "q2": 0.0}
+    assert s["recall_at_k_by_question"] == pytest.approx(0.5) \
+        and s["recall_by_question"] == {"q1": 1.0, "q2": 0.0}
     assert s["precision_at_k"] == pytest.approx(1 / 3) and s["conflict_rate"] == pytest.approx(2 / 3)
     assert s["effective_tps"] == pytest.approx(30 / 0.4)
     assert list(s["stages_ms"]) == ["retrieve", "rerank", "llm_ttft", "generate"]
@@ -109,7 +112,8 @@ class FakeEmbedder:
         self.vocabulary = vocabulary
 
     def encode(self, texts):
-        return np.array([[t.lower().count(w) for w in self.vocabulary] for t in texts], dtype=np.float32) + 1e-6
+        return np.array([[t.lower().count(w) for w in self.vocabulary] for t in texts],
+                        dtype=np.float32) + 1e-6
 
 
 CORPUS = {"d1": CorpusDoc("d1", "Acme", "Acme was founded in 2010.", {"g": "2010"}),
@@ -121,7 +125,8 @@ def test_rag_quality_scores_answers_against_their_chunks():
     grounded = record("q1", ["d1"], ["d1"], text="Acme was founded in 2010.", request_id="r1")
     ungrounded = record("q2", ["d2"], ["d1"], text="Acme was founded in 2010.", request_id="r2")
     unknown = record("q3", ["d7"], ["d1"], text="x", request_id="r3")
-    rows = [ScoreRow(request_id=r.request_id, item_id=r.item_id, level="l3") for r in (grounded, ungrounded, unknown)]
+    rows = [ScoreRow(request_id=r.request_id, item_id=r.item_id, level="l3")
+            for r in (grounded, ungrounded, unknown)]
     block = rag_quality(rows, [grounded, ungrounded, unknown], embedder, CORPUS)
     assert rows[0].groundedness > 0.9 and rows[1].groundedness < 0.1     # the chunk is "Acme: Acme was ..."
     assert rows[2].groundedness is None
@@ -131,10 +136,11 @@ def test_rag_quality_scores_answers_against_their_chunks():
 
 def test_score_run_of_an_l3_run_uses_its_questions_and_corpus(tmp_path: Path):
     corpus = tmp_path / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps({"id": d.id, "title": d.title, "text": d.text}) + "\n" for d in CORPUS.values()))
+    corpus.write_text("".join(json.dumps({"id": d.id, "title": d.title, "text": d.text}) + "\n"
+                              for d in CORPUS.values()))
     questions = tmp_path / "questions.jsonl"
-    questions.write_text(json.dumps({"id": "q1", "prompt": "When was Acme founded?", "reference": "Acme was founded in 2010.",
-                                     "gold_ids": ["d1"]}) + "\n")
+    questions.write_text(json.dumps({"id": "q1", "prompt": "When was Acme founded?",
+                                     "reference": "Acme was founded in 2010.", "gold_ids": ["d1"]}) + "\n")
     run = tmp_path / "runs" / "20260101T000000Z-l3"
     run.mkdir(parents=True)
     (run / "meta.json").write_text(json.dumps({"level": "l3", "settings": {"dataset": ""},

@@ -80,7 +80,8 @@ def test_pipeline_retrieves_top_k_with_stage_timings():
     plain = Pipeline.build(DOCS, top_k=3)
     found = plain.retrieve("In which year was Ithora Pharma founded?")
     assert len(found.ids) == 3 and set(found.timings_ms) == {"retrieve"}
-    reranked = Pipeline.build(DOCS, rerank="lexical", top_k=3).retrieve("In which year was Ithora Pharma founded?")
+    reranked = Pipeline.build(DOCS, rerank="lexical", top_k=3).retrieve(
+        "In which year was Ithora Pharma founded?")
     assert set(reranked.timings_ms) == {"retrieve", "rerank"}
     assert len(Pipeline.build(DOCS, top_k=5).retrieve("Ithora Pharma").ids) == 5
 
@@ -136,7 +137,8 @@ def test_conflict_groups_disagree_and_are_asked_about():
 def test_generator_reproduces_the_committed_files():
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("rag_generate", REPO / "fourfold" / "data" / "rag" / "generate.py")
+    spec = importlib.util.spec_from_file_location("rag_generate",
+                                                  REPO / "fourfold" / "data" / "rag" / "generate.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -177,4 +179,5 @@ def test_dense_stages_with_a_stand_in_embedder():
     assert embedder.calls == 3            # corpus, the start-up warm-up query, this question
     both = Pipeline.build(DOCS, retriever="bm25", rerank="dense", embedder=embedder)
     assert set(both.retrieve("Who founded Ithora Pharma?").timings_ms) == {"retrieve", "rerank"}
-    assert both.config == {"retriever": "bm25", "rerank": "dense", "top_k": 3, "candidates": 20, "documents": len(DOCS)}
+    assert both.config == \
+        {"retriever": "bm25", "rerank": "dense", "top_k": 3, "candidates": 20, "documents": len(DOCS)}

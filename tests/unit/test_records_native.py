@@ -139,7 +139,8 @@ def awkward_records() -> list[str]:
             lines.append("   ")
             lines.append("{not json")
             lines.append(line[: len(line) // 2])                # a torn line in the middle
-    lines.append(lines[0].replace('"status":200', '"status":2E2,"ttfb_ms":15e-1,"user_id":-0,"status":2.0e+2'))
+    lines.append(lines[0].replace('"status":200',
+                                  '"status":2E2,"ttfb_ms":15e-1,"user_id":-0,"status":2.0e+2'))
     lines.append(lines[0].replace('"warmup":false', '"warmup":0').replace('"terminal":true', '"terminal":7'))
     return lines
 
@@ -191,8 +192,8 @@ def test_a_line_longer_than_the_buffer(tmp_path):
     assert len(table.frame) == 20 and (table.frame["n_chunks"] == 400).all()
 
 
-GOOD = RequestRecord(level="l1", scenario="s", item_id="i", started_at=1.0, status=200, ttft_ms=5.0, e2e_ms=9.0,
-                     chunk_offsets_ms=[5.0, 7.5, 9.0], output_tokens=3, text="ok").to_json()
+GOOD = RequestRecord(level="l1", scenario="s", item_id="i", started_at=1.0, status=200, ttft_ms=5.0,
+                     e2e_ms=9.0, chunk_offsets_ms=[5.0, 7.5, 9.0], output_tokens=3, text="ok").to_json()
 
 
 @needs_scanner
@@ -230,7 +231,8 @@ def test_damaged_values_read_the_same(tmp_path, damage):
     (('"status":200', '"status":"200"'), "status is not a number"),
     (('"warmup":false', '"warmup":"no"'), "warmup is not a number"),
     (('"level":"l1"', '"level":1'), "level is not a text"),
-    (('"chunk_offsets_ms":[5.0,7.5,9.0]', '"chunk_offsets_ms":[5.0,"7.5"]'), "chunk_offsets_ms is not a list"),
+    (('"chunk_offsets_ms":[5.0,7.5,9.0]', '"chunk_offsets_ms":[5.0,"7.5"]'),
+     "chunk_offsets_ms is not a list"),
     (('"chunk_offsets_ms":[5.0,7.5,9.0]', '"chunk_offsets_ms":{}'), "chunk_offsets_ms is not a list"),
 ])
 def test_a_value_of_the_wrong_kind_is_skipped_alike(tmp_path, damage, message):
@@ -286,15 +288,17 @@ def test_numbers_parse_as_json_does(values):
 
 @needs_scanner
 @pytest.mark.parametrize("text", ["-0", "-0.0", "-0e0", "0E-0", "1E2", "-1e-400", "123456789012345678901234",
-                                  "9007199254740993", "0.1000000000000000055511151231257827", "2.2250738585072011e-308"])
+                                  "9007199254740993", "0.1000000000000000055511151231257827",
+                                  "2.2250738585072011e-308"])
 def test_every_spelling_reads_as_json_does(text):
     """Bit for bit as ``float(json.loads(text))``: json reads an integer -0 as 0 (no sign)."""
     assert scanned_offsets(text).tobytes() == np.array([float(json.loads(text))]).tobytes()
 
 
 @needs_scanner
-@pytest.mark.parametrize("text", ["1.", "abc", "1e", "--1", "NaN", "Infinity", "1,", ",1", "1,,2", "0x10", "1e999",
-                                  "007", "-", "1.5e", "+1", ".5", "true", "null", '"1"'])
+@pytest.mark.parametrize("text",
+                         ["1.", "abc", "1e", "--1", "NaN", "Infinity", "1,", ",1", "1,,2", "0x10", "1e999",
+                          "007", "-", "1.5e", "+1", ".5", "true", "null", '"1"'])
 def test_what_is_not_a_json_number_is_handed_back(text):
     with pytest.raises(ValueError, match="handed back"):
         scanned_offsets(text)

@@ -1,5 +1,6 @@
 """``fourfold repeat``: the plan (ABBA order, seeds, arguments, what is printed) as pure functions, and the
-command through ``fourfold.cli.main`` with a fake launcher (no locust here: tests/integration/test_repeat.py)."""
+command through ``fourfold.cli.main`` with a fake launcher (no locust here:
+tests/integration/test_repeat.py)."""
 
 from __future__ import annotations
 
@@ -36,11 +37,13 @@ def test_abba_cancels_a_linear_drift_over_every_two_pairs(count: int) -> None:
     order = plan.launch_order(count, [A, B])
     total = {side: sum(t for t, (s, _) in enumerate(order) if s == side) for side in (A, B)}
     assert total[B] - total[A] == (0 if count % 2 == 0 else 1)        # means: 0 or 1/N apart
-    assert sorted(order) == sorted([(A, r) for r in range(1, count + 1)] + [(B, r) for r in range(1, count + 1)])
+    assert sorted(order) == \
+        sorted([(A, r) for r in range(1, count + 1)] + [(B, r) for r in range(1, count + 1)])
 
 
 def test_seeds_differ_between_repetitions_and_are_shared_within_a_pair() -> None:
-    runs = plan.plan_runs(3, [RepeatSide(A, args=("--x",)), RepeatSide(B, args=("--y",))], seed_base=7, label="ab")
+    runs = plan.plan_runs(3, [RepeatSide(A, args=("--x",)), RepeatSide(B, args=("--y",))], seed_base=7,
+                          label="ab")
     assert [(r.index, r.side, r.repetition, r.seed, r.label) for r in runs] == [
         (1, A, 1, 7, "ab-baseline-1"), (2, B, 1, 7, "ab-candidate-1"),
         (3, B, 2, 8, "ab-candidate-2"), (4, A, 2, 8, "ab-baseline-2"),
@@ -103,8 +106,10 @@ def test_a_command_that_is_not_locust_is_a_usage_error(command: list[str], messa
     (("http://a", "http://b"), (None, None), (RepeatSide(A, "http://a"), RepeatSide(B, "http://b"))),
     ((None, None), ("--sim-profile baseline", "--sim-profile candidate"),
      (RepeatSide(A, args=("--sim-profile", "baseline")), RepeatSide(B, args=("--sim-profile", "candidate")))),
-    (("http://a", "http://b"), ("--model 'm a'", None), (RepeatSide(A, "http://a", ("--model", "m a")), RepeatSide(B, "http://b"))),
-    ((None, None), ("--model a", "--model a"), (RepeatSide(A, args=("--model", "a")), RepeatSide(B, args=("--model", "a")))),
+    (("http://a", "http://b"), ("--model 'm a'", None),
+     (RepeatSide(A, "http://a", ("--model", "m a")), RepeatSide(B, "http://b"))),
+    ((None, None), ("--model a", "--model a"),
+     (RepeatSide(A, args=("--model", "a")), RepeatSide(B, args=("--model", "a")))),
 ])
 def test_make_sides(hosts: tuple, args: tuple, expected: tuple[RepeatSide, ...]) -> None:
     assert plan.make_sides(hosts[0], hosts[1], args[0], args[1]) == expected
@@ -132,16 +137,19 @@ TWO_HOSTS = (RepeatSide(A, "http://a"), RepeatSide(B, "http://b"))
     ([], (RepeatSide(A, args=("--seed", "1")), RepeatSide(B, args=("--x",))), "--seed in --baseline-args"),
     (["--host", "http://c"], TWO_HOSTS, "--host in the command"),
     (["-Hhttp://c"], TWO_HOSTS, "--host in the command"),
-    ([], (RepeatSide(A, "http://a"), RepeatSide(B, "http://b", ("--host", "http://c"))), "--host in --candidate-args"),
+    ([], (RepeatSide(A, "http://a"), RepeatSide(B, "http://b", ("--host", "http://c"))),
+     "--host in --candidate-args"),
 ])
-def test_options_repeat_sets_itself_are_refused(args: list[str], sides: tuple[RepeatSide, ...], message: str) -> None:
+def test_options_repeat_sets_itself_are_refused(args: list[str], sides: tuple[RepeatSide, ...],
+                                                message: str) -> None:
     with pytest.raises(UsageError, match=message):
         plan.check_arguments(args, sides)
 
 
 @pytest.mark.parametrize(("args", "sides"), [
-    (["-f", "l1.py", "--host", "http://c", "--seed-like", "1"], (RepeatSide("runs"),)),   # one target for both
-    (["-f", "l1.py", "--host", "http://c"], (RepeatSide(A, args=("--model", "a")), RepeatSide(B, args=("--model", "b")))),
+    (["-f", "l1.py", "--host", "http://c", "--seed-like", "1"], (RepeatSide("runs"),)),  # one target for both
+    (["-f", "l1.py", "--host", "http://c"],
+     (RepeatSide(A, args=("--model", "a")), RepeatSide(B, args=("--model", "b")))),
     (["-f", "l1.py", "--shuffle", "--sim-profile", "flat"], TWO_HOSTS),
 ])
 def test_arguments_repeat_leaves_alone(args: list[str], sides: tuple[RepeatSide, ...]) -> None:
@@ -154,7 +162,7 @@ def test_run_arguments() -> None:
     assert plan.run_arguments(["-f", "l1.py", "--headless"], side, run, "runs/rep") == [
         "-f", "l1.py", "--headless", "--sim-profile", "candidate", "--host", "http://b:8000",
         "--run-dir", "runs/rep", "--label", "r-candidate-1", "--seed", "5", "--sim-seed", "5", "--shuffle"]
-    assert plan.run_arguments(["--shuffle"], RepeatSide("runs"), run, "o")[-1] == "5"               # not twice
+    assert plan.run_arguments(["--shuffle"], RepeatSide("runs"), run, "o")[-1] == "5"              # not twice
     assert "--shuffle" not in plan.run_arguments([], RepeatSide("runs"), run, "o", shuffle=False)
 
 
@@ -171,7 +179,8 @@ def test_redact_args(args: list[str], expected: list[str]) -> None:
     assert plan.redact_args(args) == expected
 
 
-def outcome(index: int, side: str, repetition: int, exit_code: int = 0, run_dir: str | None = "", records: int = 10,
+def outcome(index: int, side: str, repetition: int, exit_code: int = 0, run_dir: str | None = "",
+            records: int = 10,
             ) -> RunOutcome:
     run = PlannedRun(index, side, repetition, repetition, f"r-{side}-{repetition}")
     found = f"out/T{index}-r-{side}-{repetition}" if run_dir == "" else run_dir
@@ -180,7 +189,8 @@ def outcome(index: int, side: str, repetition: int, exit_code: int = 0, run_dir:
 
 
 def test_the_printed_summary_and_compare_command() -> None:
-    outcomes = [outcome(1, A, 1), outcome(2, B, 1, exit_code=3), outcome(3, B, 2), outcome(4, A, 2, records=7)]
+    outcomes = [outcome(1, A, 1), outcome(2, B, 1, exit_code=3), outcome(3, B, 2),
+                outcome(4, A, 2, records=7)]
     assert plan.format_summary(outcomes, [A, B], 4, "out/repeat.json", None) == [
         "fourfold repeat: 4 of 4 runs, order baseline candidate candidate baseline",
         "  #  side      rep  seed exit  records  run directory",
@@ -212,7 +222,8 @@ def test_a_missing_run_directory_is_shown_and_one_side_gets_a_placeholder() -> N
 
 
 def test_the_manifest_redacts_commands() -> None:
-    sides = (RepeatSide(A, "https://u:pw-123456@a/v1", ("--header", "X-Key: k-123456")), RepeatSide(B, "http://b"))
+    sides = (RepeatSide(A, "https://u:pw-123456@a/v1", ("--header", "X-Key: k-123456")),
+             RepeatSide(B, "http://b"))
     data = plan.manifest(count=1, sides=sides, command_args=["-f", "l1.py", "--api-key", "sk-abcdefghijkl"],
                          seed_base=1, shuffle=True, out="out", outcomes=[outcome(1, A, 1), outcome(2, B, 1)],
                          started_at="s", finished_at="f", elapsed_s=10.0, stopped=None, versions={})
@@ -223,7 +234,8 @@ def test_the_manifest_redacts_commands() -> None:
     assert data["sides"][A] == {"host": "https://u:***@a/v1", "args": ["--header", "X-Key: ***"],
                                 "run_dirs": ["out/T1-r-baseline-1"], "seeds": [1]}
     assert data["runs"][1]["command"] == "locust -f l1.py --api-key '***'"
-    assert data["compare_command"] == "fourfold compare --baseline out/T1-r-baseline-1 --candidate out/T2-r-candidate-1"
+    assert data["compare_command"] == \
+        "fourfold compare --baseline out/T1-r-baseline-1 --candidate out/T2-r-candidate-1"
 
 
 # ---- the command, with a fake launcher ----
@@ -256,7 +268,8 @@ def test_an_slo_miss_is_recorded_and_the_next_run_goes_on(monkeypatch, tmp_path,
     code = run_repeat(["2", "--out", "o", "--baseline-host", "http://a", "--candidate-host", "http://b", "--",
                        "locust", "-f", "l1.py", "--headless"], fake, monkeypatch, tmp_path)
     assert code == 0
-    assert [call[call.index("--host") + 1] for call in fake.calls] == ["http://a", "http://b", "http://b", "http://a"]
+    assert [call[call.index("--host") + 1] for call in fake.calls] == \
+        ["http://a", "http://b", "http://b", "http://a"]
     manifest = json.loads((tmp_path / "o" / "repeat.json").read_text())
     assert [r["exit_code"] for r in manifest["runs"]] == [0, 3, 0, 1]
     assert [r["seed"] for r in manifest["runs"]] == [1, 1, 2, 2]
@@ -268,8 +281,8 @@ def test_an_slo_miss_is_recorded_and_the_next_run_goes_on(monkeypatch, tmp_path,
 
 def test_a_usage_error_stops_the_repetition(monkeypatch, tmp_path, capsys) -> None:
     fake = FakeLocust([2], dirs=[False])
-    code = run_repeat(["3", "--out", "o", "--", "locust", "-f", "l1.py", "--headless", "--bad"], fake, monkeypatch,
-                      tmp_path)
+    code = run_repeat(["3", "--out", "o", "--", "locust", "-f", "l1.py", "--headless", "--bad"], fake,
+                      monkeypatch, tmp_path)
     assert code == 2 and len(fake.calls) == 1
     manifest = json.loads((tmp_path / "o" / "repeat.json").read_text())
     assert manifest["failed"] == [1] and "usage error" in manifest["stopped"]
@@ -292,7 +305,8 @@ def test_a_run_without_a_run_directory_makes_the_exit_status_1(monkeypatch, tmp_
     (["3", "--label", "x", "--", "locust", "--label", "y"], "--label in the command"),
     (["3", "--baseline-host", "http://a", "--", "locust"], "only the baseline side"),
 ])
-def test_bad_input_is_one_line_and_exit_2(monkeypatch, tmp_path, capsys, argv: list[str], message: str) -> None:
+def test_bad_input_is_one_line_and_exit_2(monkeypatch, tmp_path, capsys, argv: list[str],
+                                          message: str) -> None:
     fake = FakeLocust([])
     assert run_repeat(argv, fake, monkeypatch, tmp_path) == 2
     err = capsys.readouterr().err

@@ -34,7 +34,8 @@ def _csv(report, tmp_path) -> str:
 def runs(tmp_path):
     base = write_run(tmp_path / "runs", RunSpec("base", seed=1, n=300, pause_every=7, failure_every=13))
     cand = write_run(tmp_path / "runs", RunSpec("cand", seed=2, n=300, itl=(15.0, 1.0), pause_every=3,
-                                                ttft_plain=(90.0, 8.0), similarity=(0.88, 0.03)), now_s=1e9 + 5)
+                                                ttft_plain=(90.0, 8.0), similarity=(0.88, 0.03)),
+                     now_s=1e9 + 5)
     return [base, cand]
 
 
@@ -136,7 +137,8 @@ def test_a_directory_that_cannot_be_written_still_compares(runs, monkeypatch, tm
     monkeypatch.undo()
     monkeypatch.setattr(reports.cache.os, "replace", read_only)        # the rename fails: no temp file left
     report_from_paths(runs, settings=SETTINGS)
-    assert sorted(p.name for p in runs[0].iterdir()) == ["meta.json", "records.jsonl", "scores.jsonl", "summary.json"]
+    assert sorted(p.name for p in runs[0].iterdir()) == \
+        ["meta.json", "records.jsonl", "scores.jsonl", "summary.json"]
     if os.geteuid() != 0:                                               # root writes anywhere
         monkeypatch.undo()
         for run in runs:
@@ -152,7 +154,8 @@ def test_cli_no_cache_writes_none(runs, tmp_path):
     assert main(["compare", *map(str, runs), "--out", str(tmp_path / "out"), "--no-html", "--no-cache",
                  "--resamples", "300"]) == 0
     assert not any((run / CACHE_FILE).exists() for run in runs)
-    assert main(["compare", *map(str, runs), "--out", str(tmp_path / "out"), "--no-html", "--resamples", "300"]) == 0
+    assert main(["compare", *map(str, runs), "--out", str(tmp_path / "out"), "--no-html",
+                 "--resamples", "300"]) == 0
     assert all((run / CACHE_FILE).exists() for run in runs)
 
 

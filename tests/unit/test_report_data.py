@@ -54,9 +54,10 @@ def write_run(base: Path, spec: RunSpec, *, dataset: Path | None = None, scores:
     """A run directory with meta.json, records.jsonl, summary.json and (optionally) scores.jsonl."""
     rng = random.Random(spec.seed)
     writer = RunWriter(spec.label, base, now_s=now_s)
-    writer.write_meta({"label": spec.label, "level": "l1", "settings": {"dataset": str(dataset) if dataset else "", "stall_ms": 150.0}})
+    writer.write_meta({"label": spec.label, "level": "l1",
+                       "settings": {"dataset": str(dataset) if dataset else "", "stall_ms": 150.0}})
     score_rows = []
-    lexical = random.Random(spec.seed + 1)                 # its own draws: the other columns stay as they were
+    lexical = random.Random(spec.seed + 1)                # its own draws: the other columns stay as they were
     for i in range(spec.n):
         item_id, kind = ITEMS[i % len(ITEMS)]
         mean, sd = spec.ttft_structured if kind == "structured" else spec.ttft_plain
@@ -71,9 +72,10 @@ def write_run(base: Path, spec: RunSpec, *, dataset: Path | None = None, scores:
         failed = bool(spec.failure_every) and i % spec.failure_every == 0
         record = RequestRecord(
             level="l1", scenario=f"saturation@{variant}" if variant else "saturation", item_id=item_id,
-            request_id=f"{spec.label}-{i}", variant=variant, started_at=T0 + i * 0.1, status=500 if failed else 200,
-            error_class="http_5xx" if failed else "ok", ttfb_ms=2.0, ttft_ms=None if failed else ttft,
-            e2e_ms=None if failed else offsets[-1], chunk_offsets_ms=[] if failed else offsets,
+            request_id=f"{spec.label}-{i}", variant=variant, started_at=T0 + i * 0.1,
+            status=500 if failed else 200, error_class="http_5xx" if failed else "ok", ttfb_ms=2.0,
+            ttft_ms=None if failed else ttft, e2e_ms=None if failed else offsets[-1],
+            chunk_offsets_ms=[] if failed else offsets,
             output_tokens=0 if failed else spec.chunks, output_tokens_source="usage", terminal=not failed,
             text="" if failed else spec.text, conn_reused=i > 0)
         writer.append(record)
@@ -83,8 +85,10 @@ def write_run(base: Path, spec: RunSpec, *, dataset: Path | None = None, scores:
                                "similarity": round(min(1.0, rng.gauss(*spec.similarity)), 6),
                                "compliant": None if kind == "plain" else rng.random() > 0.05})
             if spec.char_f1 is not None:
-                score_rows[-1].update(char_f1=round(min(1.0, lexical.gauss(*spec.char_f1)), 6), low_confidence=bool(
-                    spec.low_confidence_every and len(score_rows) % spec.low_confidence_every == 0))
+                score_rows[-1].update(
+                    char_f1=round(min(1.0, lexical.gauss(*spec.char_f1)), 6),
+                    low_confidence=bool(spec.low_confidence_every
+                                        and len(score_rows) % spec.low_confidence_every == 0))
     writer.close()
     writer.write_summary({"records": spec.n, "slo_ms": {}})
     if scores:
@@ -100,7 +104,8 @@ def test_fast_reader_matches_measure_runread(tmp_path):
     records = [r for r in read_records(run) if not r.warmup]
     frame = table.frame
     assert len(frame) == len(records) == 60
-    assert np.allclose(frame["ttft_ms"], [np.nan if r.ttft_ms is None else r.ttft_ms for r in records], equal_nan=True)
+    assert np.allclose(frame["ttft_ms"], [np.nan if r.ttft_ms is None else r.ttft_ms for r in records],
+                       equal_nan=True)
     assert frame["stalls"].tolist() == [sum(g > 150 for g in r.itl_ms) for r in records]
     assert frame["n_chunks"].tolist() == [len(r.chunk_offsets_ms) for r in records]
     assert frame["ok"].tolist() == [r.ok for r in records]
@@ -116,8 +121,9 @@ def test_other_key_orders_and_torn_lines_read_the_same(tmp_path):
     path = run / "records.jsonl"
     fast = read_record_table(path).frame
     lines = path.read_text().splitlines()
-    reordered = [json.dumps(dict(sorted(json.loads(line).items()))) for line in lines]   # slow path, every line
-    path.write_text("\n".join(reordered) + "\n" + lines[0][: len(lines[0]) // 2])          # + a torn last line
+    # slow path, every line
+    reordered = [json.dumps(dict(sorted(json.loads(line).items()))) for line in lines]
+    path.write_text("\n".join(reordered) + "\n" + lines[0][: len(lines[0]) // 2])         # + a torn last line
     with pytest.warns(RuntimeWarning, match="torn|unreadable"):
         from fourfold.reports.load import load_run
         slow = load_run(run).records

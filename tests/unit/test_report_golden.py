@@ -33,7 +33,8 @@ def _runs_of(base: Path, spec: RunSpec, seeds: tuple[int, ...], now_s: float, ba
              dataset: Path) -> list[Path]:
     out = []
     for k, seed in enumerate(seeds):
-        run = write_run(base / "runs", dataclasses.replace(spec, seed=seed), dataset=dataset, now_s=now_s + 600 * k)
+        run = write_run(base / "runs", dataclasses.replace(spec, seed=seed), dataset=dataset,
+                        now_s=now_s + 600 * k)
         samples = [{"t_s": now_s + i, "server.mem_bw_util_pct": bandwidth + i % 3,    # server telemetry
                     "server.kv_cache_usage_pct": 10.0 + i} for i in range(12)]
         (run / "server_metrics.json").write_text(json.dumps(samples), encoding="utf-8")
@@ -82,7 +83,7 @@ def test_markdown_report_matches_golden_and_verdicts(sides):
 def test_one_run_a_side_says_the_between_run_variance_is_unknown(runs):
     report = report_from_paths(list(runs), settings=CompareSettings(resamples=500))
     rows = {row.metric: row for row in report.comparisons[0].rows}
-    assert rows["ttft_p50"].verdict == "inconclusive" and rows["ttft_p50"].ci_low > 0     # the interval is shown
+    assert rows["ttft_p50"].verdict == "inconclusive" and rows["ttft_p50"].ci_low > 0  # the interval is shown
     assert rows["similarity_mean"].verdict == "worse"                 # paired items: their own replicates
     assert any("one run a side" in note and "fourfold repeat" in note for note in report.notes)
 
@@ -112,8 +113,8 @@ def test_fail_on_worse_exits_3(sides, tmp_path, capsys):
 def test_fail_on_worse_with_one_run_a_side_passes_without_a_verdict(runs, tmp_path, capsys):
     assert main(["compare", str(runs[0]), str(runs[1]), "--out", str(tmp_path), "--no-html",
                  "--fail-on-worse"]) == 3       # the paired similarity drop is gated and decided
-    assert main(["compare", str(runs[0]), str(runs[1]), "--out", str(tmp_path), "--no-html", "--fail-on-worse",
-                 "--gate", "ttft_*,e2e_*"]) == 0
+    assert main(["compare", str(runs[0]), str(runs[1]), "--out", str(tmp_path), "--no-html",
+                 "--fail-on-worse", "--gate", "ttft_*,e2e_*"]) == 0
     assert "gate: passed without a verdict" in capsys.readouterr().out
 
 

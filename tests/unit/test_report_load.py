@@ -25,11 +25,14 @@ def run(tmp_path):
     (lambda run: (run / "meta.json").write_text(json.dumps({"record_schema": 99})),
      r"meta\.json: record_schema 99 is newer than the 1 this fourfold reads; upgrade"),
     (lambda run: (run / "summary.json").write_text("{"), r"summary\.json: not readable JSON"),
-    (lambda run: (run / "records.jsonl").unlink(), r"not a fourfold run directory: no records\.jsonl \(found meta\.json"),
-    (lambda run: (run / "records.jsonl").write_text(""), r"records\.jsonl: nothing to compare \(no readable record\)"),
+    (lambda run: (run / "records.jsonl").unlink(),
+     r"not a fourfold run directory: no records\.jsonl \(found meta\.json"),
+    (lambda run: (run / "records.jsonl").write_text(""),
+     r"records\.jsonl: nothing to compare \(no readable record\)"),
     (lambda run: (run / "records.jsonl").write_text('{"name": "x", "value": 1}\n'),
      r"records\.jsonl:1: not a fourfold record \(missing level, scenario, error_class, started_at\)"),
-    (lambda run: (run / "records.jsonl").write_text("[1, 2, 3]\n"), r"records\.jsonl:1: expected a JSON object"),
+    (lambda run: (run / "records.jsonl").write_text("[1, 2, 3]\n"),
+     r"records\.jsonl:1: expected a JSON object"),
     (lambda run: (run / "scores.jsonl").write_text('{"similarity": 0.5}\n'),
      r"scores\.jsonl:1: not a fourfold score row \(no item_id\)"),
 ])
@@ -73,7 +76,7 @@ def test_cli_reports_a_broken_run_with_exit_code_2(run, tmp_path, capsys):
 
 def test_two_variants_of_one_run(tmp_path, capsys):
     ab = write_run(tmp_path / "runs", RunSpec("ab", seed=5, n=120, variant_of=["A", "B"]))
-    report = report_from_paths([ab], settings=CompareSettings(resamples=300))      # exactly two variants: auto
+    report = report_from_paths([ab], settings=CompareSettings(resamples=300))     # exactly two variants: auto
     comparison = report.comparisons[0]
     assert (comparison.baseline.variant, comparison.candidate.variant) == ("A", "B")
     assert comparison.groups() == ["l1:saturation"]                        # saturation@A / @B meet
@@ -91,7 +94,8 @@ def test_one_run_without_two_variants_is_a_usage_error(run, tmp_path, capsys):
 
 def test_goodput_slo_from_the_command_line(run, tmp_path):
     other = write_run(tmp_path / "runs2", RunSpec("cand", seed=2, n=20, ttft_plain=(400.0, 8.0)))
-    report = report_from_paths([run, other], slo_ms={"ttft_ms": 300.0}, settings=CompareSettings(resamples=300))
+    report = report_from_paths([run, other], slo_ms={"ttft_ms": 300.0},
+                               settings=CompareSettings(resamples=300))
     goodput = next(r for r in report.comparisons[0].rows if r.metric == "goodput_rps")
     # every baseline request meets 300 ms; of the candidate's, only the structured half (plain ones take 400)
     assert 0.4 < goodput.candidate / goodput.baseline < 0.6
@@ -120,7 +124,8 @@ def _session_run(base, label: str, completed_every: int, rounds: int, recall: fl
 def test_session_and_retrieval_facts_come_from_extra(tmp_path):
     base = _session_run(tmp_path / "a", "base", completed_every=2, rounds=4, recall=0.6)
     cand = _session_run(tmp_path / "b", "cand", completed_every=10, rounds=3, recall=0.8)
-    rows = {r.metric: r for r in report_from_paths([base, cand], settings=CompareSettings(resamples=300)).comparisons[0].rows}
+    rows = {r.metric: r for r in report_from_paths(
+        [base, cand], settings=CompareSettings(resamples=300)).comparisons[0].rows}
     assert rows["completion_rate"].baseline == pytest.approx(50.0)      # 10 of 20 sessions
     assert rows["completion_rate"].candidate == pytest.approx(90.0)
     assert rows["rounds_mean"].baseline == pytest.approx(4.5) and rows["rounds_mean"].candidate == 3.5

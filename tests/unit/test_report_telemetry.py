@@ -42,7 +42,8 @@ def test_mean_row_is_tested_and_max_row_is_values_only():
     assert only_c.baseline is None and only_c.candidate == pytest.approx(90.0) and only_c.verdict == NA
     telemetry = [m for m in rows if m.startswith("telemetry.")]
     assert telemetry == ["telemetry.server.mem_bw_util_pct.mean", "telemetry.server.mem_bw_util_pct.max",
-                         "telemetry.nvidia_smi.mem_bw_util_pct.mean", "telemetry.nvidia_smi.mem_bw_util_pct.max"]
+                         "telemetry.nvidia_smi.mem_bw_util_pct.mean",
+                         "telemetry.nvidia_smi.mem_bw_util_pct.max"]
     claim = next(c for c in CLAIMS if c.effect.startswith("GPU memory-bandwidth"))
     assert find_row(list(rows.values()), claim) is mean              # /metrics before nvidia-smi
 
@@ -50,7 +51,8 @@ def test_mean_row_is_tested_and_max_row_is_values_only():
 def test_mean_row_of_long_series_over_runs_gets_a_verdict():
     rng = np.random.default_rng(5)
     def runs(level: float) -> list[GroupSample]:
-        return [GroupSample(telemetry={"server.mem_bw_util_pct": level + rng.normal(0, 1.0, 120)}) for _ in range(3)]
+        return [GroupSample(telemetry={"server.mem_bw_util_pct": level + rng.normal(0, 1.0, 120)})
+                for _ in range(3)]
     rows = _rows(runs(41.0), runs(90.0))
     mean = rows["telemetry.server.mem_bw_util_pct.mean"]
     assert mean.test == "3 vs 3 runs: between-run t" and mean.verdict == "better"

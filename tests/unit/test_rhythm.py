@@ -103,7 +103,8 @@ def test_tokens_through_is_the_running_sum_of_chunk_tokens_over_arrays_too():
     for _ in range(200):
         tokens, chunks = rng.randint(0, 60), rng.randint(1, 20)
         shares = chunk_tokens(tokens, chunks)
-        assert [tokens_through(k, tokens, chunks) for k in range(chunks + 1)] == [0, *itertools.accumulate(shares)]
+        assert [tokens_through(k, tokens, chunks) for k in range(chunks + 1)] == \
+            [0, *itertools.accumulate(shares)]
     k, t, n = np.array([0, 1, 2, 3]), np.array([7, 7, 7, 7]), np.array([3, 3, 3, 3])
     assert tokens_through(k, t, n).tolist() == [0, 2, 4, 7]
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from fourfold.gates.slo import evaluate, parse_spec
+from fourfold.gates.slo import parse_spec
+from fourfold.gates.slo_verdict import evaluate
 from fourfold.measure.console import format_summary
 from fourfold.measure.metrics import jitter_ms, jitter_ms_of_gaps, pulse_hz, pulse_hz_of_gaps
 from fourfold.measure.record import RequestRecord
@@ -32,10 +33,10 @@ def smooth(start_ms: float = 10.0, chunks: int = 120) -> list[float]:
 
 
 def record(offsets: list[float], i: int = 0, variant: str = "") -> RequestRecord:
-    return RequestRecord(level="L1", scenario="chat", variant=variant, request_id=f"r{i}", item_id=f"i{i % 5}",
-                         started_at=T0 + i * 0.5, status=200, ttfb_ms=2.0, ttft_ms=offsets[0], e2e_ms=offsets[-1],
-                         chunk_offsets_ms=offsets, output_tokens=len(offsets), output_tokens_source="usage",
-                         terminal=True, text="x")
+    return RequestRecord(level="L1", scenario="chat", variant=variant, request_id=f"r{i}",
+                         item_id=f"i{i % 5}", started_at=T0 + i * 0.5, status=200, ttfb_ms=2.0,
+                         ttft_ms=offsets[0], e2e_ms=offsets[-1], chunk_offsets_ms=offsets,
+                         output_tokens=len(offsets), output_tokens_source="usage", terminal=True, text="x")
 
 
 @pytest.mark.parametrize(("offsets", "jitter", "pulse"), [
@@ -73,7 +74,8 @@ def test_summary_console_and_slo_show_the_rhythm():
     assert verdicts[0].message == "pulse_hz < 2 missed at Aggregated: measured 3.97 Hz"
     smooth_only = stats_of([record(smooth(), i) for i in range(4)])
     assert (smooth_only["total"]["pulse_hz"], smooth_only["total"]["pulse_share"]) == (0.0, 0.0)
-    assert [v.status for v in evaluate(parse_spec("pulse_hz<2,jitter_p95<50ms,pulse_share<10%"), smooth_only)] == \
+    assert [v.status for v in evaluate(parse_spec("pulse_hz<2,jitter_p95<50ms,pulse_share<10%"),
+                                       smooth_only)] == \
         ["pass", "pass", "pass"]
     # one pulsing stream among many smooth ones: its frequency is the run's, its share says how rare
     few = stats_of([record(pulsed(), 0)] + [record(smooth(), 1 + i) for i in range(9)])["total"]

@@ -45,7 +45,8 @@ def test_run_dir_name_and_label_sanitising(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("key", "secret"),
-    [("api_key", True), ("OPENAI_API_KEY", True), ("x-api-key", True), ("apiKey", True), ("Authorization", True),
+    [("api_key", True), ("OPENAI_API_KEY", True), ("x-api-key", True), ("apiKey", True),
+     ("Authorization", True),
      ("token", True), ("hf_token", True), ("x-auth-token", True), ("client_secret", True), ("password", True),
      ("max_tokens", False), ("output_tokens", False), ("tokens", False), ("tokenizer", False),
      ("label", False), ("author", False)],
@@ -74,7 +75,8 @@ def test_meta_redaction_leaves_no_secret_in_any_file(tmp_path: Path) -> None:
     assert saved["options"]["max_tokens"] == 256 and saved["options"]["output_tokens"] == 7
     assert saved["options"]["api_key"] == REDACTED
     assert saved["options"]["headers"] == {"Authorization": REDACTED, "x-api-key": REDACTED, "X-Trace": "t1"}
-    assert saved["argv"][:3] == ["locust", "--api-key", REDACTED] and saved["argv"][3] == f"--token={REDACTED}"
+    assert saved["argv"][:3] == ["locust", "--api-key", REDACTED] \
+        and saved["argv"][3] == f"--token={REDACTED}"
     assert saved["argv"][5] == f"Authorization: {REDACTED}"
     assert saved["target"].startswith("https://user:***@llm.example/v1?") and "model=m" in saved["target"]
 
@@ -86,7 +88,8 @@ def test_records_round_trip(tmp_path: Path) -> None:
         for r in records:
             writer.append(r)
     assert list(read_records(writer.run_dir)) == records
-    assert [r.request_id for r in read_records(writer.run_dir, include_warmup=False)] == ["r0", "r1", "r3", "r4"]
+    assert [r.request_id for r in read_records(writer.run_dir, include_warmup=False)] == \
+        ["r0", "r1", "r3", "r4"]
     assert list(read_records(tmp_path / "missing")) == []
 
 
@@ -204,7 +207,8 @@ def test_a_surrogate_pair_split_across_two_events_is_one_character_on_disk(tmp_p
     for error_detail in ("", "bad \udc80 byte"):
         writer.append(RequestRecord(text=text, error_detail=error_detail))
     writer.close()
-    records = [json.loads(line) for line in (writer.run_dir / "records.jsonl").read_text("utf-8").splitlines()]
+    records = [json.loads(line)
+               for line in (writer.run_dir / "records.jsonl").read_text("utf-8").splitlines()]
     assert [r["text"] for r in records] == ["a 😀 b lone \ufffd"] * 2
     assert [r["error_detail"] for r in records] == ["", "bad \ufffd byte"]
 
@@ -213,7 +217,8 @@ def test_summary_strings_are_scrubbed_but_its_field_names_are_kept(tmp_path: Pat
     """A credential typed into --host or --metrics-url must not reach summary.json (it went in as typed)."""
     writer = RunWriter("s", tmp_path)
     summary = {"target": "https://user:hunter2-pass@gw.example/v1?api_key=abcdefgh123&x=1",
-               "sampler": {"metrics_url": "http://m/metrics?token=tok-123456789", "errors": ["Bearer sk-abcdefghijk"]},
+               "sampler": {"metrics_url": "http://m/metrics?token=tok-123456789",
+                           "errors": ["Bearer sk-abcdefghijk"]},
                "output_tokens": 5, "auth_failures": 2, "ttft_p95_token": 1.5}
     data = json.loads(writer.write_summary(summary).read_text())
     text = json.dumps(data)

@@ -125,7 +125,8 @@ def test_workers_indices_cover_a_local_runs_users():
     """-u 6 on 3 workers (2 each, handed out in turn): the indices are 0..5, as in a local run."""
     def index(worker: int, local: int) -> int:
         runner = type("WorkerRunner", (), {"worker_index": worker})()
-        return global_user_index(SimpleNamespace(runner=runner, parsed_options=SimpleNamespace(fourfold_workers=3)),
+        return global_user_index(SimpleNamespace(runner=runner,
+                                                 parsed_options=SimpleNamespace(fourfold_workers=3)),
                                  local)
 
     assert sorted(index(worker, local) for worker in range(3) for local in range(2)) == list(range(6))

@@ -113,7 +113,8 @@ def test_summarize_and_quality_block() -> None:
     total = block["total"]
     assert total["n"] == 5 and total["similarity_n"] == 4
     assert total["similarity_mean"] == pytest.approx(0.825)
-    assert total["fullwidth_punct_share"] == pytest.approx(10 / 12, abs=1e-4)   # pooled marks, not mean of shares
+    # pooled marks, not mean of shares
+    assert total["fullwidth_punct_share"] == pytest.approx(10 / 12, abs=1e-4)
     assert summarize([])["similarity_mean"] is None
 
 

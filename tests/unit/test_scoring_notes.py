@@ -15,13 +15,15 @@ from fourfold.reports.markdown import render_markdown
 from fourfold.reports.report import report_from_paths
 from fourfold.reports.scores import read_scores
 
-FP32 = {"name": "all-MiniLM-L6-v2", "weights_sha256": "ca23fb4b4077" + "0" * 52, "backend": "torch-fp32", "id": "m"}
+FP32 = {"name": "all-MiniLM-L6-v2", "weights_sha256": "ca23fb4b4077" + "0" * 52,
+        "backend": "torch-fp32", "id": "m"}
 
 
 def _scored(run, embedder: dict, low: int = 0) -> None:
     summary = json.loads((run / "summary.json").read_text())
     summary["quality"] = {"total": {"n": 10, "low_confidence_n": low, "char_f1_mean": 0.5, "char_f1_n": 10},
-                          "by_scenario": {}, "model": embedder["id"], "embedder": embedder, "unk_threshold": 0.2}
+                          "by_scenario": {}, "model": embedder["id"], "embedder": embedder,
+                          "unk_threshold": 0.2}
     (run / "summary.json").write_text(json.dumps(summary))
 
 

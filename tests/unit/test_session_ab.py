@@ -8,7 +8,8 @@ from fourfold.levels.l4_ab import SplitError, assign_variant, bucket, parse_spli
 
 
 @pytest.mark.parametrize(("text", "share"), [
-    ("0.95", 0.95), ("95/5", 0.95), ("50/50", 0.5), ("95%", 0.95), ("1/3", 0.25), ("0", 0.0), ("1", 1.0), (0.2, 0.2),
+    ("0.95", 0.95), ("95/5", 0.95), ("50/50", 0.5), ("95%", 0.95), ("1/3", 0.25), ("0", 0.0), ("1", 1.0),
+    (0.2, 0.2),
 ])
 def test_parse_split(text, share):
     assert parse_split(text) == pytest.approx(share)

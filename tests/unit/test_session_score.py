@@ -1,4 +1,5 @@
-"""`fourfold score` on an L4 run: only each session's final answer is scored, against the script's reference."""
+"""`fourfold score` on an L4 run: only each session's final answer is scored, against the script's
+reference."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ def test_only_final_turns_of_sessions_are_scored():
         RequestRecord(item_id=sid, text="opening answer", warmup=True),
         RequestRecord(item_id=sid, text="turn 1", extra={"session_id": "u0-s1", "turn": 1, "final": False}),
         RequestRecord(item_id=sid, text="turn 2", extra={"session_id": "u0-s1", "turn": 2, "final": True}),
-        RequestRecord(item_id="qa-brief", text="an L1 answer"),                      # no "final": not a session
+        RequestRecord(item_id="qa-brief", text="an L1 answer"),                    # no "final": not a session
     ]
     chosen, skipped = select_records(records, items)
     assert [r.text for r in chosen] == ["turn 2"]

@@ -27,11 +27,12 @@ SCRIPTS = load_scripts(DEFAULT_SESSIONS)
 def make(**over):
     data = {"id": "t1", "prompt": "How do I make tea?", "rephrase": "What is the way to brew tea?",
             "reference": "Boil the water. Steep for three minutes. Add milk if you like.",
-            "facts": [{"key": "boil", "ask": "the water"}, {"key": ["three minutes", "3 minutes"], "ask": "how long"},
+            "facts": [{"key": "boil", "ask": "the water"},
+                      {"key": ["three minutes", "3 minutes"], "ask": "how long"},
                       {"key": "milk", "ask": "what to add"}],
             "max_turns": 4, "rules": ["rephrase", "shorter", "structured", "missing"],
-            "persona": {"name": "tester", "think_time_s": [1, 2], "patience": {"ttft_ms": 500, "e2e_ms": 2000},
-                        "max_words": 10}}
+            "persona": {"name": "tester", "think_time_s": [1, 2],
+                        "patience": {"ttft_ms": 500, "e2e_ms": 2000}, "max_words": 10}}
     data.update(over)
     return script_from_dict(data)
 
@@ -96,7 +97,8 @@ def test_opening_then_missing_facts_two_at_a_time():
     script = make(rules=["missing"])
     assert next_turn(script, frozenset(), 0, 0, 0, ()).followup == "opening"
     turn = next_turn(script, frozenset({1}), 1, 1, 5, ("opening",))
-    assert (turn.followup, turn.asks, turn.text) == ("missing", (0, 2), "Thanks. What about the water and what to add?")
+    assert (turn.followup, turn.asks, turn.text) == \
+        ("missing", (0, 2), "Thanks. What about the water and what to add?")
 
 
 @pytest.mark.parametrize(("covered", "last_new", "last_words", "used", "followup", "asks"), [
@@ -116,7 +118,8 @@ def test_follow_up_texts_fill_the_templates():
     script = make()
     assert next_turn(script, frozenset(), 1, 0, 5, ("opening",)).text == \
         "That does not answer my question. Let me put it another way: What is the way to brew tea?"
-    assert next_turn(script, frozenset({0}), 1, 1, 5, ("opening",)).text == "Please answer in 2 points: how long and what to add."
+    assert next_turn(script, frozenset({0}), 1, 1, 5, ("opening",)).text == \
+        "Please answer in 2 points: how long and what to add."
     zh = make(lang="zh", rules=["missing"], facts=[{"key": "a", "ask": "甲"}, {"key": "b", "ask": "乙"},
                                                    {"key": "c", "ask": "丙"}], asks_per_turn=3,
               reference="a。b。c。")
@@ -125,7 +128,8 @@ def test_follow_up_texts_fill_the_templates():
 
 @pytest.mark.parametrize(("covered", "turns", "ok", "ttft", "e2e", "verdict"), [
     ({0, 1, 2}, 1, False, 10, 10, SessionVerdict("abandoned", "error")),
-    ({0, 1, 2}, 1, True, 501, 600, SessionVerdict("abandoned", "ttft")),     # slow but complete: the user had left
+    # slow but complete: the user had left
+    ({0, 1, 2}, 1, True, 501, 600, SessionVerdict("abandoned", "ttft")),
     ({0}, 1, True, 400, 2001, SessionVerdict("abandoned", "e2e")),
     ({0, 1, 2}, 4, True, 400, 2000, SessionVerdict("completed")),
     ({0, 1}, 4, True, 400, 2000, SessionVerdict("max_turns")),
@@ -137,10 +141,12 @@ def test_judge_order(covered, turns, ok, ttft, e2e, verdict):
 
 def test_patience_scale():
     script = make()
-    assert judge(script, frozenset(), 1, ok=True, ttft_ms=900, e2e_ms=100, patience_scale=2.0) == SessionVerdict()
+    assert judge(script, frozenset(), 1, ok=True, ttft_ms=900, e2e_ms=100, patience_scale=2.0) == \
+        SessionVerdict()
     assert judge(script, frozenset(), 1, ok=True, ttft_ms=300, e2e_ms=100, patience_scale=0.5) == \
         SessionVerdict("abandoned", "ttft")
-    assert judge(script, frozenset(), 1, ok=True, ttft_ms=1e9, e2e_ms=1e9, patience_scale=0) == SessionVerdict()
+    assert judge(script, frozenset(), 1, ok=True, ttft_ms=1e9, e2e_ms=1e9, patience_scale=0) == \
+        SessionVerdict()
     assert judge(script, frozenset(), 1, ok=False, ttft_ms=1, e2e_ms=1, patience_scale=0) == \
         SessionVerdict("abandoned", "error")
 
@@ -165,6 +171,7 @@ def test_a_failed_answer_is_not_added_to_the_history():
     assert conversation.verdict == SessionVerdict("abandoned", "error") and len(conversation.messages) == 1
 
 
-@pytest.mark.parametrize(("text", "words"), [("one two  three", 3), ("首字延迟", 4), ("第一个token的时间", 7), ("", 0)])
+@pytest.mark.parametrize(("text", "words"),
+                         [("one two  three", 3), ("首字延迟", 4), ("第一个token的时间", 7), ("", 0)])
 def test_word_count(text, words):
     assert word_count(text) == words

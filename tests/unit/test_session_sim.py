@@ -23,8 +23,9 @@ from fourfold.targets.sim.sessions import (
 
 SESSIONS = DATA_DIR / "sessions" / "sessions.jsonl"
 GOAL = goal_from_dict({
-    "id": "tea", "prompt": "How do I make tea?", "reference": "Tea is simple. Boil the water. Steep for three minutes. "
-    "Add milk if you like. Serve it hot.",
+    "id": "tea", "prompt": "How do I make tea?",
+    "reference": "Tea is simple. Boil the water. Steep for three minutes. "
+                 "Add milk if you like. Serve it hot.",
     "facts": [{"key": "boil", "ask": "the water"}, {"key": "three minutes", "ask": "how long"},
               {"key": "milk", "ask": "what to add"}, {"key": "hot", "ask": "how to serve"}]})
 STEP = SessionKnobs(first_share=0.0, facts_per_turn=1, miss_rate=0.0)
@@ -35,34 +36,43 @@ def history(*texts: str) -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize(("n", "share", "count"), [(4, 0.0, 1), (4, 0.34, 1), (5, 0.34, 2), (3, 0.34, 1),
-                                                   (4, 0.6, 2), (5, 0.6, 3), (6, 0.6, 4), (5, 0.5, 3), (4, 1.0, 4)])
+                                                   (4, 0.6, 2), (5, 0.6, 3), (6, 0.6, 4), (5, 0.5, 3),
+                                                   (4, 1.0, 4)])
 def test_first_count_rounds_half_up(n, share, count):
     assert first_count(n, share) == count
 
 
 def test_goal_sentences_and_intro():
-    assert GOAL.sentences == ("Boil the water.", "Steep for three minutes.", "Add milk if you like.", "Serve it hot.")
+    assert GOAL.sentences == \
+        ("Boil the water.", "Steep for three minutes.", "Add milk if you like.", "Serve it hot.")
     assert GOAL.intro == "Tea is simple."
-    assert split_sentences("Python 3.13 is out. Really!\nNext line") == ["Python 3.13 is out.", "Really!", "Next line"]
+    assert split_sentences("Python 3.13 is out. Really!\nNext line") == \
+        ["Python 3.13 is out.", "Really!", "Next line"]
 
 
 def test_one_new_fact_per_answer_asked_ones_first():
     first = session_answer(GOAL, history("How do I make tea?"), STEP, random.Random(0))
     assert first.text == "Tea is simple. Boil the water." and first.new_facts == (0,)
-    second = session_answer(GOAL, history("How do I make tea?", first.text, "Thanks. What about what to add?"),
+    second = session_answer(GOAL,
+                            history("How do I make tea?", first.text, "Thanks. What about what to add?"),
                             STEP, random.Random(0))
-    assert second.new_facts == (2,) and second.revealed_before == 1 and second.text.endswith("Add milk if you like.")
+    assert second.new_facts == (2,) and second.revealed_before == 1 \
+        and second.text.endswith("Add milk if you like.")
 
 
 def test_forms_structured_short_and_miss():
     opened = history("How do I make tea?", "Boil the water.")
-    points = session_answer(GOAL, opened + [("user", "Please answer in 3 points: how long.")], STEP, random.Random(0))
+    points = session_answer(GOAL, opened + [("user", "Please answer in 3 points: how long.")], STEP,
+                            random.Random(0))
     assert points.text == "Here is the answer in points:\n1. Boil the water.\n2. Steep for three minutes."
-    short = session_answer(GOAL, opened + [("user", "Too long. Briefly: how to serve?")], STEP, random.Random(0))
+    short = session_answer(GOAL, opened + [("user", "Too long. Briefly: how to serve?")], STEP,
+                           random.Random(0))
     assert short.text == "Serve it hot." and short.new_facts == (3,)
-    missed = session_answer(GOAL, opened + [("user", "And?")], SessionKnobs(0.0, 1, miss_rate=1.0), random.Random(0))
+    missed = session_answer(GOAL, opened + [("user", "And?")], SessionKnobs(0.0, 1, miss_rate=1.0),
+                            random.Random(0))
     assert missed.new_facts == () and GOAL.revealed_in(missed.text) == set()
-    whole = session_answer(GOAL, history("How do I make tea?"), SessionKnobs(first_share=1.0), random.Random(0))
+    whole = session_answer(GOAL, history("How do I make tea?"), SessionKnobs(first_share=1.0),
+                           random.Random(0))
     assert whole.text == GOAL.reference
 
 
@@ -76,14 +86,16 @@ def test_book_finds_a_session_by_its_first_user_message_only():
 def test_stepwise_profile_takes_min_facts_max_turns_for_every_bundled_script():
     """The hand computation the integration test relies on, through the client's own rules."""
     profile = load_profile("stepwise")
-    knobs = SessionKnobs(profile.session_first_share, profile.session_facts_per_turn, profile.session_miss_rate)
+    knobs = SessionKnobs(profile.session_first_share, profile.session_facts_per_turn,
+                         profile.session_miss_rate)
     book = SessionBook.load([SESSIONS])
     for script in load_scripts(SESSIONS):
         goal = book.find([("user", script.opening)])
         conversation = Conversation(script)
         while not conversation.verdict.ended:
             messages = conversation.ask(conversation.next_turn())
-            answer = session_answer(goal, [(m["role"], m["content"]) for m in messages], knobs, random.Random(0))
+            answer = session_answer(goal, [(m["role"], m["content"]) for m in messages], knobs,
+                                    random.Random(0))
             conversation.answer(answer.text, ttft_ms=50, e2e_ms=500)
         n, m = len(script.facts), script.max_turns
         assert conversation.turns == min(n, m), script.id
@@ -102,7 +114,8 @@ def test_the_app_plans_a_session_turn_and_states_the_message_count():
         assert summary["messages"] == 3 and summary["item_id"] == "s01-paged-attention"
         assert summary["session"] == {"id": "s01-paged-attention", "new_facts": [2], "revealed_before": 1}
         assert "block table" in plan.text
-        plain = app.plan(wire_openai.parse(b'{"model":"m","messages":[{"role":"user","content":"hi"}]}', {}, "m"))
+        plain = app.plan(wire_openai.parse(b'{"model":"m","messages":[{"role":"user","content":"hi"}]}',
+                                           {}, "m"))
         assert plain.summary()["messages"] == 1 and "session" not in plain.summary()
     finally:
         loop.close()

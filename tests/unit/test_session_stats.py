@@ -29,7 +29,8 @@ def test_rates_and_means_per_variant():
     fill(stats)
     summary = stats.summary()
     a, b, total = summary["by_variant"]["A"], summary["by_variant"]["B"], summary["total"]
-    assert (a["started"], a["ended"], a["completed"], a["max_turns"], a["abandoned"], a["cut"]) == (5, 4, 2, 1, 1, 1)
+    assert (a["started"], a["ended"], a["completed"], a["max_turns"], a["abandoned"], a["cut"]) == \
+        (5, 4, 2, 1, 1, 1)
     assert a["completion_rate"] == 0.5 and a["abandonment_rate"] == 0.25 and a["max_turns_rate"] == 0.25
     assert a["rounds_mean"] == pytest.approx(17 / 4) and a["rounds_to_completion_mean"] == pytest.approx(4.5)
     assert a["abandoned_by"] == {"ttft": 0, "e2e": 1, "error": 0}

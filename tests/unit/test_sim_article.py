@@ -19,7 +19,8 @@ from fourfold.targets.sim.profile import load_profile
 
 
 def _plan(profile, index: int, words: int = 80):
-    return make_plan(profile, Answer("word " * words), RequestFacts("p", 1, request_index=index), 0, reword=False)
+    return make_plan(profile, Answer("word " * words), RequestFacts("p", 1, request_index=index), 0,
+                     reword=False)
 
 
 def test_candidate_stalls_every_33rd_request_mid_stream() -> None:
@@ -72,7 +73,8 @@ def test_memory_bandwidth_follows_tokens_per_second() -> None:
     assert gpu_gauges(baseline, 8, 0, 200.0).mem_bw_util_pct == 21.0
     assert gpu_gauges(baseline, 8, 0, 5000.0).mem_bw_util_pct == 42.0
     # the demo's L1 (8 users): ~390 tokens/s on baseline, ~520 on candidate
-    assert gpu_gauges(baseline, 8, 0, 390.0).mem_bw_util_pct < 42 < gpu_gauges(candidate, 8, 0, 520.0).mem_bw_util_pct
+    assert gpu_gauges(baseline, 8, 0,
+                      390.0).mem_bw_util_pct < 42 < gpu_gauges(candidate, 8, 0, 520.0).mem_bw_util_pct
     assert gpu_gauges(candidate, 8, 0, 520.0).mem_bw_util_pct > 80
     counters = SimCounters(running=8)
     render_metrics(candidate, counters, 100.0)
@@ -88,7 +90,8 @@ FACT = "Rosven Robotics was founded in 2012 by Ada Lindqvist. It employs about 8
 
 def _slip_share(profile_name: str, n: int = 2000) -> tuple[float, list]:
     profile = load_profile(profile_name)
-    plans = [make_plan(profile, Answer(FACT), RequestFacts("Who founded Rosven Robotics?", 5, occurrence=i), 3)
+    plans = [make_plan(profile, Answer(FACT),
+                       RequestFacts("Who founded Rosven Robotics?", 5, occurrence=i), 3)
              for i in range(n)]
     return sum(bool(p.slips) for p in plans) / n, plans
 
@@ -108,7 +111,8 @@ def test_slip_rate_by_profile_and_every_slip_is_in_the_text() -> None:
             assert set(re.findall(r"\d+", plan.text)) <= {"2012", "850"}
             assert not set(SURNAMES) & set(plan.text.split())
     assert kinds == {"year", "number", "name"}
-    assert not any(s.right in ("Rosven", "Robotics") for p in plans for s in p.slips)   # not the entity asked about
+    # not the entity asked about
+    assert not any(s.right in ("Rosven", "Robotics") for p in plans for s in p.slips)
 
 
 def test_slip_values() -> None:
@@ -121,14 +125,16 @@ def test_slip_values() -> None:
             assert 0.09 <= abs(int(slip.wrong) - 850) / 850 <= 0.41
         else:
             assert slip.right == "Lindqvist" and slip.wrong in SURNAMES
-    assert generate("No facts here at all.", GenerationKnobs(slip_rate=1.0), rng) == ("No facts here at all.", [])
+    assert generate("No facts here at all.", GenerationKnobs(slip_rate=1.0), rng) == \
+        ("No facts here at all.", [])
     assert slip_candidates("In 1999 about 1,200 people met Mara Kettering.")[0][:1] == ("year",)
 
 
 def test_generated_answers_are_not_the_reference_but_keep_their_lists() -> None:
     book = AnswerBook.load()
     baseline = load_profile("baseline")
-    items = [json.loads(line) for line in DEFAULT_PROMPTS_PATH.read_text(encoding="utf-8").splitlines() if line.strip()]
+    items = [json.loads(line) for line in DEFAULT_PROMPTS_PATH.read_text(encoding="utf-8").splitlines()
+             if line.strip()]
     changed = 0
     for item in items:
         prompt = item.get("prompt") or item["messages"][-1]["content"]
@@ -171,4 +177,5 @@ def test_places_and_rivers_slip_and_every_rag_reference_can_slip() -> None:
     assert [(kind, value) for kind, _, _, value in found] == [("place", "Pikewick"), ("river", "Lune")]
     assert slip_candidates("Which river runs through Stavhaven? The Lune river.", "The Lune river?") == []
     from fourfold.targets.rag import load_questions
-    assert all(slip_candidates(q.reference, q.prompt) for q in load_questions())   # L3: a slip can land anywhere
+    # L3: a slip can land anywhere
+    assert all(slip_candidates(q.reference, q.prompt) for q in load_questions())

@@ -6,17 +6,15 @@ import collections
 
 import pytest
 
+from fourfold.errors import FaultError
 from fourfold.targets.sim import wire_anthropic, wire_openai, wire_triton
+from fourfold.targets.sim.fault_spec import FAULT_KINDS, FaultSpec, parse_fault_arg
 from fourfold.targets.sim.faults import (
-    FAULT_KINDS,
     INVALID_UTF8,
     MALFORMED_EVENT,
-    FaultError,
     FaultInjector,
-    FaultSpec,
     drop_last_event,
     fault_reply,
-    parse_fault_arg,
     shape_plan,
     wrap_encoder,
 )
@@ -49,7 +47,8 @@ def test_bad_specs_say_what_is_valid(data: dict, message: str) -> None:
 
 
 @pytest.mark.parametrize(("text", "expected"), [("malformed_json=0.2", ("malformed_json", 0.2)),
-                                                ("stall_s=3", ("stall_s", 3.0)), (" endless = 1", ("endless", 1.0))])
+                                                ("stall_s=3", ("stall_s", 3.0)),
+                                                (" endless = 1", ("endless", 1.0))])
 def test_parse_fault_arg(text: str, expected: tuple) -> None:
     assert parse_fault_arg(text) == expected
 
@@ -81,7 +80,8 @@ def test_head_fault_replies() -> None:
     assert fault_reply("http_429", spec).headers == [("retry-after", "7")]
     assert fault_reply("http_503", spec).status == 503
     html = fault_reply("wrong_content_type", spec)
-    assert (html.status, html.content_type) == (200, "text/html; charset=utf-8") and html.body.startswith(b"<!DOCTYPE")
+    assert (html.status, html.content_type) == (200, "text/html; charset=utf-8") \
+        and html.body.startswith(b"<!DOCTYPE")
 
 
 def test_stall_is_a_pause_in_the_plan_at_the_middle_token() -> None:

@@ -135,13 +135,16 @@ def test_orchestrator_only_for_structured_prompts_on_baseline() -> None:
     baseline, candidate = load_profile("baseline", {"cold_requests": 0}), load_profile("candidate")
     book = AnswerBook.load()
     a, b = "Briefly explain quantum annealing.", "Explain quantum annealing in three points."
-    delays = [make_plan(baseline, book.answer(b), _facts(b, occurrence=k), 0).orchestrator_ms for k in range(200)]
+    delays = [make_plan(baseline, book.answer(b), _facts(b, occurrence=k), 0).orchestrator_ms
+              for k in range(200)]
     assert 52 < sum(delays) / len(delays) < 64
     assert make_plan(baseline, book.answer(a), _facts(a), 0).orchestrator_ms == 0
-    assert all(make_plan(candidate, book.answer(b), _facts(b, occurrence=k), 0).orchestrator_ms == 0 for k in range(20))
+    assert all(make_plan(candidate, book.answer(b), _facts(b, occurrence=k), 0).orchestrator_ms == 0
+               for k in range(20))
     table = "Compare CNN and RNN in a table."
     extra = make_plan(baseline, book.answer(table), _facts(table), 0).input_tokens - count_tokens(table)
-    assert extra - (make_plan(candidate, book.answer(table), _facts(table), 0).input_tokens - count_tokens(table)) == 15
+    assert extra - (make_plan(candidate, book.answer(table), _facts(table), 0).input_tokens
+                    - count_tokens(table)) == 15
 
 
 def test_baseline_itl_jitter_is_small() -> None:
@@ -153,7 +156,8 @@ def test_baseline_itl_jitter_is_small() -> None:
 
 
 def test_pulse_schedule() -> None:
-    profile = load_profile("candidate", {"pulse.probability": 1.0, "pulse.pause_jitter_ms": 0, "itl_jitter_ms": 0})
+    profile = load_profile("candidate",
+                           {"pulse.probability": 1.0, "pulse.pause_jitter_ms": 0, "itl_jitter_ms": 0})
     plan = make_plan(profile, Answer("word " * 70), _facts("p"), 0, reword=False)   # 70 tokens exactly
     assert [i for i, _ in plan.pauses] == [15, 35, 55]
     assert all(ms == 200.0 for _, ms in plan.pauses)
@@ -264,7 +268,7 @@ def test_lag_histogram_and_metrics_text() -> None:
     assert lag.count == 6 and lag.max_ms == 5.0
     profile = load_profile("candidate")
     counters = SimCounters(running=128, kv_tokens=50_000)
-    by_batch = {"mem_bw_full_tokens_per_s": 0}          # bandwidth by batch share (tokens/s: test_sim_article)
+    by_batch = {"mem_bw_full_tokens_per_s": 0}         # bandwidth by batch share (tokens/s: test_sim_article)
     assert gpu_gauges(load_profile("candidate", by_batch), 256, 0).mem_bw_util_pct == 92.0
     assert gpu_gauges(load_profile("baseline", by_batch), 1000, 0).mem_bw_util_pct == 42.0
     text = render_metrics(profile, counters)
@@ -306,11 +310,13 @@ def test_bundled_dataset_contract() -> None:
 def test_cli_arguments_become_a_config() -> None:
     from fourfold.targets.sim.cli import build_parser, config_from_args
 
-    args = build_parser().parse_args(["--profile", "candidate", "--itl-ms", "12", "--seed", "9", "--set", "pulse.pause_ms=150",
-                                      "--max-concurrency", "4", "--over-limit", "503", "--keepalive-timeout-s", "2"])
+    args = build_parser().parse_args(["--profile", "candidate", "--itl-ms", "12", "--seed", "9", "--set",
+                                      "pulse.pause_ms=150", "--max-concurrency", "4", "--over-limit", "503",
+                                      "--keepalive-timeout-s", "2"])
     config = config_from_args(args)
     assert (config.profile.itl_ms, config.profile.pulse.pause_ms, config.seed) == (12.0, 150.0, 9)
-    assert (config.gateway.max_concurrency, config.gateway.over_limit, config.gateway.keepalive_timeout_s) == (4, "503", 2.0)
+    assert (config.gateway.max_concurrency, config.gateway.over_limit,
+            config.gateway.keepalive_timeout_s) == (4, "503", 2.0)
     assert config.host == "127.0.0.1"
     with pytest.raises(ProfileError, match="must be a float"):
         config_from_args(build_parser().parse_args(["--set", "itl_ms=fast"]))

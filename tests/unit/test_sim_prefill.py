@@ -35,7 +35,8 @@ def test_the_plans_ttft_includes_the_prefill_and_says_so():
     profile = load_profile("baseline", {"ttft_jitter_ms": 0, "cold_requests": 0})
     short = make_plan(profile, ANSWER, RequestFacts(prompt="p", input_tokens=128), seed=1)
     long = make_plan(profile, ANSWER, RequestFacts(prompt="p", input_tokens=2048), seed=1)
-    cached = make_plan(profile, ANSWER, RequestFacts(prompt="p", input_tokens=2048, cached_tokens=1536), seed=1)
+    cached = make_plan(profile, ANSWER,
+                       RequestFacts(prompt="p", input_tokens=2048, cached_tokens=1536), seed=1)
     assert long.ttft_ms - short.ttft_ms == pytest.approx(40 * 1920 / 1000)
     assert long.ttft_ms - cached.ttft_ms == pytest.approx(40 * 0.9 * 1536 / 1000)
     assert long.summary()["prefill_ms"] == pytest.approx(81.92, abs=1e-3)

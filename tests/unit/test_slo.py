@@ -10,18 +10,9 @@ import pytest
 from fourfold.cli import main as cli_main
 from fourfold.errors import UsageError
 from fourfold.gates.gate import check_run, is_slo_file, load_slo, load_slo_file
-from fourfold.gates.slo import (
-    SLO,
-    SLOSpecError,
-    evaluate,
-    exit_code,
-    goodput_thresholds,
-    parse_clause,
-    parse_spec,
-    summary_block,
-    to_spec,
-)
+from fourfold.gates.slo import SLO, SLOSpecError, goodput_thresholds, parse_clause, parse_spec, to_spec
 from fourfold.gates.slo_report import format_verdicts, junit_xml
+from fourfold.gates.slo_verdict import evaluate, exit_code, summary_block
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -81,7 +72,8 @@ def test_spec_separators_and_round_trip() -> None:
     assert spec == ("ttft_p95<=450ms,e2e_p99<=1400ms,interruption_rate<0.5%,similarity_mean>=0.75,"
                     "ttft_p99@l1:saturation<=1400ms,output_tps>=12.5")
     assert parse_spec(spec) == slos
-    assert [s.label for s in slos[:3]] == ["ttft_p95 <= 450 ms", "e2e_p99 <= 1400 ms", "interruption_rate < 0.5 %"]
+    assert [s.label for s in slos[:3]] == \
+        ["ttft_p95 <= 450 ms", "e2e_p99 <= 1400 ms", "interruption_rate < 0.5 %"]
 
 
 def test_goodput_thresholds_take_the_tightest_upper_bound_per_latency_metric() -> None:
@@ -184,7 +176,8 @@ def test_verdict_table_exact_text() -> None:
 
 
 def test_junit_xml_names_the_failed_slo_and_its_measured_value() -> None:
-    verdicts = evaluate(parse_spec("ttft_p95<=450ms,e2e_p99<=1400ms,ttft_p95@l3:rag<=1s,similarity_mean>=0.75"),
+    verdicts = evaluate(parse_spec("ttft_p95<=450ms,e2e_p99<=1400ms,"
+                                   "ttft_p95@l3:rag<=1s,similarity_mean>=0.75"),
                         _summary(), quality="skip")
     root = ET.fromstring(junit_xml(verdicts, properties={"spec": "x"}))
     assert root.tag == "testsuites" and root.get("tests") == "4" and root.get("failures") == "2"
@@ -271,7 +264,8 @@ def test_check_run_and_the_cli(tmp_path, capsys) -> None:
     result = check_run(run)                               # the spec the run was gated with
     assert result.exit_code == 0 and [v.status for v in result.verdicts] == ["pass"]
     junit = tmp_path / "out" / "check.xml"
-    code = cli_main(["check", str(run), "--slo", "ttft_p95<=450ms,similarity_mean>=0.75", "--junit", str(junit)])
+    code = cli_main(["check", str(run), "--slo", "ttft_p95<=450ms,similarity_mean>=0.75",
+                     "--junit", str(junit)])
     out = capsys.readouterr().out
     assert code == 3
     assert "fourfold check 20250101T000000Z-candidate: 1 of 2 failed (exit code 3)" in out

@@ -5,10 +5,12 @@ from __future__ import annotations
 import pytest
 
 from fourfold.errors import SLOSpecError
-from fourfold.gates.slo import evaluate, parse_spec, parse_table
+from fourfold.gates.slo import parse_spec, parse_table
+from fourfold.gates.slo_verdict import evaluate
 
 SUMMARY = {"total": {"requests": 200, "ok": 180, "errors": {"ok": 180, "rate_limited": 15, "http_5xx": 5}},
-           "groups": [{"level": "l1", "scenario": "saturation", "requests": 50, "ok": 50, "errors": {"ok": 50}}]}
+           "groups": [{"level": "l1", "scenario": "saturation", "requests": 50, "ok": 50,
+                       "errors": {"ok": 50}}]}
 
 
 def test_a_class_rate_is_that_class_over_all_requests():

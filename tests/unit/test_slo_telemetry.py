@@ -9,7 +9,8 @@ import pytest
 
 from fourfold.cli import main as cli_main
 from fourfold.errors import SLOSpecError
-from fourfold.gates.slo import SLO, evaluate, metric_kind, parse_clause, parse_spec
+from fourfold.gates.slo import SLO, metric_kind, parse_clause, parse_spec
+from fourfold.gates.slo_verdict import evaluate
 
 
 def _summary(**metrics: dict[str, float]) -> dict:
@@ -69,7 +70,8 @@ def test_fourfold_check_judges_telemetry(tmp_path, capsys):
     run = tmp_path / "run"
     run.mkdir()
     (run / "records.jsonl").write_text("")
-    (run / "summary.json").write_text(json.dumps(_summary(**{"server.mem_bw_util_pct": {"mean": 70, "max": 92}})))
+    (run / "summary.json").write_text(
+        json.dumps(_summary(**{"server.mem_bw_util_pct": {"mean": 70, "max": 92}})))
     assert cli_main(["check", str(run), "--slo", "gpu_mem_bw_util_max<85%"]) == 3
     assert "gpu_mem_bw_util_max < 85 %  server   92.00 %  MISSED" in capsys.readouterr().out
     assert cli_main(["check", str(run), "--slo", "gpu_mem_bw_util_mean<85%"]) == 0

@@ -49,14 +49,16 @@ def _sweep(capacity: float | None, rates: int = 2, converged: bool = True) -> di
 
 @pytest.mark.parametrize(("sweep", "code", "says"), [
     (_sweep(8.55), 0, "capacity 8.55 requests/s, bracket [8.55, 9.00] (converged)"),
-    (_sweep(8.0, converged=False), 0, "capacity 8.00 requests/s, bracket [8.00, 9.00] (not converged: -t ended"),
+    (_sweep(8.0, converged=False), 0,
+     "capacity 8.00 requests/s, bracket [8.00, 9.00] (not converged: -t ended"),
     (_sweep(None), 3, "no rate of 2 met it (exit 3)"),
     (_sweep(None, rates=0), 3, "the test stopped before any rate was judged (exit 3)"),
 ])
 def test_a_sweep_run_is_judged_per_rate_not_as_a_whole(sweep: dict, code: int, says: str, capsys) -> None:
     decision = slogate.sweep_decision({"l2": {"sweep": sweep}})
     assert decision is not None and decision[0] == code and says in decision[1]
-    environment = SimpleNamespace(process_exit_code=None, fourfold_gate=slogate.Gate(MISSES, parse_spec(MISSES)))
+    environment = SimpleNamespace(process_exit_code=None,
+                                  fourfold_gate=slogate.Gate(MISSES, parse_spec(MISSES)))
     runtime = SimpleNamespace(is_worker=False, writer=None, settings=SimpleNamespace(junit=""))
     slogate.finish(environment, runtime, {**_summary(), "l2": {"sweep": sweep}})   # the whole run misses
     out = capsys.readouterr().out

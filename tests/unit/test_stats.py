@@ -14,7 +14,8 @@ def rec(**kw: Any) -> RequestRecord:
     """An ok, fully streamed request unless told otherwise."""
     base: dict[str, Any] = dict(level="L1", scenario="chat", started_at=1000.0, status=200, ttfb_ms=10.0,
                                 ttft_ms=100.0, e2e_ms=400.0, chunk_offsets_ms=[100.0, 200.0, 300.0, 400.0],
-                                output_tokens=4, output_tokens_source="usage", content_chunks=4, terminal=True)
+                                output_tokens=4, output_tokens_source="usage", content_chunks=4,
+                                terminal=True)
     base.update(kw)
     if "chunk_offsets_ms" in kw and "content_chunks" not in kw:
         base["content_chunks"] = len(base["chunk_offsets_ms"])
@@ -26,7 +27,8 @@ CASES = [
     ("ok stream", rec(), {"ok": 1}),
     ("one stall", rec(chunk_offsets_ms=[100.0, 120.0, 140.0, 400.0], e2e_ms=400.0),
      {"ok": 1, "stalls": 1, "requests_with_stall": 1}),
-    ("two stalls, gap == threshold is no stall", rec(chunk_offsets_ms=[100.0, 250.0, 500.0, 900.0], e2e_ms=900.0),
+    ("two stalls, gap == threshold is no stall",
+     rec(chunk_offsets_ms=[100.0, 250.0, 500.0, 900.0], e2e_ms=900.0),
      {"ok": 1, "stalls": 2, "requests_with_stall": 1}),
     ("429", rec(status=429, error_class="rate_limited", ttfb_ms=5.0, ttft_ms=None, e2e_ms=5.0,
                 chunk_offsets_ms=[], output_tokens=0, terminal=False), {"failures": 1}),
@@ -134,11 +136,12 @@ def test_tokens_per_second_series() -> None:
     assert tokens_by_second(rec(output_tokens=8, chunk_offsets_ms=[100.0, 900.0, 1100.0, 2500.0])) == {
         1000: 4, 1001: 2, 1002: 2}
     assert tokens_by_second(rec(output_tokens=5, chunk_offsets_ms=[100.0, 1100.0])) == {1000: 2, 1001: 3}
-    assert tokens_by_second(rec(output_tokens=7, chunk_offsets_ms=[], started_at=1000.5, e2e_ms=3000.0)) == {1003: 7}
+    assert tokens_by_second(rec(output_tokens=7, chunk_offsets_ms=[], started_at=1000.5,
+                                e2e_ms=3000.0)) == {1003: 7}
     stats = LLMStats()
     stats.add_record(rec(output_tokens=8, chunk_offsets_ms=[100.0, 900.0, 1100.0, 2500.0], e2e_ms=2500.0))
-    stats.add_record(rec(started_at=1003.2, output_tokens=3, chunk_offsets_ms=[50.0, 60.0, 70.0], ttft_ms=50.0,
-                         e2e_ms=70.0, error_class="read_timeout"))
+    stats.add_record(rec(started_at=1003.2, output_tokens=3, chunk_offsets_ms=[50.0, 60.0, 70.0],
+                         ttft_ms=50.0, e2e_ms=70.0, error_class="read_timeout"))
     series = stats.series()
     assert series["t_s"] == [1000, 1001, 1002, 1003]
     assert series["output_tokens"] == [4, 2, 2, 3]
@@ -162,7 +165,8 @@ def _random_records(n: int, seed: int) -> list[RequestRecord]:
         offsets = [ttft]
         for _ in range(rnd.randint(0, 40)):
             offsets.append(offsets[-1] + rnd.choice([rnd.uniform(5, 40), rnd.uniform(100, 400)]))
-        error = rnd.choices(["ok", "interrupted", "rate_limited", "truncated", "http_5xx"], [80, 5, 5, 5, 5])[0]
+        error = rnd.choices(["ok", "interrupted", "rate_limited", "truncated", "http_5xx"],
+                            [80, 5, 5, 5, 5])[0]
         out.append(rec(level=rnd.choice(["L1", "L2"]), scenario=rnd.choice(["chat", "rag"]),
                        started_at=1_700_000_000 + i * 0.05 + rnd.random(), ttft_ms=ttft, e2e_ms=offsets[-1],
                        chunk_offsets_ms=offsets, output_tokens=len(offsets) * rnd.randint(1, 3),

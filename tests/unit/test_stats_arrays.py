@@ -29,14 +29,15 @@ def _stream(rng: np.random.Generator, n: int, kind: str) -> list[float]:
 
 
 def _record(offsets: list[float], tokens: int, started_at: float = 1_796_000_000.123) -> RequestRecord:
-    return RequestRecord(level="l1", scenario="s", started_at=started_at, status=200, chunk_offsets_ms=offsets,
-                         content_chunks=len(offsets), output_tokens=tokens, ttft_ms=offsets[0], e2e_ms=max(offsets),
-                         terminal=True, finish_reason="length")
+    return RequestRecord(level="l1", scenario="s", started_at=started_at, status=200,
+                         chunk_offsets_ms=offsets, content_chunks=len(offsets), output_tokens=tokens,
+                         ttft_ms=offsets[0], e2e_ms=max(offsets), terminal=True, finish_reason="length")
 
 
 def _tokens_by_second_plain(record: RequestRecord) -> dict[int, int]:
     out: dict[int, int] = {}
-    for offset_ms, share in zip(record.chunk_offsets_ms, chunk_tokens(record.output_tokens, len(record.chunk_offsets_ms))):
+    for offset_ms, share in zip(record.chunk_offsets_ms,
+                                chunk_tokens(record.output_tokens, len(record.chunk_offsets_ms))):
         if share:
             sec = math.floor(record.started_at + offset_ms / 1000)
             out[sec] = out.get(sec, 0) + share
@@ -121,7 +122,8 @@ def test_add_all_array_files_the_reports_buckets() -> None:
 
 
 @pytest.mark.parametrize("kind", ["steady", "pulsing", "unsorted"])
-def test_group_stats_of_a_long_record_equal_the_per_value_path(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_group_stats_of_a_long_record_equal_the_per_value_path(kind: str,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(11)
     records = [_record(_stream(rng, int(rng.integers(32, 400)), kind), int(rng.integers(40, 600)))
                for _ in range(20)]

@@ -28,7 +28,8 @@ def parse(dialect: Any, body: bytes, streaming: bool = True) -> Any:
 
 def sse(*objs: Any, event: str | None = None) -> bytes:
     head = f"event: {event}\n".encode() if event else b""
-    return b"".join(head + b"data: " + (o if isinstance(o, bytes) else json.dumps(o).encode()) + b"\n\n" for o in objs)
+    return b"".join(head + b"data: " + (o if isinstance(o, bytes) else json.dumps(o).encode()) + b"\n\n"
+                    for o in objs)
 
 
 def openai(content: str | None = None, finish: str | None = None, usage: Any = None) -> dict[str, Any]:
@@ -43,7 +44,8 @@ def anthropic(text_parts: list[str], stop: str | None, output_tokens: Any = 2) -
     body = sse({"type": "message_start", "message": {"usage": {"input_tokens": 5, "output_tokens": 1}}},
                event="message_start")
     for text in text_parts:
-        body += sse({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
+        body += sse({"type": "content_block_delta", "index": 0,
+                     "delta": {"type": "text_delta", "text": text}},
                     event="content_block_delta")
     delta: dict[str, Any] = {"type": "message_delta", "delta": {"stop_reason": stop} if stop else {},
                              "usage": {"output_tokens": output_tokens}}
@@ -119,7 +121,8 @@ def test_implausible_usage_in_every_dialect(dialect, body):
 @pytest.mark.parametrize("usage, tokens", [
     ({"completion_tokens": 84}, 84),               # 10 x 2 deltas or 11 bytes of text, plus 64
     ({"completion_tokens": 2.0}, 2),
-    ({"completion_tokens": 900, "completion_tokens_details": {"reasoning_tokens": 850}}, 900),   # hidden reasoning
+    # hidden reasoning
+    ({"completion_tokens": 900, "completion_tokens_details": {"reasoning_tokens": 850}}, 900),
 ])
 def test_plausible_usage_is_believed(usage, tokens):
     done = parse("openai", sse(openai("Hello"), openai(" world", "stop", usage), b"[DONE]"))
@@ -135,7 +138,8 @@ def test_a_non_streamed_body_may_count_one_token_per_byte_of_its_text():
 
 
 def test_non_finite_server_timings_are_dropped():
-    done = parse(RagDialect(RagWire()), b'{"answer": "a", "timings": {"retrieve_ms": NaN, "llm_ms": 1e400, "x_ms": 2}}',
+    done = parse(RagDialect(RagWire()),
+                 b'{"answer": "a", "timings": {"retrieve_ms": NaN, "llm_ms": 1e400, "x_ms": 2}}',
                  streaming=False)
     assert done.server_timing == {"x": 2.0}
 
@@ -183,12 +187,14 @@ def test_classify_status(status, expected):
 
 def test_the_summary_and_the_console_count_what_the_target_got_wrong():
     stats = LLMStats()
-    base = dict(level="L1", started_at=1000.0, ttfb_ms=1.0, ttft_ms=2.0, e2e_ms=3.0, status=200, terminal=True)
+    base = dict(level="L1", started_at=1000.0, ttfb_ms=1.0, ttft_ms=2.0, e2e_ms=3.0, status=200,
+                terminal=True)
     for extra in ({"usage_implausible": -5}, {"input_usage_implausible": "x"}, {"no_terminal_event": True},
                   {"unsolicited_bytes": 120}, {"unsolicited_before": 99}, {}):
         stats.add_record(RequestRecord(**base, extra=dict(extra)))
     total = stats.summary()["total"]
-    assert (total["usage_implausible"], total["no_terminal_event"], total["unsolicited_responses"]) == (2, 1, 2)
+    assert (total["usage_implausible"], total["no_terminal_event"],
+            total["unsolicited_responses"]) == (2, 1, 2)
     assert total["interrupted"] == 0
     text = format_summary(stats.summary())
     assert "target: usage_implausible=2, no_terminal_event=1, unsolicited_responses=2" in text.splitlines()

@@ -178,6 +178,7 @@ def test_bundled_prompts_agree_with_their_references() -> None:
         expected = item.meta.get("requested_items")
         assert requested_items(item.prompt) == expected, item.id
         if expected is not None:
-            assert delivered_items(item.references[0], prefer_table=asks_for_table(item.prompt)) == expected, item.id
+            assert delivered_items(item.references[0],
+                                   prefer_table=asks_for_table(item.prompt)) == expected, item.id
         if "zh" in item.meta.get("tags", []):
             assert fullwidth_share(item.references[0]) == 1.0, item.id

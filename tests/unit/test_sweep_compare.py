@@ -20,7 +20,8 @@ from fourfold.rundir.runlog import RunWriter
 T0 = 1_700_000_000.0
 
 
-def write_sweep_run(base: Path, label: str, steps: list[tuple[float, float, bool]], capacity: float | None) -> Path:
+def write_sweep_run(base: Path, label: str, steps: list[tuple[float, float, bool]],
+                    capacity: float | None) -> Path:
     """A --sweep run: per step (offered rate, TTFT ms of its 12 requests, passed)."""
     writer = RunWriter(label, base, now_s=T0)
     writer.write_meta({"label": label, "level": "l2", "settings": {"stall_ms": 150.0}})
@@ -30,12 +31,15 @@ def write_sweep_run(base: Path, label: str, steps: list[tuple[float, float, bool
         for k in range(12):
             offsets = [ttft + k] + [ttft + k + 10.0 * j for j in range(1, 8)]
             writer.append(RequestRecord(
-                level="l2", scenario=scenario, item_id=f"item-{k}", request_id=f"{label}-{i}", started_at=T0 + i * 0.1,
-                status=200, error_class="ok", ttfb_ms=2.0, ttft_ms=offsets[0], e2e_ms=offsets[-1],
-                chunk_offsets_ms=offsets, output_tokens=8, output_tokens_source="usage", terminal=True, text="ok"))
+                level="l2", scenario=scenario, item_id=f"item-{k}", request_id=f"{label}-{i}",
+                started_at=T0 + i * 0.1, status=200, error_class="ok", ttfb_ms=2.0, ttft_ms=offsets[0],
+                e2e_ms=offsets[-1], chunk_offsets_ms=offsets, output_tokens=8, output_tokens_source="usage",
+                terminal=True, text="ok"))
             i += 1
-        latency = {"ttft_ms": {"p50": ttft + 6, "p95": ttft + 11}, "e2e_ms": {"p50": ttft + 76, "p95": ttft + 81}}
-        rows.append({"offered_rps": rate, "passed": passed, "scenario": scenario, "run_dir": "", "latency_ms": latency})
+        latency = {"ttft_ms": {"p50": ttft + 6, "p95": ttft + 11},
+                   "e2e_ms": {"p50": ttft + 76, "p95": ttft + 81}}
+        rows.append({"offered_rps": rate, "passed": passed, "scenario": scenario, "run_dir": "",
+                     "latency_ms": latency})
     writer.close()
     high = min((r for r, _, p in steps if not p), default=None)
     writer.write_summary({"records": i, "slo_ms": {}, "l2": {"sweep": {
@@ -46,7 +50,8 @@ def write_sweep_run(base: Path, label: str, steps: list[tuple[float, float, bool
 
 def _two(tmp_path: Path) -> tuple[Path, Path]:
     base = write_sweep_run(tmp_path / "a", "base", [(6.0, 100.0, True), (9.0, 900.0, False)], 6.0)
-    cand = write_sweep_run(tmp_path / "b", "cand", [(6.0, 100.0, True), (9.0, 120.0, True), (13.5, 1000.0, False)], 9.0)
+    cand = write_sweep_run(tmp_path / "b", "cand",
+                           [(6.0, 100.0, True), (9.0, 120.0, True), (13.5, 1000.0, False)], 9.0)
     return base, cand
 
 
@@ -54,7 +59,7 @@ def test_two_sweep_runs_compare_each_at_its_capacity_step(tmp_path):
     report = report_from_paths(_two(tmp_path), cache=False)
     rows = {(r.group, r.metric): r for r in report.comparisons[0].rows}
     assert rows[("sweep", "capacity_rps")].verdict == "better"
-    ttft = rows[("l2:at capacity", "ttft_p50")]     # the step at 6/s against the step at 9/s, not the whole runs
+    ttft = rows[("l2:at capacity", "ttft_p50")]  # the step at 6/s against the step at 9/s, not the whole runs
     assert (ttft.n_baseline, ttft.n_candidate) == (12, 12)
     assert abs(ttft.baseline - 105.5) < 1 and abs(ttft.candidate - 125.5) < 1
     assert {g for side in report.sides for g in side.groups} == {"l2:at capacity"}
@@ -62,8 +67,10 @@ def test_two_sweep_runs_compare_each_at_its_capacity_step(tmp_path):
     note = f"each side at its own capacity, so at different offered rates: {base} at 6/s, {cand} at 9/s"
     markdown, page = render_markdown(report), render_html(report)
     assert note in markdown and note in page
-    assert markdown.index("capacity (ttft_p95<=300ms)") < markdown.index(note) < markdown.index("### l2:at capacity")
-    plots = re.findall(r'<img src="data:image/svg\+xml;base64,([^"]+)" alt="latency vs offered rate, ([^"]+)"', page)
+    assert markdown.index("capacity (ttft_p95<=300ms)") < markdown.index(note) < \
+        markdown.index("### l2:at capacity")
+    plots = re.findall(r'<img src="data:image/svg\+xml;base64,([^"]+)" '
+                       r'alt="latency vs offered rate, ([^"]+)"', page)
     assert [alt for _, alt in plots] == [f"{base}: 6.00/s meets, 9.00/s MISSES",
                                          f"{cand}: 6.00/s meets, 9.00/s meets, 13.50/s MISSES"]
     assert all(b"<svg" in base64.b64decode(data) for data, _ in plots)
@@ -73,7 +80,8 @@ def test_a_sweep_run_among_plain_runs_says_it_is_a_sweep_run(tmp_path, capsys):
     base, _ = _two(tmp_path)
     assert main(["compare", str(base), str(tmp_path / "plain"), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
-    assert "is a --sweep run (summary.json l2.sweep" in err and "is a sweep directory" not in err and "runs/" not in err
+    assert "is a --sweep run (summary.json l2.sweep" in err and "is a sweep directory" not in err \
+        and "runs/" not in err
 
 
 def test_one_sweep_run_alone_gets_its_plot(tmp_path, capsys):

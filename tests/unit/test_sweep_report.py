@@ -11,18 +11,20 @@ from fourfold.reports.capacity import _latency_slos, capacity_row, read_sweep, s
 
 def block(capacity: float | None, low: float, high: float | None, slo: str = "ttft_p95<=300ms") -> dict:
     return {"slo": slo, "capacity_rps": capacity, "bracket_rps": [low, high],
-            "rates": [{"offered_rps": low, "passed": True, "latency_ms": {"ttft_ms": {"p50": 90.0, "p95": 120.0},
-                                                                          "e2e_ms": {"p50": 700.0, "p95": 760.0}}},
+            "rates": [{"offered_rps": low, "passed": True,
+                       "latency_ms": {"ttft_ms": {"p50": 90.0, "p95": 120.0},
+                                      "e2e_ms": {"p50": 700.0, "p95": 760.0}}},
                       {"offered_rps": high or 2 * low, "passed": False,
-                       "latency_ms": {"ttft_ms": {"p50": 300.0, "p95": 900.0}, "e2e_ms": {"p50": 1000.0, "p95": 1500.0}}}]}
+                       "latency_ms": {"ttft_ms": {"p50": 300.0, "p95": 900.0},
+                                      "e2e_ms": {"p50": 1000.0, "p95": 1500.0}}}]}
 
 
 @pytest.mark.parametrize(("baseline", "candidate", "verdict"), [
     (block(5.8, 5.8, 6.1), block(11.6, 11.6, 12.2), "better"),          # brackets apart
     (block(11.6, 11.6, 12.2), block(5.8, 5.8, 6.1), "worse"),
     (block(5.8, 5.8, 6.3), block(6.0, 6.0, 6.5), "inconclusive"),   # brackets overlap
-    (block(5.8, 5.8, 6.1), block(6.1, 6.1, 6.6), "better"),           # the candidate passed the baseline's miss
-    (block(None, 0.0, 1.0), block(6.1, 6.1, 6.6), "n/a"),             # a side found no passing rate
+    (block(5.8, 5.8, 6.1), block(6.1, 6.1, 6.6), "better"),         # the candidate passed the baseline's miss
+    (block(None, 0.0, 1.0), block(6.1, 6.1, 6.6), "n/a"),           # a side found no passing rate
 ])
 def test_capacity_row_verdict_from_brackets(baseline, candidate, verdict):
     row = capacity_row(baseline, candidate)
@@ -34,7 +36,8 @@ def test_capacity_row_verdict_from_brackets(baseline, candidate, verdict):
 
 
 def test_capacity_row_says_when_slos_differ():
-    assert capacity_row(block(5.8, 5.8, 6.1), block(5.8, 5.8, 6.1, "e2e_p95<=1s")).label == "capacity (SLOs differ)"
+    assert capacity_row(block(5.8, 5.8, 6.1), block(5.8, 5.8, 6.1, "e2e_p95<=1s")).label == \
+        "capacity (SLOs differ)"
 
 
 def test_read_sweep_and_plot(tmp_path):

@@ -122,10 +122,12 @@ def test_knee_is_where_ttft_p95_doubles():
 
 SUMMARY = {
     "total": {"requests": 50, "error_rate": 0.0, "goodput_rps": 5.5,
-              "ttft_ms": {"p50": 80.0, "p95": 120.0, "p99": 150.0}, "itl_ms": {"p50": 20.0, "p95": 21.0, "p99": 22.0},
+              "ttft_ms": {"p50": 80.0, "p95": 120.0, "p99": 150.0},
+              "itl_ms": {"p50": 20.0, "p95": 21.0, "p99": 22.0},
               "e2e_ms": {"p50": 700.0, "p95": 760.0, "p99": 800.0}},
     "groups": [],
-    "l2": {"open_loop": {"sent_rps": 5.9, "completed_rps": 5.6, "target_kept_up": True, "generator_kept_up": True}},
+    "l2": {"open_loop": {"sent_rps": 5.9, "completed_rps": 5.6, "target_kept_up": True,
+                         "generator_kept_up": True}},
 }
 
 
@@ -139,7 +141,8 @@ def test_rate_point_from_a_summary():
     point = rate_point(6.0, saturated, parse_spec("ttft_p95<=300ms"))
     assert not point.passed and point.saturated and "saturated" in point.reason
     failing = dict(SUMMARY, total=dict(SUMMARY["total"], error_rate=0.2))
-    assert "errors climbed" in rate_point(6.0, failing, parse_spec("ttft_p95<=300ms"), max_error_rate=0.05).reason
+    assert "errors climbed" in rate_point(6.0, failing, parse_spec("ttft_p95<=300ms"),
+                                          max_error_rate=0.05).reason
     assert RatePoint.from_dict(point.to_dict()) == point
 
 

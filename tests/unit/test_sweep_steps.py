@@ -32,8 +32,8 @@ SLOS = parse_spec("ttft_p95<=150ms")
 
 
 def group(requests: int, ttft_p95: float, queue_p99: float = 1.0, failures: int = 0) -> dict:
-    return {"level": "l2", "scenario": "sweep@8/s", "requests": requests, "failures": failures, "ok": requests - failures,
-            "error_rate": failures / requests, "goodput_rps": None,
+    return {"level": "l2", "scenario": "sweep@8/s", "requests": requests, "failures": failures,
+            "ok": requests - failures, "error_rate": failures / requests, "goodput_rps": None,
             "ttft_ms": {"count": requests, "p50": ttft_p95 / 2, "p95": ttft_p95, "p99": ttft_p95},
             "queue_ms": {"p99": queue_p99}}
 
@@ -51,7 +51,8 @@ def test_step_scenarios_keep_steps_apart_and_are_no_ladder_steps(rate, points, e
 
 
 def test_rates_are_offered_as_named():
-    assert round_rate(7.348469228349534) == 7.348 and round_rate(12.0) == 12.0 and round_rate(123456.7) == 123500.0
+    assert round_rate(7.348469228349534) == 7.348 and round_rate(12.0) == 12.0 \
+        and round_rate(123456.7) == 123500.0
 
 
 @pytest.mark.parametrize("kwargs, passed, saturated, reason", [
@@ -63,13 +64,15 @@ def test_rates_are_offered_as_named():
     ({"group": None, "sent": 0, "cut": 0}, False, False, "no request completed"),
 ])
 def test_a_step_is_judged_from_its_own_summary(kwargs, passed, saturated, reason):
-    summary = step_summary(kwargs["group"], kwargs["sent"], kwargs["cut"], 2.5, missing=kwargs.get("missing", 0))
+    summary = step_summary(kwargs["group"], kwargs["sent"], kwargs["cut"], 2.5,
+                           missing=kwargs.get("missing", 0))
     point = rate_point(8.0, summary, SLOS)
     assert (point.passed, point.saturated) == (passed, saturated)
     assert reason in point.reason
     if kwargs["group"]:
         assert point.sent_rps == kwargs["sent"] / 2.5
-        assert point.achieved_rps == kwargs["group"]["requests"] / 2.5 and point.requests == kwargs["group"]["requests"]
+        assert point.achieved_rps == kwargs["group"]["requests"] / 2.5 \
+            and point.requests == kwargs["group"]["requests"]
 
 
 def test_the_sweep_slo_is_the_runs_slo_else_the_ladders():
@@ -79,7 +82,8 @@ def test_the_sweep_slo_is_the_runs_slo_else_the_ladders():
 
 def controller(dispatchers: int = 2) -> Controller:
     settings = GatewaySettings(sweep=True, sweep_step_s=2.5, sweep_tolerance=0.1, sweep_max_steps=6)
-    return Controller(SimpleNamespace(runner=None, parsed_options=None), settings, "ttft_p95<=150ms", dispatchers)
+    return Controller(SimpleNamespace(runner=None, parsed_options=None), settings, "ttft_p95<=150ms",
+                      dispatchers)
 
 
 def test_the_controller_judges_a_step_once_every_dispatcher_answered():
@@ -97,7 +101,8 @@ def test_the_controllers_block_has_fourfold_sweeps_shape_and_the_step_now_runnin
     sweep.points = [RatePoint(6.0, True, scenario="sweep@6/s"), RatePoint(9.0, False, scenario="sweep@9/s")]
     sweep.current = Step(3, "sweep@7.348/s", 7.348, 2.5, 2.5)
     block = sweep.block()
-    assert {"rates", "capacity_rps", "bracket_rps", "converged", "stopped", "knee_rps", "knee_metric"} <= set(block)
+    assert {"rates", "capacity_rps", "bracket_rps", "converged", "stopped", "knee_rps",
+            "knee_metric"} <= set(block)
     assert block["current_rps"] == 7.348 and block["stopped"] == "still searching" and not block["finished"]
     assert block["capacity_rps"] == 6.0 and block["bracket_rps"] == [6.0, 9.0] and not block["converged"]
     assert [r["scenario"] for r in block["rates"]] == ["sweep@6/s", "sweep@9/s"]
@@ -107,8 +112,8 @@ def test_the_controllers_block_has_fourfold_sweeps_shape_and_the_step_now_runnin
 
 def test_a_dispatcher_waits_for_a_step_newer_than_the_last_it_offered():
     box = StepBox()
-    box.on_step(msg=SimpleNamespace(data={"seq": 1, "scenario": "sweep@6/s", "rate_rps": 6.0, "duration_s": 2.5,
-                                          "drain_s": 2.5}))
+    box.on_step(msg=SimpleNamespace(data={"seq": 1, "scenario": "sweep@6/s", "rate_rps": 6.0,
+                                          "duration_s": 2.5, "drain_s": 2.5}))
     assert box.wait(0).scenario == "sweep@6/s"
     assert gevent.with_timeout(0.05, box.wait, 1, timeout_value="waiting") == "waiting"
 
@@ -125,8 +130,10 @@ def test_sweep_options_are_checked():
 
 def test_the_live_panel_shows_the_rate_now_each_rate_and_the_bracket():
     sweep = controller()
-    sweep.points = [RatePoint(6.0, True, achieved_rps=6.0, latency_ms={"ttft_ms": {"p95": 54.1}}, scenario="sweep@6/s"),
-                    RatePoint(9.0, False, achieved_rps=8.8, latency_ms={"ttft_ms": {"p95": 231.6}}, scenario="sweep@9/s")]
+    sweep.points = [RatePoint(6.0, True, achieved_rps=6.0, latency_ms={"ttft_ms": {"p95": 54.1}},
+                              scenario="sweep@6/s"),
+                    RatePoint(9.0, False, achieved_rps=8.8, latency_ms={"ttft_ms": {"p95": 231.6}},
+                              scenario="sweep@9/s")]
     sweep.current = Step(3, "sweep@7.348/s", 7.348, 2.5, 2.5)
     rows = [(r["metric"], r["value"]) for r in sweep_rows(sweep.block())]
     assert rows == [("offering now (req/s)", "7.35"),

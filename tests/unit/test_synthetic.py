@@ -100,7 +100,8 @@ def test_bad_specs_are_one_line_naming_the_part(spec, says):
 def test_lengths_are_normal_draws_clipped_at_one_and_above_the_prefix():
     lengths = sample_lengths(SyntheticSpec(10, 50, 5, 50, n=2000, seed=3, prefix=4))
     assert min(i for i, _ in lengths) == 5 and min(o for _, o in lengths if o is not None) == 1
-    assert sample_lengths(SyntheticSpec(10, 5, n=3, seed=1)) == sample_lengths(SyntheticSpec(10, 5, n=3, seed=1))
+    assert sample_lengths(SyntheticSpec(10, 5, n=3, seed=1)) == \
+        sample_lengths(SyntheticSpec(10, 5, n=3, seed=1))
     assert all(o is None for _, o in sample_lengths(SyntheticSpec(10, n=3)))
 
 

@@ -47,7 +47,8 @@ def test_counts_are_never_truncated_at_the_files_max_length(tokenizer):
     (lambda d: d, "the directory has no tokenizer.json"),
     (lambda d: _write(d / "t.json", "{not json"), "not a readable tokenizer.json"),
     (lambda d: _write(d / "t.json", b"\xff\xfe"), "not a readable tokenizer.json"),
-    (lambda d: _write(d / "t.json", json.dumps({"model": {"type": "Nope"}})), "not a tokenizer the 'tokenizers'"),
+    (lambda d: _write(d / "t.json", json.dumps({"model": {"type": "Nope"}})),
+     "not a tokenizer the 'tokenizers'"),
 ])
 def test_an_unreadable_tokenizer_is_one_line_naming_the_option(tmp_path, make, says):
     (tmp_path / "vocab.txt").write_text("a\n")
@@ -66,7 +67,8 @@ def _write(path, data):
 @pytest.mark.parametrize(("body", "text"), [
     ({"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"}]},
      "Be brief.\nHi there"),
-    ({"system": "Sys", "messages": [{"role": "user", "content": [{"type": "text", "text": "part"}]}]}, "Sys\npart"),
+    ({"system": "Sys", "messages": [{"role": "user", "content": [{"type": "text", "text": "part"}]}]},
+     "Sys\npart"),
     ({"text_input": "triton prompt"}, "triton prompt"),
     ({"inputs": [{"name": "text_input", "data": ["kserve prompt"]}, {"name": "max_tokens", "data": [4]}]},
      "kserve prompt"),
@@ -113,7 +115,8 @@ def test_send_counts_with_the_tokenizer_when_the_server_sends_no_usage(tokenizer
     without = _send(_sse(parts, usage=False))
     assert (without.output_tokens, without.output_tokens_source, without.input_tokens) == (7, "chunks", None)
     counted = _send(_sse(parts, usage=False), tokenizer)
-    assert (counted.output_tokens, counted.output_tokens_source) == (tokenizer.count("".join(parts)), "tokenizer")
+    assert (counted.output_tokens, counted.output_tokens_source) == \
+        (tokenizer.count("".join(parts)), "tokenizer")
     assert (counted.input_tokens, counted.extra["input_tokens_source"]) == (7, "tokenizer")
     usage = _send(_sse(parts, usage=True), tokenizer)
     assert (usage.output_tokens, usage.output_tokens_source, usage.input_tokens) == (30, "usage", 40)
@@ -125,9 +128,11 @@ def test_send_counts_with_the_tokenizer_when_the_server_sends_no_usage(tokenizer
         stats.add_record(record)
     summary = stats.summary()
     total = summary["total"]
-    assert (total["input_tokens_usage"], total["input_tokens_tokenizer"], total["output_tokens_tokenizer"]) == (1, 1, 1)
+    assert (total["input_tokens_usage"], total["input_tokens_tokenizer"],
+            total["output_tokens_tokenizer"]) == (1, 1, 1)
     line = format_summary({**summary, "token_counts": {"tokenizer": "tok.json", "synthetic": None}})
-    assert "token counts: input usage=1 tokenizer=1 none=1; output usage=1 tokenizer=1 estimated=1; tokenizer tok.json" in line
+    assert ("token counts: input usage=1 tokenizer=1 none=1; output usage=1 tokenizer=1 estimated=1; "
+            "tokenizer tok.json") in line
     assert "token counts" not in format_summary(summary)
 
 

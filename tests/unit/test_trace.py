@@ -55,8 +55,10 @@ def test_format_trace_can_be_forced_and_takes_text_input(tmp_path):
     ('{"timestamp": 0, "output_length": 2}', "'input_length' is missing (or give 'text_input')"),
     ('{"timestamp": 0, "input_length": 0}', "'input_length' must be a positive integer, got 0"),
     ('{"timestamp": 0, "input_length": 1.5}', "'input_length' must be a positive integer, got 1.5"),
-    ('{"timestamp": 0, "input_length": 10, "output_length": true}', "'output_length' must be a positive integer, got True"),
-    ('{"timestamp": 0, "input_length": 10, "hash_ids": [1, "a"]}', "'hash_ids' must be a list of integers >= 0"),
+    ('{"timestamp": 0, "input_length": 10, "output_length": true}',
+     "'output_length' must be a positive integer, got True"),
+    ('{"timestamp": 0, "input_length": 10, "hash_ids": [1, "a"]}',
+     "'hash_ids' must be a list of integers >= 0"),
     ('{"timestamp": 0, "input_length": 10, "hash_ids": [1, 2]}',
      "'hash_ids' has 2 blocks of 512 tokens, more than 'input_length' 10 fills (1)"),
 ])

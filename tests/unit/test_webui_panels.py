@@ -12,8 +12,9 @@ def _shown(rows):
 
 
 def _rag_record(recall: float, conflict: bool, retrieve: float, generate: float) -> RequestRecord:
-    return RequestRecord(level="l3", scenario="rag", item_id="q", error_class="ok", e2e_ms=100.0, ttft_ms=20.0,
-                         output_tokens=10, server_timing={"retrieve": retrieve, "generate": generate},
+    return RequestRecord(level="l3", scenario="rag", item_id="q", error_class="ok", e2e_ms=100.0,
+                         ttft_ms=20.0, output_tokens=10,
+                         server_timing={"retrieve": retrieve, "generate": generate},
                          extra={"recall_at_k": recall, "precision_at_k": recall / 2, "conflict": conflict})
 
 
@@ -39,14 +40,18 @@ def test_l2_l4_and_telemetry_panels():
                                                        {"users": 4, "ttft_p95_ms": 900.0}], "knee_users": 4}},
           "open_loop": {"offered_rps": 10.0, "sent_rps": 9.5, "completed_rps": 9.0},
           "connections": {"h1": {"conn_reused": 90, "conn_new": 10, "conn_reconnects": 2}}}
-    sessions = {"by_variant": {"A": {"ended": 4, "completion_rate": 0.75, "abandonment_rate": 0.25, "rounds_mean": 2.5}},
+    sessions = {"by_variant": {"A": {"ended": 4, "completion_rate": 0.75, "abandonment_rate": 0.25,
+                                     "rounds_mean": 2.5}},
                 "total": {"ended": 4, "completion_rate": 0.75, "abandonment_rate": 0.25, "rounds_mean": 2.5}}
-    telemetry = {"metrics": {"server.kv_cache_usage_pct": {"last": 0.4, "mean": 0.3, "max": 0.5}}, "errors": {}}
+    telemetry = {"metrics": {"server.kv_cache_usage_pct": {"last": 0.4, "mean": 0.3, "max": 0.5}},
+                 "errors": {}}
     shown = _shown(panel_rows({"l2": l2, "sessions": sessions, "server_metrics": telemetry}, {}))
     assert shown[("L2", "ladder: current step")] == "4 users"
-    assert shown[("L2", "ladder: 4 users TTFT p95 ms")] == "900.0" and shown[("L2", "ladder: knee (users)")] == "4"
+    assert shown[("L2", "ladder: 4 users TTFT p95 ms")] == "900.0" \
+        and shown[("L2", "ladder: knee (users)")] == "4"
     assert shown[("L2", "offered req/s")] == "10.0" and shown[("L2", "completed req/s")] == "9.0"
-    assert shown[("L2", "h1: connections reused / new")] == "90 / 10" and shown[("L2", "h1: reconnects")] == "2"
+    assert shown[("L2", "h1: connections reused / new")] == "90 / 10" \
+        and shown[("L2", "h1: reconnects")] == "2"
     assert shown[("L4", "A: completion")] == "75.00 %" and shown[("L4", "all: rounds per session")] == "2.500"
     assert shown[("telemetry", "server.kv_cache_usage_pct")] == "last 0.4  mean 0.3  max 0.5"
 

@@ -6,7 +6,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from fourfold.gates.slo import evaluate, parse_spec
+from fourfold.gates.slo import parse_spec
+from fourfold.gates.slo_verdict import evaluate
 from fourfold.levels.webui import form_list_values
 from fourfold.levels.webui_report import SECTION_ID, inject, report_section
 from tests.unit.test_webui_rows import stats_with_records
@@ -62,7 +63,8 @@ def test_report_section_without_verdicts(verdicts: list, error: str, says: str) 
 
 
 @pytest.mark.parametrize(("page", "expected"), [
-    ('<body><div id="root"></div><script>x</script></body>', '<body><div id="root"></div>\nS<script>x</script></body>'),
+    ('<body><div id="root"></div><script>x</script></body>',
+     '<body><div id="root"></div>\nS<script>x</script></body>'),
     ("<body><p>no root</p></body>", "<body><p>no root</p>S</body>"),
     ("no body", "no bodyS"),
     (f'<div id="root"></div><section id="{SECTION_ID}">old</section>',

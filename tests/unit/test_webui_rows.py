@@ -8,7 +8,8 @@ import io
 
 import pytest
 
-from fourfold.gates.slo import evaluate, parse_spec
+from fourfold.gates.slo import parse_spec
+from fourfold.gates.slo_verdict import evaluate
 from fourfold.levels.webui import (
     COLUMNS,
     TTFTWindow,
@@ -64,7 +65,8 @@ def test_rows_csv_and_tab_cells() -> None:
     assert shown[0]["ttftP95Ms"] == "100.0" and shown[0]["stallRate"] == "50.00"
     assert shown[1]["connReuse"] == "0.00" and shown[1]["failures"] == 0
     empty = ui_rows(table_rows(LLMStats().summary()))
-    assert empty == [{**{camel(k): "" for k, _, _ in COLUMNS}, "name": "Aggregated", "requests": 0, "failures": 0}]
+    assert empty == \
+        [{**{camel(k): "" for k, _, _ in COLUMNS}, "name": "Aggregated", "requests": 0, "failures": 0}]
     parsed = list(csv.DictReader(io.StringIO(csv_text(rows))))
     assert [r["name"] for r in parsed] == ["l1:chat", "l1:other", "Aggregated"]
     assert float(parsed[0]["stall_rate"]) == 0.5 and parsed[0]["itl_p99_ms"] != ""

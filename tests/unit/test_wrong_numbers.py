@@ -27,8 +27,9 @@ def finish(dialect_name: str, body: bytes, stream: bool = False) -> RequestRecor
 
 
 def triton_infer(text: str, **extra: float) -> bytes:
-    return json.dumps({"model_name": "m", "outputs": [{"name": "text_output", "datatype": "BYTES", "shape": [1],
-                                                       "data": [text]}], **extra}).encode()
+    return json.dumps({"model_name": "m",
+                       "outputs": [{"name": "text_output", "datatype": "BYTES", "shape": [1],
+                                    "data": [text]}], **extra}).encode()
 
 
 def test_a_non_streamed_triton_answer_counts_its_tokens_not_one():
@@ -90,9 +91,9 @@ def write_ab_run(base, users_a: int, users_b: int):
             for k in range(12):      # back to back: 20 tokens per second per user, every user alike
                 writer.append(RequestRecord(
                     level="L4", scenario=f"session@{variant}", variant=variant, user_id=user, item_id=f"i{k}",
-                    request_id=f"{variant}{user}-{k}", started_at=t0 + k, status=200, ttfb_ms=2.0, ttft_ms=25.0,
-                    e2e_ms=975.0, chunk_offsets_ms=[25.0 + 50.0 * j for j in range(20)], output_tokens=20,
-                    output_tokens_source="usage", terminal=True, text="x"))
+                    request_id=f"{variant}{user}-{k}", started_at=t0 + k, status=200, ttfb_ms=2.0,
+                    ttft_ms=25.0, e2e_ms=975.0, chunk_offsets_ms=[25.0 + 50.0 * j for j in range(20)],
+                    output_tokens=20, output_tokens_source="usage", terminal=True, text="x"))
             user += 1
     writer.close()
     writer.write_summary({"slo_ms": {}})

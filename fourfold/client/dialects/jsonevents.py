@@ -19,15 +19,12 @@ from fourfold.client.native import scan_events
 from fourfold.client.sse import DEFAULT_MAX_EVENT_BYTES, SSEDecoder, SSEEvent
 from fourfold.measure.record import INPUT_USAGE_IMPLAUSIBLE, NO_TERMINAL_EVENT, USAGE_IMPLAUSIBLE
 
-__all__ = ["ERROR_RANK", "INPUT_USAGE_IMPLAUSIBLE", "JsonEventParser", "NO_TERMINAL_EVENT", "USAGE_IMPLAUSIBLE",
-           "classify_error_message", "error_message", "finite_number", "loads_event", "loads_json",
-           "whole_number"]
+__all__ = ["ERROR_RANK", "INPUT_USAGE_IMPLAUSIBLE", "JsonEventParser", "NO_TERMINAL_EVENT",
+           "USAGE_IMPLAUSIBLE", "classify_error_message", "error_message", "finite_number", "loads_event",
+           "loads_json", "whole_number"]
 
-_CONTEXT_LENGTH = re.compile(
-    r"context[ _-]?(length|window)|maximum context|max_model_len|prompt is too long"
-    r"|input length|max_input_len|too many (input )?tokens",
-    re.IGNORECASE,
-)
+_CONTEXT_LENGTH = re.compile(r"context[ _-]?(length|window)|maximum context|max_model_len|prompt is too long"
+                             r"|input length|max_input_len|too many (input )?tokens", re.IGNORECASE)
 
 # When several problems show up in one body, the most telling one is reported.
 ERROR_RANK = {"": 0, "malformed_stream": 1, "too_large": 2, "interrupted": 3, "http_5xx": 3,
@@ -247,8 +244,7 @@ class JsonEventParser:
                     return None
         if (objects := _load_objects(json_payloads)) is None:
             return None
-        # every check passed: from here on the body is applied, event by event, in order
-        self._fed = True
+        self._fed = True    # every check passed: from here on the body is applied, event by event, in order
         if template is not None:
             self._template_hits = hits
         per_chunk = [0] * len(chunks)
@@ -299,11 +295,11 @@ class JsonEventParser:
         if objects is None:
             return None
         try:
-            events = [SSEEvent(data=payload.decode("utf-8")) for _, _, payload, is_json in others if not is_json]
+            events = [SSEEvent(data=payload.decode("utf-8"))
+                      for _, _, payload, is_json in others if not is_json]
         except UnicodeDecodeError:
             return None
-        # every check passed: from here on the body is applied, event by event, in order
-        self._fed = True
+        self._fed = True    # every check passed: from here on the body is applied, event by event, in order
         if templated:
             self._template_hits = hits
         text = self._text
@@ -317,7 +313,8 @@ class JsonEventParser:
                 try:
                     got = on_object(next(next_object))
                 except (AttributeError, TypeError, KeyError, IndexError) as exc:
-                    self._malformed(payload.decode("utf-8", "replace"), f"unexpected shape ({type(exc).__name__}: {exc})")
+                    self._malformed(payload.decode("utf-8", "replace"),
+                                    f"unexpected shape ({type(exc).__name__}: {exc})")
                     got = 0
             else:
                 got = self._on_event(next(next_event))
@@ -338,11 +335,13 @@ class JsonEventParser:
             for event in self.decoder.flush():
                 done.content_deltas += self._on_event(event)
             if self.decoder.too_large:
-                self._error("too_large", f"an SSE event exceeded {self.max_event_bytes} bytes and was discarded")
+                self._error("too_large",
+                            f"an SSE event exceeded {self.max_event_bytes} bytes and was discarded")
             if self.decoder.invalid_utf8:   # replaced by U+FFFD (the text is kept) and counted
                 self._malformed_utf8(self.decoder.invalid_utf8)
         elif self._body_bytes > self.max_event_bytes:
-            self._error("too_large", f"response body of {self._body_bytes} bytes exceeds {self.max_event_bytes}")
+            self._error("too_large",
+                        f"response body of {self._body_bytes} bytes exceeds {self.max_event_bytes}")
         else:
             raw = b"".join(self._body)
             try:
@@ -421,7 +420,8 @@ class JsonEventParser:
     def _malformed_utf8(self, lines: int) -> None:
         self.malformed_events += 1
         if self.malformed_events == 1:
-            self._error("malformed_stream", f"invalid UTF-8 in {lines} line(s) of the body (replaced by U+FFFD)")
+            self._error("malformed_stream",
+                        f"invalid UTF-8 in {lines} line(s) of the body (replaced by U+FFFD)")
 
     def _malformed(self, data: str, why: str) -> None:
         self.malformed_events += 1

@@ -75,7 +75,8 @@ def content_template(payload: bytes) -> tuple[bytes, bytes] | None:
     if probe != original or len(choices) != 1 or type(choices[0]) is not dict:
         return None
     if ("reasoning_content" in delta or "reasoning" in delta or choices[0].get("finish_reason")
-            or probe.get("usage") or "error" in probe or probe.get("object") == "error" or "timings" in probe):
+            or probe.get("usage") or "error" in probe or probe.get("object") == "error"
+            or "timings" in probe):
         return None
     return prefix, suffix
 
@@ -226,5 +227,6 @@ class OpenAIChat:
         return HttpRequest("POST", self.path, json=body, headers=dict(options.extra_headers),
                            stream=options.stream)
 
-    def parser(self, streaming: bool = True, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> OpenAIChatParser:
+    def parser(self, streaming: bool = True,
+               max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> OpenAIChatParser:
         return OpenAIChatParser(streaming, max_event_bytes)

@@ -143,7 +143,8 @@ class RagWire:
 class RagParser(JsonEventParser):
     """One response of a RAG endpoint; JSON body or SSE, detected from the first byte."""
 
-    def __init__(self, wire: RagWire, streaming: bool = True, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
+    def __init__(self, wire: RagWire, streaming: bool = True,
+                 max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
         super().__init__(streaming, max_event_bytes)
         self.answer_specs = parse_paths(wire.answer)
         self.ids_specs = parse_paths(wire.ids)
@@ -270,7 +271,8 @@ class RagDialect:
     def build(self, item: Item, options: RequestOptions) -> HttpRequest:
         body = render_template(self.template, item, options)
         body.update(options.extra_body)
-        return HttpRequest("POST", self.path, json=body, headers=dict(options.extra_headers), stream=options.stream)
+        return HttpRequest("POST", self.path, json=body, headers=dict(options.extra_headers),
+                           stream=options.stream)
 
     def parser(self, streaming: bool = True, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> RagParser:
         return RagParser(self.wire, streaming, max_event_bytes)

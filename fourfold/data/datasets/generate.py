@@ -30,24 +30,24 @@ CONVERSATIONS: list[tuple[str, str, list[tuple[str, str]]]] = [
                      "A process has its own memory space; threads run inside a process and share its memory. "
                      "Switching between threads is cheaper, but shared memory needs locks.")]),
     ("sg-002", "You are a concise assistant.", [("How do I reverse a list in Python?",
-                                                "Use my_list.reverse() to reverse it in place, or my_list[::-1] "
-                                                "to get a reversed copy.")]),
+                                                "Use my_list.reverse() to reverse it in place, or "
+                                                "my_list[::-1] to get a reversed copy.")]),
     ("sg-003", "", [("Why is the sky blue?",
-                     "Air molecules scatter short blue wavelengths of sunlight much more than red ones, so blue "
-                     "light reaches your eyes from every direction of the sky."),
+                     "Air molecules scatter short blue wavelengths of sunlight much more than red ones, so "
+                     "blue light reaches your eyes from every direction of the sky."),
                     ("Then why are sunsets red?",
-                     "At sunset the light crosses far more air, so most of the blue is scattered away before it "
-                     "reaches you and the remaining light looks orange and red.")]),
+                     "At sunset the light crosses far more air, so most of the blue is scattered away before "
+                     "it reaches you and the remaining light looks orange and red.")]),
     ("sg-004", "", [("Give me three tips for a good night's sleep.",
-                     "1. Go to bed and get up at the same time every day.\n2. Keep the bedroom dark, quiet and "
-                     "cool.\n3. Avoid screens and caffeine in the hours before bed.")]),
+                     "1. Go to bed and get up at the same time every day.\n2. Keep the bedroom dark, quiet "
+                     "and cool.\n3. Avoid screens and caffeine in the hours before bed.")]),
     ("sg-005", "", [("What does HTTP status 429 mean?",
-                     "429 Too Many Requests: the client sent too many requests in a given time. The server may "
-                     "add a Retry-After header saying how long to wait.")]),
+                     "429 Too Many Requests: the client sent too many requests in a given time. The server "
+                     "may add a Retry-After header saying how long to wait.")]),
     ("sg-006", "You answer like a patient teacher.", [
         ("What is a prime number?",
-         "A prime number is a whole number greater than 1 whose only divisors are 1 and itself, such as 2, 3, 5 "
-         "and 7."),
+         "A prime number is a whole number greater than 1 whose only divisors are 1 and itself, such as 2, "
+         "3, 5 and 7."),
         ("Is 1 a prime number?",
          "No. By definition a prime has exactly two different divisors, and 1 has only one."),
         ("What about 91?",
@@ -55,27 +55,29 @@ CONVERSATIONS: list[tuple[str, str, list[tuple[str, str]]]] = [
     ("sg-007", "", [("Write a haiku about autumn rain.",
                      "Cold rain on red leaves,\nthe gutter hums a low tune,\nthe year turns inward.")]),
     ("sg-008", "", [("How can I make my bread crust crispier?",
-                     "Bake at a high temperature with steam for the first ten minutes, for example by putting a "
-                     "tray of hot water in the oven, then remove the water and let the crust dry and brown.")]),
+                     "Bake at a high temperature with steam for the first ten minutes, for example by "
+                     "putting a tray of hot water in the oven, then remove the water and let the crust "
+                     "dry and brown.")]),
     ("sg-009", "", [("Explain what a hash map is in one paragraph.",
-                     "A hash map stores key-value pairs in an array of buckets. A hash function turns each key "
-                     "into a bucket index, so looking up, inserting or deleting a key takes constant time on "
-                     "average; collisions are handled by chaining or by probing for another free slot.")]),
+                     "A hash map stores key-value pairs in an array of buckets. A hash function turns each "
+                     "key into a bucket index, so looking up, inserting or deleting a key takes constant "
+                     "time on average; collisions are handled by chaining or by probing for another free "
+                     "slot.")]),
     ("sg-010", "", [("What is the capital of Australia?",
                      "Canberra is the capital of Australia, not Sydney or Melbourne.")]),
     ("sg-011", "You are a helpful travel assistant.", [
         ("I have two days in Lisbon. What should I see?",
-         "Day one: the Alfama district, the castle and a tram ride up to a viewpoint. Day two: Belem with its "
-         "tower and monastery, and pastries near the monastery."),
+         "Day one: the Alfama district, the castle and a tram ride up to a viewpoint. Day two: Belem with "
+         "its tower and monastery, and pastries near the monastery."),
         ("Is it easy to get around without a car?",
-         "Yes. Trams, buses, the metro and trains to Belem and Sintra cover everything; the hills are steep, so "
-         "wear comfortable shoes.")]),
+         "Yes. Trams, buses, the metro and trains to Belem and Sintra cover everything; the hills are steep, "
+         "so wear comfortable shoes.")]),
     ("sg-012", "", [("How many minutes are there in a week?",
                      "There are 10,080 minutes in a week: 7 days times 24 hours times 60 minutes.")]),
     ("sg-013", "", [("What is the difference between TCP and UDP?",
-                     "TCP gives an ordered, reliable byte stream with connection setup and congestion control. "
-                     "UDP sends independent datagrams with no delivery guarantee, which is lighter and suits "
-                     "real-time traffic.")]),
+                     "TCP gives an ordered, reliable byte stream with connection setup and congestion "
+                     "control. UDP sends independent datagrams with no delivery guarantee, which is lighter "
+                     "and suits real-time traffic.")]),
     ("sg-014", "", [("Suggest a name for a grey kitten.",
                      "How about Pebble, Smoke, Ash or Misty?"),
                     ("Something less common?",
@@ -91,8 +93,8 @@ CONVERSATIONS: list[tuple[str, str, list[tuple[str, str]]]] = [
                      "why, go back to an earlier state, and let several people work on the same files in "
                      "parallel branches.")]),
     ("sg-018", "", [("What should I pack for a day hike?",
-                     "Water, snacks, a map or offline app, a rain layer, sun protection, a small first-aid kit "
-                     "and a charged phone.")]),
+                     "Water, snacks, a map or offline app, a rain layer, sun protection, a small first-aid "
+                     "kit and a charged phone.")]),
     ("sg-019", "", [("Explain recursion to a ten-year-old.",
                      "Recursion is solving a problem by solving a smaller copy of the same problem, like "
                      "opening a set of nesting dolls until you reach the smallest one."),
@@ -108,8 +110,9 @@ CONVERSATIONS: list[tuple[str, str, list[tuple[str, str]]]] = [
          "No. Formatting user input into SQL allows injection. Use parameterised queries so the driver sends "
          "the values separately from the statement.")]),
     ("sg-022", "", [("Summarise the water cycle in two sentences.",
-                     "The sun evaporates water from seas and land, and the vapour cools into clouds. The water "
-                     "falls back as rain or snow and flows through rivers and the ground to the sea again.")]),
+                     "The sun evaporates water from seas and land, and the vapour cools into clouds. The "
+                     "water falls back as rain or snow and flows through rivers and the ground to the "
+                     "sea again.")]),
     ("sg-023", "", [("What is a good way to learn a new language?",
                      "Practise a little every day, listen to native speakers, speak from the start even with "
                      "mistakes, and learn the most frequent words first.")]),
@@ -129,25 +132,26 @@ CONVERSATIONS: list[tuple[str, str, list[tuple[str, str]]]] = [
          "Alternate days: brisk walking or cycling on one, and a short strength circuit of squats, push-ups, "
          "lunges and planks on the next. Consistency matters more than length.")]),
     ("sg-028", "", [("Is a tomato a fruit or a vegetable?",
-                     "Botanically it is a fruit, because it grows from the flower and holds seeds; in cooking "
-                     "it is treated as a vegetable.")]),
+                     "Botanically it is a fruit, because it grows from the flower and holds seeds; in "
+                     "cooking it is treated as a vegetable.")]),
     ("sg-029", "", [("How does a refrigerator keep food cold?",
-                     "A refrigerant absorbs heat as it evaporates inside the fridge, then a compressor pushes it "
-                     "to the coils at the back, where it condenses and releases that heat into the room.")]),
+                     "A refrigerant absorbs heat as it evaporates inside the fridge, then a compressor "
+                     "pushes it to the coils at the back, where it condenses and releases that heat into "
+                     "the room.")]),
     ("sg-030", "", [("Write a one-line Python function that squares a number.",
                      "square = lambda x: x * x")]),
     ("sg-031", "", [("What is the median of 3, 9, 4, 1 and 7?",
                      "Sorted, the numbers are 1, 3, 4, 7, 9, so the median is 4.")]),
     ("sg-032", "", [("Why do leaves change colour in autumn?",
-                     "As days shorten, trees stop making green chlorophyll, revealing yellow and orange pigments "
-                     "that were there all along; some trees also make red pigments.")]),
+                     "As days shorten, trees stop making green chlorophyll, revealing yellow and orange "
+                     "pigments that were there all along; some trees also make red pigments.")]),
     ("sg-033", "Answer in at most two sentences.", [
         ("What is latency?",
          "Latency is the time between a request and its response. For a language model service it is often "
          "split into time to first token and time per output token.")]),
     ("sg-034", "", [("Plan a simple vegetarian dinner for four.",
-                     "A chickpea and spinach curry with rice, a cucumber yogurt side, and sliced oranges with "
-                     "cinnamon for dessert.")]),
+                     "A chickpea and spinach curry with rice, a cucumber yogurt side, and sliced oranges "
+                     "with cinnamon for dessert.")]),
     ("sg-035", "", [("用一句话解释什么是机器学习。",
                      "机器学习是让计算机从数据中自动学习规律，而不是由人逐条编写规则的方法。")]),
     ("sg-036", "", [("北京有哪些值得去的地方？",
@@ -162,8 +166,8 @@ CONVERSATIONS: list[tuple[str, str, list[tuple[str, str]]]] = [
     ("sg-039", "", [("给我三个提高写作能力的建议。",
                      "1. 每天坚持写一点。\n2. 多读优秀的文章并模仿。\n3. 写完后认真修改。")]),
     ("sg-040", "", [("What is the difference between weather and climate?",
-                     "Weather is the state of the atmosphere over hours or days; climate is the average of the "
-                     "weather over decades in a region."),
+                     "Weather is the state of the atmosphere over hours or days; climate is the average of "
+                     "the weather over decades in a region."),
                     ("So one cold winter does not disprove warming?",
                      "Right. A single season is weather; warming is a long-term trend in the averages.")]),
 ]
@@ -208,8 +212,8 @@ def write_parquet(path: Path, columns: dict[str, list[str]]) -> None:
 
 
 def main(out: Path = HERE) -> None:
-    (out / "sharegpt_sample.json").write_text(json.dumps(sharegpt_records(), ensure_ascii=False, indent=1) + "\n",
-                                              encoding="utf-8")
+    (out / "sharegpt_sample.json").write_text(
+        json.dumps(sharegpt_records(), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     (out / "openai_sample.jsonl").write_text(
         "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in openai_records()), encoding="utf-8")
     write_parquet(out / "sharegpt_sample.parquet", table_rows())

@@ -83,18 +83,25 @@ PRODUCT_WORDS = ["Arvo", "Brisa", "Corvin", "Delta", "Eno", "Fable", "Gyre", "Ha
                  "Prism", "Quill", "Rowan", "Slate", "Talon", "Umber", "Vireo", "Willow", "Yarrow", "Zinnia",
                  "Aster", "Bramble", "Cobalt", "Dune", "Echo", "Fjord", "Garnet", "Heron", "Indigo"]
 NOTE_TEMPLATES = [
-    "Shares of {n} moved little this week. Analysts who follow {n} expect steady orders. {n} declined to comment on the figures.",
-    "{n} appeared at a trade fair this month. Visitors to the {n} stand asked about prices, and staff from {n} handed out leaflets.",
-    "A supplier dispute involving {n} was settled out of court. Lawyers for {n} said the matter was closed. {n} will keep the supplier.",
-    "{n} sponsored a local football club this season. The club thanked {n} in a short statement, and {n} logos now appear on the shirts.",
-    "Customers of {n} reported slow deliveries in the spring. {n} apologised and said extra drivers had been hired. A spokesperson for {n} gave no date.",
+    "Shares of {n} moved little this week. Analysts who follow {n} expect steady orders. {n} declined to "
+    "comment on the figures.",
+    "{n} appeared at a trade fair this month. Visitors to the {n} stand asked about prices, and staff from "
+    "{n} handed out leaflets.",
+    "A supplier dispute involving {n} was settled out of court. Lawyers for {n} said the matter was closed. "
+    "{n} will keep the supplier.",
+    "{n} sponsored a local football club this season. The club thanked {n} in a short statement, and {n} "
+    "logos now appear on the shirts.",
+    "Customers of {n} reported slow deliveries in the spring. {n} apologised and said extra drivers had "
+    "been hired. A spokesperson for {n} gave no date.",
 ]
 CITY_NOTES = [
     "{c} saw heavy rain this weekend. Visitors to {c} should pack umbrellas, and roads out of {c} may close.",
-    "Hotel prices in {c} rose during the holiday week. Tourism officers in {c} expect more guests, and {c} council welcomed the news.",
+    "Hotel prices in {c} rose during the holiday week. Tourism officers in {c} expect more guests, and {c} "
+    "council welcomed the news.",
 ]
 PRODUCT_NOTES = [
-    "Readers keep asking about the {p}. Our review roundup of the {p} collects opinions; owners of the {p} mostly praise the finish.",
+    "Readers keep asking about the {p}. Our review roundup of the {p} collects opinions; owners of the {p} "
+    "mostly praise the finish.",
 ]
 
 
@@ -143,8 +150,9 @@ def build(seed: int = SEED) -> tuple[list[dict], list[dict]]:
             city_names.append(name)
     cities: list[dict[str, Any]] = []
     for i, name in enumerate(city_names):
-        cities.append({"name": name, "country": COUNTRIES[i % len(COUNTRIES)], "river": RIVERS[i % len(RIVERS)],
-                       "population": rng.randrange(40, 900) * 1000, "mayor": person(rng, people),
+        cities.append({"name": name, "country": COUNTRIES[i % len(COUNTRIES)],
+                       "river": RIVERS[i % len(RIVERS)], "population": rng.randrange(40, 900) * 1000,
+                       "mayor": person(rng, people),
                        "landmark": rng.choice(LANDMARKS), "festival": rng.choice(FESTIVALS)})
 
     # ---- companies and products ----
@@ -204,7 +212,8 @@ def build(seed: int = SEED) -> tuple[list[dict], list[dict]]:
             f"It employs about {c['staff']} people.",
             f"The current chief executive is {c['ceo']}.",
             f"Its best-known product is the {c['product']} {c['product_kind']}.",
-            f"In {min(c['founded'] + rng.randrange(3, 12), 2023)} the firm opened a second site near the {city['river']} river.",
+            f"In {min(c['founded'] + rng.randrange(3, 12), 2023)} the firm opened a second site near the "
+            f"{city['river']} river.",
         ]
         claims = {f"cg-founded-{i:02d}": str(c["founded"])} if i in founding_conflicts else None
         site_year = sentences[-1].split()[1].rstrip(",")
@@ -212,22 +221,24 @@ def build(seed: int = SEED) -> tuple[list[dict], list[dict]]:
                  fact(n, "headquarters", city["name"]), fact(n, "country", city["country"]),
                  fact(n, "staff", c["staff"]), fact(n, "chief executive", c["ceo"]),
                  fact(n, "second site", site_year)]
-        c["profile_id"] = add("company_profile", n, f"{n} company profile", " ".join(sentences), claims, facts)
+        c["profile_id"] = add("company_profile", n, f"{n} company profile", " ".join(sentences), claims,
+                              facts)
 
     for i, c in enumerate(companies):
         p = f"{c['product']} {c['product_kind']}"
         text = (f"The {p} is a product made by {c['name']}. It was launched in {c['launched']}. "
                 f"It sells for {c['price']} crowns and weighs {c['weight']} grams.")
         claims = {f"cg-launched-{i:02d}": str(c["launched"])} if i in launch_conflicts else None
-        facts = [fact(p, "maker", c["name"]), fact(p, "launched", c["launched"]), fact(p, "price", c["price"]),
-                 fact(p, "weight", c["weight"])]
+        facts = [fact(p, "maker", c["name"]), fact(p, "launched", c["launched"]),
+                 fact(p, "price", c["price"]), fact(p, "weight", c["weight"])]
         c["sheet_id"] = add("product_sheet", p, f"{p} product sheet", text, claims, facts)
 
     for city in cities:
         nm = city["name"]
         text = (f"{nm} is a city in {city['country']} with about {city['population']} residents. "
                 f"The {city['river']} river runs through {nm}. The mayor of {nm} is {city['mayor']}. "
-                f"Its best-known landmark is the {city['landmark']}. {nm} holds a {city['festival']} festival every summer.")
+                f"Its best-known landmark is the {city['landmark']}. {nm} holds a {city['festival']} "
+                f"festival every summer.")
         facts = [fact(nm, "country", city["country"]), fact(nm, "population", city["population"]),
                  fact(nm, "river", city["river"]), fact(nm, "mayor", city["mayor"])]
         city["guide_id"] = add("city_guide", nm, f"{nm} city guide", text, None, facts)
@@ -240,8 +251,8 @@ def build(seed: int = SEED) -> tuple[list[dict], list[dict]]:
         lines = [f"The {what} sector has {len(members)} notable firms."]
         for c in members:
             lines.append(f"{c['name']} is headquartered in {c['city']['name']}.")
-        overview = add("sector_overview", sector, f"{what.capitalize()} sector overview", " ".join(lines), None,
-                       [fact(c["name"], "headquarters", c["city"]["name"]) for c in members])
+        overview = add("sector_overview", sector, f"{what.capitalize()} sector overview", " ".join(lines),
+                       None, [fact(c["name"], "headquarters", c["city"]["name"]) for c in members])
         for c in members:
             c["overview_id"] = overview
 
@@ -267,9 +278,10 @@ def build(seed: int = SEED) -> tuple[list[dict], list[dict]]:
         c = companies[i]
         p = f"{c['product']} {c['product_kind']}"
         wrong = c["launched"] + 1
-        text = f"A retail listing says the {p} was launched in {wrong} and ships from a warehouse in {c['city']['name']}."
-        c["conflict_id"] = add("retail_listing", p, f"{p} retail listing", text, {f"cg-launched-{i:02d}": str(wrong)},
-                               [fact(p, "launched", wrong)])
+        text = (f"A retail listing says the {p} was launched in {wrong} and ships from a warehouse in "
+                f"{c['city']['name']}.")
+        c["conflict_id"] = add("retail_listing", p, f"{p} retail listing", text,
+                               {f"cg-launched-{i:02d}": str(wrong)}, [fact(p, "launched", wrong)])
 
     # ---- questions ----
     questions: list[dict] = []
@@ -287,8 +299,8 @@ def build(seed: int = SEED) -> tuple[list[dict], list[dict]]:
     for i in founded_set:
         c = companies[i]
         group = f"cg-founded-{i:02d}" if i in founding_conflicts else ""
-        ask("founded", f"In which year was {c['name']} founded?", f"{c['name']} was founded in {c['founded']}.",
-            [c["profile_id"]], group)
+        ask("founded", f"In which year was {c['name']} founded?",
+            f"{c['name']} was founded in {c['founded']}.", [c["profile_id"]], group)
     rest = [i for i in order if i not in founded_set]
     for i in rest[:12]:
         c = companies[i]
@@ -297,14 +309,16 @@ def build(seed: int = SEED) -> tuple[list[dict], list[dict]]:
             [c["profile_id"], c["overview_id"]])
     for i in rest[12:20]:
         c = companies[i]
-        ask("founder", f"Who founded {c['name']}?", f"{c['name']} was founded by {c['founder']}.", [c["profile_id"]])
+        ask("founder", f"Who founded {c['name']}?", f"{c['name']} was founded by {c['founder']}.",
+            [c["profile_id"]])
     maker_set = rest[20:30]
     for i in maker_set:
         c = companies[i]
         p = f"{c['product']} {c['product_kind']}"
         ask("maker", f"Which company makes the {p}?", f"The {p} is made by {c['name']}.",
             [c["sheet_id"], c["profile_id"]])
-    launch_set = sorted(launch_conflicts) + [i for i in order if i not in launch_conflicts and i not in maker_set][:5]
+    launch_set = sorted(launch_conflicts) + [i for i in order
+                                             if i not in launch_conflicts and i not in maker_set][:5]
     for i in launch_set:
         c = companies[i]
         p = f"{c['product']} {c['product_kind']}"
@@ -315,8 +329,8 @@ def build(seed: int = SEED) -> tuple[list[dict], list[dict]]:
         ask("river", f"Which river runs through {city['name']}?",
             f"The {city['river']} river runs through {city['name']}.", [city["guide_id"]])
     for city in cities[4:8]:
-        ask("mayor", f"Who is the mayor of {city['name']}?", f"The mayor of {city['name']} is {city['mayor']}.",
-            [city["guide_id"]])
+        ask("mayor", f"Who is the mayor of {city['name']}?",
+            f"The mayor of {city['name']} is {city['mayor']}.", [city["guide_id"]])
     return docs, questions
 
 

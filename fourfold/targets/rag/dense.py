@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from fourfold.fingerprint.embedder import CachedEmbedder, EmbeddingCache, MiniLMEmbedder
 from fourfold.targets.rag.corpus import Document
 
 __all__ = ["DenseIndex", "DenseReranker", "default_embedder"]
@@ -27,7 +28,6 @@ Candidates = list[tuple[int, float]]
 
 def default_embedder() -> Any:
     """fingerprint's MiniLM embedder with its disk cache (the model loads on first use)."""
-    from fourfold.fingerprint.embedder import CachedEmbedder, EmbeddingCache, MiniLMEmbedder
 
     return CachedEmbedder(MiniLMEmbedder(), EmbeddingCache())
 
@@ -39,7 +39,8 @@ class DenseIndex:
 
     def __init__(self, docs: Sequence[Document], embedder: Any) -> None:
         self.embedder = embedder
-        self.matrix = self._unit(np.asarray(embedder.encode([d.indexed_text for d in docs]), dtype=np.float32))
+        self.matrix = self._unit(np.asarray(embedder.encode([d.indexed_text for d in docs]),
+                                            dtype=np.float32))
         self._query_encoder = getattr(embedder, "inner", embedder)     # CachedEmbedder -> its model
         self._lock = threading.Lock()
         self.query_vector("warm-up")                                    # load the model now, not on a request

@@ -18,7 +18,7 @@ from typing import Any
 
 from fourfold.errors import RagServiceStartError
 from fourfold.targets.launch import ChildProcess, spawn_listening
-from fourfold.targets.rag.cli import LISTENING_PREFIX
+from fourfold.targets.rag.cli import LISTENING_PREFIX, stages
 
 __all__ = ["RagProcess", "RagServiceStartError", "rag_command", "start_rag_service"]
 
@@ -31,8 +31,8 @@ class RagProcess(ChildProcess):
     config: dict[str, Any] = field(default_factory=dict)
 
 
-def rag_command(upstream: str, retriever: str | None, rerank: str | None, top_k: int, extra_args: Sequence[str],
-                python: str, host: str, profile: str | None = None) -> list[str]:
+def rag_command(upstream: str, retriever: str | None, rerank: str | None, top_k: int,
+                extra_args: Sequence[str], python: str, host: str, profile: str | None = None) -> list[str]:
     """The child's command line; a stage left None comes from ``profile`` (else bm25 / none)."""
     command = [python, "-m", "fourfold.targets.rag", "--upstream", upstream]
     command += ["--retriever", retriever] if retriever else []
@@ -56,7 +56,6 @@ def start_rag_service(
     """Run the service on a free port and return once it listens (see module docstring). With
     ``profile`` (a simulator profile), a stage passed as None is that profile's ``rag_retriever`` /
     ``rag_rerank``: ``start_rag_service(url, None, None, profile="candidate")`` re-ranks."""
-    from fourfold.targets.rag.cli import stages
 
     retriever, rerank = stages(profile, retriever, rerank)
     if timeout_s is None:

@@ -39,12 +39,14 @@ class PassageReranker:
         total = sum(weights.values())
         if total <= 0:
             return 0.0
-        return max(sum(w for t, w in weights.items() if t in sent) for sent in self.doc_sentences[doc]) / total
+        return max(sum(w for t, w in weights.items() if t in sent)
+                   for sent in self.doc_sentences[doc]) / total
 
     def rerank(self, question: str, candidates: Candidates, **_: Any) -> Candidates:
         if not candidates:
             return []
         terms = tokenize(question)
         top = max(score for _, score in candidates) or 1.0
-        rescored = [(doc, self.coverage(terms, doc) + self.tie_weight * score / top) for doc, score in candidates]
+        rescored = [(doc, self.coverage(terms, doc) + self.tie_weight * score / top)
+                    for doc, score in candidates]
         return sorted(rescored, key=lambda kv: (-kv[1], kv[0]))

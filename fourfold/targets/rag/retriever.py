@@ -106,7 +106,8 @@ class Pipeline:
             found = self.reranker.rerank(question, found)
             timings["rerank"] = round((clock() - t1) * 1000, 3)
         found = found[:k]
-        return Retrieval(tuple(self.docs[i].id for i, _ in found), tuple(round(s, 4) for _, s in found), timings)
+        return Retrieval(tuple(self.docs[i].id for i, _ in found), tuple(round(s, 4) for _, s in found),
+                         timings)
 
 
 def evaluate_recall(pipeline: Pipeline, questions: Sequence[Any], k: int = 3) -> dict[str, float]:

@@ -110,7 +110,8 @@ def _parse_request(body: bytes) -> dict[str, Any]:
         raise BadRequest("'question' must be a non-empty string")
     for name, upper in (("top_k", MAX_TOP_K), ("max_tokens", 1 << 16)):
         value = data.get(name)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= upper):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                  or not 1 <= value <= upper):
             raise BadRequest(f"'{name}' must be an integer from 1 to {upper}")
     return data
 

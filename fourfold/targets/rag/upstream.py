@@ -41,7 +41,8 @@ class Usage:
 class Upstream:
     """An OpenAI-compatible ``/v1/chat/completions`` endpoint (the simulator by default)."""
 
-    def __init__(self, base_url: str, model: str = "fourfold-sim", timeout_s: float = 60.0, api_key: str = "") -> None:
+    def __init__(self, base_url: str, model: str = "fourfold-sim", timeout_s: float = 60.0,
+                 api_key: str = "") -> None:
         parts = urlsplit(base_url if "://" in base_url else f"http://{base_url}")
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"--upstream {base_url!r}: expected http(s)://host[:port][/v1]")
@@ -84,7 +85,8 @@ class Upstream:
                 raise UpstreamError(502, f"upstream {self.url} unreachable: {exc}") from None
         raise AssertionError("unreachable")
 
-    def stream_chat(self, messages: list[dict[str, str]], max_tokens: int | None = None) -> Iterator[Delta | Usage]:
+    def stream_chat(self, messages: list[dict[str, str]],
+                    max_tokens: int | None = None) -> Iterator[Delta | Usage]:
         """Send the chat request; yield each text delta, then one Usage at the end of the stream."""
         payload: dict[str, Any] = {"model": self.model, "messages": messages, "stream": True,
                                    "stream_options": {"include_usage": True}}

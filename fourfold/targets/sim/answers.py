@@ -24,21 +24,32 @@ _NUMBER_WORDS = {
     "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9, "十": 10,
 }
 _REQUESTED_RES = (
-    re.compile(r"\bin (two|three|four|five|six|seven|eight|nine|ten|\d+) (?:points|steps|bullets|parts|items|ways)\b", re.I),
-    re.compile(r"\b(?:list|give|name|outline|describe|suggest) (two|three|four|five|six|seven|eight|nine|ten|\d+)\b", re.I),
-    re.compile(r"\b(two|three|four|five|six|seven|eight|nine|ten|\d+) (?:tips|reasons|advantages|benefits|ways|steps|points|examples|differences|rows|items|causes|stages)\b", re.I),
+    re.compile(r"\bin (two|three|four|five|six|seven|eight|nine|ten|\d+) "
+               r"(?:points|steps|bullets|parts|items|ways)\b", re.I),
+    re.compile(r"\b(?:list|give|name|outline|describe|suggest) "
+               r"(two|three|four|five|six|seven|eight|nine|ten|\d+)\b", re.I),
+    re.compile(r"\b(two|three|four|five|six|seven|eight|nine|ten|\d+) "
+               r"(?:tips|reasons|advantages|benefits|ways|steps|points|examples|differences|rows|items|"
+               r"causes|stages)\b", re.I),
     re.compile(r"(?:分|列出|列举|给出|说出)\s*([\d二两三四五六七八九十])\s*[个条项点步]"),
 )
 
 EN_GENERIC = (
-    "This answer comes from the fourfold simulator, which stands in for a real language model during load tests.",
-    "The text is chosen deterministically from the prompt, so the same question always receives the same reply.",
-    "Its length and pacing follow the active profile, which sets the first-token latency and the gap between tokens.",
-    "A real model would tailor the content to the question; here the words only need to be plausible and stable.",
-    "Quality checks compare answers with reference texts, so prompts from the bundled dataset get their own references.",
-    "Streaming clients should see one small chunk per token, followed by the terminal event of the chosen API.",
+    "This answer comes from the fourfold simulator, which stands in for a real language model during load "
+    "tests.",
+    "The text is chosen deterministically from the prompt, so the same question always receives the same "
+    "reply.",
+    "Its length and pacing follow the active profile, which sets the first-token latency and the gap "
+    "between tokens.",
+    "A real model would tailor the content to the question; here the words only need to be plausible and "
+    "stable.",
+    "Quality checks compare answers with reference texts, so prompts from the bundled dataset get their own "
+    "references.",
+    "Streaming clients should see one small chunk per token, followed by the terminal event of the chosen "
+    "API.",
     "Usage numbers count the prompt and completion tokens with a simple word-level tokenizer.",
-    "Pauses, load and the structure of the reply are part of the plan the simulator publishes in a response header.",
+    "Pauses, load and the structure of the reply are part of the plan the simulator publishes in a response "
+    "header.",
 )
 ZH_GENERIC = (
     "这是fourfold模拟器生成的回答，它在压测中代替真实的大语言模型。",
@@ -142,6 +153,7 @@ def _item_prompt(data: dict) -> str:
     if isinstance(data.get("prompt"), str):
         return data["prompt"]
     for message in reversed(data.get("messages") or []):
-        if isinstance(message, dict) and message.get("role") == "user" and isinstance(message.get("content"), str):
+        if (isinstance(message, dict) and message.get("role") == "user"
+                and isinstance(message.get("content"), str)):
             return message["content"]
     return ""

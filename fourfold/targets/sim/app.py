@@ -43,7 +43,8 @@ PLAN_DETAIL_HEADER = "x-fourfold-plan-detail"
 PLAN_HEADER_MAX_CHARS = 12_000     # h11 (httpx) refuses response heads above 16 KiB by default
 PLANS_PATH = "/_fourfold/plans/"   # + request id: the full plan of a recent detail request
 RECENT_PLANS = 1024
-_V2_MODEL_RE = re.compile(r"^/v2/models/([^/]+)(?:/versions/[^/]+)?(?:/(generate_stream|generate|infer|ready))?/?$")
+_V2_MODEL_RE = re.compile(r"^/v2/models/([^/]+)(?:/versions/[^/]+)?"
+                          r"(?:/(generate_stream|generate|infer|ready))?/?$")
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,8 @@ def json_reply(status: int, obj: Any, headers: list[tuple[str, str]] | None = No
 
 
 def error_reply(status: int, message: str, headers: list[tuple[str, str]] | None = None) -> Reply:
-    return json_reply(status, {"error": {"message": message, "type": _ERROR_TYPES.get(status, "error"), "code": status}}, headers)
+    return json_reply(status, {"error": {"message": message, "type": _ERROR_TYPES.get(status, "error"),
+                                         "code": status}}, headers)
 
 
 _ERROR_TYPES = {400: "invalid_request_error", 404: "not_found_error", 405: "method_not_allowed",
@@ -85,7 +87,8 @@ _ERROR_TYPES = {400: "invalid_request_error", 404: "not_found_error", 405: "meth
 class SimApp:
     """Shared state of one simulator process (one event loop)."""
 
-    def __init__(self, config: SimConfig, loop: asyncio.AbstractEventLoop, answers: AnswerBook | None = None) -> None:
+    def __init__(self, config: SimConfig, loop: asyncio.AbstractEventLoop,
+                 answers: AnswerBook | None = None) -> None:
         self.config = config
         self.profile = config.profile
         self.seed = config.seed
@@ -99,10 +102,12 @@ class SimApp:
         self.prefix_cache = PrefixCache(self.profile.prefix_cache_block_tokens,
                                         self.profile.kv_cache_capacity_tokens)
         self.sessions = SessionBook.load(config.session_paths)
-        self._session_knobs = SessionKnobs(self.profile.session_first_share, self.profile.session_facts_per_turn,
+        self._session_knobs = SessionKnobs(self.profile.session_first_share,
+                                           self.profile.session_facts_per_turn,
                                            self.profile.session_miss_rate)
         self._recent_plans: OrderedDict[str, dict[str, Any]] = OrderedDict()
-        self._plain_plan_header = json.dumps({"seed": self.seed, "profile": self.profile.name}, separators=(",", ":"))
+        self._plain_plan_header = json.dumps({"seed": self.seed, "profile": self.profile.name},
+                                             separators=(",", ":"))
         self._to_handle: deque[Callable[[], None]] = deque()
         self._handling = False
 
@@ -127,8 +132,8 @@ class SimApp:
 
     def plain_headers(self, fault: str = "") -> list[tuple[str, str]]:
         if fault:   # a response decided by a fault names it, like a plan header does
-            return [(PLAN_HEADER, json.dumps({"seed": self.seed, "profile": self.profile.name, "fault": fault},
-                                             separators=(",", ":")))]
+            return [(PLAN_HEADER, json.dumps({"seed": self.seed, "profile": self.profile.name,
+                                              "fault": fault}, separators=(",", ":")))]
         return [(PLAN_HEADER, self._plain_plan_header)]
 
     def choose_fault(self, parsed: ParsedRequest, forced: str = "") -> str:
@@ -146,7 +151,8 @@ class SimApp:
         path, method = request.path, request.method
         try:
             if path == "/v1/chat/completions":
-                return self._need(method, "POST") or wire_openai.parse(request.body, request.headers, self.profile.model)
+                return self._need(method, "POST") or wire_openai.parse(
+                    request.body, request.headers, self.profile.model)
             if path == "/v1/messages":
                 return self._need(method, "POST") or wire_anthropic.parse(
                     request.body, request.headers, self.profile.model, self.profile.beta_features)
@@ -156,7 +162,8 @@ class SimApp:
                 return self._need(method, "GET") or Reply(200, b"", "text/plain; charset=utf-8")
             if path == "/metrics":
                 return self._need(method, "GET") or Reply(
-                    200, render_metrics(self.profile, self.counters, self.loop.time()).encode(), "text/plain; version=0.0.4; charset=utf-8")
+                    200, render_metrics(self.profile, self.counters, self.loop.time()).encode(),
+                    "text/plain; version=0.0.4; charset=utf-8")
             if path.startswith(PLANS_PATH):
                 found = self._recent_plans.get(path[len(PLANS_PATH):])
                 return self._need(method, "GET") or (
@@ -166,8 +173,9 @@ class SimApp:
                 return self._route_v2(request, unquote(match.group(1)), match.group(2) or "")
         except WireError as exc:
             return json_reply(exc.status, exc.body, list(exc.headers.items()))
-        return error_reply(404, f"no route for {method} {path}; see GET /v1/models, POST /v1/chat/completions, "
-                                "/v1/messages, /v2/models/<m>/generate_stream|generate|infer")
+        return error_reply(404, f"no route for {method} {path}; see GET /v1/models, "
+                                "POST /v1/chat/completions, /v1/messages, "
+                                "/v2/models/<m>/generate_stream|generate|infer")
 
     def _route_v2(self, request: IncomingRequest, model: str, action: str) -> Reply | ParsedRequest:
         method = request.method
@@ -216,7 +224,8 @@ class SimApp:
             turn = session_answer(goal, parsed.messages, self._session_knobs,
                                   session_rng(self.seed, goal.id, len(parsed.messages), parsed.prompt, nth))
             answer = Answer(turn.text, goal.id, None)
-            session = {"id": goal.id, "new_facts": list(turn.new_facts), "revealed_before": turn.revealed_before}
+            session = {"id": goal.id, "new_facts": list(turn.new_facts),
+                       "revealed_before": turn.revealed_before}
         plan = make_plan(self.profile, answer, facts, self.seed, reword=goal is None)
         plan.messages, plan.session = len(parsed.messages), session
         counters.requests_total += 1

@@ -19,11 +19,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from fourfold.errors import FaultError
 from fourfold.targets.lifeline import watch_parent
 from fourfold.targets.sim import precise
 from fourfold.targets.sim.answers import DEFAULT_PROMPTS_PATH, AnswerBook
 from fourfold.targets.sim.app import SimApp, SimConfig
-from fourfold.targets.sim.faults import FAULT_KINDS, PARAMS, FaultError, parse_fault_arg
+from fourfold.targets.sim.fault_spec import FAULT_KINDS, PARAMS, parse_fault_arg
 from fourfold.targets.sim.gateway import OVER_LIMIT_MODES, GatewayConfig
 from fourfold.targets.sim.profile import ProfileError, available_profiles, load_profile, parse_override
 from fourfold.targets.sim.server import SimProtocol
@@ -33,41 +34,52 @@ LISTENING_PREFIX = "fourfold-sim listening on "
 
 
 def build_parser(prog: str = "python -m fourfold.targets.sim") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description="fourfold's embedded LLM simulator (OpenAI, Anthropic, Triton/KServe v2).")
-    parser.add_argument("--profile", default="baseline", help=f"profile name ({', '.join(available_profiles())}) or a .json path")
+    parser = argparse.ArgumentParser(prog=prog, description="fourfold's embedded LLM simulator "
+                                     "(OpenAI, Anthropic, Triton/KServe v2).")
+    parser.add_argument("--profile", default="baseline",
+                        help=f"profile name ({', '.join(available_profiles())}) or a .json path")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8000, help="port to bind; 0 picks a free one (default 8000)")
+    parser.add_argument("--port", type=int, default=8000,
+                        help="port to bind; 0 picks a free one (default 8000)")
     parser.add_argument("--seed", type=int, default=0, help="seed of every random draw (default 0)")
     parser.add_argument("--ttft-ms", type=float, help="override the profile's ttft_ms")
     parser.add_argument("--itl-ms", type=float, help="override the profile's itl_ms")
     parser.add_argument("--max-batch", type=int, help="override the profile's max_batch")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override any profile field (JSON value), e.g. --set pulse.pause_ms=150; repeatable")
+                        help="override any profile field (JSON value), e.g. --set pulse.pause_ms=150; "
+                             "repeatable")
     parser.add_argument("--prompts", action="append", type=Path, default=[], metavar="JSONL",
-                        help=f"extra prompt/reference files to answer from (after {DEFAULT_PROMPTS_PATH.name}); repeatable")
+                        help=f"extra prompt/reference files to answer from (after "
+                             f"{DEFAULT_PROMPTS_PATH.name}); repeatable")
     parser.add_argument("--sessions", action="append", type=Path, default=[], metavar="JSONL",
                         help="extra session-script files (or directories of *.jsonl) for multi-turn answers, "
                              "after the bundled fourfold/data/sessions/; repeatable")
     parser.add_argument("--fault", dest="faults", action="append", default=[], metavar="KIND=RATE",
-                        help=f"inject a fault into this share of generation requests (repeatable; rates add up to "
-                             f"at most 1), or set a fault parameter ({', '.join(PARAMS)}); kinds: {', '.join(FAULT_KINDS)}")
-    parser.add_argument("--max-concurrency", type=int, default=0, help="gateway limit on generations in flight (0: none)")
-    parser.add_argument("--over-limit", choices=OVER_LIMIT_MODES, default="queue", help="what happens above the limit")
+                        help=f"inject a fault into this share of generation requests (repeatable; rates add "
+                             f"up to at most 1), or set a fault parameter ({', '.join(PARAMS)}); kinds: "
+                             f"{', '.join(FAULT_KINDS)}")
+    parser.add_argument("--max-concurrency", type=int, default=0,
+                        help="gateway limit on generations in flight (0: none)")
+    parser.add_argument("--over-limit", choices=OVER_LIMIT_MODES, default="queue",
+                        help="what happens above the limit")
     parser.add_argument("--keepalive-timeout-s", type=float, default=None,
                         help="close keep-alive connections idle this long (0: never; default: the profile's "
                              "keepalive_timeout_s)")
     parser.add_argument("--keepalive-max-requests", type=int, default=None,
                         help="close a connection after this many requests (0: never; default: the profile's "
                              "keepalive_max_requests)")
-    parser.add_argument("--list-profiles", action="store_true", help="print the bundled profile names and exit")
-    parser.add_argument("--print-profile", action="store_true", help="print the merged profile as JSON and exit")
+    parser.add_argument("--list-profiles", action="store_true",
+                        help="print the bundled profile names and exit")
+    parser.add_argument("--print-profile", action="store_true",
+                        help="print the merged profile as JSON and exit")
     return parser
 
 
 def config_from_args(args: argparse.Namespace) -> SimConfig:
     """Turn parsed arguments into a SimConfig; raises ProfileError / ValueError with a clear message."""
     overrides = dict(parse_override(text) for text in args.overrides)
-    for field_name, value in (("ttft_ms", args.ttft_ms), ("itl_ms", args.itl_ms), ("max_batch", args.max_batch)):
+    for field_name, value in (("ttft_ms", args.ttft_ms), ("itl_ms", args.itl_ms),
+                              ("max_batch", args.max_batch)):
         if value is not None:
             overrides[field_name] = value
     for text in args.faults:
@@ -76,7 +88,8 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
     profile = load_profile(args.profile, overrides)
     gateway = GatewayConfig(
         args.max_concurrency, args.over_limit,
-        keepalive_timeout_s=profile.keepalive_timeout_s if args.keepalive_timeout_s is None else args.keepalive_timeout_s,
+        keepalive_timeout_s=(profile.keepalive_timeout_s if args.keepalive_timeout_s is None
+                             else args.keepalive_timeout_s),
         keepalive_max_requests=(profile.keepalive_max_requests if args.keepalive_max_requests is None
                                 else args.keepalive_max_requests))
     return SimConfig(

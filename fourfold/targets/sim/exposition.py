@@ -134,7 +134,8 @@ class GpuGauges:
     kv_cache_usage: float
 
 
-def gpu_gauges(profile: Profile, running: int, kv_tokens: int, tokens_per_s: float | None = None) -> GpuGauges:
+def gpu_gauges(profile: Profile, running: int, kv_tokens: int,
+               tokens_per_s: float | None = None) -> GpuGauges:
     """Simulated GPU state for a batch of ``running`` sequences writing ``tokens_per_s`` (pure)."""
     load = min(1.0, running / profile.max_batch)
     util = profile.gpu_util_idle_pct
@@ -168,7 +169,8 @@ def render_metrics(profile: Profile, counters: SimCounters, now_s: float | None 
     rate = counters.token_rate.observe(now_s, counters.generation_tokens_total) if now_s is not None else None
     gauges = gpu_gauges(profile, counters.running, counters.kv_tokens, rate)
     model = f'model_name="{profile.model}"'
-    gpu = 'gpu="0",UUID="GPU-fourfold-sim-0",device="nvidia0",modelName="fourfold simulated GPU",Hostname="fourfold-sim"'
+    gpu = ('gpu="0",UUID="GPU-fourfold-sim-0",device="nvidia0",'
+           'modelName="fourfold simulated GPU",Hostname="fourfold-sim"')
     lines: list[str] = []
     _metric(lines, "vllm:num_requests_running", "gauge", "Number of requests currently running on GPU.",
             [(model, counters.running)])
@@ -183,7 +185,8 @@ def render_metrics(profile: Profile, counters: SimCounters, now_s: float | None 
     _metric(lines, "vllm:generation_tokens_total", "counter", "Number of generation tokens processed.",
             [(model, counters.generation_tokens_total)])
     _metric(lines, "vllm:request_success_total", "counter", "Count of successfully processed requests.",
-            [(f'{model},finished_reason="{reason}"', n) for reason, n in counters.finished.items() if reason != "abort"])
+            [(f'{model},finished_reason="{reason}"', n) for reason, n in counters.finished.items()
+             if reason != "abort"])
     _metric(lines, "DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", [(gpu, gauges.gpu_util_pct)])
     _metric(lines, "DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).",
             [(gpu, gauges.mem_bw_util_pct)])
@@ -196,7 +199,8 @@ def render_metrics(profile: Profile, counters: SimCounters, now_s: float | None 
     _metric(lines, "fourfold_sim_received_total", "counter",
             "Generation requests received (admitted, rejected or answered by a fault).",
             [(model, counters.received_total)])
-    _metric(lines, "fourfold_sim_faults_total", "counter", "Faults injected, by kind (fourfold.targets.sim.faults).",
+    _metric(lines, "fourfold_sim_faults_total", "counter",
+            "Faults injected, by kind (fourfold.targets.sim.faults).",
             [(f'{model},fault="{kind}"', n) for kind, n in sorted(counters.faults.items())])
     lag = counters.lag
     lines.append("# HELP fourfold_sim_send_lag_seconds How late each token was written versus its plan.")
@@ -207,8 +211,10 @@ def render_metrics(profile: Profile, counters: SimCounters, now_s: float | None 
     lines.append(f'fourfold_sim_send_lag_seconds_bucket{{{model},le="+Inf"}} {lag.count}')
     lines.append(f"fourfold_sim_send_lag_seconds_sum{{{model}}} {lag.sum_ms / 1000.0!r}")
     lines.append(f"fourfold_sim_send_lag_seconds_count{{{model}}} {lag.count}")
-    lines.append("# HELP fourfold_sim_send_lag_quantile_seconds Send lag quantiles since start (0.01 ms slots).")
+    lines.append("# HELP fourfold_sim_send_lag_quantile_seconds "
+                 "Send lag quantiles since start (0.01 ms slots).")
     lines.append("# TYPE fourfold_sim_send_lag_quantile_seconds gauge")
     for q in (0.5, 0.99):
-        lines.append(f'fourfold_sim_send_lag_quantile_seconds{{{model},quantile="{q}"}} {lag.quantile_ms(q) / 1000.0!r}')
+        lines.append(f'fourfold_sim_send_lag_quantile_seconds{{{model},quantile="{q}"}} '
+                     f'{lag.quantile_ms(q) / 1000.0!r}')
     return "\n".join(lines) + "\n"

@@ -33,25 +33,22 @@ kind                       what the simulator does (streaming; non-streaming dif
 Stream faults wrap the generation's :class:`fourfold.targets.sim.wire.Encoder` (:class:`FaultyEncoder`)
 or its scheduler job (:class:`DisconnectJob`, :class:`EndlessJob`); head faults are answered by
 the connection before the gateway sees the request (:func:`fault_reply`).
+The kinds, their rates and parameters (:class:`FaultSpec`, what a profile holds) are in
+:mod:`fourfold.targets.sim.fault_spec`.
 """
 
 from __future__ import annotations
 
 import json
 import random
-from collections.abc import Mapping
-from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
-from fourfold.errors import FaultError
+from fourfold.errors import FaultError  # noqa: F401 - re-exported: its home before fourfold.errors
+from fourfold.targets.sim.fault_spec import FaultSpec
 from fourfold.targets.sim.httpio import chunk
+from fourfold.targets.sim.plan import Plan
+from fourfold.targets.sim.wire import Encoder
 
-if TYPE_CHECKING:   # profile.py imports this module, and plan.py / wire.py import profile.py
-    from fourfold.targets.sim.plan import Plan
-    from fourfold.targets.sim.wire import Encoder
-
-FAULT_KINDS = ("mid_stream_disconnect", "malformed_json", "invalid_utf8", "missing_done", "http_429",
-               "http_500", "http_503", "slow_headers", "stall", "huge_chunk", "wrong_content_type", "endless")
 FAULT_HEADER = "x-fourfold-fault"
 HEAD_FAULTS = frozenset({"http_429", "http_500", "http_503", "wrong_content_type"})
 INVALID_UTF8 = b"\xc3\x28"              # a two-byte lead followed by "(": never valid UTF-8
@@ -59,72 +56,9 @@ _MARK = "\ue000"                         # private-use character swapped for INV
 _MARK_UTF8 = _MARK.encode("utf-8")
 MALFORMED_EVENT = b'data: {"fault": "malformed_json", "choices": [{"delta": {"content": BROKEN\n\n'
 HTML_PAGE = (b"<!DOCTYPE html>\n<html><head><title>502 Bad Gateway</title></head>\n"
-             b"<body><h1>Bad Gateway</h1><p>The upstream server sent an invalid response.</p></body></html>\n")
+             b"<body><h1>Bad Gateway</h1><p>The upstream server sent an invalid response.</p>"
+             b"</body></html>\n")
 _MAX_BUFFERED_BYTES = 4 * 1024 * 1024    # an endless stream waits while the client reads this far behind
-
-
-@dataclass(frozen=True)
-class FaultSpec:
-    """Rates per fault kind (in ``FAULT_KINDS`` order, whatever order they were given in) and the
-    parameters of the kinds that take one."""
-
-    rates: tuple[tuple[str, float], ...] = ()
-    stall_s: float = 70.0                    # longer than fourfold's default --read-timeout (60 s)
-    slow_headers_s: float = 70.0
-    huge_chunk_bytes: int = 17 * 1024 * 1024  # above fourfold's default 16 MiB response limit
-    retry_after_s: int = 1
-
-    @property
-    def total_rate(self) -> float:
-        return sum(rate for _, rate in self.rates)
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = dict(self.rates)
-        out.update({name: getattr(self, name) for name in PARAMS})
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> FaultSpec:
-        """``{"malformed_json": 0.1, "stall": 0.05, "stall_s": 3}`` -> FaultSpec (checked)."""
-        rates: dict[str, float] = {}
-        params: dict[str, Any] = {}
-        for key, value in data.items():
-            if key in FAULT_KINDS:
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-                    raise FaultError(f"fault rate {key}={value!r} must be a number between 0 and 1")
-                if value:
-                    rates[key] = float(value)
-            elif key in PARAMS:
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                    raise FaultError(f"fault parameter {key}={value!r} must be a number >= 0")
-                params[key] = PARAMS[key](value)
-            else:
-                raise FaultError(f"unknown fault {key!r}; valid kinds: {', '.join(FAULT_KINDS)}; "
-                                 f"parameters: {', '.join(PARAMS)}")
-        total = sum(rates.values())
-        if total > 1 + 1e-9:
-            raise FaultError(f"fault rates add up to {total:g}; at most 1 (one fault per request)")
-        return cls(tuple((kind, rates[kind]) for kind in FAULT_KINDS if kind in rates), **params)
-
-
-PARAMS: dict[str, type] = {f.name: (int if f.type in ("int", int) else float)
-                           for f in fields(FaultSpec) if f.name != "rates"}
-
-
-def parse_fault_arg(text: str) -> tuple[str, Any]:
-    """``"malformed_json=0.2"`` / ``"stall_s=3"`` -> (name, number); checked by FaultSpec later."""
-    name, sep, raw = text.partition("=")
-    name = name.strip()
-    if not sep or not name:
-        raise FaultError(f"--fault expects KIND=RATE or PARAM=VALUE, got {text!r}; kinds: {', '.join(FAULT_KINDS)}")
-    if name not in FAULT_KINDS and name not in PARAMS:
-        raise FaultError(f"unknown fault {name!r}; valid kinds: {', '.join(FAULT_KINDS)}; "
-                         f"parameters: {', '.join(PARAMS)}")
-    try:
-        value = float(raw)
-    except ValueError:
-        raise FaultError(f"--fault {text!r}: {raw!r} is not a number") from None
-    return name, value
 
 
 class FaultInjector:
@@ -161,7 +95,8 @@ class FaultReply(NamedTuple):
     headers: list[tuple[str, str]]
 
 
-_ERRORS = {"http_429": (429, "rate_limit_error"), "http_500": (500, "api_error"), "http_503": (503, "overloaded_error")}
+_ERRORS = {"http_429": (429, "rate_limit_error"), "http_500": (500, "api_error"),
+           "http_503": (503, "overloaded_error")}
 
 
 def fault_reply(kind: str, spec: FaultSpec) -> FaultReply:
@@ -219,7 +154,8 @@ class FaultyEncoder:
 
     def tokens(self, first: int, texts: list[str]) -> bytes:
         at, inner = self.at, self.inner
-        if self.kind not in ("malformed_json", "invalid_utf8", "huge_chunk") or not first <= at < first + len(texts):
+        if (self.kind not in ("malformed_json", "invalid_utf8", "huge_chunk")
+                or not first <= at < first + len(texts)):
             return inner.tokens(first, texts)
         cut = at - first
         before = inner.tokens(first, texts[:cut]) if cut else b""
@@ -239,7 +175,8 @@ class FaultyEncoder:
         if self.kind in ("malformed_json", "missing_done"):
             return body[:len(body) // 2]
         if self.kind == "invalid_utf8":   # after the answer's first token, else in the first string
-            needle = json.dumps(self.first_token, ensure_ascii=False)[1:-1].encode() if self.first_token else b""
+            needle = (json.dumps(self.first_token, ensure_ascii=False)[1:-1].encode() if self.first_token
+                      else b"")
             i = body.find(needle) + len(needle) if needle and needle in body else body.find(b':"') + 2
             return body[:i] + INVALID_UTF8 + body[i:] if i >= 2 else body + INVALID_UTF8
         if self.kind == "huge_chunk" and body.endswith(b"}"):

@@ -33,7 +33,8 @@ class GatewayConfig:
 
     def __post_init__(self) -> None:
         if self.over_limit not in OVER_LIMIT_MODES:
-            raise ValueError(f"over_limit must be one of {', '.join(OVER_LIMIT_MODES)}, got {self.over_limit!r}")
+            raise ValueError(f"over_limit must be one of {', '.join(OVER_LIMIT_MODES)}, got "
+                             f"{self.over_limit!r}")
         if self.max_concurrency < 0 or self.keepalive_timeout_s < 0 or self.keepalive_max_requests < 0:
             raise ValueError("max_concurrency, keepalive_timeout_s and keepalive_max_requests must be >= 0")
 
@@ -76,7 +77,8 @@ class Gateway:
     def release(self) -> None:
         """A generation finished (or was aborted): admit the next queued request, if any."""
         self.in_flight -= 1
-        while self._queue and (not self.config.max_concurrency or self.in_flight < self.config.max_concurrency):
+        while self._queue and (not self.config.max_concurrency
+                               or self.in_flight < self.config.max_concurrency):
             start = self._queue.popleft()
             self.in_flight += 1
             start()

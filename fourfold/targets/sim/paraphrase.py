@@ -19,13 +19,14 @@ which shortens and adds filler):
   first swap places;
 - ``slip_rate``: per answer, one *factual slip*: a number, a year or a person's name stated in
   the answer is replaced by a wrong one (a year moved by 1-7, another number by 10-40 %, a
-  surname, a city ("in Castrel, Valdoria") or a river ("the Lune river") swapped for another); :class:`Slip` records what changed, and the plan header lists
-  the slips (``"slips": [["year", "2012", "2015"]]``), so tests and the fact check can count them.
+  surname, a city ("in Castrel, Valdoria") or a river ("the Lune river") swapped for another);
+  :class:`Slip` records what changed, and the plan header lists the slips
+  (``"slips": [["year", "2012", "2015"]]``), so tests and the fact check can count them.
   An answer with nothing to slip on gets none.
 
 List items keep their marker and their place (only their phrases change) and table rows are
-never touched (structure compliance stays the list-item knob's business); slips may land anywhere. With every rate at 0 nothing is drawn and
-the text comes back unchanged.
+never touched (structure compliance stays the list-item knob's business); slips may land
+anywhere. With every rate at 0 nothing is drawn and the text comes back unchanged.
 """
 
 from __future__ import annotations
@@ -43,13 +44,14 @@ _SENTENCE_RE = re.compile(r".+?(?:[.!?](?=\s|$)|[。！？]|$)\s*", re.S)
 
 EN_PHRASES = (
     ("for example", "for instance"), ("because", "since"), ("However,", "That said,"), ("such as", "like"),
-    ("is a way of", "is a method for"), ("uses", "relies on"), ("important", "key"), ("helps", "makes it easier"),
-    ("can be", "may be"), ("also", "as well"), ("many", "numerous"), ("large", "big"), ("small", "little"),
-    ("quickly", "fast"), ("usually", "typically"), ("often", "frequently"), ("makes", "renders"),
-    ("improves", "boosts"), ("reduces", "cuts"), ("increases", "raises"), ("the same", "identical"),
-    ("in order to", "to"), ("a lot of", "plenty of"), ("very", "highly"), ("needs", "requires"),
-    ("was founded in", "was established in"), ("is headquartered in", "has its head office in"),
-    ("employs about", "has roughly"), ("the current chief executive is", "the company is now led by"),
+    ("is a way of", "is a method for"), ("uses", "relies on"), ("important", "key"),
+    ("helps", "makes it easier"), ("can be", "may be"), ("also", "as well"), ("many", "numerous"),
+    ("large", "big"), ("small", "little"), ("quickly", "fast"), ("usually", "typically"),
+    ("often", "frequently"), ("makes", "renders"), ("improves", "boosts"), ("reduces", "cuts"),
+    ("increases", "raises"), ("the same", "identical"), ("in order to", "to"), ("a lot of", "plenty of"),
+    ("very", "highly"), ("needs", "requires"), ("was founded in", "was established in"),
+    ("is headquartered in", "has its head office in"), ("employs about", "has roughly"),
+    ("the current chief executive is", "the company is now led by"),
 )
 EN_OPENERS = ("In short, ", "Put simply, ", "Broadly, ", "In practice, ", "Essentially, ")
 ZH_PHRASES = (("因为", "由于"), ("可以", "能够"), ("但是", "不过"), ("例如", "比如"), ("重要", "关键"),
@@ -69,9 +71,11 @@ NUMBER_RE = re.compile(r"(?<![\w.])(\d{2,}(?:,\d{3})*)(?![\w.])")
 NAME_RE = re.compile(r"(?<=[a-z,] )([A-Z][a-z]+) ([A-Z][a-z]+)\b")   # "... is Mara Kettering"
 PLACE_RE = re.compile(r"\b(?:in|near|through) ([A-Z][a-z]+)(?=, [A-Z])")   # "in Castrel, Valdoria"
 RIVER_RE = re.compile(r"\b[Tt]he ([A-Z][a-z]+) river\b")
-CITIES = ("Castrel", "Yewfold", "Fernrel", "Pikewick", "Elmmere", "Stavhaven", "Holmbridge", "Kesthaven", "Dunstead")
+CITIES = ("Castrel", "Yewfold", "Fernrel", "Pikewick", "Elmmere", "Stavhaven", "Holmbridge", "Kesthaven",
+          "Dunstead")
 RIVERS = ("Lune", "Serra", "Ottow", "Brisk", "Idle", "Marrow")
-SURNAMES = ("Halvorsen", "Okafor", "Brandt", "Moreau", "Castell", "Ivers", "Lindgren", "Pryce", "Tanaka", "Voss")
+SURNAMES = ("Halvorsen", "Okafor", "Brandt", "Moreau", "Castell", "Ivers", "Lindgren", "Pryce", "Tanaka",
+            "Voss")
 
 
 @dataclass(frozen=True)
@@ -100,7 +104,8 @@ class Slip:
     wrong: str
 
 
-def generate(text: str, knobs: GenerationKnobs, rng: random.Random, prompt: str = "") -> tuple[str, list[Slip]]:
+def generate(text: str, knobs: GenerationKnobs, rng: random.Random,
+             prompt: str = "") -> tuple[str, list[Slip]]:
     """The answer as this version words it, and the slips planted in it (see module docstring);
     ``prompt`` names what a slip must not touch (the entity asked about)."""
     if not knobs.active:
@@ -108,7 +113,8 @@ def generate(text: str, knobs: GenerationKnobs, rng: random.Random, prompt: str 
     lines = text.split("\n")
     if knobs.shorten_rate or knobs.aside_rate:
         sentence_knobs = QualityKnobs(knobs.shorten_rate, knobs.aside_rate)
-        lines = [perturb(line, sentence_knobs, rng, None) if _prose_sentences(line) >= 2 else line for line in lines]
+        lines = [perturb(line, sentence_knobs, rng, None) if _prose_sentences(line) >= 2 else line
+                 for line in lines]
     if knobs.paraphrase_rate or knobs.reorder_rate:
         lines = [line if not line.strip() or TABLE_ROW_RE.match(line)
                  else _reword_item(line, knobs, rng) if ITEM_LINE_RE.match(line)
@@ -196,11 +202,14 @@ def slip_candidates(text: str, prompt: str = "") -> list[tuple[str, int, int, st
     out: list[tuple[str, int, int, str]] = []
     years = {m.start() for m in YEAR_RE.finditer(text)}
     out += [("year", m.start(), m.end(), m.group(1)) for m in YEAR_RE.finditer(text)]
-    out += [("number", m.start(), m.end(), m.group(1)) for m in NUMBER_RE.finditer(text) if m.start() not in years]
+    out += [("number", m.start(), m.end(), m.group(1)) for m in NUMBER_RE.finditer(text)
+            if m.start() not in years]
     out += [("name", m.start(2), m.end(2), m.group(2)) for m in NAME_RE.finditer(text)
             if m.group(0) not in prompt and m.group(1) not in prompt]
-    out += [("place", m.start(1), m.end(1), m.group(1)) for m in PLACE_RE.finditer(text) if m.group(1) not in prompt]
-    out += [("river", m.start(1), m.end(1), m.group(1)) for m in RIVER_RE.finditer(text) if m.group(1) not in prompt]
+    out += [("place", m.start(1), m.end(1), m.group(1)) for m in PLACE_RE.finditer(text)
+            if m.group(1) not in prompt]
+    out += [("river", m.start(1), m.end(1), m.group(1)) for m in RIVER_RE.finditer(text)
+            if m.group(1) not in prompt]
     return sorted(out, key=lambda c: c[1])
 
 

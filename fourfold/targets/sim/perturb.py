@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from fourfold.targets.sim.tokens import is_chinese
 
-ITEM_LINE_RE = re.compile(r"^\s*(?:\d+[.)、]|第[一二三四五六七八九十\d]+步|[-*•]\s|[一二三四五六七八九十]+、|[①-⑳]|\(\d+\)|（\d+）)")
+ITEM_LINE_RE = re.compile(r"^\s*(?:\d+[.)、]|第[一二三四五六七八九十\d]+步|[-*•]\s|[一二三四五六七八九十]+、"
+                          r"|[①-⑳]|\(\d+\)|（\d+）)")
 TABLE_ROW_RE = re.compile(r"^\s*\|")
 TABLE_SEPARATOR_RE = re.compile(r"^\s*\|?\s*:?-{3,}")
 _SENTENCE_RE = re.compile(r".+?(?:[.!?](?=\s|$)|[。！？]|$)\s*", re.S)

@@ -7,8 +7,8 @@ simulator intended.
 
 Determinism: every random draw comes from a per-request ``random.Random`` seeded with
 ``(seed, prompt, n-th occurrence of that prompt)`` and the draws happen in a fixed order
-(perturbation, generation, TTFT, orchestrator, cold start, pulse, tail stall, inter-token gaps). The only input that
-depends on timing is ``running`` (load), which is 0 for sequential requests.
+(perturbation, generation, TTFT, orchestrator, cold start, pulse, tail stall, inter-token gaps).
+The only input that depends on timing is ``running`` (load), which is 0 for sequential requests.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class RequestFacts:
     occurrence: int = 0          # how many times this prompt was seen before (0 = first)
     request_index: int = 0       # how many requests the server admitted before this one
     running: int = 0             # sequences already generating when this one was admitted
-    cached_tokens: int = 0       # leading input tokens found in the prefix cache (fourfold.targets.sim.prefix)
+    cached_tokens: int = 0       # leading input tokens the prefix cache held (fourfold.targets.sim.prefix)
 
 
 @dataclass
@@ -61,10 +61,10 @@ class Plan:
     queued_ms: float = 0.0       # set by the server when a concurrency limit queued the request
     fault: str = ""               # the injected fault (fourfold.targets.sim.faults), "" for none
     messages: int = 0             # chat messages in the request (the history a client sent)
-    session: dict[str, Any] = field(default_factory=dict)   # session turn facts (fourfold.targets.sim.sessions)
+    session: dict[str, Any] = field(default_factory=dict)   # turn facts (fourfold.targets.sim.sessions)
     prefill_ms: float = 0.0       # the part of ttft_ms spent reading the prompt (prefill_ms())
     cached_tokens: int = 0        # input tokens the prefix cache held
-    slips: list[Slip] = field(default_factory=list)   # planted factual errors (fourfold.targets.sim.paraphrase)
+    slips: list[Slip] = field(default_factory=list)   # planted errors (fourfold.targets.sim.paraphrase)
 
     @property
     def output_tokens(self) -> int:
@@ -199,7 +199,8 @@ def prefill_ms(profile: Profile, input_tokens: int, cached_tokens: int = 0) -> f
     return per_token_ms * (input_tokens - cached * profile.prefix_cache_discount)
 
 
-def pulse_schedule(profile: Profile, rng: random.Random, n_tokens: int) -> tuple[list[tuple[int, float]], set[int]]:
+def pulse_schedule(profile: Profile, rng: random.Random,
+                   n_tokens: int) -> tuple[list[tuple[int, float]], set[int]]:
     """Pauses ([(token index, extra ms)]) and the indexes of tokens sent at burst speed."""
     pulse = profile.pulse
     if pulse is None or n_tokens < pulse.min_output_tokens or rng.random() >= pulse.probability:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from fourfold.errors import FaultError, ProfileError
-from fourfold.targets.sim.faults import FaultSpec
+from fourfold.targets.sim.fault_spec import FaultSpec
 
 PROFILES_DIR = Path(__file__).resolve().parents[1] / "profiles"
 
@@ -117,8 +117,9 @@ class Profile:
             raise ProfileError(f"profile {self.name!r}: ttft_ms/itl_ms must be >= 0 and max_batch >= 1")
         if not (self.prefill_ms_per_1k_tokens >= 0 and self.prefix_cache_block_tokens >= 0
                 and 0 <= self.prefix_cache_discount <= 1):
-            raise ProfileError(f"profile {self.name!r}: prefill_ms_per_1k_tokens and prefix_cache_block_tokens "
-                               "must be >= 0 and prefix_cache_discount within [0, 1]")
+            raise ProfileError(f"profile {self.name!r}: prefill_ms_per_1k_tokens and "
+                               "prefix_cache_block_tokens must be >= 0 and prefix_cache_discount "
+                               "within [0, 1]")
 
     def is_structured(self, prompt: str) -> bool:
         """True when the prompt asks for a structure (points, steps, table, comparison)."""
@@ -165,7 +166,8 @@ def _read_json(name_or_path: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
         path = PROFILES_DIR / f"{name_or_path}.json"
     if not path.is_file():
         valid = ", ".join(available_profiles())
-        raise ProfileError(f"unknown profile {name_or_path!r}; valid profiles: {valid} (or a path to a .json file)")
+        raise ProfileError(f"unknown profile {name_or_path!r}; valid profiles: {valid} (or a path to a "
+                           f".json file)")
     if str(path) in seen:
         raise ProfileError(f"profile {name_or_path!r} extends itself (cycle: {' -> '.join(seen)})")
     try:
@@ -211,7 +213,8 @@ def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str
                 raise ProfileError(f"unknown pulse field {sub!r}; valid: {', '.join(PULSE_FIELDS)}")
             data["pulse"] = {**(data.get("pulse") or {}), sub: value}
         elif sub or head not in PROFILE_FIELDS:
-            raise ProfileError(f"unknown profile field {key!r}; valid: {', '.join(PROFILE_FIELDS)}, pulse.<field>")
+            raise ProfileError(f"unknown profile field {key!r}; valid: {', '.join(PROFILE_FIELDS)}, "
+                               f"pulse.<field>")
         else:
             data[head] = value
     return data

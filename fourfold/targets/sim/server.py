@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 from fourfold.targets.sim import faults as _faults
 from fourfold.targets.sim.app import PLAN_DETAIL_HEADER, PLAN_HEADER, Reply, SimApp, error_reply
+from fourfold.targets.sim.fault_spec import FAULT_KINDS
 from fourfold.targets.sim.httpio import (
     LAST_CHUNK,
     HttpParseError,
@@ -41,7 +42,8 @@ class Generation:
     __slots__ = ("conn", "app", "plan", "encoder", "stream", "head", "dues", "index", "done")
     # head: for a non-streaming answer, the whole response (head + body) sent at the last due time
 
-    def __init__(self, conn: SimProtocol, plan: Plan, encoder: Encoder, stream: bool, t0_s: float, head: bytes) -> None:
+    def __init__(self, conn: SimProtocol, plan: Plan, encoder: Encoder, stream: bool, t0_s: float,
+                 head: bytes) -> None:
         self.conn = conn
         self.app = conn.app
         self.plan = plan
@@ -185,9 +187,9 @@ class SimProtocol(asyncio.Protocol):
             self._send_reply(routed)
             return
         forced = request.headers.get(_faults.FAULT_HEADER, "").strip()
-        if forced and forced not in _faults.FAULT_KINDS:
+        if forced and forced not in FAULT_KINDS:
             self._send_reply(error_reply(400, f"unknown fault {forced!r} in {_faults.FAULT_HEADER}; "
-                                              f"valid: {', '.join(_faults.FAULT_KINDS)}"))
+                                              f"valid: {', '.join(FAULT_KINDS)}"))
             return
         fault = self.app.choose_fault(routed, forced)
         if fault in _faults.HEAD_FAULTS:
@@ -229,7 +231,8 @@ class SimProtocol(asyncio.Protocol):
             self._queued_start = None
             self.app.counters.rejected_total += 1
             headers = [("retry-after", str(self.app.config.gateway.retry_after_s))] if status == 429 else []
-            self._send_reply(error_reply(status, "the simulated gateway is at its concurrency limit", headers))
+            self._send_reply(error_reply(status, "the simulated gateway is at its concurrency limit",
+                                         headers))
 
     def _start_generation(self, parsed: ParsedRequest, received_s: float, detail: bool, fault: str = "",
                           t0_s: float | None = None) -> None:
@@ -265,8 +268,10 @@ class SimProtocol(asyncio.Protocol):
                           job.dues[-1] if not parsed.stream else job.first_due_s)
 
     def _send_reply(self, reply: Reply, fault: str = "") -> None:
-        headers = [SERVER_HEADER, ("content-type", reply.content_type), *self.app.plain_headers(fault), *reply.headers]
-        head = response_head(reply.status, headers, keep_alive=self.keep_alive, content_length=len(reply.body))
+        headers = [SERVER_HEADER, ("content-type", reply.content_type), *self.app.plain_headers(fault),
+                   *reply.headers]
+        head = response_head(reply.status, headers, keep_alive=self.keep_alive,
+                             content_length=len(reply.body))
         self.transport.write(head + reply.body)  # type: ignore[union-attr]
         self.response_done()
 

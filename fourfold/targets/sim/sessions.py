@@ -43,7 +43,8 @@ _STRUCTURED_RE = re.compile(
 _SHORT_RE = re.compile(r"\b(?:briefly|brief|shorter|too long|in short)\b|简短|太长|简单说", re.I)
 
 EN_LEADS_FIRST = ("Here is the short answer.", "Good question.", "Let me start with the main point.")
-EN_LEADS_MORE = ("You are right, I left that out.", "Sure, here is more detail.", "Good point, let me add that.")
+EN_LEADS_MORE = ("You are right, I left that out.", "Sure, here is more detail.",
+                 "Good point, let me add that.")
 EN_MISSES = ("It depends on your workload and on how the system is configured.",
              "There are several factors to weigh, and the best choice varies from case to case.")
 ZH_LEADS_FIRST = ("这是一个好问题。", "先说最重要的一点。")
@@ -98,7 +99,8 @@ def split_sentences(text: str) -> list[str]:
 def goal_from_dict(data: dict) -> SessionGoal | None:
     """A goal from one script line, or None when the line is not a usable session script."""
     opening, reference, facts = data.get("prompt"), data.get("reference"), data.get("facts")
-    if not isinstance(opening, str) or not isinstance(reference, str) or not isinstance(facts, list) or not facts:
+    if (not isinstance(opening, str) or not isinstance(reference, str) or not isinstance(facts, list)
+            or not facts):
         return None
     sentences = split_sentences(reference)
     keys, asks, stated = [], [], []
@@ -206,11 +208,13 @@ def session_answer(goal: SessionGoal, messages: Sequence[tuple[str, str]], knobs
         if _SHORT_RE.search(last_user):
             text = body
         else:
-            leads = (ZH_LEADS_FIRST if first else ZH_LEADS_MORE) if zh else (EN_LEADS_FIRST if first else EN_LEADS_MORE)
+            leads = ((ZH_LEADS_FIRST if first else ZH_LEADS_MORE) if zh
+                     else (EN_LEADS_FIRST if first else EN_LEADS_MORE))
             lead = rng.choice(leads)          # drawn even when the intro is used: later draws stay aligned
             text = (goal.intro if first and goal.intro else lead) + sep + body
     return SessionAnswer(text, tuple(new), len(before))
 
 
 __all__ = ["ALL_FIXED_SENTENCES", "DEFAULT_SESSIONS_DIR", "SessionAnswer", "SessionBook", "SessionGoal",
-           "SessionKnobs", "first_count", "goal_from_dict", "session_answer", "session_rng", "split_sentences"]
+           "SessionKnobs", "first_count", "goal_from_dict", "session_answer", "session_rng",
+           "split_sentences"]

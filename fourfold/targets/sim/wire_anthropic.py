@@ -43,7 +43,8 @@ def check_betas(headers: dict[str, str], known: tuple[str, ...] | None) -> None:
             raise error(f"Unknown beta feature: {beta}")
 
 
-def parse(body: bytes, headers: dict[str, str], default_model: str, betas: tuple[str, ...] | None = None) -> ParsedRequest:
+def parse(body: bytes, headers: dict[str, str], default_model: str,
+          betas: tuple[str, ...] | None = None) -> ParsedRequest:
     check_betas(headers, betas)
     data = parse_json_object(body, error)
     messages = data.get("messages")
@@ -83,7 +84,8 @@ class MessagesEncoder:
     content_type = SSE_CONTENT_TYPE
     __slots__ = ("plan", "message_id", "model")
 
-    _DELTA_PREFIX = b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":'
+    _DELTA_PREFIX = (b'event: content_block_delta\n'
+                     b'data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":')
     _DELTA_SUFFIX = b"}}\n\n"
 
     def __init__(self, plan: Plan, request_id: str, model: str) -> None:
@@ -91,7 +93,8 @@ class MessagesEncoder:
         self.message_id = f"msg_{request_id}"
         self.model = model
 
-    def _message(self, content: list[dict[str, Any]], stop_reason: str | None, output_tokens: int) -> dict[str, Any]:
+    def _message(self, content: list[dict[str, Any]], stop_reason: str | None,
+                 output_tokens: int) -> dict[str, Any]:
         return {
             "id": self.message_id,
             "type": "message",

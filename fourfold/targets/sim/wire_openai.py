@@ -29,7 +29,8 @@ from fourfold.targets.sim.wire import (
 DONE = b"data: [DONE]\n\n"
 
 
-def error(message: str, status: int = 400, err_type: str = "invalid_request_error", param: str | None = None) -> WireError:
+def error(message: str, status: int = 400, err_type: str = "invalid_request_error",
+          param: str | None = None) -> WireError:
     return WireError(status, {"error": {"message": message, "type": err_type, "param": param, "code": None}})
 
 
@@ -66,7 +67,8 @@ def parse(body: bytes, headers: dict[str, str], default_model: str) -> ParsedReq
 def models_body(model: str) -> bytes:
     return dumps({
         "object": "list",
-        "data": [{"id": model, "object": "model", "created": 0, "owned_by": "fourfold", "root": model, "parent": None}],
+        "data": [{"id": model, "object": "model", "created": 0, "owned_by": "fourfold", "root": model,
+                  "parent": None}],
     })
 
 

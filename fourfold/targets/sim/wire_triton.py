@@ -130,6 +130,7 @@ class InferEncoder(GenerateEncoder):
         out: dict[str, Any] = {"model_name": self.model, "model_version": "1"}
         if self.request_tag is not None:
             out["id"] = self.request_tag
-        out["outputs"] = [{"name": "text_output", "datatype": "BYTES", "shape": [1], "data": [self.plan.text]}]
+        out["outputs"] = [{"name": "text_output", "datatype": "BYTES", "shape": [1],
+                           "data": [self.plan.text]}]
         out["inference_time_ms"] = round(self.plan.duration_ms + self.plan.queued_ms, 3)
         return dumps(out)
