@@ -43,7 +43,7 @@ from fourfold.levels import inputs, livequality, slogate, webui, webui_report
 from fourfold.levels import options as _options
 from fourfold.levels.ledger import worker_lines
 from fourfold.levels.options import Settings
-from fourfold.levels.runtime import get_runtime
+from fourfold.levels.runtime import find_runtime, get_runtime
 from fourfold.levels.runtime import register as register_runtime
 from fourfold.levels.telemetry_sampler import start_sampler
 from fourfold.measure.console import format_summary
@@ -221,7 +221,7 @@ def _on_test_stop(environment: Any, **_kw: Any) -> None:
 
 def _on_test_stopping(environment: Any, **_kw: Any) -> None:
     """Stop the generator's health sampler before Locust's stop sequence holds the hub."""
-    runtime = getattr(environment, "fourfold_runtime", None)
+    runtime = find_runtime(environment)
     if runtime is not None:
         runtime.stop_health()
 
@@ -235,7 +235,7 @@ def _report_now(environment: Any) -> None:
 
 
 def _on_quitting(environment: Any, **_kw: Any) -> None:
-    runtime = getattr(environment, "fourfold_runtime", None)
+    runtime = find_runtime(environment)
     if runtime is None:
         return
     if runtime.is_worker:

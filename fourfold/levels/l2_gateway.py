@@ -55,7 +55,8 @@ from fourfold.levels.l2_stats import (
 )
 from fourfold.levels.ladder import STEP_ATTR, format_ladder, ladder_report, step_scenario
 from fourfold.levels.options import Settings
-from fourfold.levels.runtime import get_runtime
+from fourfold.levels.runtime import find_runtime, get_runtime
+from fourfold.levels.state import state_of
 from fourfold.measure.record import RequestRecord
 from fourfold.workloads.trace import arrival_offsets_s, is_trace
 
@@ -82,10 +83,9 @@ class L2State:
 
 
 def get_state(environment: Any) -> L2State:
-    state = getattr(environment, "fourfold_l2", None)
+    state = state_of(environment).get(L2State)
     if state is None:
-        state = L2State(_settings_or_exit(environment.parsed_options))
-        environment.fourfold_l2 = state
+        state = state_of(environment).put(L2State(_settings_or_exit(environment.parsed_options)))
         environment.events.report_to_master.add_listener(state.on_report_to_master)
         environment.events.worker_report.add_listener(state.on_worker_report)
     return state
@@ -335,7 +335,7 @@ def _on_parser(parser: Any, **_kw: Any) -> None:
 
 def _on_init(environment: Any, **_kw: Any) -> None:
     sweep_live.register(environment, get_state(environment))
-    environment.fourfold_runtime.meta_extra["l2"] = get_state(environment).settings.meta_block(
+    get_runtime(environment).meta_extra["l2"] = get_state(environment).settings.meta_block(
         bool(_open_loop_classes(environment)))
     options = environment.parsed_options
     if (options is not None and getattr(options, "fourfold_embedded", False)
@@ -377,8 +377,8 @@ def _on_test_start(environment: Any, **_kw: Any) -> None:
 def _on_finish(environment: Any, **_kw: Any) -> None:
     """Each test's end (``hooks.finish_test``, users stopped): the ``l2`` block of its summary."""
 
-    runtime = getattr(environment, "fourfold_runtime", None)
-    state = getattr(environment, "fourfold_l2", None)
+    runtime = find_runtime(environment)
+    state = state_of(environment).get(L2State)
     if runtime is None or state is None or runtime.is_worker or runtime.finished:
         return
     sweep_live.end(state)
@@ -389,8 +389,8 @@ def _on_finish(environment: Any, **_kw: Any) -> None:
 
 def l2_block(environment: Any) -> dict[str, Any]:
     """``{"l2": report}`` over the data so far (:func:`l2_report`, as at the test's end): the web UI."""
-    runtime = getattr(environment, "fourfold_runtime", None)
-    state = getattr(environment, "fourfold_l2", None)
+    runtime = find_runtime(environment)
+    state = state_of(environment).get(L2State)
     if runtime is None or state is None or runtime.is_worker:
         return {}
     return {"l2": l2_report(runtime.stats.summary(), state, environment.parsed_options)[0]}

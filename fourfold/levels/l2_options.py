@@ -16,6 +16,15 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from fourfold.levels.arrivals import PROCESSES, ArrivalProcess
+from fourfold.levels.declare import (
+    AT_LEAST_0,
+    AT_LEAST_1,
+    POSITIVE,
+    add_options,
+    check_rules,
+    option,
+    read_options,
+)
 
 DEFAULT_LADDER = "8,16,32,64"
 OFF_WORDS = frozenset({"", "off", "none", "no", "0"})     # --ladder values that mean no ladder
@@ -49,105 +58,86 @@ def parse_ladder(text: str | Sequence[int] | None) -> tuple[int, ...]:
 
 def register(parser: Any) -> None:
     """Add the L2 options to Locust's argument parser (an init_command_line_parser listener)."""
-    add = parser.add_argument
-    add("--ladder", default=DEFAULT_LADDER,
-        help="Concurrency ladder: user counts stepped through in order ('off': plain -u/-r/-t)")
-    add("--ladder-hold-s", type=float, default=20.0, help="Seconds each ladder step is held")
-    add("--slo-ttft-p95-ms", type=float, default=450.0,
-        help="The ladder's knee: the highest step whose TTFT p95 stays at or below this (ms)")
-    add("--think-time-s", type=float, default=0.0,
-        help="Closed loop: seconds each user waits between requests")
-    add("--honour-retry-after", action="store_true", default=False,
-        help="After a 429/503 with Retry-After, the user waits that long (capped) before its next request")
-    add("--retry-after-cap-s", type=float, default=30.0, help="Longest Retry-After wait honoured (s)")
-    add("--arrival-process", default="poisson", choices=list(PROCESSES),
-        help="Open loop: gaps between arrivals (gamma uses --burstiness)")
-    add("--arrival-rate", type=float, default=10.0,
-        help="Open loop: arrivals per second for the whole run (split across workers)")
-    add("--burstiness", type=float, default=1.0,
-        help="Open loop, gamma: shape of the gaps (vLLM's --burstiness: 1 Poisson, <1 burstier, "
-             ">1 more regular)")
-    add("--arrival-seed", type=int, default=0, help="Open loop: seed of the arrival draws")
-    add("--max-in-flight", type=int, default=256,
-        help="Open loop: most requests in flight per dispatcher; arrivals beyond it wait or drop")
-    add("--max-in-flight-policy", default="wait", choices=list(IN_FLIGHT_POLICIES),
-        help="Open loop: an arrival that finds --max-in-flight requests in flight waits (queues) or is "
-             "dropped")
-    add("--sweep", action="store_true", default=False,
-        help="Open loop: step the offered rate (from --arrival-rate) by a search until it brackets the "
-             "highest rate whose SLO (--slo, else --slo-ttft-p95-ms) holds; then the test stops "
-             "(docs/sweep.md)")
-    add("--sweep-step-s", type=float, default=10.0, help="--sweep: seconds each rate is offered")
-    add("--sweep-tolerance", type=float, default=0.10,
-        help="--sweep: stop when (first miss - last pass) / last pass <= this")
-    add("--sweep-max-steps", type=int, default=12, help="--sweep: rates offered at most")
+    add_options(parser, GatewaySettings)
 
 
 @dataclass(frozen=True)
 class GatewaySettings:
-    ladder: tuple[int, ...] = (8, 16, 32, 64)
-    ladder_hold_s: float = 20.0
-    slo_ttft_p95_ms: float = 450.0
-    think_time_s: float = 0.0
-    honour_retry_after: bool = False
-    retry_after_cap_s: float = 30.0
-    arrivals: ArrivalProcess = ArrivalProcess("poisson", 10.0)
-    arrival_seed: int = 0
-    max_in_flight: int = 256
-    max_in_flight_policy: str = "wait"
-    sweep: bool = False
-    sweep_step_s: float = 10.0
-    sweep_tolerance: float = 0.10
-    sweep_max_steps: int = 12
+    """L2's options, each declared once (:mod:`fourfold.levels.declare`)."""
+
+    ladder: tuple[int, ...] = option((8, 16, 32, 64), "--ladder", "gateway", raw_default=DEFAULT_LADDER,
+                                     read=parse_ladder,
+                                     help="Concurrency ladder: user counts stepped through in order ('off': "
+                                          "plain -u/-r/-t)")
+    ladder_hold_s: float = option(20.0, "--ladder-hold-s", "gateway", type=float, rule=POSITIVE,
+                                  help="Seconds each ladder step is held")
+    slo_ttft_p95_ms: float = option(450.0, "--slo-ttft-p95-ms", "gateway", type=float, rule=POSITIVE,
+                                    help="The ladder's knee: the highest step whose TTFT p95 stays at or "
+                                         "below this (ms)")
+    think_time_s: float = option(0.0, "--think-time-s", "gateway", type=float, rule=AT_LEAST_0,
+                                 help="Closed loop: seconds each user waits between requests")
+    honour_retry_after: bool = option(False, "--honour-retry-after", "gateway", action="store_true",
+                                      help="After a 429/503 with Retry-After, the user waits that long "
+                                           "(capped) before its next request")
+    retry_after_cap_s: float = option(30.0, "--retry-after-cap-s", "gateway", type=float, rule=AT_LEAST_0,
+                                      help="Longest Retry-After wait honoured (s)")
+    arrival_process: str = option("poisson", "--arrival-process", "gateway", choices=list(PROCESSES),
+                                  help="Open loop: gaps between arrivals (gamma uses --burstiness)")
+    arrival_rate: float = option(10.0, "--arrival-rate", "gateway", type=float, rule=POSITIVE,
+                                 help="Open loop: arrivals per second for the whole run (split across "
+                                      "workers)")
+    burstiness: float = option(1.0, "--burstiness", "gateway", type=float, rule=POSITIVE,
+                               help="Open loop, gamma: shape of the gaps (vLLM's --burstiness: 1 Poisson, "
+                                    "<1 burstier, >1 more regular)")
+    arrival_seed: int = option(0, "--arrival-seed", "gateway", type=int,
+                               help="Open loop: seed of the arrival draws")
+    max_in_flight: int = option(256, "--max-in-flight", "gateway", type=int, rule=AT_LEAST_1,
+                                help="Open loop: most requests in flight per dispatcher; arrivals beyond it "
+                                     "wait or drop")
+    max_in_flight_policy: str = option("wait", "--max-in-flight-policy", "gateway",
+                                       choices=list(IN_FLIGHT_POLICIES),
+                                       help="Open loop: an arrival that finds --max-in-flight requests in "
+                                            "flight waits (queues) or is dropped")
+    sweep: bool = option(False, "--sweep", "gateway", action="store_true",
+                         help="Open loop: step the offered rate (from --arrival-rate) by a search until it "
+                              "brackets the highest rate whose SLO (--slo, else --slo-ttft-p95-ms) holds; "
+                              "then the test stops (docs/sweep.md)")
+    sweep_step_s: float = option(10.0, "--sweep-step-s", "gateway", type=float,
+                                 help="--sweep: seconds each rate is offered")
+    sweep_tolerance: float = option(0.10, "--sweep-tolerance", "gateway", type=float,
+                                    help="--sweep: stop when (first miss - last pass) / last pass <= this")
+    sweep_max_steps: int = option(12, "--sweep-max-steps", "gateway", type=int,
+                                  help="--sweep: rates offered at most")
 
     def __post_init__(self) -> None:
+        check_rules(self)
         if not (1 <= self.sweep_step_s < math.inf and 0 < self.sweep_tolerance < 1
                 and self.sweep_max_steps >= 2):
             raise ValueError("--sweep-step-s must be >= 1, --sweep-tolerance within (0, 1) and "
                              f"--sweep-max-steps >= 2, got {self.sweep_step_s}, {self.sweep_tolerance} "
                              f"and {self.sweep_max_steps}")
-        if not 0 < self.ladder_hold_s < math.inf:
-            raise ValueError(f"--ladder-hold-s must be a number > 0, got {self.ladder_hold_s}")
-        if not 0 < self.slo_ttft_p95_ms < math.inf:
-            raise ValueError(f"--slo-ttft-p95-ms must be a number > 0, got {self.slo_ttft_p95_ms}")
-        if not (0 <= self.think_time_s < math.inf and 0 <= self.retry_after_cap_s < math.inf):
-            raise ValueError(f"--think-time-s and --retry-after-cap-s must be numbers >= 0, got "
-                             f"{self.think_time_s} and {self.retry_after_cap_s}")
-        if self.max_in_flight < 1:
-            raise ValueError(f"--max-in-flight must be at least 1, got {self.max_in_flight}")
         if self.max_in_flight_policy not in IN_FLIGHT_POLICIES:
             raise ValueError(f"--max-in-flight-policy must be one of {', '.join(IN_FLIGHT_POLICIES)}, "
                              f"got {self.max_in_flight_policy!r}")
+        ArrivalProcess(self.arrival_process, self.arrival_rate, self.burstiness)   # checks kind and numbers
+
+    @property
+    def arrivals(self) -> ArrivalProcess:
+        """The open loop's arrival process (--arrival-process, --arrival-rate, --burstiness)."""
+        return ArrivalProcess(self.arrival_process, self.arrival_rate, self.burstiness)
 
     @classmethod
     def from_options(cls, options: Any) -> GatewaySettings:
         """From Locust's parsed options (missing attributes take the defaults); ValueError when invalid."""
-        def get(name: str, default: Any) -> Any:
-            value = getattr(options, name, default) if options is not None else default
-            return default if value is None else value
-
-        return cls(
-            ladder=parse_ladder(get("ladder", DEFAULT_LADDER)),
-            ladder_hold_s=float(get("ladder_hold_s", 20.0)),
-            slo_ttft_p95_ms=float(get("slo_ttft_p95_ms", 450.0)),
-            think_time_s=float(get("think_time_s", 0.0)),
-            honour_retry_after=bool(get("honour_retry_after", False)),
-            retry_after_cap_s=float(get("retry_after_cap_s", 30.0)),
-            arrivals=ArrivalProcess(str(get("arrival_process", "poisson")), float(get("arrival_rate", 10.0)),
-                                    float(get("burstiness", 1.0))),
-            arrival_seed=int(get("arrival_seed", 0)),
-            max_in_flight=int(get("max_in_flight", 256)),
-            max_in_flight_policy=str(get("max_in_flight_policy", "wait")),
-            sweep=bool(get("sweep", False)),
-            sweep_step_s=float(get("sweep_step_s", 10.0)),
-            sweep_tolerance=float(get("sweep_tolerance", 0.10)),
-            sweep_max_steps=int(get("sweep_max_steps", 12)),
-        )
+        return cls(**read_options(cls, options))
 
     def meta_block(self, open_loop: bool) -> dict[str, Any]:
         """meta.json's ``l2`` block: these settings, and whether an open-loop dispatcher sends (then
         ``arrivals`` rule what is sent, not ``-u``; :mod:`fourfold.reports.comparability` reads it)."""
-        return {**asdict(self), "open_loop": open_loop}
+        block = {**asdict(self), "arrivals": asdict(self.arrivals), "open_loop": open_loop}
+        for name in ("arrival_process", "arrival_rate", "burstiness"):     # as "arrivals", one block
+            del block[name]
+        return block
 
 
 __all__ = ["DEFAULT_LADDER", "GatewaySettings", "register"]

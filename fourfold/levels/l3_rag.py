@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import logging
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -38,8 +39,10 @@ from fourfold.data import DATA_DIR, find
 from fourfold.errors import DatasetError
 from fourfold.levels import hooks
 from fourfold.levels.base import LLMUser, selected_items, simulator_gateway_args
+from fourfold.levels.declare import AT_LEAST_1, add_options, check_rules, option, read_options
 from fourfold.levels.options import Settings
-from fourfold.levels.runtime import get_runtime
+from fourfold.levels.runtime import find_runtime, get_runtime
+from fourfold.levels.state import state_of
 from fourfold.measure.rag import CorpusDoc, RagStats, annotate, format_rag
 from fourfold.measure.record import RequestRecord
 from fourfold.targets.launch import start_simulator
@@ -48,39 +51,54 @@ from fourfold.targets.rag.launch import start_rag_service
 from fourfold.workloads.corpus import corpus_by_id
 from fourfold.workloads.items import Item
 
-__all__ = ["DEFAULT_CORPUS", "DEFAULT_QUESTIONS", "RagSettings", "RagUser", "add_arguments", "register",
-           "register_options"]
+__all__ = ["DEFAULT_CORPUS", "DEFAULT_QUESTIONS", "RagOptions", "RagSettings", "RagUser", "add_arguments",
+           "register", "register_options"]
 
 log = logging.getLogger("fourfold")
 DEFAULT_QUESTIONS = DATA_DIR / "rag" / "questions.jsonl"
 DEFAULT_CORPUS = DATA_DIR / "rag" / "corpus.jsonl"
-RETRIEVERS, RERANKERS = ("bm25", "dense"), ("none", "lexical", "dense")
 _CORPORA: dict[str, dict[str, CorpusDoc]] = {}
 
 
 def register_options(parser: Any) -> None:
-    """L3's options (see the README's option table)."""
-    add = parser.add_argument
-    wire = RagWire()
-    add("--rag-path", default=wire.path, help="Path of the RAG endpoint on --host")
-    add("--rag-request-template", default=DEFAULT_TEMPLATE,
-        help='Request body: JSON with a "{question}" placeholder ("{stream}", "{model}", "{max_tokens}", '
-             '"{id}" too), or @file.json')
-    add("--rag-answer-path", default=wire.answer,
-        help="Where the answer text is: dotted JSON paths or sse:EVENT[:path], alternatives split by |")
-    add("--rag-ids-path", default=wire.ids, help="Where the retrieved document ids are (same syntax)")
-    add("--rag-timings-path", default=wire.timings,
-        help="Where the stage timings (ms) are, besides the Server-Timing header (same syntax)")
-    add("--rag-recall-k", type=int, default=3, help="k of recall@k and context precision@k")
-    add("--rag-corpus", default="",
-        help="Corpus JSONL (id, title, text, claims): conflict groups now, chunk texts for groundedness "
-             "later (default: the bundled corpus)")
-    add("--rag-retriever", default="", choices=RETRIEVERS,
-        help="Embedded RAG service: first stage (default: the --sim-profile's, bm25 for the bundled ones)")
-    add("--rag-rerank", default="", choices=RERANKERS,
-        help="Embedded RAG service: re-ranker (default: the --sim-profile's: none for baseline, lexical "
-             "for candidate)")
-    add("--rag-top-k", type=int, default=3, help="Embedded RAG service: documents given to the model")
+    """L3's options (see the README's option table): its endpoint's shape (:class:`RagOptions`), then
+    --rag-corpus and the embedded RAG service's, which :class:`~fourfold.levels.options.Settings` holds."""
+    add_options(parser, RagOptions)
+    add_options(parser, Settings, groups={"rag"})
+
+
+def _or(default: str) -> Callable[[str], str]:
+    """An empty value (a blank form field or ``LOCUST_RAG_PATH=``) is the default."""
+    return lambda value: value or default
+
+
+_WIRE = RagWire()
+
+
+@dataclass(frozen=True)
+class RagOptions:
+    """The RAG endpoint's options as given, each declared once (:mod:`fourfold.levels.declare`);
+    :class:`RagSettings` is what L3 makes of them."""
+
+    rag_path: str = option(_WIRE.path, "--rag-path", "rag", read=_or(_WIRE.path),
+                           help="Path of the RAG endpoint on --host")
+    rag_request_template: str = option(DEFAULT_TEMPLATE, "--rag-request-template", "rag",
+                                       read=_or(DEFAULT_TEMPLATE),
+                                       help='Request body: JSON with a "{question}" placeholder ("{stream}", '
+                                            '"{model}", "{max_tokens}", "{id}" too), or @file.json')
+    rag_answer_path: str = option(_WIRE.answer, "--rag-answer-path", "rag", read=_or(_WIRE.answer),
+                                  help="Where the answer text is: dotted JSON paths or sse:EVENT[:path], "
+                                       "alternatives split by |")
+    rag_ids_path: str = option(_WIRE.ids, "--rag-ids-path", "rag", read=_or(_WIRE.ids),
+                               help="Where the retrieved document ids are (same syntax)")
+    rag_timings_path: str = option(_WIRE.timings, "--rag-timings-path", "rag", read=_or(_WIRE.timings),
+                                   help="Where the stage timings (ms) are, besides the Server-Timing header "
+                                        "(same syntax)")
+    rag_recall_k: int = option(3, "--rag-recall-k", "rag", type=int, rule=AT_LEAST_1,
+                               help="k of recall@k and context precision@k")
+
+    def __post_init__(self) -> None:
+        check_rules(self)
 
 
 def resolve_path(path: str | Path, default: Path) -> Path:
@@ -110,13 +128,8 @@ class RagSettings:
 
     @classmethod
     def from_options(cls, options: Any, settings: Settings) -> RagSettings:
-        defaults = RagWire()
-
-        def get(name: str, default: Any) -> Any:
-            value = getattr(options, name, None) if options is not None else None
-            return default if value is None or value == "" else value
-
-        template = get("rag_request_template", DEFAULT_TEMPLATE)
+        given = RagOptions(**read_options(RagOptions, options))
+        template = given.rag_request_template
         if template.startswith("@"):
             source = resolve_path(template[1:], Path(template[1:]))
             try:
@@ -125,13 +138,9 @@ class RagSettings:
                 why = "not UTF-8" if isinstance(exc, UnicodeDecodeError) else exc.strerror or str(exc)
                 raise DatasetError(f"--rag-request-template {template}: cannot read {source} "
                                    f"({why})") from None
-        wire = RagWire(path=get("rag_path", defaults.path), template=template,
-                       answer=get("rag_answer_path", defaults.answer), ids=get("rag_ids_path", defaults.ids),
-                       timings=get("rag_timings_path", defaults.timings))
-        k = int(get("rag_recall_k", 3))
-        if k < 1:
-            raise ValueError(f"--rag-recall-k must be at least 1, got {k}")
-        return cls(wire, k, str(resolve_path(settings.dataset, DEFAULT_QUESTIONS)),
+        wire = RagWire(path=given.rag_path, template=template, answer=given.rag_answer_path,
+                       ids=given.rag_ids_path, timings=given.rag_timings_path)
+        return cls(wire, given.rag_recall_k, str(resolve_path(settings.dataset, DEFAULT_QUESTIONS)),
                    str(resolve_path(settings.rag_corpus, DEFAULT_CORPUS)))
 
 
@@ -226,18 +235,14 @@ def _rag_environment(environment: Any) -> bool:
 
 def rag_settings(environment: Any) -> RagSettings:
     """The environment's RagSettings (read at test start; on first use before that)."""
-    found = getattr(environment, "fourfold_rag_settings", None)
-    if found is None:
-        found = RagSettings.from_options(environment.parsed_options, get_runtime(environment).settings)
-        environment.fourfold_rag_settings = found
-    return found
+    return state_of(environment).setdefault(RagSettings, lambda: RagSettings.from_options(
+        environment.parsed_options, get_runtime(environment).settings))
 
 
 def _stats(environment: Any, k: int) -> RagStats:
-    stats = getattr(environment, "fourfold_rag", None)
+    stats = state_of(environment).get(RagStats)
     if stats is None or stats.k != k:
-        stats = RagStats(k)
-        environment.fourfold_rag = stats
+        stats = state_of(environment).put(RagStats(k))
     return stats
 
 
@@ -274,11 +279,10 @@ def _on_test_start(environment: Any, **_kw: Any) -> None:
     if not _rag_environment(environment):
         return
     runtime = get_runtime(environment)
-    rag = environment.fourfold_rag_settings = RagSettings.from_options(environment.parsed_options,
-                                                                        runtime.settings)
+    rag = state_of(environment).put(RagSettings.from_options(environment.parsed_options, runtime.settings))
     if not runtime.is_worker:
         _describe(environment, runtime, rag)
-        environment.fourfold_rag = RagStats(rag.recall_k)
+        state_of(environment).put(RagStats(rag.recall_k))
 
 
 def _service_config(environment: Any, rag: RagSettings) -> dict[str, Any] | None:
@@ -295,7 +299,7 @@ def _service_config(environment: Any, rag: RagSettings) -> dict[str, Any] | None
 
 def _on_worker_report(environment: Any, client_id: str, data: dict[str, Any], **_kw: Any) -> None:
     """Master: the workers' records (already shipped for the run log) feed the rag block too."""
-    stats = getattr(environment, "fourfold_rag", None)
+    stats = state_of(environment).get(RagStats)
     if stats is not None:
         for raw in (data.get("fourfold") or {}).get("records") or ():
             stats.add(RequestRecord.from_dict(raw))
@@ -304,8 +308,8 @@ def _on_worker_report(environment: Any, client_id: str, data: dict[str, Any], **
 def rag_block(environment: Any) -> dict[str, Any]:
     """``{"rag": block}`` of this test's RagStats so far (a master's: fed by the workers' records);
     what :func:`_on_finish` writes into summary.json, and the web UI's live L3 panel."""
-    stats = getattr(environment, "fourfold_rag", None)
-    runtime = getattr(environment, "fourfold_runtime", None)
+    stats = state_of(environment).get(RagStats)
+    runtime = find_runtime(environment)
     if stats is None or runtime is None or runtime.is_worker:
         return {}
     block = stats.summary()
@@ -318,7 +322,7 @@ def rag_block(environment: Any) -> dict[str, Any]:
 def _on_finish(environment: Any, **_kw: Any) -> None:
     """Each test's end (``hooks.finish_test``, before its summary is written): the rag block of this
     test's RagStats (made anew at each test start) into ``summary_extra``, and on the console."""
-    runtime = getattr(environment, "fourfold_runtime", None)
+    runtime = find_runtime(environment)
     found = rag_block(environment)
     if not found or runtime is None or runtime.finished:
         return

@@ -7,40 +7,18 @@ common option registration can call it without import cycles.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from fourfold.adapters.locust import show_in_web_ui as show_options_in_web_ui
+from fourfold.levels.declare import AT_LEAST_0, add_options, check_rules, declared, option, read_options
 from fourfold.levels.l4_ab import parse_split
-
-L4_DESTS = ("think_scale", "patience_scale", "sessions_per_user", "ab_split", "ab_host", "ab_profile",
-            "ab_seed")
 
 
 def register(parser: Any) -> None:
     """Add the L4 options to Locust's argument parser: every level parses them (command line,
     ``LOCUST_*``, locust.conf), the web UI's start form shows them only for L4 (:func:`show_in_web_ui`)."""
-
-    def add(*args: Any, **kwargs: Any) -> Any:
-        return parser.add_argument(*args, include_in_web_ui=False, **kwargs)
-
-    add("--think-scale", type=float, default=1.0,
-        help="L4: multiply every persona's think time between turns (0 = no think time)")
-    add("--patience-scale", type=float, default=1.0,
-        help="L4: multiply every persona's patience (TTFT and E2E limits); 0 = users never leave a slow "
-             "session")
-    add("--sessions-per-user", type=int, default=0,
-        help="L4: each user stops after this many sessions (0 = until the run ends); "
-             "a local run ends once every user has stopped")
-    add("--ab-split", default="",
-        help="L4 sticky A/B: share of users on variant A (--host), the rest on B (--ab-host): "
-             "0.95, 95%%, 95/5 or 50/50; empty = no A/B")
-    add("--ab-host", default="",
-        help="L4 sticky A/B: variant B's target; default with no --host: a second embedded simulator")
-    add("--ab-profile", default="candidate",
-        help="L4 sticky A/B: profile of the embedded simulator of variant B (variant A uses --sim-profile)")
-    add("--ab-seed", type=int, default=0, help="L4 sticky A/B: seed of the user -> variant hash")
+    add_options(parser, SessionSettings, web_ui=False)
 
 
 def show_in_web_ui(parser: Any) -> None:
@@ -49,15 +27,42 @@ def show_in_web_ui(parser: Any) -> None:
     show_options_in_web_ui(parser, L4_DESTS)
 
 
+def _ab_share(split: str) -> float | None:
+    split = str(split).strip()
+    return parse_split(split) if split else None
+
+
+def _host(value: str) -> str:
+    return str(value).rstrip("/")
+
+
 @dataclass(frozen=True)
 class SessionSettings:
-    think_scale: float = 1.0
-    patience_scale: float = 1.0
-    sessions_per_user: int = 0
-    ab_share_a: float | None = None      # None: no A/B split
-    ab_host: str = ""
-    ab_profile: str = "candidate"
-    ab_seed: int = 0
+    """L4's options, each declared once (:mod:`fourfold.levels.declare`)."""
+
+    think_scale: float = option(1.0, "--think-scale", "session", type=float, rule=AT_LEAST_0,
+                                help="L4: multiply every persona's think time between turns (0 = no think "
+                                     "time)")
+    patience_scale: float = option(1.0, "--patience-scale", "session", type=float, rule=AT_LEAST_0,
+                                   help="L4: multiply every persona's patience (TTFT and E2E limits); 0 = "
+                                        "users never leave a slow session")
+    sessions_per_user: int = option(0, "--sessions-per-user", "session", type=int, rule=AT_LEAST_0,
+                                    help="L4: each user stops after this many sessions (0 = until the run "
+                                         "ends); a local run ends once every user has stopped")
+    ab_share_a: float | None = option(None, "--ab-split", "session", raw_default="", read=_ab_share,
+                                      help="L4 sticky A/B: share of users on variant A (--host), the rest on "
+                                           "B (--ab-host): 0.95, 95%%, 95/5 or 50/50; empty = no A/B")
+    ab_host: str = option("", "--ab-host", "session", read=_host,
+                          help="L4 sticky A/B: variant B's target; default with no --host: a second embedded "
+                               "simulator")
+    ab_profile: str = option("candidate", "--ab-profile", "session",
+                             help="L4 sticky A/B: profile of the embedded simulator of variant B (variant A "
+                                  "uses --sim-profile)")
+    ab_seed: int = option(0, "--ab-seed", "session", type=int,
+                          help="L4 sticky A/B: seed of the user -> variant hash")
+
+    def __post_init__(self) -> None:
+        check_rules(self)
 
     @property
     def ab(self) -> bool:
@@ -65,29 +70,11 @@ class SessionSettings:
 
     @classmethod
     def from_options(cls, options: Any) -> SessionSettings:
-        """Build from Locust's parsed options (missing attributes take the defaults)."""
-        def get(name: str, default: Any) -> Any:
-            value = getattr(options, name, default) if options is not None else default
-            return default if value is None else value
+        """Read from Locust's parsed options (missing attributes take the defaults)."""
+        return cls(**read_options(cls, options))
 
-        split = str(get("ab_split", "")).strip()
-        think_scale, patience_scale = float(get("think_scale", 1.0)), float(get("patience_scale", 1.0))
-        if not (0 <= think_scale < math.inf and 0 <= patience_scale < math.inf):
-            raise ValueError(f"--think-scale {think_scale} / --patience-scale {patience_scale}: "
-                             "must be numbers >= 0")
-        sessions_per_user = int(get("sessions_per_user", 0))
-        if sessions_per_user < 0:
-            raise ValueError("--sessions-per-user must be >= 0 (0: until the run ends), "
-                             f"got {sessions_per_user}")
-        return cls(
-            think_scale=think_scale,
-            patience_scale=patience_scale,
-            sessions_per_user=sessions_per_user,
-            ab_share_a=parse_split(split) if split else None,
-            ab_host=str(get("ab_host", "")).rstrip("/"),
-            ab_profile=str(get("ab_profile", "candidate")),
-            ab_seed=int(get("ab_seed", 0)),
-        )
+
+L4_DESTS = tuple(opt.parsed_name for _, opt in declared(SessionSettings))   # shown in the form for L4 only
 
 
 __all__ = ["SessionSettings", "register"]

@@ -47,7 +47,8 @@ from fourfold.levels.l4_options import SessionSettings, show_in_web_ui
 from fourfold.levels.l4_scripts import Conversation, SessionScript, script_from_dict
 from fourfold.levels.l4_stats import SessionStats, format_sessions
 from fourfold.levels.options import Settings
-from fourfold.levels.runtime import get_runtime
+from fourfold.levels.runtime import find_runtime, get_runtime
+from fourfold.levels.state import state_of
 from fourfold.measure.record import RequestRecord
 from fourfold.measure.stats import end_s
 from fourfold.targets.launch import start_simulator
@@ -92,7 +93,7 @@ class SessionRun:
 
     def publish(self) -> None:
         """Refresh ``summary.json``'s ``sessions`` block (local runner / master)."""
-        runtime = getattr(self.environment, "fourfold_runtime", None)
+        runtime = find_runtime(self.environment)
         if runtime is not None and not runtime.is_worker:
             runtime.summary_extra["sessions"] = self.stats.summary()
 
@@ -133,16 +134,12 @@ class SessionRun:
 
 def sessions_block(environment: Any) -> dict[str, Any]:
     """``{"sessions": ...}`` so far (what :meth:`SessionRun.publish` writes): the web UI's L4 panel."""
-    run = getattr(environment, "fourfold_sessions", None)
+    run = state_of(environment).get(SessionRun)
     return {"sessions": run.stats.summary()} if run is not None else {}
 
 
 def get_session_run(environment: Any) -> SessionRun:
-    run = getattr(environment, "fourfold_sessions", None)
-    if run is None:
-        run = SessionRun(environment)
-        environment.fourfold_sessions = run
-    return run
+    return state_of(environment).setdefault(SessionRun, lambda: SessionRun(environment))
 
 
 def _simulator_args(settings: Settings) -> list[str]:
@@ -336,7 +333,7 @@ def _on_test_start(environment: Any, **_kw: Any) -> None:
     if _is_l4(environment):
         run = get_session_run(environment)
         run.settings = SessionSettings.from_options(environment.parsed_options)   # workers: the master's
-        runtime = getattr(environment, "fourfold_runtime", None)
+        runtime = find_runtime(environment)
         if runtime is not None and not runtime.is_worker:    # each test its own (web UI: Stop, then New)
             run.stats = SessionStats()
             run.printed = False
@@ -344,8 +341,8 @@ def _on_test_start(environment: Any, **_kw: Any) -> None:
 
 def _on_finish(environment: Any, **_kw: Any) -> None:
     """Each test's end (``hooks.finish_test``): this test's ``sessions`` block, on the console too."""
-    run = getattr(environment, "fourfold_sessions", None)
-    runtime = getattr(environment, "fourfold_runtime", None)
+    run = state_of(environment).get(SessionRun)
+    runtime = find_runtime(environment)
     if run is None or runtime is None or runtime.is_worker:
         return
     run.publish()
@@ -358,10 +355,10 @@ def _on_finish(environment: Any, **_kw: Any) -> None:
 def _on_quitting(environment: Any, **_kw: Any) -> None:
     # Locust fires ``quitting`` in reverse order: this runs before levels.hooks' listener, which
     # writes summary.json (with the ``sessions`` block of _on_finish) after the users stopped here.
-    run = getattr(environment, "fourfold_sessions", None)
+    run = state_of(environment).get(SessionRun)
     if run is None:
         return
-    runtime = getattr(environment, "fourfold_runtime", None)
+    runtime = find_runtime(environment)
     if runtime is not None and not runtime.is_worker:
         runner = environment.runner      # a stop signal: stop users before variant B's target goes away
         if runner is not None and runner.state in (STATE_RUNNING, STATE_SPAWNING):

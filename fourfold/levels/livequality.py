@@ -36,6 +36,7 @@ from gevent.queue import Full, Queue
 from fourfold.fingerprint.live import LiveSampler, eligible, job_record
 from fourfold.fingerprint.score import ScoreRow, summarize
 from fourfold.levels.runtime import get_runtime
+from fourfold.levels.state import state_of
 
 log = logging.getLogger("fourfold")
 QUEUE_SIZE = 256
@@ -194,10 +195,9 @@ def register(environment: Any) -> LiveQuality | None:
     started with ``--score-live`` (the option is read at each test's start: the web UI's form)."""
 
     runtime = get_runtime(environment)
-    if runtime.is_worker or getattr(environment, "fourfold_live_quality", None):
+    if runtime.is_worker or state_of(environment).get(LiveQuality) is not None:
         return None
-    live = LiveQuality(runtime)
-    environment.fourfold_live_quality = live
+    live = state_of(environment).put(LiveQuality(runtime))
     runtime.record_listeners.append(live.offer)     # every record the run directory gets, also offered here
     runtime.finishers.insert(0, live.finish)        # finishers run last first: this one after the levels'
 
@@ -255,7 +255,7 @@ def quality_stats(environment: Any) -> list[dict[str, Any]]:
 
 def live_block(environment: Any) -> dict[str, Any] | None:
     """The current test's ``quality_live`` block, or None without ``--score-live``."""
-    live = getattr(environment, "fourfold_live_quality", None)
+    live = state_of(environment).get(LiveQuality)
     return live.block() if live is not None and live.enabled else None
 
 

@@ -1,4 +1,5 @@
-"""fourfold's options: registered once on Locust's parser, read once into a frozen Settings.
+"""fourfold's options: declared once on the fields of a frozen Settings (:mod:`fourfold.levels.declare`),
+registered from them on Locust's parser and read back into Settings.
 
 Registered through ``events.init_command_line_parser`` they work from the command line, from
 ``LOCUST_*`` environment variables, from ``locust.conf`` / ``[tool.locust]``, and in the web UI's
@@ -10,269 +11,40 @@ the ``--api-key`` and every ``--header`` value not marked public with ``--header
 from __future__ import annotations
 
 import argparse
-import math
+import operator
 import os
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from fourfold.client.dialects import DIALECTS
 from fourfold.errors import OptionError
 from fourfold.gates.gate import load_slo
 from fourfold.gates.slo import SLOSpecError
+from fourfold.levels.declare import (
+    AT_LEAST_0,
+    AT_LEAST_1,
+    GROUPS,
+    POSITIVE,
+    SHARE,
+    add_options,
+    check_rules,
+    option,
+    read_options,
+)
 from fourfold.levels.l4_options import register as _register_l4
 from fourfold.rundir.secrets import REDACTED, Secrets
+from fourfold.targets.rag.retriever import RERANKERS, RETRIEVERS
 from fourfold.workloads.formats import FORMAT_NAMES, check_format_name, parse_columns
 
 SECRET_OPTIONS = frozenset({"api_key"})
 
 
 def register(parser: Any) -> None:
-    """Add fourfold's options to Locust's argument parser (call from init_command_line_parser)."""
-    add = parser.add_argument
-    add("--dialect", default="openai", choices=sorted(DIALECTS),
-        help="Wire format of the target: openai (chat completions), anthropic (/v1/messages), "
-             "triton (KServe v2)")
-    add("--model", default="fourfold-sim", help="Model name sent in each request")
-    add("--dataset", default="",
-        help="Prompts file: fourfold JSONL, ShareGPT, OpenAI chat or batch JSONL, Parquet, CSV, JSON "
-             "(told from the content; docs/datasets.md); default: bundled prompts")
-    add("--dataset-format", default="auto", choices=list(FORMAT_NAMES),
-        help="Read --dataset as this format instead of telling it from the content")
-    add("--dataset-column", default="",
-        help="Columns of a Parquet/CSV/JSON file: 'prompt=question,reference=answer' "
-             "(also id=, max_tokens=, system=)")
-    add("--dataset-sample", type=int, default=0,
-        help="Send N items of the dataset, drawn without replacement with --seed (then cycled); 0: all")
-    add("--seed", type=int, default=0, help="Seed of --dataset-sample and --shuffle")
-    add("--shuffle", action="store_true", default=False,
-        help="Each user sends the items in its own order drawn from --seed (same seed: same order per user)")
-    add("--dataset-filter", default="",
-        help="Keep items by length in tokens, e.g. 'input<=4096,output<=512' (<=, >=, <, >)")
-    add("--trace-speed", type=float, default=1.0,
-        help="Replay a trace dataset this many times faster (2: half the gaps)")
-    add("--synthetic", default="",
-        help="Send synthetic prompts instead of a dataset: "
-             "'input=1024±128,output=256±32,n=500,seed=1,prefix=512' "
-             "(token lengths: mean ± standard deviation; exact with --tokenizer, else a word-based estimate)")
-    add("--tokenizer", default="",
-        help="The target's tokenizer (a tokenizer.json or a Hugging Face tokenizer directory, read offline): "
-             "exact input token counts, output counts when the server sends no usage, "
-             "exact --synthetic lengths")
-    add("--max-tokens", type=int, default=0, help="Override every item's max_tokens (0 = use the item's)")
-    add("--ignore-eos", action="store_true", default=False,
-        help="Ask the server to always produce max_tokens (vLLM extension; on by default for L1 against "
-             "the embedded simulator)")
-    add("--no-ignore-eos", action="store_true", default=False,
-        help="Let answers end naturally even where --ignore-eos would be implied "
-             "(scoring structure needs it)")
-    add("--no-stream", action="store_true", default=False, help="Send non-streaming requests (TTFT = E2E)")
-    add("--api-key", default="", is_secret=True, env_var="FOURFOLD_API_KEY",
-        help="API key (or env FOURFOLD_API_KEY); sent as Bearer or x-api-key, never recorded")
-    add("--api-key-header", default="authorization", choices=["authorization", "x-api-key", "api-key"],
-        help="How the API key is sent")
-    add("--header", dest="headers", action="append", default=[], include_in_web_ui=False,
-        help="Extra request header 'Name: value' (repeatable); its value is a credential: "
-             "replaced by *** in records, meta.json and logs (see --header-public)")
-    add("--header-public", dest="public_headers", action="append", default=[], include_in_web_ui=False,
-        help="Extra request header 'Name: value' (repeatable) that is no secret, e.g. a version, beta "
-             "flag or trace id: sent like --header, kept in clear in records and meta.json")
-    add("--warmup-requests", type=int, default=1,
-        help="Requests each user sends before measuring (excluded from every statistic)")
-    add("--stall-ms", type=float, default=150.0, help="A gap between content chunks above this is a stall")
-    add("--read-timeout", type=float, default=60.0,
-        help="Seconds without content (to the response head and the first token, then between tokens; "
-             "keep-alive comments do not count) before a stream counts as timed out")
-    add("--connect-timeout", type=float, default=10.0, help="Seconds to open a connection")
-    add("--max-response-s", type=float, default=600.0, help="Stop reading a response after this many seconds")
-    add("--http2", action="store_true", default=False,
-        help="Use HTTP/2 (httpx + h2) instead of fourfold's HTTP/1.1 transport")
-    add("--insecure", action="store_true", default=False, help="Do not verify TLS certificates")
-    add("--run-dir", default="runs", help="Base directory of run directories")
-    add("--label", default="", help="Label of this run (part of the run directory's name)")
-    add("--no-record-text", action="store_true", default=False,
-        help="Do not keep answer text in records.jsonl")
-    add("--metrics-url", dest="metrics_url", action="append", default=[], env_var="LOCUST_METRICS_URL",
-        help="Prometheus /metrics endpoint sampled during the run, repeatable or comma-separated "
-             "(the engine's and a DCGM exporter's: the first URL listed wins a metric both give; "
-             "default: <host>/metrics; 'off' disables)")
-    add("--sample-interval", type=float, default=1.0, help="Seconds between /metrics and nvidia-smi samples")
-    add("--mirror-host", default="",
-        help="Also send a share of requests to this second target (gray release); its answers reach no user")
-    add("--mirror-share", type=float, default=0.1, help="Share of requests mirrored to --mirror-host (0..1)")
-    add("--sim-profile", default="baseline",
-        help="Profile of the embedded simulator started when no --host is given")
-    add("--sim-seed", type=int, default=0, help="Seed of the embedded simulator")
-    add("--sim-max-concurrency", type=int, default=0,
-        help="Embedded simulator: gateway limit on generations in flight (0: none)")
-    add("--sim-over-limit", default="queue", choices=["queue", "429", "503"],
-        help="Embedded simulator: what a request over --sim-max-concurrency gets")
-    add("--sim-keepalive-timeout-s", type=float, default=0.0,
-        help="Embedded simulator: close keep-alive connections idle this long (0: never)")
-    add("--slo", default="", type=_slo_option,
-        help="SLO gate, e.g. 'ttft_p95<=450ms,e2e_p99<=1400ms', or an SLO file (ci/slo.toml); "
-             "a missed SLO makes the run exit 3")
-    add("--junit", default="", include_in_web_ui=False,
-        help="Write the SLO verdicts as JUnit XML to this path (one testcase per SLO)")
-    add("--score-live", action="store_true", default=False,
-        help="Score a sample of the answers while the test runs, in a separate process (MiniLM similarity "
-             "and structure compliance, as 'fourfold score'): the web UI's LLM quality tab, "
-             "summary.json quality_live")
-    add("--score-live-every", type=int, default=10, help="--score-live: score 1 in N answers")
-    add("--score-live-max-per-s", type=float, default=5.0,
-        help="--score-live: score at most this many answers a second (0: no cap)")
+    """Add fourfold's options to Locust's argument parser (call from init_command_line_parser): every
+    option :class:`Settings` declares but L3's own (``levels/l3_rag.py`` adds those), then L4's."""
+    add_options(parser, Settings, groups=set(GROUPS) - {"rag"})
     _register_l4(parser)   # L4 session flow and sticky A/B (levels/l4_options.py)
-
-
-def _slo_option(value: str) -> str:
-    """Check --slo when it is parsed (a malformed spec or file: exit code 2); keep the text."""
-    if value and value.strip():
-        try:
-            load_slo(value)
-        except SLOSpecError as exc:
-            raise argparse.ArgumentTypeError(str(exc).removeprefix("--slo: ")) from None
-    return value
-
-
-@dataclass(frozen=True)
-class Settings:
-    dialect: str = "openai"
-    model: str = "fourfold-sim"
-    dataset: str = ""
-    dataset_format: str = "auto"
-    dataset_columns: tuple[tuple[str, str], ...] = ()      # --dataset-column pairs (field, column)
-    dataset_sample: int = 0
-    seed: int = 0
-    shuffle: bool = False
-    dataset_filter: str = ""
-    trace_speed: float = 1.0
-    synthetic: str = ""
-    tokenizer: str = ""
-    max_tokens: int | None = None
-    ignore_eos: bool = False
-    no_ignore_eos: bool = False
-    stream: bool = True
-    api_key: str = field(default="", repr=False)
-    api_key_header: str = "authorization"
-    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)    # credentials unless public
-    public_headers: tuple[tuple[str, str], ...] = ()
-    warmup_requests: int = 1
-    stall_ms: float = 150.0
-    read_timeout_s: float = 60.0
-    connect_timeout_s: float = 10.0
-    max_response_s: float = 600.0
-    http2: bool = False
-    insecure: bool = False
-    run_dir: str = "runs"
-    label: str = ""
-    record_text: bool = True
-    metrics_url: str = ""                   # comma-separated; metrics_url_list() splits it
-    sample_interval_s: float = 1.0
-    mirror_host: str = ""
-    mirror_share: float = 0.1
-    sim_profile: str = "baseline"
-    sim_seed: int = 0
-    sim_max_concurrency: int = 0            # embedded simulator gateway knobs (fourfold.targets.sim.gateway)
-    sim_over_limit: str = "queue"
-    sim_keepalive_timeout_s: float = 0.0
-    rag_retriever: str = ""                 # embedded RAG service ("": the --sim-profile's; levels.l3_rag
-    rag_rerank: str = ""                    # registers the options)
-    rag_top_k: int = 3
-    rag_corpus: str = ""
-    slo: str = ""
-    junit: str = ""
-    score_live: bool = False                # --score-live (levels.livequality)
-    score_live_every: int = 10
-    score_live_max_per_s: float = 5.0
-
-    def __post_init__(self) -> None:
-        check_values(self)
-
-    @classmethod
-    def from_options(cls, options: Any) -> Settings:
-        """Build from Locust's parsed options (missing attributes take the defaults)."""
-        def get(name: str, default: Any) -> Any:
-            value = getattr(options, name, default) if options is not None else default
-            return default if value is None else value
-
-        max_tokens = int(get("max_tokens", 0)) or None
-        return cls(
-            dialect=get("dialect", "openai"),
-            model=get("model", "fourfold-sim"),
-            dataset=get("dataset", ""),
-            dataset_format=check_format_name(str(get("dataset_format", "auto"))),
-            dataset_columns=parse_columns(get("dataset_column", "")),
-            dataset_sample=int(get("dataset_sample", 0)),
-            seed=int(get("seed", 0)),
-            shuffle=bool(get("shuffle", False)),
-            dataset_filter=str(get("dataset_filter", "")),
-            trace_speed=float(get("trace_speed", 1.0)),
-            synthetic=str(get("synthetic", "")),
-            tokenizer=str(get("tokenizer", "")),
-            max_tokens=max_tokens,
-            ignore_eos=bool(get("ignore_eos", False)),
-            no_ignore_eos=bool(get("no_ignore_eos", False)),
-            stream=not get("no_stream", False),
-            api_key=get("api_key", "") or os.environ.get("FOURFOLD_API_KEY", ""),
-            api_key_header=get("api_key_header", "authorization"),
-            headers=parse_headers(get("headers", [])),
-            public_headers=parse_headers(get("public_headers", []), option="--header-public"),
-            warmup_requests=int(get("warmup_requests", 1)),
-            stall_ms=float(get("stall_ms", 150.0)),
-            read_timeout_s=float(get("read_timeout", 60.0)),
-            connect_timeout_s=float(get("connect_timeout", 10.0)),
-            max_response_s=float(get("max_response_s", 600.0)),
-            http2=bool(get("http2", False)),
-            insecure=bool(get("insecure", False)),
-            run_dir=get("run_dir", "runs"),
-            label=get("label", ""),
-            record_text=not get("no_record_text", False),
-            metrics_url=",".join(metrics_url_list(get("metrics_url", ""))),
-            sample_interval_s=float(get("sample_interval", 1.0)),
-            mirror_host=get("mirror_host", ""),
-            mirror_share=float(get("mirror_share", 0.1)),
-            sim_profile=get("sim_profile", "baseline"),
-            sim_seed=int(get("sim_seed", 0)),
-            sim_max_concurrency=int(get("sim_max_concurrency", 0)),
-            sim_over_limit=str(get("sim_over_limit", "queue")),
-            sim_keepalive_timeout_s=float(get("sim_keepalive_timeout_s", 0.0)),
-            rag_retriever=str(get("rag_retriever", "") or ""),
-            rag_rerank=str(get("rag_rerank", "") or ""),
-            rag_top_k=int(get("rag_top_k", 3)),
-            rag_corpus=str(get("rag_corpus", "")),
-            slo=get("slo", ""),
-            junit=get("junit", ""),
-            score_live=bool(get("score_live", False)),
-            score_live_every=int(get("score_live_every", 10)),
-            score_live_max_per_s=float(get("score_live_max_per_s", 5.0)),
-        )
-
-    def request_headers(self) -> dict[str, str]:
-        """Headers every request carries: the --header and --header-public values and the API key."""
-        return {**dict(self.public_headers), **dict(self.headers), **self.auth_headers()}
-
-    def secrets(self) -> Secrets:
-        """The credentials to keep out of every record, log and meta.json: the API key and every
-        ``--header`` value (``--header-public`` ones are not secrets)."""
-        return _configured(self.api_key, tuple(value for _, value in self.headers),
-                           tuple(value for _, value in self.public_headers))
-
-    def auth_headers(self) -> dict[str, str]:
-        if not self.api_key:
-            return {}
-        if self.api_key_header == "authorization":
-            return {"Authorization": f"Bearer {self.api_key}"}
-        return {self.api_key_header: self.api_key}
-
-
-def _configured(api_key: str, header_values: tuple[str, ...], public_values: tuple[str, ...]) -> Secrets:
-    key = (api_key, header_values, public_values)
-    if key not in _SECRETS:
-        _SECRETS[key] = Secrets.configured(api_key, header_values, public_values)
-    return _SECRETS[key]
-
-
-_SECRETS: dict[tuple[str, tuple[str, ...], tuple[str, ...]], Secrets] = {}
 
 
 def parse_headers(values: list[str] | tuple[str, ...] | str,
@@ -311,44 +83,218 @@ def metrics_url_list(values: list[str] | tuple[str, ...] | str) -> tuple[str, ..
     return tuple(urls)
 
 
-# option -> (Settings field, rule): every number a run reads, checked once (check_values)
-_POSITIVE, _AT_LEAST_0, _AT_LEAST_1, _SHARE = "> 0", ">= 0", ">= 1", "within [0, 1]"
-VALUE_RULES: tuple[tuple[str, str, str], ...] = (
-    ("--max-tokens", "max_tokens", _AT_LEAST_1),
-    ("--dataset-sample", "dataset_sample", _AT_LEAST_0),
-    ("--trace-speed", "trace_speed", _POSITIVE),
-    ("--warmup-requests", "warmup_requests", _AT_LEAST_0),
-    ("--stall-ms", "stall_ms", _POSITIVE),
-    ("--read-timeout", "read_timeout_s", _POSITIVE),
-    ("--connect-timeout", "connect_timeout_s", _POSITIVE),
-    ("--max-response-s", "max_response_s", _POSITIVE),
-    ("--sample-interval", "sample_interval_s", _POSITIVE),
-    ("--mirror-share", "mirror_share", _SHARE),
-    ("--sim-max-concurrency", "sim_max_concurrency", _AT_LEAST_0),
-    ("--sim-keepalive-timeout-s", "sim_keepalive_timeout_s", _AT_LEAST_0),
-    ("--rag-top-k", "rag_top_k", _AT_LEAST_1),
-    ("--score-live-every", "score_live_every", _AT_LEAST_1),
-    ("--score-live-max-per-s", "score_live_max_per_s", _AT_LEAST_0),
-)
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")    # an HTTP header name (RFC 9110 token)
 
 
-def check_number(option: str, value: Any, rule: str) -> None:
-    """:class:`OptionError` (a ValueError) unless ``value`` is a finite number that keeps ``rule``."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if ok:
-        ok = {_POSITIVE: value > 0, _AT_LEAST_0: value >= 0, _AT_LEAST_1: value >= 1,
-              _SHARE: 0 <= value <= 1}[rule]
-    if not ok:
-        raise OptionError(f"{option} must be a number {rule}, got {value!r}")
+def _slo_option(value: str) -> str:
+    """Check --slo when it is parsed (a malformed spec or file: exit code 2); keep the text."""
+    if value and value.strip():
+        try:
+            load_slo(value)
+        except SLOSpecError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix("--slo: ")) from None
+    return value
 
 
-def check_values(settings: Settings) -> None:
-    """Every number of ``settings`` within its range (VALUE_RULES); OptionError naming the option."""
-    for option, name, rule in VALUE_RULES:
-        value = getattr(settings, name)
-        if value is not None:
-            check_number(option, value, rule)
+def _api_key(value: str) -> str:
+    return value or os.environ.get("FOURFOLD_API_KEY", "")
+
+
+def _max_tokens(value: int) -> int | None:
+    return int(value) or None
+
+
+def _metrics_urls(value: list[str] | tuple[str, ...] | str) -> str:
+    return ",".join(metrics_url_list(value))
+
+
+def _public_headers(values: list[str] | tuple[str, ...] | str) -> tuple[tuple[str, str], ...]:
+    return parse_headers(values, option="--header-public")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every option of a run, each declared once (name, type, default, help, rule, group: see
+    :mod:`fourfold.levels.declare`), frozen once read."""
+
+    # target
+    dialect: str = option("openai", "--dialect", "target", choices=sorted(DIALECTS),
+                          help="Wire format of the target: openai (chat completions), anthropic "
+                               "(/v1/messages), triton (KServe v2)")
+    model: str = option("fourfold-sim", "--model", "target", help="Model name sent in each request")
+    api_key: str = option("", "--api-key", "target", secret=True, env_var="FOURFOLD_API_KEY", read=_api_key,
+                          help="API key (or env FOURFOLD_API_KEY); sent as Bearer or x-api-key, never "
+                               "recorded")
+    api_key_header: str = option("authorization", "--api-key-header", "target",
+                                 choices=["authorization", "x-api-key", "api-key"],
+                                 help="How the API key is sent")
+    headers: tuple[tuple[str, str], ...] = option(
+        (), "--header", "target", dest="headers", action="append", web_ui=False, read=parse_headers,
+        secret=True, help="Extra request header 'Name: value' (repeatable); its value is a credential: "
+                          "replaced by *** in records, meta.json and logs (see --header-public)")
+    public_headers: tuple[tuple[str, str], ...] = option(
+        (), "--header-public", "target", dest="public_headers", action="append", web_ui=False,
+        read=_public_headers,
+        help="Extra request header 'Name: value' (repeatable) that is no secret, e.g. a version, beta "
+             "flag or trace id: sent like --header, kept in clear in records and meta.json")
+    http2: bool = option(False, "--http2", "target", action="store_true",
+                         help="Use HTTP/2 (httpx + h2) instead of fourfold's HTTP/1.1 transport")
+    insecure: bool = option(False, "--insecure", "target", action="store_true",
+                            help="Do not verify TLS certificates")
+    # workload
+    dataset: str = option("", "--dataset", "workload",
+                          help="Prompts file: fourfold JSONL, ShareGPT, OpenAI chat or batch JSONL, Parquet, "
+                               "CSV, JSON (told from the content; docs/datasets.md); default: bundled "
+                               "prompts")
+    dataset_format: str = option("auto", "--dataset-format", "workload", choices=list(FORMAT_NAMES),
+                                 read=check_format_name,
+                                 help="Read --dataset as this format instead of telling it from the content")
+    dataset_columns: tuple[tuple[str, str], ...] = option(
+        (), "--dataset-column", "workload", raw_default="", read=parse_columns,
+        help="Columns of a Parquet/CSV/JSON file: 'prompt=question,reference=answer' "
+             "(also id=, max_tokens=, system=)")
+    dataset_sample: int = option(0, "--dataset-sample", "workload", type=int, rule=AT_LEAST_0,
+                                 help="Send N items of the dataset, drawn without replacement with --seed "
+                                      "(then cycled); 0: all")
+    seed: int = option(0, "--seed", "workload", type=int, help="Seed of --dataset-sample and --shuffle")
+    shuffle: bool = option(False, "--shuffle", "workload", action="store_true",
+                           help="Each user sends the items in its own order drawn from --seed (same seed: "
+                                "same order per user)")
+    dataset_filter: str = option("", "--dataset-filter", "workload",
+                                 help="Keep items by length in tokens, e.g. 'input<=4096,output<=512' "
+                                      "(<=, >=, <, >)")
+    trace_speed: float = option(1.0, "--trace-speed", "workload", type=float, rule=POSITIVE,
+                                help="Replay a trace dataset this many times faster (2: half the gaps)")
+    synthetic: str = option("", "--synthetic", "workload",
+                            help="Send synthetic prompts instead of a dataset: "
+                                 "'input=1024±128,output=256±32,n=500,seed=1,prefix=512' "
+                                 "(token lengths: mean ± standard deviation; exact with --tokenizer, else a "
+                                 "word-based estimate)")
+    tokenizer: str = option("", "--tokenizer", "workload",
+                            help="The target's tokenizer (a tokenizer.json or a Hugging Face tokenizer "
+                                 "directory, read offline): exact input token counts, output counts when the "
+                                 "server sends no usage, exact --synthetic lengths")
+    max_tokens: int | None = option(None, "--max-tokens", "workload", type=int, raw_default=0,
+                                    read=_max_tokens, rule=AT_LEAST_1,
+                                    help="Override every item's max_tokens (0 = use the item's)")
+    ignore_eos: bool = option(False, "--ignore-eos", "workload", action="store_true",
+                              help="Ask the server to always produce max_tokens (vLLM extension; on by "
+                                   "default for L1 against the embedded simulator)")
+    no_ignore_eos: bool = option(False, "--no-ignore-eos", "workload", action="store_true",
+                                 help="Let answers end naturally even where --ignore-eos would be implied "
+                                      "(scoring structure needs it)")
+    stream: bool = option(True, "--no-stream", "workload", action="store_true", raw_default=False,
+                          read=operator.not_, help="Send non-streaming requests (TTFT = E2E)")
+    # timing
+    warmup_requests: int = option(1, "--warmup-requests", "timing", type=int, rule=AT_LEAST_0,
+                                  help="Requests each user sends before measuring (excluded from every "
+                                       "statistic)")
+    stall_ms: float = option(150.0, "--stall-ms", "timing", type=float, rule=POSITIVE,
+                             help="A gap between content chunks above this is a stall")
+    read_timeout_s: float = option(60.0, "--read-timeout", "timing", type=float, rule=POSITIVE,
+                                   help="Seconds without content (to the response head and the first token, "
+                                        "then between tokens; keep-alive comments do not count) before a "
+                                        "stream counts as timed out")
+    connect_timeout_s: float = option(10.0, "--connect-timeout", "timing", type=float, rule=POSITIVE,
+                                      help="Seconds to open a connection")
+    max_response_s: float = option(600.0, "--max-response-s", "timing", type=float, rule=POSITIVE,
+                                   help="Stop reading a response after this many seconds")
+    # run directory
+    run_dir: str = option("runs", "--run-dir", "run", help="Base directory of run directories")
+    label: str = option("", "--label", "run", help="Label of this run (part of the run directory's name)")
+    record_text: bool = option(True, "--no-record-text", "run", action="store_true", raw_default=False,
+                               read=operator.not_, help="Do not keep answer text in records.jsonl")
+    # telemetry
+    metrics_url: str = option("", "--metrics-url", "telemetry", dest="metrics_url", action="append",
+                              raw_default=(), env_var="LOCUST_METRICS_URL", read=_metrics_urls,
+                              help="Prometheus /metrics endpoint sampled during the run, repeatable or "
+                                   "comma-separated (the engine's and a DCGM exporter's: the first URL "
+                                   "listed wins a metric both give; default: <host>/metrics; 'off' disables)")
+    sample_interval_s: float = option(1.0, "--sample-interval", "telemetry", type=float, rule=POSITIVE,
+                                      help="Seconds between /metrics and nvidia-smi samples")
+    # mirror
+    mirror_host: str = option("", "--mirror-host", "mirror",
+                              help="Also send a share of requests to this second target (gray release); its "
+                                   "answers reach no user")
+    mirror_share: float = option(0.1, "--mirror-share", "mirror", type=float, rule=SHARE,
+                                 help="Share of requests mirrored to --mirror-host (0..1)")
+    # the embedded simulator
+    sim_profile: str = option("baseline", "--sim-profile", "simulator",
+                              help="Profile of the embedded simulator started when no --host is given")
+    sim_seed: int = option(0, "--sim-seed", "simulator", type=int, help="Seed of the embedded simulator")
+    sim_max_concurrency: int = option(0, "--sim-max-concurrency", "simulator", type=int, rule=AT_LEAST_0,
+                                      help="Embedded simulator: gateway limit on generations in flight "
+                                           "(0: none)")
+    sim_over_limit: str = option("queue", "--sim-over-limit", "simulator", choices=["queue", "429", "503"],
+                                 help="Embedded simulator: what a request over --sim-max-concurrency gets")
+    sim_keepalive_timeout_s: float = option(0.0, "--sim-keepalive-timeout-s", "simulator", type=float,
+                                            rule=AT_LEAST_0,
+                                            help="Embedded simulator: close keep-alive connections idle this "
+                                                 "long (0: never)")
+    # the embedded RAG service (registered by levels/l3_rag.py, for L3 only)
+    rag_retriever: str = option("", "--rag-retriever", "rag", choices=RETRIEVERS,
+                                help="Embedded RAG service: first stage (default: the --sim-profile's, bm25 "
+                                     "for the bundled ones)")
+    rag_rerank: str = option("", "--rag-rerank", "rag", choices=RERANKERS,
+                             help="Embedded RAG service: re-ranker (default: the --sim-profile's: none for "
+                                  "baseline, lexical for candidate)")
+    rag_top_k: int = option(3, "--rag-top-k", "rag", type=int, rule=AT_LEAST_1,
+                            help="Embedded RAG service: documents given to the model")
+    rag_corpus: str = option("", "--rag-corpus", "rag",
+                             help="Corpus JSONL (id, title, text, claims): conflict groups now, chunk texts "
+                                  "for groundedness later (default: the bundled corpus)")
+    # the SLO gate
+    slo: str = option("", "--slo", "gate", type=_slo_option,
+                      help="SLO gate, e.g. 'ttft_p95<=450ms,e2e_p99<=1400ms', or an SLO file (ci/slo.toml); "
+                           "a missed SLO makes the run exit 3")
+    junit: str = option("", "--junit", "gate", web_ui=False,
+                        help="Write the SLO verdicts as JUnit XML to this path (one testcase per SLO)")
+    # live quality scoring (levels.livequality)
+    score_live: bool = option(False, "--score-live", "scoring", action="store_true",
+                              help="Score a sample of the answers while the test runs, in a separate "
+                                   "process (MiniLM similarity and structure compliance, as 'fourfold "
+                                   "score'): the web UI's LLM quality tab, summary.json quality_live")
+    score_live_every: int = option(10, "--score-live-every", "scoring", type=int, rule=AT_LEAST_1,
+                                   help="--score-live: score 1 in N answers")
+    score_live_max_per_s: float = option(5.0, "--score-live-max-per-s", "scoring", type=float,
+                                         rule=AT_LEAST_0,
+                                         help="--score-live: score at most this many answers a second "
+                                              "(0: no cap)")
+
+    def __post_init__(self) -> None:
+        check_rules(self)
+
+    @classmethod
+    def from_options(cls, options: Any) -> Settings:
+        """Read from Locust's parsed options (missing attributes take the defaults)."""
+        return cls(**read_options(cls, options))
+
+    def request_headers(self) -> dict[str, str]:
+        """Headers every request carries: the --header and --header-public values and the API key."""
+        return {**dict(self.public_headers), **dict(self.headers), **self.auth_headers()}
+
+    def secrets(self) -> Secrets:
+        """The credentials to keep out of every record, log and meta.json: the API key and every
+        ``--header`` value (``--header-public`` ones are not secrets)."""
+        return _configured(self.api_key, tuple(value for _, value in self.headers),
+                           tuple(value for _, value in self.public_headers))
+
+    def auth_headers(self) -> dict[str, str]:
+        if not self.api_key:
+            return {}
+        if self.api_key_header == "authorization":
+            return {"Authorization": f"Bearer {self.api_key}"}
+        return {self.api_key_header: self.api_key}
+
+
+def _configured(api_key: str, header_values: tuple[str, ...], public_values: tuple[str, ...]) -> Secrets:
+    key = (api_key, header_values, public_values)
+    if key not in _SECRETS:
+        _SECRETS[key] = Secrets.configured(api_key, header_values, public_values)
+    return _SECRETS[key]
+
+
+_SECRETS: dict[tuple[str, tuple[str, ...], tuple[str, ...]], Secrets] = {}
 
 
 def redacted(settings: Settings) -> dict[str, Any]:

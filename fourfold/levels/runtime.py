@@ -34,6 +34,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from fourfold.levels.ledger import PROGRESS_INTERVAL_S, PROGRESS_MESSAGE, Backoff, WorkerLedger
 from fourfold.levels.options import Settings, redacted
+from fourfold.levels.state import state_of
 from fourfold.measure.loadgen import GeneratorHealth, HubSampler
 from fourfold.measure.record import RequestRecord
 from fourfold.measure.stats import LLMStats
@@ -349,8 +350,13 @@ def _versions() -> dict[str, str]:
     return found
 
 
+def find_runtime(environment: Any) -> Runtime | None:
+    """The environment's Runtime, or None before :func:`register`."""
+    return state_of(environment).get(Runtime)
+
+
 def get_runtime(environment: Environment) -> Runtime:
-    runtime = getattr(environment, "fourfold_runtime", None)
+    runtime = find_runtime(environment)
     if runtime is None:
         raise RuntimeError("fourfold's runtime is not registered on this environment: "
                            "import the level's User from levels/ so its init listener runs")
@@ -359,11 +365,11 @@ def get_runtime(environment: Environment) -> Runtime:
 
 def register(environment: Environment, settings: Settings | None = None) -> Runtime:
     """Create the environment's Runtime and attach its listeners (idempotent)."""
-    existing = getattr(environment, "fourfold_runtime", None)
+    existing = find_runtime(environment)
     if existing is not None:
         return existing
-    runtime = Runtime(environment, settings or Settings.from_options(environment.parsed_options))
-    environment.fourfold_runtime = runtime  # type: ignore[attr-defined]
+    runtime = state_of(environment).put(Runtime(environment, settings or
+                                                Settings.from_options(environment.parsed_options)))
     ev = environment.events
     ev.report_to_master.add_listener(runtime.on_report_to_master)
     ev.worker_report.add_listener(runtime.on_worker_report)
@@ -374,14 +380,14 @@ def register(environment: Environment, settings: Settings | None = None) -> Runt
     return runtime
 
 
-__all__ = ["Runtime", "events", "get_runtime", "live_blocks", "register"]
+__all__ = ["Runtime", "events", "find_runtime", "get_runtime", "live_blocks", "register"]
 
 
 def live_blocks(environment: Any) -> dict[str, Any]:
     """The levels' summary blocks over the data so far (local runner or master: the workers' merged
     data), from the same functions that write them into summary.json; a finished test's blocks as
     written. ``server_metrics``: the sampler's summary so far."""
-    runtime = getattr(environment, "fourfold_runtime", None)
+    runtime = find_runtime(environment)
     if runtime is None or runtime.is_worker:
         return {}
     blocks: dict[str, Any] = {}

@@ -32,7 +32,8 @@ from fourfold.gates.slo import MISS_EXIT_CODE, SLO, SLOSpecError, Verdict, goodp
 from fourfold.gates.slo_report import format_verdicts
 from fourfold.gates.slo_verdict import evaluate, exit_code, summary_block
 from fourfold.levels.options import Settings
-from fourfold.levels.runtime import Runtime
+from fourfold.levels.runtime import Runtime, find_runtime
+from fourfold.levels.state import state_of
 from fourfold.measure.stats import LLMStats
 
 log = logging.getLogger("fourfold")
@@ -49,7 +50,7 @@ class Gate:
 
 
 def get_gate(environment: Any) -> Gate:
-    return getattr(environment, "fourfold_gate", None) or Gate()
+    return state_of(environment).get(Gate) or Gate()
 
 
 def configure(environment: Any, runtime: Runtime) -> Gate:
@@ -61,7 +62,7 @@ def configure(environment: Any, runtime: Runtime) -> Gate:
         except SLOSpecError as exc:
             gate.error = str(exc)
             log.error("fourfold: %s; the SLO gate is off for this run", exc)
-    environment.fourfold_gate = gate
+    state_of(environment).put(gate)
     options = environment.parsed_options
     if runtime.is_worker:
         shipped = getattr(options, STATS_CONFIG_OPTION, None)   # the master's, with the spawn message
@@ -92,7 +93,7 @@ def _apply_thresholds(runtime: Runtime, stall_ms: float, slo_ms: dict[str, float
 
 def live_verdicts(environment: Any) -> list[Verdict]:
     gate = get_gate(environment)
-    runtime = getattr(environment, "fourfold_runtime", None)
+    runtime = find_runtime(environment)
     if not gate.slos or runtime is None:
         return []
     summary = runtime.stats.summary()
@@ -133,10 +134,11 @@ def finish(environment: Any, runtime: Runtime, summary: dict[str, Any] | None) -
     gate = get_gate(environment)
     if runtime.is_worker:
         return []
-    earlier = getattr(environment, "fourfold_exit_code", None)
+    state = state_of(environment)
+    earlier = state.exit_code
     if earlier is not None and environment.process_exit_code == earlier:
         environment.process_exit_code = None          # an earlier test's miss: this test decides now
-    environment.fourfold_exit_code = None
+    state.exit_code = None
     if summary is None or not gate.slos:
         return []
     verdicts = evaluate(gate.slos, summary, quality="skip")
@@ -158,7 +160,7 @@ def finish(environment: Any, runtime: Runtime, summary: dict[str, Any] | None) -
         print(f"fourfold: SLO verdicts as JUnit XML in {path}", flush=True)
     code = exit_code(verdicts) if per_rate is None else per_rate[0]
     if code:
-        environment.process_exit_code = environment.fourfold_exit_code = code
+        environment.process_exit_code = state.exit_code = code
     return verdicts
 
 

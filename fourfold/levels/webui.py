@@ -46,8 +46,9 @@ from fourfold.adapters.locust import add_web_ui_tabs, hide_secret_defaults_in_st
 from fourfold.gates.slo import Verdict
 from fourfold.levels.livequality import QUALITY_COLUMNS, QUALITY_TAB_KEY, live_block, quality_stats
 from fourfold.levels.options import SECRET_OPTIONS
-from fourfold.levels.runtime import live_blocks
+from fourfold.levels.runtime import find_runtime, get_runtime, live_blocks
 from fourfold.levels.slogate import get_gate, live_verdicts
+from fourfold.levels.state import state_of
 from fourfold.levels.webui_page import CHARTS_HTML
 from fourfold.levels.webui_panels import has_series, panel_rows, series_columns, stage_colors, stage_means
 from fourfold.measure.histogram import LogHistogram
@@ -225,7 +226,7 @@ class LLMWebUI:
 
     @property
     def stats(self) -> Any:
-        return self.environment.fourfold_runtime.stats
+        return get_runtime(self.environment).stats
 
     def rows(self) -> list[dict[str, Any]]:
         return table_rows(self.stats.summary())
@@ -240,7 +241,7 @@ class LLMWebUI:
     def levels(self, rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """``/fourfold/levels.json``: the loaded level's blocks so far (on a master: merged from the
         workers), from the functions that write them into summary.json, and the panels' rows."""
-        runtime = self.environment.fourfold_runtime
+        runtime = get_runtime(self.environment)
         total = (rows if rows is not None else self.rows())[-1]
         blocks = live_blocks(self.environment)
         means = stage_means(blocks.get("rag") or {})
@@ -279,7 +280,7 @@ class LLMWebUI:
 
     def _sample_levels(self, now_s: float) -> None:
         """Each sample: the sampler's rows so far, and the L3 stage means (from the live rag block)."""
-        runtime = self.environment.fourfold_runtime
+        runtime = get_runtime(self.environment)
         if runtime.sampler is not None:
             self.telemetry = runtime.sampler.series()
         means = stage_means(live_blocks(self.environment).get("rag") or {}) if runtime.blocks else {}
@@ -288,7 +289,7 @@ class LLMWebUI:
             self._stage_colors(means)          # stages take their colours in the block's order
 
     def _is_master(self) -> bool:
-        return bool(getattr(self.environment.fourfold_runtime, "is_master", False))
+        return bool(getattr(find_runtime(self.environment), "is_master", False))
 
     def _sample_forever(self) -> None:
         last_count = 0
@@ -310,7 +311,7 @@ class LLMWebUI:
     def _follow_test(self) -> bool:
         """A new test (the runtime's statistics are new): a new window, its axis from the test's
         start. False before the first test: nothing to sample yet."""
-        runtime = self.environment.fourfold_runtime
+        runtime = get_runtime(self.environment)
         if runtime.tests != self.test_seen:
             self.test_seen = runtime.tests
             self.window = TTFTWindow(self.window.window_s)
@@ -366,11 +367,10 @@ def _read_list_options(web_ui: Any, base: str) -> None:
 def register(environment: Any) -> LLMWebUI | None:
     """Add the LLM tab, the SLO tab, the CSV and the charts page to ``environment.web_ui``."""
     web_ui = getattr(environment, "web_ui", None)
-    if web_ui is None or getattr(environment, "fourfold_webui", None) is not None:
-        return getattr(environment, "fourfold_webui", None)
+    if web_ui is None or state_of(environment).get(LLMWebUI) is not None:
+        return state_of(environment).get(LLMWebUI)
 
-    ui = LLMWebUI(environment)
-    environment.fourfold_webui = ui
+    ui = state_of(environment).put(LLMWebUI(environment))
     structure = [{"key": camel(key), "title": title} for key, title, _ in COLUMNS]
 
     add_web_ui_tabs(

@@ -22,6 +22,7 @@ from typing import Any
 from flask import Response, request
 
 from fourfold.gates.slo import Verdict
+from fourfold.levels.runtime import find_runtime, get_runtime
 from fourfold.levels.slogate import get_gate, live_verdicts
 from fourfold.levels.webui import csv_text, table_rows
 
@@ -91,7 +92,7 @@ def inject(page: str, section: str) -> str:
 
 # ---- the shell ----
 def current_section(environment: Any) -> str:
-    runtime = environment.fourfold_runtime
+    runtime = get_runtime(environment)
     return report_section(runtime.stats.summary(), live_verdicts(environment), get_gate(environment).error)
 
 
@@ -99,7 +100,7 @@ def _on_quitting(environment: Any, **_kw: Any) -> None:
     """After fourfold's own quitting listener: the LLM block into the ``--html`` file Locust just
     wrote, ``PREFIX_llm.csv`` beside Locust's CSV files."""
     options = environment.parsed_options
-    runtime = getattr(environment, "fourfold_runtime", None)
+    runtime = find_runtime(environment)
     if options is None or runtime is None or runtime.is_worker:
         return
     html_file = getattr(options, "html_file", None)

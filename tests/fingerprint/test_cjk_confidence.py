@@ -76,9 +76,9 @@ def test_quality_floor_cannot_pass_on_low_confidence_answers(tmp_path: Path) -> 
 
 def test_cli_unk_threshold_and_bad_embed_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    import fourfold.fingerprint.runscore as runscore
+    import fourfold.cli.score as score_cmd  # `fourfold score` makes its embedder here
 
-    monkeypatch.setattr(runscore, "make_embedder", lambda **kwargs: TokenizedHashEmbedder())
+    monkeypatch.setattr(score_cmd, "make_embedder", lambda **kwargs: TokenizedHashEmbedder())
     run_dir = _run(tmp_path, [("zh-sleep-five", ZH)])
     assert cli_main(["score", str(run_dir), "--no-compare-cache", "--unk-threshold", "0.9"]) == 0
     assert "low-confidence: 0 of 1 answer had" in capsys.readouterr().out
@@ -142,10 +142,10 @@ def test_fourfold_score_reports_backend_and_low_confidence(tmp_path: Path,
 
 
 def test_demo_says_backend_and_low_confidence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import fourfold.fingerprint.runscore as runscore
+    import fourfold.cli.demo as demo
     from fourfold.cli.demo import _score
 
-    monkeypatch.setattr(runscore, "make_embedder", lambda **kwargs: TokenizedHashEmbedder())
+    monkeypatch.setattr(demo, "make_embedder", lambda **kwargs: TokenizedHashEmbedder())
     said: list[str] = []
     assert _score([_run(tmp_path, [("zh-sleep-five", ZH), ("qa-three-points", EN)])], said.append) == ""
     assert said[0].endswith("backend -, 1 low-confidence)"), said

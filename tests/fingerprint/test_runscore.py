@@ -151,7 +151,7 @@ def test_usage_errors(tmp_path: Path) -> None:
 
 def test_cli_score(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                    capsys: pytest.CaptureFixture[str]) -> None:
-    import fourfold.fingerprint.runscore as runscore
+    import fourfold.cli.score as score_cmd  # `fourfold score` makes its embedder here
 
     made: dict = {}
 
@@ -159,7 +159,7 @@ def test_cli_score(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         made.update(kwargs)
         return WordHashEmbedder()
 
-    monkeypatch.setattr(runscore, "make_embedder", fake_make_embedder)
+    monkeypatch.setattr(score_cmd, "make_embedder", fake_make_embedder)
     run_dir = _write_run(tmp_path, [_record(1, "open-llm", ITEMS["open-llm"].references[0])], summary={})
     assert cli_main(["score", str(run_dir), "--batch-size", "8", "--threads", "1", "--no-cache"]) == 0
     out = capsys.readouterr().out

@@ -178,8 +178,8 @@ def test_gateway_settings_from_options_and_errors():
     assert GatewaySettings.from_options(None) == GatewaySettings()
     assert GatewaySettings.from_options(Namespace(ladder="off")).ladder == ()
     for bad, message in ((Namespace(ladder="8,4"), "steps must increase"),
-                         (Namespace(arrival_rate=0), "positive number"),
-                         (Namespace(max_in_flight=0), "--max-in-flight must be at least 1"),
+                         (Namespace(arrival_rate=0), "--arrival-rate must be a number > 0"),
+                         (Namespace(max_in_flight=0), "--max-in-flight must be a number >= 1"),
                          (Namespace(max_in_flight_policy="block"), "must be one of wait, drop")):
         with pytest.raises(ValueError, match=message):
             GatewaySettings.from_options(bad)

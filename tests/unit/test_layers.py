@@ -10,6 +10,7 @@ for the optional or slow libraries listed in :data:`LATE_IMPORTS`, each with its
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -358,3 +359,12 @@ def test_the_circle_finder(tmp_path: Path, files: dict[str, str], expected: list
     if "__init__.py" not in files:
         (root / "x" / "__init__.py").write_text("", encoding="utf-8")
     assert circles(module_graph(root)) == expected
+
+
+def test_fourfold_keeps_one_object_on_locusts_environment() -> None:
+    """Everything fourfold keeps per Environment is in ``environment.fourfold`` (levels/state.py),
+    typed by its class; no other ``environment.fourfold_*`` attribute."""
+    pattern = re.compile(r"""environment\.fourfold_\w+|getattr\((?:self\.)?environment, ["']fourfold_""")
+    found = [f"{path.relative_to(PACKAGE_DIR.parent)}: {match.group(0)}" for path in modules()
+             for match in pattern.finditer(path.read_text(encoding="utf-8"))]
+    assert found == [], found

@@ -10,6 +10,7 @@ import pytest
 
 from fourfold.gates.slo import parse_spec
 from fourfold.levels import slogate
+from fourfold.levels.state import state_of
 from tests.unit.test_slo import _summary
 
 MEETS, MISSES, NO_SLO = "ttft_p95<=450ms", "ttft_p95<=400ms", ""      # the summary's TTFT p95 is 430 ms
@@ -20,7 +21,7 @@ def _session(specs: list[str], exit_code_before: int | None = None) -> int | Non
     environment = SimpleNamespace(process_exit_code=exit_code_before)
     runtime = SimpleNamespace(is_worker=False, writer=None, settings=SimpleNamespace(junit=""))
     for spec in specs:
-        environment.fourfold_gate = slogate.Gate(source=spec, slos=parse_spec(spec) if spec else [])
+        state_of(environment).put(slogate.Gate(source=spec, slos=parse_spec(spec) if spec else []))
         slogate.finish(environment, runtime, _summary())
     return environment.process_exit_code
 
@@ -57,8 +58,8 @@ def _sweep(capacity: float | None, rates: int = 2, converged: bool = True) -> di
 def test_a_sweep_run_is_judged_per_rate_not_as_a_whole(sweep: dict, code: int, says: str, capsys) -> None:
     decision = slogate.sweep_decision({"l2": {"sweep": sweep}})
     assert decision is not None and decision[0] == code and says in decision[1]
-    environment = SimpleNamespace(process_exit_code=None,
-                                  fourfold_gate=slogate.Gate(MISSES, parse_spec(MISSES)))
+    environment = SimpleNamespace(process_exit_code=None)
+    state_of(environment).put(slogate.Gate(MISSES, parse_spec(MISSES)))
     runtime = SimpleNamespace(is_worker=False, writer=None, settings=SimpleNamespace(junit=""))
     slogate.finish(environment, runtime, {**_summary(), "l2": {"sweep": sweep}})   # the whole run misses
     out = capsys.readouterr().out

@@ -89,11 +89,15 @@ def test_one_colour_per_stage_in_the_order_first_seen():
 def _charts_ui():
     from types import SimpleNamespace
 
+    from fourfold.levels.runtime import Runtime
+    from fourfold.levels.state import state_of
     from fourfold.levels.webui import LLMWebUI
     from fourfold.measure.stats import LLMStats
 
     runtime = SimpleNamespace(stats=LLMStats(), is_master=False, tests=1)
-    return LLMWebUI(SimpleNamespace(fourfold_runtime=runtime, runner=SimpleNamespace(state="stopped")))
+    environment = SimpleNamespace(runner=SimpleNamespace(state="stopped"))
+    state_of(environment).put(runtime, Runtime)       # a stand-in Runtime: the web UI reads these three
+    return LLMWebUI(environment)
 
 
 def test_charts_json_says_which_charts_to_show_and_colours_stages_as_the_bar_does():
