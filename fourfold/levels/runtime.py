@@ -8,8 +8,9 @@ the ``init`` event; nothing happens on import). The runtime owns the three sinks
 2. one Locust request event per LLM request (``response_time`` = E2E), so Locust's own table,
    failure ratio and ``--exit-code-on-error`` stay meaningful;
 3. the run directory (``records.jsonl`` + ``meta.json`` + ``summary.json``), written by the
-   local runner or the master. Workers ship their records and stats deltas to the master in
-   ``report_to_master`` (every 3 s and once at quit) and keep nothing.
+   local runner or the master through :class:`fourfold.levels.recorder.RunRecorder`, one a test.
+   Workers ship their records and stats deltas to the master in ``report_to_master`` (every 3 s
+   and once at quit) and keep nothing.
 
 Beside them, the counts of :mod:`fourfold.levels.ledger`: connect-error backoff (``backoff``) and,
 on a master, which worker stopped reporting with how many of its requests unaccounted for
@@ -34,6 +35,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from fourfold.levels.ledger import PROGRESS_INTERVAL_S, PROGRESS_MESSAGE, Backoff, WorkerLedger
 from fourfold.levels.options import Settings, redacted
+from fourfold.levels.recorder import RunRecorder
 from fourfold.levels.state import state_of
 from fourfold.measure.loadgen import GeneratorHealth, HubSampler
 from fourfold.measure.record import RequestRecord
@@ -49,10 +51,7 @@ class Runtime:
         self.environment = environment
         self.settings = settings
         self.stats = LLMStats(stall_threshold_ms=settings.stall_ms)
-        self.writer: RunWriter | None = None
-        self.lost_unopened = 0                         # records lost: the run directory could not be made
-        self.left_out = {"warmup": 0, "cancelled": 0}  # records of the run directory the statistics leave out
-        self.loss_reported = False
+        self.recorder = RunRecorder(settings.run_dir)   # this test's run directory (local runner, master)
         self.pending: list[dict[str, Any]] = []       # worker: records not yet shipped
         self.records_seen = 0                          # this process's measured + warm-up records
         self.records_shipped = 0
@@ -64,8 +63,6 @@ class Runtime:
         self.level = ""
         self.meta_extra: dict[str, Any] = {}
         self.summary_extra: dict[str, Any] = {}
-        self._flusher: gevent.Greenlet | None = None
-        self.started_at: float | None = None
         self.finished = False
         self.quitting = False                          # the process is shutting down (``quitting`` fired)
         self.tests = 0                                 # tests begun in this process (web UI: Start, New)
@@ -128,39 +125,31 @@ class Runtime:
             raise stopped
 
     def _write(self, record: RequestRecord) -> None:
-        """Append to records.jsonl; never raises (it runs on a user's greenlet, also while the run
-        stops it): a record that cannot be written is a counted loss, reported once on the console."""
-        if record.warmup:                 # every record passes here (local runner; a master: its workers')
-            self.left_out["warmup"] += 1
-        elif record.error_class == "cancelled":
-            self.left_out["cancelled"] += 1
-        writer = self.writer
-        if self.finished and writer is not None:   # after Stop: the records of the test just summarised
-            log.warning("fourfold: a record arrived after %s was summarised; appended to its records.jsonl",
-                        writer.run_dir)
-        if writer is None:
-            try:
-                writer = self.open_run()
-            except OSError as exc:
-                self.lost_unopened += 1
-                self._report_loss(f"cannot create a run directory in {self.settings.run_dir}: "
-                                  f"{exc.strerror or exc}")
-                return
-        writer.append(record)
-        if writer.records_lost:
-            self._report_loss(writer.loss_reason)
-        for listener in self.record_listeners:          # e.g. --score-live's sampler (never blocks)
-            listener(record)
+        """To the run directory (never raises: a record that cannot be written is a counted loss),
+        then to the record listeners."""
+        if self.recorder.write(record, self._label(), self.meta):
+            for listener in self.record_listeners:      # e.g. --score-live's sampler (never blocks)
+                listener(record)
 
-    def _report_loss(self, reason: str) -> None:
-        if not self.loss_reported:
-            self.loss_reported = True
-            log.error("fourfold: a record could not be written (%s); every lost record is counted "
-                      "(records_lost in summary.json)", reason)
+    def _label(self) -> str:
+        return self.settings.label or self.level or "run"
+
+    @property
+    def writer(self) -> RunWriter | None:
+        """This test's run directory, once made."""
+        return self.recorder.writer
+
+    @property
+    def left_out(self) -> dict[str, int]:
+        return self.recorder.left_out
+
+    @property
+    def started_at(self) -> float | None:
+        return self.recorder.started_at
 
     @property
     def records_lost(self) -> int:
-        return self.lost_unopened + (self.writer.records_lost if self.writer is not None else 0)
+        return self.recorder.records_lost
 
     # ---- one test after another (web UI: Stop, then New) ----
     def begin_test(self) -> None:
@@ -171,16 +160,12 @@ class Runtime:
             return
         self.stats = LLMStats(stall_threshold_ms=self.stats.stall_threshold_ms,
                               slo_ms=dict(self.stats.slo_ms), alpha=self.stats.alpha)
-        self.writer = None
-        self.lost_unopened = 0
-        self.left_out = {"warmup": 0, "cancelled": 0}
-        self.loss_reported = False
+        self.recorder = RunRecorder(self.settings.run_dir)
         self.backoff = Backoff()
         self.started_before = dict(self.started_told)   # a worker counts per process, not per test
         self.ledger = WorkerLedger()
         self.summary_extra = {}
         self.health = GeneratorHealth()
-        self.started_at = None
         self.finished = False
 
     # ---- the load generator's own health (local runner and workers: fourfold.measure.loadgen) ----
@@ -198,23 +183,8 @@ class Runtime:
 
     # ---- run directory (local runner or master) ----
     def open_run(self) -> RunWriter:
-        """The run directory, made on first use: records.jsonl opened and a spare descriptor set
-        aside (``RunWriter.prepare``) before the users start. Raises OSError when the directory
-        cannot be made; once it exists, a file that cannot be written is logged and counted."""
-        if self.writer is None:
-            label = self.settings.label or self.level or "run"
-            writer = RunWriter(label, self.settings.run_dir)
-            self.writer = writer
-            self.started_at = time.time()
-            self._flusher = gevent.spawn(self._flush_every_second)
-            try:
-                writer.prepare()
-                writer.write_meta(self.meta())
-            except OSError as exc:
-                log.error("fourfold: %s: %s (records that cannot be written are counted as lost)",
-                          writer.run_dir, exc.strerror or exc)
-            log.info("fourfold: writing run directory %s", writer.run_dir)
-        return self.writer
+        """The run directory, made on first use (:meth:`RunRecorder.open`); OSError when it cannot be."""
+        return self.recorder.open(self._label(), self.meta)
 
     def meta(self) -> dict[str, Any]:
         env = self.environment
@@ -236,26 +206,13 @@ class Runtime:
             **self.meta_extra,
         }
 
-    def _flush_every_second(self) -> None:
-        while True:
-            gevent.sleep(1.0)
-            if self.writer is not None:
-                self.writer.flush()
-                if self.writer.records_lost:
-                    self._report_loss(self.writer.loss_reason)
-
     def summary(self) -> dict[str, Any]:
         return {
             "level": self.level,
             "target": self.environment.host or "",
             "started_at": self.started_at,
             "finished_at": time.time(),
-            "records": self.writer.records_written if self.writer else 0,
-            "records_lost": self.records_lost,
-            "records_warmup": self.left_out["warmup"],         # left out of every figure below
-            "records_cancelled": self.left_out["cancelled"],
-            **({"records_lost_reason": self.writer.loss_reason}
-               if self.writer and self.writer.loss_reason else {}),
+            **self.recorder.counts(),          # records written, lost, and left out of every figure below
             **self.stats.summary(),
             "backoff": self.backoff.summary(),
             **({"workers": self.ledger.summary(time.time(), self._missing_workers())}
@@ -274,19 +231,7 @@ class Runtime:
         if self.is_worker or self.finished:
             return None
         self.finished = True
-        if self._flusher is not None:
-            self._flusher.kill(block=False)
-        try:
-            writer = self.open_run()
-        except OSError as exc:
-            log.error("fourfold: no run directory could be made in %s (%s): %d records lost, no summary.json",
-                      self.settings.run_dir, exc.strerror or exc, self.lost_unopened)
-            return None
-        writer.flush()                          # every record on disk (or counted lost) before the summary
-        summary = self.summary()
-        writer.write_summary(summary)
-        writer.close()
-        return summary
+        return self.recorder.close(self._label(), self.meta, self.summary)
 
     # ---- distributed ----
     def on_report_to_master(self, client_id: str, data: dict[str, Any]) -> None:
