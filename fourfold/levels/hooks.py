@@ -240,7 +240,7 @@ def _on_quitting(environment: Any, **_kw: Any) -> None:
         return
     if runtime.is_worker:
         log.info("fourfold worker: %d records measured, %d shipped to the master (worker %s)",
-                 runtime.records_seen, runtime.records_shipped + len(runtime.pending),
+                 runtime.records_seen, runtime.shipping.records_shipped + len(runtime.shipping.pending),
                  environment.runner.client_id)
         return
     runtime.quitting = True

@@ -33,9 +33,10 @@ from locust import events
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
-from fourfold.levels.ledger import PROGRESS_INTERVAL_S, PROGRESS_MESSAGE, Backoff, WorkerLedger
+from fourfold.levels.ledger import PROGRESS_MESSAGE, Backoff
 from fourfold.levels.options import Settings, redacted
 from fourfold.levels.recorder import RunRecorder
+from fourfold.levels.shipping import Shipping
 from fourfold.levels.state import state_of
 from fourfold.measure.loadgen import GeneratorHealth, HubSampler
 from fourfold.measure.record import RequestRecord
@@ -43,7 +44,6 @@ from fourfold.measure.stats import LLMStats
 from fourfold.rundir.runlog import RunWriter
 
 log = logging.getLogger("fourfold")
-WIRE_KEY = "fourfold"
 
 
 class Runtime:
@@ -52,14 +52,10 @@ class Runtime:
         self.settings = settings
         self.stats = LLMStats(stall_threshold_ms=settings.stall_ms)
         self.recorder = RunRecorder(settings.run_dir)   # this test's run directory (local runner, master)
-        self.pending: list[dict[str, Any]] = []       # worker: records not yet shipped
         self.records_seen = 0                          # this process's measured + warm-up records
-        self.records_shipped = 0
         self.requests_started = 0                      # sent or sending (one stopped unsent is taken back)
         self.backoff = Backoff()
-        self.ledger = WorkerLedger()                   # master: per worker, started vs. records received
-        self.started_told: dict[str, int] = {}         # master: each worker's started requests, as last told
-        self.started_before: dict[str, int] = {}       # ... and as it stood when this test began
+        self.shipping = Shipping(self, self._write)    # worker <-> master (levels/shipping.py)
         self.level = ""
         self.meta_extra: dict[str, Any] = {}
         self.summary_extra: dict[str, Any] = {}
@@ -118,7 +114,7 @@ class Runtime:
                 context={"item_id": record.item_id},
             )
         if self.is_worker:
-            self.pending.append(record.to_dict())
+            self.shipping.pending.append(record.to_dict())
         else:
             self._write(record)
         if stopped is not None:
@@ -162,8 +158,7 @@ class Runtime:
                               slo_ms=dict(self.stats.slo_ms), alpha=self.stats.alpha)
         self.recorder = RunRecorder(self.settings.run_dir)
         self.backoff = Backoff()
-        self.started_before = dict(self.started_told)   # a worker counts per process, not per test
-        self.ledger = WorkerLedger()
+        self.shipping.new_test()
         self.summary_extra = {}
         self.health = GeneratorHealth()
         self.finished = False
@@ -215,16 +210,11 @@ class Runtime:
             **self.recorder.counts(),          # records written, lost, and left out of every figure below
             **self.stats.summary(),
             "backoff": self.backoff.summary(),
-            **({"workers": self.ledger.summary(time.time(), self._missing_workers())}
+            **({"workers": self.shipping.ledger.summary(time.time(), self.shipping.missing_workers())}
                if self.is_master else {}),
             "generator": self.health.block(),
             **self.summary_extra,
         }
-
-    def _missing_workers(self) -> frozenset[str]:
-        clients = getattr(self.environment.runner, "clients", None)
-        return (frozenset(str(c.id) for c in getattr(clients, "missing", ()))
-                if clients is not None else frozenset())
 
     def finish(self) -> dict[str, Any] | None:
         """Write summary.json and close the run directory (idempotent; not on workers)."""
@@ -232,51 +222,6 @@ class Runtime:
             return None
         self.finished = True
         return self.recorder.close(self._label(), self.meta, self.summary)
-
-    # ---- distributed ----
-    def on_report_to_master(self, client_id: str, data: dict[str, Any]) -> None:
-        records, self.pending = self.pending, []
-        self.records_shipped += len(records)
-        data[WIRE_KEY] = {"stats": self.stats.take_wire(), "records": records,
-                          "started": self.requests_started, "backoff": self.backoff.take_wire(),
-                          "health": self.health.take_wire()}
-
-    def on_worker_report(self, client_id: str, data: dict[str, Any]) -> None:
-        payload = data.get(WIRE_KEY)
-        if not payload:
-            return
-        self.stats.merge_wire(payload.get("stats") or {})
-        self.backoff.merge_wire(payload.get("backoff") or {})
-        self.health.merge_wire(client_id, payload.get("health") or {})
-        records = payload.get("records") or ()
-        for raw in records:
-            self._write(RequestRecord.from_dict(raw))
-        self.ledger.received(client_id, len(records))
-        self._heard(client_id, payload.get("started"))
-
-    def _heard(self, worker: str, started: Any) -> None:
-        """A worker's count of requests started, since its process began: this test's share to the ledger."""
-        if isinstance(started, int):
-            self.started_told[worker] = started        # the last word, requests stopped unsent taken back
-            started = max(0, started - self.started_before.get(worker, 0))
-        self.ledger.heard(worker, started)
-
-    def on_progress(self, environment: Any = None, msg: Any = None, **_kw: Any) -> None:
-        """Master: a worker's ``fourfold_progress`` message (its count of requests started)."""
-        data = getattr(msg, "data", None)
-        if isinstance(data, dict):
-            self._heard(str(msg.node_id), data.get("started"))
-
-    def _send_progress(self) -> None:
-        """Worker: tell the master every second how many requests this process started."""
-        while True:
-            gevent.sleep(PROGRESS_INTERVAL_S)
-            runner = self.environment.runner
-            try:
-                if runner is not None:
-                    runner.send_message(PROGRESS_MESSAGE, {"started": self.requests_started})
-            except Exception as exc:  # noqa: BLE001 - the master is gone or unreachable: Locust reports it
-                log.debug("fourfold: progress message not sent: %s", exc)
 
 
 class _RequestFailed(Exception):
@@ -316,12 +261,12 @@ def register(environment: Environment, settings: Settings | None = None) -> Runt
     runtime = state_of(environment).put(Runtime(environment, settings or
                                                 Settings.from_options(environment.parsed_options)))
     ev = environment.events
-    ev.report_to_master.add_listener(runtime.on_report_to_master)
-    ev.worker_report.add_listener(runtime.on_worker_report)
+    ev.report_to_master.add_listener(runtime.shipping.on_report_to_master)
+    ev.worker_report.add_listener(runtime.shipping.on_worker_report)
     if isinstance(environment.runner, MasterRunner):
-        environment.runner.register_message(PROGRESS_MESSAGE, runtime.on_progress)
+        environment.runner.register_message(PROGRESS_MESSAGE, runtime.shipping.on_progress)
     elif runtime.is_worker:
-        gevent.spawn(runtime._send_progress)
+        gevent.spawn(runtime.shipping.send_progress)
     return runtime
 
 
