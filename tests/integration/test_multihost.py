@@ -184,10 +184,16 @@ def _distributed(hosts: Hosts, base: Path, common: list[str], master_args: list[
     killed_at = 0.0
     try:
         if kill_after_lines:
-            deadline = time.monotonic() + 45
+            # the kill comes once the master holds kill_after_lines records and each worker has had
+            # time for a report (one every 3 s): a loaded machine's first lines may be one worker's
+            deadline, first_seen = time.monotonic() + 45, None
             while time.monotonic() < deadline and master.poll() is None:
                 found = list((dirs["master"] / "runs").glob("*/records.jsonl"))
-                if found and found[0].read_bytes().count(b"\n") >= kill_after_lines:
+                lines = found[0].read_bytes().count(b"\n") if found else 0
+                if lines and first_seen is None:
+                    first_seen = time.monotonic()
+                if (lines >= kill_after_lines and first_seen is not None
+                        and time.monotonic() - first_seen >= 4):
                     break
                 time.sleep(0.1)
             assert master.poll() is None, \

@@ -153,8 +153,10 @@ def test_l1_telemetry_panel_and_chart_follow_the_sampler(tmp_path, locustfile):
                                                 "metrics_url": ""})["success"] is True
         live = wait_for(lambda: (x := get_json(base + "/fourfold/levels.json")) and
                         ((x["blocks"].get("server_metrics") or {}).get("metrics")
-                         or {}).get("server.kv_cache_usage_pct") and x,
-                        30, what="telemetry in the live block")
+                         or {}).get("server.kv_cache_usage_pct")
+                        and any(r["metric"] == "output tok/s" and r["value"] != "-"
+                                for r in x["panels"]) and x,
+                        30, what="telemetry and a finished request in the live block")
         assert any(r["panel"] == "telemetry" and r["metric"] == "server.kv_cache_usage_pct"
                    for r in live["panels"])
         assert any(r["metric"] == "output tok/s" and r["value"] != "-" for r in live["panels"])
