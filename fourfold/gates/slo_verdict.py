@@ -1,8 +1,9 @@
 """SLO verdicts: a run's summary judged against parsed SLOs (pure: no Locust, no files).
 
 :func:`evaluate` gives one :class:`~fourfold.gates.slo.Verdict` per SLO: the value measured in the
-SLO's scope (a ``level:scenario`` group, or Aggregated), its status (pass, fail, or no data with
-the reason), and :func:`exit_code` the process's exit status (3 when one failed).
+SLO's scope (a ``level:scenario`` group, or Aggregated), its status (pass, miss, no data, not
+scored or skipped, with the reason), and :func:`exit_code` the process's exit status (3 when one
+missed).
 :mod:`fourfold.gates.slo` parses the specs.
 """
 
