@@ -138,7 +138,7 @@ def _note_token_counts(environment: Any, **_kw: Any) -> None:
     runtime = get_runtime(environment)
     facts = token_counts_facts(runtime.settings)
     if facts:
-        runtime.summary_extra["token_counts"] = facts
+        runtime.extras.summary["token_counts"] = facts
 
 
 def global_user_index(environment: Any, local_id: int) -> int:

@@ -120,7 +120,7 @@ def _on_init(environment: Any, **_kw: Any) -> None:
     if environment.parsed_options is not None:
         environment.parsed_options.host = host
         environment.parsed_options.fourfold_embedded = True
-    runtime.meta_extra["embedded_target"] = {"profile": runtime.settings.sim_profile,
+    runtime.extras.meta["embedded_target"] = {"profile": runtime.settings.sim_profile,
                                              "seed": runtime.settings.sim_seed}
     log.info("fourfold: no --host given; embedded target running at %s", host)
 
@@ -138,7 +138,7 @@ def _start_embedded_mirror(environment: Any, runtime: Any) -> None:
     runtime.settings = replace(runtime.settings, mirror_host=simulator.url)
     if environment.parsed_options is not None:
         environment.parsed_options.mirror_host = simulator.url
-    runtime.meta_extra["embedded_mirror"] = {"profile": mirror[4:] or "candidate", "url": simulator.url}
+    runtime.extras.meta["embedded_mirror"] = {"profile": mirror[4:] or "candidate", "url": simulator.url}
     log.info("fourfold: mirror simulator (%s) running at %s", mirror[4:] or "candidate", simulator.url)
 
 
@@ -157,13 +157,14 @@ def _on_test_start(environment: Any, **_kw: Any) -> None:
     runtime.begin_test()                     # after a Stop in the web UI: a new test, a new run directory
     runtime.settings = Settings.from_options(environment.parsed_options)
     slogate.configure(environment, runtime)
-    runtime.start_health()                   # the load generator's CPU, event-loop lag (summary: generator)
+    # the load generator's CPU and event-loop lag (summary: generator); a master sends no load
+    runtime.generator.start(sample=not runtime.is_master)
     if getattr(environment.parsed_options, "fourfold_embedded", False):
         _EMBEDDED_FLAG["on"] = True
     if runtime.is_worker:
         return
     classes = _llm_user_classes(environment)
-    runtime.meta_extra.update(sent_facts(environment, classes))
+    runtime.extras.meta.update(sent_facts(environment, classes))
     try:
         runtime.open_run()
     except OSError as exc:     # checked at init, so something changed since: go on, counting each record lost
@@ -201,7 +202,7 @@ def _on_test_stop(environment: Any, **_kw: Any) -> None:
     run directory; headless runs finish at ``quitting``, as the process exits."""
 
     runtime = get_runtime(environment)
-    runtime.stop_health()
+    runtime.generator.stop()
     runtime.stop_background()
     if runtime.is_worker:
         _report_now(environment)
@@ -209,7 +210,7 @@ def _on_test_stop(environment: Any, **_kw: Any) -> None:
     sampler = getattr(runtime, "sampler", None)
     if sampler is not None:
         runtime.sampler = None
-        runtime.summary_extra["server_metrics"] = sampler.stop()
+        runtime.extras.summary["server_metrics"] = sampler.stop()
         try:
             runtime.open_run().write_json("server_metrics.json", sampler.series())
         except OSError as exc:
@@ -223,7 +224,7 @@ def _on_test_stopping(environment: Any, **_kw: Any) -> None:
     """Stop the generator's health sampler before Locust's stop sequence holds the hub."""
     runtime = find_runtime(environment)
     if runtime is not None:
-        runtime.stop_health()
+        runtime.generator.stop()
 
 
 def _report_now(environment: Any) -> None:
@@ -258,8 +259,7 @@ def finish_test(environment: Any) -> dict[str, Any] | None:
     runtime = get_runtime(environment)
     if runtime.is_worker or runtime.finished:
         return None
-    for finisher in reversed(runtime.finishers):
-        finisher(environment)
+    runtime.extras.finish(environment)
     summary = runtime.finish()
     if summary is not None:
         print(format_summary(summary), file=sys.stderr if environment.parsed_options is None else sys.stdout)
@@ -332,7 +332,7 @@ def register_level(environment: Any, key: str, init: Any = None, finish: Any = N
                    **listeners: Any) -> None:
     """A level's ``init`` listener: the shared registration first, then the level's ``init`` work,
     its ``finish`` listener (``fn(environment)``, run by :func:`finish_test` before each test's
-    summary is written: the level's block into ``summary_extra``) and its ``event_name=listener``
+    summary is written: the level's block into ``runtime.extras.summary``) and its ``event_name=listener``
     pairs, once per environment. ``block`` (``fn(environment) -> {"rag": {...}}``, ``{}`` when it has
     nothing) is the level's summary block over the data so far, the one its finish listener writes:
     the web UI's live panels (``/fourfold/levels.json``) call it too. Order matters: a level's
@@ -345,8 +345,8 @@ def register_level(environment: Any, key: str, init: Any = None, finish: Any = N
     if init is not None:
         init(environment)
     if finish is not None:
-        get_runtime(environment).finishers.append(finish)
+        get_runtime(environment).extras.on_finish(finish)
     if block is not None:
-        get_runtime(environment).blocks.append(block)
+        get_runtime(environment).extras.on_block(block)
     for event_name, listener in listeners.items():
         getattr(environment.events, event_name).add_listener(listener)

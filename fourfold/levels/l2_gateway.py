@@ -335,7 +335,7 @@ def _on_parser(parser: Any, **_kw: Any) -> None:
 
 def _on_init(environment: Any, **_kw: Any) -> None:
     sweep_live.register(environment, get_state(environment))
-    get_runtime(environment).meta_extra["l2"] = get_state(environment).settings.meta_block(
+    get_runtime(environment).extras.meta["l2"] = get_state(environment).settings.meta_block(
         bool(_open_loop_classes(environment)))
     options = environment.parsed_options
     if (options is not None and getattr(options, "fourfold_embedded", False)
@@ -383,8 +383,8 @@ def _on_finish(environment: Any, **_kw: Any) -> None:
         return
     sweep_live.end(state)
     report, notes = l2_report(get_runtime(environment).stats.summary(), state, environment.parsed_options)
-    runtime.summary_extra["l2"] = report
-    runtime.summary_extra.setdefault("notes", []).extend(notes)
+    runtime.extras.summary["l2"] = report
+    runtime.extras.summary.setdefault("notes", []).extend(notes)
 
 
 def l2_block(environment: Any) -> dict[str, Any]:

@@ -256,21 +256,21 @@ def _on_init(environment: Any, **_kw: Any) -> None:
     options = environment.parsed_options
     runtime = get_runtime(environment)
     rag = rag_settings(environment)           # a bad template or path spec stops the run here
-    runtime.meta_extra["dialect"] = "rag"
+    runtime.extras.meta["dialect"] = "rag"
     if runtime.is_worker:
         return
     environment.events.worker_report.add_listener(functools.partial(_on_worker_report, environment))
     if getattr(options, "fourfold_embedded", False):
         s = Settings.from_options(options)
         retriever, rerank = stages(s.sim_profile, s.rag_retriever or None, s.rag_rerank or None)
-        runtime.meta_extra["embedded_rag_service"] = {"retriever": retriever, "rerank": rerank,
+        runtime.extras.meta["embedded_rag_service"] = {"retriever": retriever, "rerank": rerank,
                                                       "top_k": s.rag_top_k}
     _describe(environment, runtime, rag)
 
 
 def _describe(environment: Any, runtime: Any, rag: RagSettings) -> None:
     """The ``rag`` block of meta.json (written at test start): dataset, corpus, k, wire, service."""
-    runtime.meta_extra["rag"] = {"questions": rag.questions, "corpus": rag.corpus, "recall_k": rag.recall_k,
+    runtime.extras.meta["rag"] = {"questions": rag.questions, "corpus": rag.corpus, "recall_k": rag.recall_k,
                                  "wire": asdict(rag.wire), "service": _service_config(environment, rag)}
 
 
@@ -313,18 +313,18 @@ def rag_block(environment: Any) -> dict[str, Any]:
     if stats is None or runtime is None or runtime.is_worker:
         return {}
     block = stats.summary()
-    described = runtime.meta_extra.get("rag") or {}
-    block["service"] = described.get("service") or runtime.meta_extra.get("embedded_rag_service")
+    described = runtime.extras.meta.get("rag") or {}
+    block["service"] = described.get("service") or runtime.extras.meta.get("embedded_rag_service")
     block["questions_file"], block["corpus_file"] = described.get("questions"), described.get("corpus")
     return {"rag": block}
 
 
 def _on_finish(environment: Any, **_kw: Any) -> None:
     """Each test's end (``hooks.finish_test``, before its summary is written): the rag block of this
-    test's RagStats (made anew at each test start) into ``summary_extra``, and on the console."""
+    test's RagStats (made anew at each test start) into ``runtime.extras.summary``, and on the console."""
     runtime = find_runtime(environment)
     found = rag_block(environment)
     if not found or runtime is None or runtime.finished:
         return
-    runtime.summary_extra.update(found)
+    runtime.extras.summary.update(found)
     print(format_rag(found["rag"]), file=sys.stdout if environment.parsed_options is not None else sys.stderr)

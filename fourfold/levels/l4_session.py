@@ -95,7 +95,7 @@ class SessionRun:
         """Refresh ``summary.json``'s ``sessions`` block (local runner / master)."""
         runtime = find_runtime(self.environment)
         if runtime is not None and not runtime.is_worker:
-            runtime.summary_extra["sessions"] = self.stats.summary()
+            runtime.extras.summary["sessions"] = self.stats.summary()
 
     def user_done(self) -> None:
         """A user finished its --sessions-per-user; a local run stops once every user has."""
@@ -307,10 +307,10 @@ def _on_init(environment: Any, **_kw: Any) -> None:
         if options is None or not getattr(options, "fourfold_embedded", False):
             _fail("--ab-split needs --ab-host URL (variant B's target) when --host is given")
         _start_variant_b(environment, run, runtime.settings)
-    runtime.meta_extra["l4"] = asdict(run.settings)
+    runtime.extras.meta["l4"] = asdict(run.settings)
     if settings.ab:
         embedded = bool(getattr(options, "fourfold_embedded", False))
-        runtime.meta_extra["ab"] = {
+        runtime.extras.meta["ab"] = {
             "share_a": settings.ab_share_a, "seed": settings.ab_seed,
             "variants": {
                 "A": {"host": environment.host or "",
@@ -346,7 +346,7 @@ def _on_finish(environment: Any, **_kw: Any) -> None:
     if run is None or runtime is None or runtime.is_worker:
         return
     run.publish()
-    summary = runtime.summary_extra.get("sessions")
+    summary = runtime.extras.summary.get("sessions")
     if summary and not run.printed:
         run.printed = True
         print(format_sessions(summary), file=sys.stderr if environment.parsed_options is None else sys.stdout)

@@ -177,7 +177,7 @@ class LiveQuality:
                     (self.ready_at is not None and now - max(started, self.ready_at) > FINISH_WAIT_S):
                 break
             gevent.sleep(0.1)
-        self.runtime.summary_extra["quality_live"] = self.block()
+        self.runtime.extras.summary["quality_live"] = self.block()
         writer = self.runtime.writer
         if writer is not None:
             try:
@@ -198,8 +198,8 @@ def register(environment: Any) -> LiveQuality | None:
     if runtime.is_worker or state_of(environment).get(LiveQuality) is not None:
         return None
     live = state_of(environment).put(LiveQuality(runtime))
-    runtime.record_listeners.append(live.offer)     # every record the run directory gets, also offered here
-    runtime.finishers.insert(0, live.finish)        # finishers run last first: this one after the levels'
+    runtime.extras.on_record(live.offer)     # every record the run directory gets, also offered here
+    runtime.extras.on_finish(live.finish, first=True)   # runs after the levels' finishers
 
     def _on_test_start(**_kw: Any) -> None:
         live.begin(runtime.tests)

@@ -29,6 +29,7 @@ from fourfold.levels.declare import (
     SHARE,
     add_options,
     check_rules,
+    declared,
     option,
     read_options,
 )
@@ -36,8 +37,6 @@ from fourfold.levels.l4_options import register as _register_l4
 from fourfold.rundir.secrets import REDACTED, Secrets
 from fourfold.targets.rag.retriever import RERANKERS, RETRIEVERS
 from fourfold.workloads.formats import FORMAT_NAMES, check_format_name, parse_columns
-
-SECRET_OPTIONS = frozenset({"api_key"})
 
 
 def register(parser: Any) -> None:
@@ -293,6 +292,11 @@ def _configured(api_key: str, header_values: tuple[str, ...], public_values: tup
         _SECRETS[key] = Secrets.configured(api_key, header_values, public_values)
     return _SECRETS[key]
 
+
+# The secret options the web UI's start form shows (``secret=True`` in their declaration; ``--header``
+# is secret too, but only on the command line): blank in the page, and a blank submission keeps the
+# value given at start-up. Each is replaced by "***" in meta.json.
+SECRET_OPTIONS = frozenset(opt.parsed_name for _, opt in declared(Settings) if opt.secret and opt.web_ui)
 
 _SECRETS: dict[tuple[str, tuple[str, ...], tuple[str, ...]], Secrets] = {}
 

@@ -33,12 +33,13 @@ from locust import events
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
+from fourfold.levels.extras import Extras
 from fourfold.levels.ledger import PROGRESS_MESSAGE, Backoff
 from fourfold.levels.options import Settings, redacted
 from fourfold.levels.recorder import RunRecorder
 from fourfold.levels.shipping import Shipping
 from fourfold.levels.state import state_of
-from fourfold.measure.loadgen import GeneratorHealth, HubSampler
+from fourfold.measure.loadgen import GeneratorWatch
 from fourfold.measure.record import RequestRecord
 from fourfold.measure.stats import LLMStats
 from fourfold.rundir.runlog import RunWriter
@@ -57,18 +58,13 @@ class Runtime:
         self.backoff = Backoff()
         self.shipping = Shipping(self, self._write)    # worker <-> master (levels/shipping.py)
         self.level = ""
-        self.meta_extra: dict[str, Any] = {}
-        self.summary_extra: dict[str, Any] = {}
+        self.extras = Extras()                         # the levels' blocks, finishers, record listeners
         self.finished = False
         self.quitting = False                          # the process is shutting down (``quitting`` fired)
         self.tests = 0                                 # tests begun in this process (web UI: Start, New)
-        self.finishers: list[Any] = []                 # a level's fn(environment) adding its summary block
-        self.record_listeners: list[Any] = []          # fn(record) after each record the run directory gets
-        self.blocks: list[Any] = []                    # a level's fn(environment) -> its blocks so far
-        self.sampler: Any = None
+        self.sampler: Any = None                       # the server's telemetry (levels/telemetry_sampler.py)
         self.background: set[gevent.Greenlet] = set()   # e.g. mirror requests in flight
-        self.health = GeneratorHealth()                # this process's CPU and hub lag (master: its workers')
-        self.hub_sampler: HubSampler | None = None
+        self.generator = GeneratorWatch()              # this process's CPU and hub lag (master: its workers')
 
     # ---- roles ----
     @property
@@ -124,8 +120,7 @@ class Runtime:
         """To the run directory (never raises: a record that cannot be written is a counted loss),
         then to the record listeners."""
         if self.recorder.write(record, self._label(), self.meta):
-            for listener in self.record_listeners:      # e.g. --score-live's sampler (never blocks)
-                listener(record)
+            self.extras.record(record)                  # e.g. --score-live's sampler (never blocks)
 
     def _label(self) -> str:
         return self.settings.label or self.level or "run"
@@ -159,22 +154,9 @@ class Runtime:
         self.recorder = RunRecorder(self.settings.run_dir)
         self.backoff = Backoff()
         self.shipping.new_test()
-        self.summary_extra = {}
-        self.health = GeneratorHealth()
+        self.extras.new_test()
+        self.generator.new_test()
         self.finished = False
-
-    # ---- the load generator's own health (local runner and workers: fourfold.measure.loadgen) ----
-    def start_health(self) -> None:
-        """At ``test_start``: sample this process's CPU and hub lag until :meth:`stop_health`."""
-        self.stop_health()
-        if not self.is_master:                 # a master sends no load: its summary merges its workers'
-            self.hub_sampler = HubSampler(self.health).start()
-
-    def stop_health(self) -> None:
-        """At ``test_stopping`` (before Locust's stop sequence holds the hub) and ``test_stop``."""
-        if self.hub_sampler is not None:
-            self.hub_sampler.stop()
-            self.hub_sampler = None
 
     # ---- run directory (local runner or master) ----
     def open_run(self) -> RunWriter:
@@ -198,7 +180,7 @@ class Runtime:
             },
             "versions": _versions(),
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            **self.meta_extra,
+            **self.extras.meta,
         }
 
     def summary(self) -> dict[str, Any]:
@@ -212,8 +194,8 @@ class Runtime:
             "backoff": self.backoff.summary(),
             **({"workers": self.shipping.ledger.summary(time.time(), self.shipping.missing_workers())}
                if self.is_master else {}),
-            "generator": self.health.block(),
-            **self.summary_extra,
+            "generator": self.generator.health.block(),
+            **self.extras.summary,
         }
 
     def finish(self) -> dict[str, Any] | None:
@@ -280,13 +262,11 @@ def live_blocks(environment: Any) -> dict[str, Any]:
     runtime = find_runtime(environment)
     if runtime is None or runtime.is_worker:
         return {}
-    blocks: dict[str, Any] = {}
-    for block in runtime.blocks:
-        blocks.update(block(environment) or {})
+    blocks = runtime.extras.live(environment)
     sampler = runtime.sampler
     if sampler is not None:
         blocks["server_metrics"] = sampler.summary()
     if runtime.finished:
-        blocks.update({key: runtime.summary_extra[key] for key in (*blocks, "server_metrics")
-                       if key in runtime.summary_extra})
+        written = runtime.extras.summary
+        blocks.update({key: written[key] for key in (*blocks, "server_metrics") if key in written})
     return blocks

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import gevent
 
 from fourfold.levels.ledger import PROGRESS_INTERVAL_S, PROGRESS_MESSAGE, WorkerLedger
+from fourfold.measure.loadgen import GeneratorWatch
 from fourfold.measure.record import RequestRecord
 
 __all__ = ["WIRE_KEY", "Shipping"]
@@ -31,7 +32,7 @@ class Sinks(Protocol):
 
     stats: Any
     backoff: Any
-    health: Any
+    generator: GeneratorWatch
     requests_started: int
     environment: Any
 
@@ -60,7 +61,7 @@ class Shipping:
         sinks = self.sinks
         data[WIRE_KEY] = {"stats": sinks.stats.take_wire(), "records": records,
                           "started": sinks.requests_started, "backoff": sinks.backoff.take_wire(),
-                          "health": sinks.health.take_wire()}
+                          "health": sinks.generator.health.take_wire()}
 
     def on_worker_report(self, client_id: str, data: dict[str, Any]) -> None:
         """Master: a worker's report merged, its records written."""
@@ -70,7 +71,7 @@ class Shipping:
         sinks = self.sinks
         sinks.stats.merge_wire(payload.get("stats") or {})
         sinks.backoff.merge_wire(payload.get("backoff") or {})
-        sinks.health.merge_wire(client_id, payload.get("health") or {})
+        sinks.generator.health.merge_wire(client_id, payload.get("health") or {})
         records = payload.get("records") or ()
         for raw in records:
             self.write(RequestRecord.from_dict(raw))

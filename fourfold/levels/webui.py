@@ -283,7 +283,8 @@ class LLMWebUI:
         runtime = get_runtime(self.environment)
         if runtime.sampler is not None:
             self.telemetry = runtime.sampler.series()
-        means = stage_means(live_blocks(self.environment).get("rag") or {}) if runtime.blocks else {}
+        rag = live_blocks(self.environment).get("rag") if runtime.extras.has_blocks else None
+        means = stage_means(rag or {})
         if any(v is not None for v in means.values()):
             self.stage_points.append({"t_s": round(now_s, 3), **means})
             self._stage_colors(means)          # stages take their colours in the block's order

@@ -217,5 +217,35 @@ class HubSampler:
                 cpu_at, cpu_then = now, cpu_now
 
 
-__all__ = ["CPU_STARVED_PCT", "LAG_P99_STARVED_MS", "MIN_LAG_SAMPLES", "GeneratorHealth", "HubSampler",
-           "console_line", "cpu_pct", "starved"]
+class GeneratorWatch:
+    """One process's watch over its own health, test by test: ``health`` (this process's samples,
+    or on a master its workers' merged ones) and the sampler that fills it while a test runs."""
+
+    def __init__(self) -> None:
+        self.health = GeneratorHealth()
+        self._sampler: HubSampler | None = None
+
+    def start(self, *, sample: bool = True) -> None:
+        """At a test's start: sample this process until :meth:`stop` (``sample=False``, a master,
+        which sends no load: its block is its workers')."""
+        self.stop()
+        if sample:
+            self._sampler = HubSampler(self.health).start()
+
+    def stop(self) -> None:
+        """Before Locust's stop sequence holds the hub, and at the test's stop (idempotent)."""
+        if self._sampler is not None:
+            self._sampler.stop()
+            self._sampler = None
+
+    @property
+    def sampling(self) -> bool:
+        return self._sampler is not None
+
+    def new_test(self) -> None:
+        """A new test in the same process: its own samples."""
+        self.health = GeneratorHealth()
+
+
+__all__ = ["CPU_STARVED_PCT", "LAG_P99_STARVED_MS", "MIN_LAG_SAMPLES", "GeneratorHealth", "GeneratorWatch",
+           "HubSampler", "console_line", "cpu_pct", "starved"]

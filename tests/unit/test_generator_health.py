@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from fourfold.measure.histogram import LogHistogram
-from fourfold.measure.loadgen import GeneratorHealth, console_line, cpu_pct
+from fourfold.measure.loadgen import GeneratorHealth, GeneratorWatch, console_line, cpu_pct
 from fourfold.reports.health import health_notes, starved
 
 SHAPE = {"cpu_pct_mean": float, "cpu_pct_max": float, "loop_lag_ms_p50": float, "loop_lag_ms_p99": float,
@@ -114,3 +114,21 @@ def test_an_empty_block_has_the_shape_and_is_not_starved():
     got = GeneratorHealth().block()
     assert set(got) == set(SHAPE) and all(type(got[key]) is kind for key, kind in SHAPE.items())
     assert (got["samples"], got["processes"], got["starved"]) == (0, 0, False)
+
+
+def test_the_watch_samples_only_when_asked_and_each_test_gets_fresh_samples():
+    watch = GeneratorWatch()
+    watch.start(sample=False)                      # a master: its block is its workers'
+    assert not watch.sampling
+    watch.start()
+    assert watch.sampling
+    watch.start()                                  # a second start replaces the sampler, never adds one
+    assert watch.sampling
+    watch.stop()
+    watch.stop()                                   # idempotent: test_stopping, then test_stop
+    assert not watch.sampling
+    first = watch.health
+    first.add_cpu_pct(40.0)
+    watch.new_test()
+    assert watch.health is not first and watch.health.block()["samples"] == 0
+    assert watch.health.cpu_n == 0 and first.cpu_n == 1
