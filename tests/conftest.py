@@ -15,9 +15,49 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+import gevent  # noqa: E402
 import pytest  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, make the worker's queue of tests safe beside gevent's patches.
+
+    xdist's worker waits for its next tests on an ``Event`` that execnet's receiving thread (a real
+    OS thread, started before this file patched ``threading``) sets; patched, that Event is
+    gevent's, whose waiter is never woken from another thread (gevent's ``LoopExit``). The queue
+    gets a real lock and an event that the waiting greenlet polls, so the hub (and the servers a
+    module keeps on it) runs while the worker waits."""
+    if not hasattr(config, "workerinput"):
+        return
+    for plugin in config.pluginmanager.get_plugins():
+        queue = getattr(plugin, "torun", None)
+        if queue is not None and hasattr(queue, "_has_items_event"):
+            queue._lock = monkey.get_original("threading", "RLock")()
+            queue._has_items_event = _PolledEvent()
+
+
+class _PolledEvent:
+    """``set`` from any thread (a plain attribute: atomic under the GIL), ``wait`` on the gevent hub."""
+
+    def __init__(self) -> None:
+        self._flag = False
+
+    def set(self) -> None:
+        self._flag = True
+
+    def clear(self) -> None:
+        self._flag = False
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    def wait(self, timeout: float | None = None) -> bool:
+        while not self._flag:
+            gevent.sleep(0.005)
+        return True
+
 LOCUST = [sys.executable, "-m", "locust"]
 
 
