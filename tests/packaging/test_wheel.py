@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -108,6 +109,38 @@ def test_installed_fourfold_is_the_wheel_not_the_checkout(installed, tmp_path):
     assert Path(located) == site / "fourfold" / "locustfiles" / "l3_rag.py"
 
 
+def check_quick_demo(out: Path, stdout: str) -> None:
+    """``fourfold demo --quick``: both simulator profiles, every level twice (interleaved), every run
+    scored, the report in three formats and the article check, every row with an outcome. (The one
+    quick demo of the suite: it runs here, from the installed wheel, given relative to a directory
+    that is not the checkout.)"""
+    for name in ("report.md", "report.html", "report.csv"):
+        assert (out / name).is_file(), name
+    runs = sorted(p.name.split("-demo-", 1)[1] for p in (out / "runs").iterdir())
+    assert runs == sorted(f"{side}-{level}-{rep}" for side in ("baseline", "candidate")
+                          for level in ("l1", "l2", "l3", "l4") for rep in (1, 2))
+    assert all((path / "scores.jsonl").is_file() for path in (out / "runs").iterdir())   # all scored
+    table = [line for line in stdout.splitlines() if line.startswith("| ") and "(ms)" in line]
+    assert len(table) >= 10 and any(line.startswith("| TTFT p50 (ms) † |") for line in table)
+    report = (out / "report.md").read_text()
+    assert all(f"### {group}" in report for group in ("l1:saturation", "l2:closed", "l3:rag", "l4:session"))
+    assert "similarity mean" in report and "rounds per session" in report and "retrieval recall@k" in report
+
+    # the demo ends with the article check: the article's 14 rows, each with an outcome (the summary
+    # line counts them), at most compliance (cut answers), telemetry... not measured by a quick demo
+    check = stdout[stdout.index("## Article check"):]
+    rows = [line for line in check.splitlines() if line.startswith("| ") and not line.startswith("| effect")]
+    assert len(rows) == 14, check
+    found = re.search(r"(\d+) of 14 rows reproduced .*?, (\d+) not reproduced, (\d+) not measured\.",
+                      " ".join(check.split()))
+    assert found, check
+    reproduced, not_reproduced, not_measured = map(int, found.groups())
+    assert reproduced + not_reproduced + not_measured == 14 and not_measured <= 4, check
+    assert "HTML report: demo/report.html" in stdout
+    page = (out / "report.html").read_text()
+    assert "<h2>Article check</h2>" in page and "<pre>## Article check" not in page
+
+
 @pytest.mark.timeout(900)        # the quick demo runs each profile and level twice
 def test_demo_stock_and_own_locustfiles_run_from_an_empty_directory(installed, tmp_path):
     bin_dir, site, _ = installed
@@ -117,12 +150,7 @@ def test_demo_stock_and_own_locustfiles_run_from_an_empty_directory(installed, t
     work.mkdir()
 
     demo = _run([str(bin_dir / "fourfold"), "demo", "--quick", "--out", "demo"], work, env, 600)
-    assert (work / "demo" / "report.md").is_file() and (work / "demo" / "report.html").is_file()
-    runs = sorted(p.name.split("-demo-", 1)[1] for p in (work / "demo" / "runs").iterdir())
-    assert runs == sorted(f"{side}-{level}-{rep}" for side in ("baseline", "candidate")
-                          for level in ("l1", "l2", "l3", "l4")
-                          for rep in (1, 2))
-    assert "## Article check" in demo.stdout
+    check_quick_demo(work / "demo", demo.stdout)
 
     stock = _run([str(bin_dir / "fourfold"), "locustfile", "l1"], work, env, 60).stdout.strip()
     _run([str(bin_dir / "python"), "-m", "locust", "-f", stock, "--headless", "-u", "2", "-r", "2",
