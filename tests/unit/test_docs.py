@@ -134,10 +134,9 @@ def locustfiles_named(text: str) -> set[str]:
 
 
 def ci_commands(script: str) -> list[str]:
-    """The top-level commands of ``.ci/run`` that set up and run the tests (venv, pip, pytest)."""
+    """The top-level commands of ``.ci/run`` that set up and run the tests (venv, pip, .ci/tests)."""
     return [line.strip() for line in script.splitlines()
-            if re.match(_ENV_PREFIX + r"(python3 -m venv|\.venv/bin/pip |\.venv/bin/python -m pytest)",
-                        line.strip())]
+            if re.match(_ENV_PREFIX + r"(python3 -m venv|\.venv/bin/pip |\.ci/tests\b)", line.strip())]
 
 
 # environment assignments before a command (CMAKE_ARGS="..." .venv/bin/pip ...: llama.cpp's build flags)
@@ -172,7 +171,7 @@ def test_first_code_block_is_set_up_and_run_then_set_up_and_test() -> None:
     assert len(block) == 2, block
     main_job, tests = (line.split(" && ") for line in block)
     ci = ci_commands((ROOT / ".ci" / "run").read_text(encoding="utf-8"))
-    assert [program(c) for c in ci] == ["python3", ".venv/bin/pip", ".venv/bin/python"], ci
+    assert [program(c) for c in ci] == ["python3", ".venv/bin/pip", ".ci/tests"], ci
     assert tests == ci, "README's test command must be exactly what .ci/run runs"
     assert main_job[0] == ci[0]
     pip = shlex.split(main_job[1])
@@ -289,9 +288,10 @@ def test_commands_and_locustfiles_named() -> None:
 def test_ci_commands() -> None:
     script = ("#!/usr/bin/env bash\nset -euo pipefail\n"
               "if x; then\n    $SUDO apt-get install -y chromium\nfi\n"
-              "python3 -m venv .venv\n.venv/bin/pip install -q -e '.[test]'\n.venv/bin/python -m pytest -q\n")
+              "python3 -m venv .venv\n.venv/bin/pip install -q -e '.[test]'\n.venv/bin/ruff check fourfold\n"
+              ".ci/tests\n")
     assert ci_commands(script) == ["python3 -m venv .venv", ".venv/bin/pip install -q -e '.[test]'",
-                                   ".venv/bin/python -m pytest -q"]
+                                   ".ci/tests"]
     flags = 'CMAKE_ARGS="-DA=OFF -DB=ON" .venv/bin/pip install -q -e .'
     assert ci_commands(script.replace(".venv/bin/pip install -q -e '.[test]'", flags))[1] == flags
     assert program(flags) == ".venv/bin/pip"
