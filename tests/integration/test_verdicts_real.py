@@ -1,7 +1,7 @@
 """The verdicts on real runs of the embedded simulator, as a user makes them: ``fourfold repeat`` then
 ``fourfold compare --fail-on-worse``. One version compared with itself (runs a side, at L1, L3 and
 L4) passes the gate with no better / worse row; a candidate whose TTFT is 15 % slower fails it with
-3 runs a side. The machine is whatever CI has, busy or not (docs/statistics.md, "Calibration")."""
+4 runs a side. The machine is whatever CI has, busy or not (docs/statistics.md, "Calibration")."""
 
 from __future__ import annotations
 
@@ -25,9 +25,12 @@ LOAD = {   # short runs with enough requests for the p50 rows: answers cut at 32
 }
 
 
-def repeat(tmp_path: Path, level: str, count: int, *side_args: str) -> dict:
-    """``fourfold repeat``: one side (``count`` runs) or two (``--baseline-args``, ``--candidate-args``)."""
+def repeat(tmp_path: Path, level: str, count: int, *side_args: str, users: int | None = None) -> dict:
+    """``fourfold repeat``: one side (``count`` runs) or two (``--baseline-args``, ``--candidate-args``);
+    ``users``: instead of the level's usual count."""
     locustfile, load = LOAD[level]
+    if users is not None:
+        load = ["-u", str(users), "-r", str(users), *load[4:]]
     out = tmp_path / f"repeat-{level}-{len(list(tmp_path.iterdir()))}"
     command = [sys.executable, "-m", "fourfold", "repeat", str(count), "--out", str(out), "--label", level,
                *side_args, "--", "locust",
@@ -70,12 +73,16 @@ def test_one_version_against_itself_passes_the_gate(tmp_path, level):
 
 
 @pytest.mark.timeout(600)
-def test_a_ttft_regression_of_15_percent_fails_the_gate_with_3_runs_a_side(tmp_path):
+def test_a_ttft_regression_of_15_percent_fails_the_gate_with_4_runs_a_side(tmp_path):
     slow = tmp_path / "slow.json"
     slow.write_text(json.dumps({"extends": "baseline", "ttft_ms": 92.0,
                                 "description": "the baseline with its first token 15 % later"}))
-    manifest = repeat(tmp_path, "l1", 3, "--baseline-args", "--sim-profile baseline",
-                      "--candidate-args", f"--sim-profile {slow}")
+    # On 2 shared cores (three other test workers, or two busy loops) the TTFT measured is the
+    # profile's 80 ms plus ~50 ms of waiting for a core, which drifts with the neighbours' load: 3
+    # runs a side left the 15 % (p 0.017, Holm over 7 gated rows) inconclusive, and the report said
+    # 4 would decide it. 4 users, not 12: less of the waiting is the test's own.
+    manifest = repeat(tmp_path, "l1", 4, "--baseline-args", "--sim-profile baseline",
+                      "--candidate-args", f"--sim-profile {slow}", users=4)
     code, output, rows = compare(tmp_path, dirs(manifest, tmp_path, "baseline"),
                                  dirs(manifest, tmp_path, "candidate"))
     ttft = {r["metric"]: r for r in rows if r["metric"].startswith("ttft_")}
