@@ -162,6 +162,8 @@ class RawStream(httpx.SyncByteStream):
                         if note is not None:
                             note(payload, t)
                         yield payload
+                    if decoder.error is not None:    # broken after the payload just yielded
+                        raise decoder.error
                     if decoder.done:
                         self._complete = True
                         self.trailing = decoder.rest
@@ -260,6 +262,8 @@ class RawStream(httpx.SyncByteStream):
                         return "too_large"
                     if deadline_ns is not None and t > deadline_ns:
                         return "too_long"
+                if decoder.error is not None:        # broken after the payload just kept
+                    raise decoder.error
                 if decoder.done:
                     self._complete = True
                     self.trailing = decoder.rest

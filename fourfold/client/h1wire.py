@@ -10,6 +10,7 @@ tree, see :mod:`~fourfold.client.transport`). :func:`read_head` takes a ``read()
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 
@@ -20,6 +21,22 @@ HEAD_END = b"\r\n\r\n"
 MAX_HEAD_BYTES = 64 * 1024
 
 Header = tuple[bytes, bytes]
+
+# RFC 9112 7.1: chunk-size = 1*HEXDIG, then optional whitespace and ";" extensions. At most 15
+# digits (under 2**60): a larger chunk is beyond any response cap, and Python's int() would take a
+# sign, "0x", spaces or "_" (a negative size walked the decoder backwards, for ever).
+_CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,15})[ \t]*(?:;.*)?")
+
+
+_HEX_DIGITS = b"0123456789abcdefABCDEF"
+
+
+def chunk_size(line: bytes) -> int:
+    """The size a chunk-size line states; :class:`MalformedResponse` for anything but plain hex."""
+    found = _CHUNK_SIZE.fullmatch(line)
+    if found is None:
+        raise MalformedResponse(f"chunked body: bad chunk size {line[:32]!r}")
+    return int(found.group(1), 16)
 
 
 class MalformedResponse(httpx.RemoteProtocolError):
@@ -36,13 +53,16 @@ class StaleConnection(Exception):
 class ChunkedDecoder:
     """Incremental decoder for ``Transfer-Encoding: chunked`` (bytes in, payload bytes out)."""
 
-    __slots__ = ("_buf", "_remaining", "_state", "done")
+    __slots__ = ("_buf", "_remaining", "_state", "done", "error")
 
     def __init__(self) -> None:
         self._buf = b""
         self._remaining = 0      # payload bytes still to come in the current chunk
         self._state = 0          # 0: size line, 1: payload, 2: CRLF after payload, 3: trailers
         self.done = False
+        # the body broke after payload that came in the same read: decode returned that payload,
+        # and the caller raises this once it has kept it (the next decode raises it too)
+        self.error: MalformedResponse | None = None
 
     @property
     def between_chunks(self) -> bool:
@@ -57,11 +77,13 @@ class ChunkedDecoder:
         return self._buf if self.done else b""
 
     def decode(self, data: bytes) -> bytes:
+        if self.error is not None:
+            raise self.error
         if not self._buf and self._state == 0:
             # Fast path: the read is exactly one whole chunk ("<hex>\r\n<payload>\r\n"), as a
             # server writing one event per chunk produces it.
             end = data.find(CRLF)
-            if 0 < end < 16:
+            if 0 < end < 16 and not data[:end].strip(_HEX_DIGITS):    # plain hex (else: chunk_size, below)
                 try:
                     size = int(data[:end], 16)
                 except ValueError:
@@ -70,6 +92,20 @@ class ChunkedDecoder:
                     return data[end + 2:end + 2 + size]
         buf = self._buf + data if self._buf else data
         out: list[bytes] = []
+        try:
+            pos = self._decode_into(buf, out)
+        except MalformedResponse as exc:
+            if not out:
+                raise
+            self.error, self._buf = exc, b""
+            return b"".join(out)
+        self._buf = buf[pos:] if pos < len(buf) else b""
+        if len(out) == 1:
+            return out[0]
+        return b"".join(out)
+
+    def _decode_into(self, buf: bytes, out: list[bytes]) -> int:
+        """Decode ``buf`` into ``out``; the position it stopped at (what is left waits for more)."""
         pos, n = 0, len(buf)
         while pos < n and not self.done:
             state = self._state
@@ -99,18 +135,12 @@ class ChunkedDecoder:
                     if not line:
                         self.done = True
                     continue
-                try:
-                    size = int(line.split(b";", 1)[0], 16)
-                except ValueError:
-                    raise MalformedResponse(f"chunked body: bad chunk size {line[:32]!r}") from None
+                size = chunk_size(line)
                 if size == 0:
                     self._state = 3
                 else:
                     self._remaining, self._state = size, 1
-        self._buf = buf[pos:] if pos < n else b""
-        if len(out) == 1:
-            return out[0]
-        return b"".join(out)
+        return pos
 
 
 def request_head(request: httpx.Request) -> bytes:
@@ -199,5 +229,5 @@ def framing(method: str, status: int, headers: list[Header]) -> tuple[str, int, 
     return "close", -1, False
 
 
-__all__ = ["CRLF", "HEAD_END", "MAX_HEAD_BYTES", "ChunkedDecoder", "Header", "StaleConnection", "framing",
-           "parse_head", "read_head", "request_head"]
+__all__ = ["CRLF", "ChunkedDecoder", "HEAD_END", "Header", "MAX_HEAD_BYTES", "StaleConnection",
+           "chunk_size", "framing", "parse_head", "read_head", "request_head"]

@@ -193,14 +193,21 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
                                 f"response?): {secrets.scrub(trailing.decode('latin-1'))[:64]!r}")
     if encoding not in IDENTITY:         # a proxy that compressed the stream although we asked for identity
         record.extra["content_encoding"] = secrets.scrub(encoding)[:40]
-        chunks, undecodable = decode_pieces(chunks, encoding)
+        chunks, undecodable, why = decode_pieces(chunks, encoding, limits.max_response_bytes)
         if undecodable and not transport_error:
-            transport_error, transport_detail = "malformed_stream", undecodable
+            transport_error, transport_detail = undecodable, why
     recv_ns = facts.recv_ns if facts is not None else None
     if recv_ns is not None and len(recv_ns) >= len(times):
         times = recv_ns[:len(times)]      # the transport's receive times (also when the body broke off)
-    return secrets.scrub_record(_finish(dialect, request, record, t0, times, chunks, transport_error,
-                                        transport_detail, secrets, tokenizer))
+    try:
+        _finish(dialect, request, record, t0, times, chunks, transport_error, transport_detail, secrets,
+                tokenizer)
+    except Exception as exc:  # noqa: BLE001 - a bug, or a tokenizer that loads but cannot encode: the
+        # answer came, the record could not be finished; counted as fourfold's own failure, never as
+        # "cancelled" (that is only for requests the stop interrupted)
+        record.error_class = "client_error"
+        record.error_detail = f"finishing the record failed: {exc.__class__.__name__}: {exc}"[:500]
+    return secrets.scrub_record(record)
 
 
 def _direct_transport(client: httpx.Client) -> RawH1Transport | None:

@@ -5,6 +5,7 @@ it ends by itself, no traceback, one record per request the server saw, in the e
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 
 import pytest
@@ -61,6 +62,42 @@ async def huge_chunk_size(conn: h.Conn, req: h.Request) -> None:
     await conn.send_raw(b"ffffffffffffffff\r\n" + h.openai_chunk("x"))
     await conn.sleep(0.2)
     conn.close()
+
+
+async def negative_chunk_size(conn: h.Conn, req: h.Request) -> None:
+    """The 12 bytes that hung the load generator for good (fourfold#32): one chunk, then a chunk
+    size of -6 (Python's int() takes the sign); then the connection stays open, silent."""
+    await conn.send_head(200, {"Content-Type": "text/event-stream"}, chunked=True)
+    await conn.send_raw(b"1\r\nX\r\n-6\r\nZ")
+    await conn.sleep(1.0)
+    conn.close()
+
+
+_NOT_HEX = itertools.cycle((b"0x%x", b"+%x", b" %x", b"%x_0"))       # each answer the next one
+
+
+async def not_hex_chunk_sizes(conn: h.Conn, req: h.Request) -> None:
+    """A content event, then a chunk-size line that int(..., 16) reads but HTTP does not allow:
+    "0x..", "+..", " ..", "1_0", in turn."""
+    bad = next(_NOT_HEX)
+    event = h.openai_chunk("x")
+    await conn.send_head(200, {"Content-Type": "text/event-stream"}, chunked=True)
+    await conn.send_chunk(event)
+    await conn.send_raw(bad.replace(b"%x", b"%x" % len(event)) + b"\r\n" + event + b"\r\n")
+    await conn.sleep(0.2)
+    conn.close()
+
+
+_BOMB = gzip.compress(b"data: " + b"0" * (256 << 20) + b"\n\n")     # 256 MiB of text in ~250 KiB
+
+
+async def gzip_bomb(conn: h.Conn, req: h.Request) -> None:
+    """A gzip'd event stream well under the raw cap that inflates to 256 MiB (fourfold#32: 2.2 GB
+    of memory per MiB sent): inflated no further than the response cap, ``too_large``."""
+    await conn.send_head(200, {"Content-Type": "text/event-stream", "Content-Encoding": "gzip"}, chunked=True)
+    for start in range(0, len(_BOMB), 16384):
+        await conn.send_chunk(_BOMB[start:start + 16384])
+    await conn.send_chunk(b"")
 
 
 async def gzip_sse(conn: h.Conn, req: h.Request) -> None:
@@ -185,6 +222,26 @@ def test_legal_chunk_tricks_give_the_whole_answer(tmp_path):
 def test_a_chunk_size_of_two_to_the_64_is_refused(tmp_path):
     server, run = _run(tmp_path, "huge_chunk_size")
     h.assert_one_record_per_request(run, server, {"malformed_stream", "too_large", "interrupted"})
+
+
+def test_a_negative_chunk_size_is_a_malformed_stream_and_the_run_ends(tmp_path):
+    server, run = _run(tmp_path, "negative_chunk_size")
+    records = h.assert_one_record_per_request(run, server, "malformed_stream")
+    assert len(records) >= 4 and all("bad chunk size b'-6'" in r["error_detail"] for r in records
+                                      if r["error_class"] == "malformed_stream")
+
+
+def test_chunk_sizes_that_are_not_plain_hex_are_malformed(tmp_path):
+    server, run = _run(tmp_path, "not_hex_chunk_sizes")
+    records = h.assert_one_record_per_request(run, server, "malformed_stream")
+    assert len(records) >= 8 and all(r["text"] == "x" for r in records if r["error_class"] != "cancelled")
+
+
+def test_a_compression_bomb_is_too_large_not_inflated(tmp_path):
+    server, run = _run(tmp_path, "gzip_bomb")
+    records = h.assert_one_record_per_request(run, server, "too_large")
+    assert records and all(r["error_detail"] == "decoded (gzip) body passed 16777216 bytes"
+                           for r in records if r["error_class"] == "too_large")
 
 
 def test_a_compressed_event_stream_is_decoded(tmp_path):

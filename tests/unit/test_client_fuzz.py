@@ -15,10 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fourfold.client.dialects import RequestOptions, get_dialect
+from fourfold.client.h1wire import MalformedResponse, chunk_size
 from fourfold.client.stream import StreamLimits, send
 from fourfold.client.transport import ChunkedDecoder
 from fourfold.measure.record import ERROR_CLASSES, TEXT_CAP_CHARS, RequestRecord
 from fourfold.workloads.items import Item
+from fourfold.workloads.tokenizer import Tokenizer
 
 RECORDED = Path(__file__).resolve().parents[1] / "recorded"
 STREAMS = {"vllm_chat": "openai", "vllm_chat_reasoning": "openai", "llamacpp_chat": "openai",
@@ -54,10 +56,36 @@ def test_chunked_decoder_any_split_gives_the_payload(payloads: list[bytes], exte
     assert out == b"".join(payloads) and decoder.done
 
 
+@pytest.mark.parametrize("line", [b"-6", b"-1", b"+5", b"0x5", b" 5", b"5_0", b"", b"g", b"f" * 16, b"\xff"])
+def test_a_chunk_size_line_is_plain_hex_or_malformed(line: bytes) -> None:
+    with pytest.raises(MalformedResponse, match="bad chunk size"):
+        chunk_size(line)
+    whole = ChunkedDecoder()           # the one-whole-chunk fast path refuses it too
+    with pytest.raises(MalformedResponse):
+        whole.decode(line + b"\r\nhello\r\n")
+
+
+def test_chunk_sizes_with_extensions_and_whitespace_before_them():
+    assert [chunk_size(line) for line in (b"1a", b"1A", b"0", b"5 ;name=v", b"5;a;b", b"f" * 15)] == \
+        [26, 26, 0, 5, 5, 2**60 - 1]
+
+
+def test_the_twelve_bytes_that_hung_the_decoder_are_refused_after_the_payload_before_them():
+    decoder = ChunkedDecoder()
+    assert decoder.decode(b"1\r\nX\r\n-6\r\nZ") == b"X"          # the good chunk of the same read is kept
+    assert isinstance(decoder.error, MalformedResponse) and "b'-6'" in str(decoder.error)
+    with pytest.raises(MalformedResponse, match="b'-6'"):           # and the body goes no further
+        decoder.decode(b"ZZZZZZ\r\n0\r\n\r\n")
+    alone = ChunkedDecoder()
+    with pytest.raises(MalformedResponse, match="b'-6'"):           # nothing before it: raised at once
+        alone.decode(b"-6\r\nZ")
+    assert alone.error is None
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.one_of(st.binary(max_size=40),
                           st.sampled_from([b"\r\n", b"0\r\n", b"5\r\nhello\r\n", b"ffffffff\r\n",
-                                           b";", b"-1\r\n", b"\r"])), max_size=10))
+                                           b";", b"-1\r\n", b"-6\r\n", b"0x5\r\n", b"\r"])), max_size=10))
 def test_chunked_decoder_random_bytes_raise_only_remote_protocol_error(pieces: list[bytes]) -> None:
     decoder = ChunkedDecoder()
     try:
@@ -189,3 +217,27 @@ def test_the_answer_kept_in_a_record_is_capped_and_flagged() -> None:
 def test_a_response_over_the_byte_limit_is_too_large() -> None:
     record = send_body("openai", [OK_STREAM[:40]] * 100, limits=StreamLimits(max_response_bytes=1000))
     assert record.error_class == "too_large" and "1000 bytes" in record.error_detail
+
+
+# ---- a record that cannot be finished ------------------------------------------------------------
+class _BrokenBackend:
+    """A tokenizer that loads but cannot encode (fourfold#32: every success was recorded "cancelled")."""
+
+    def encode(self, text, add_special_tokens=False):  # noqa: ANN001, ANN201
+        raise RuntimeError("this tokenizer cannot encode")
+
+
+def test_an_error_while_finishing_a_record_is_a_client_error_not_cancelled() -> None:
+    body = (b'data: {"choices":[{"delta":{"content":"hi"},"finish_reason":"stop"}]}\n\n'
+            b"data: [DONE]\n\n")
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": SSE}, content=body)
+
+    client = httpx.Client(base_url="http://test", transport=httpx.MockTransport(handler))
+    dialect = get_dialect("openai")
+    record = send(client, dialect, dialect.build(ITEM, RequestOptions(stream=True)), RequestRecord(),
+                  tokenizer=Tokenizer("broken.json", _BrokenBackend()))
+    assert record.error_class == "client_error"
+    assert record.error_detail == ("finishing the record failed: RuntimeError: this tokenizer cannot encode")
+    assert record.status == 200
