@@ -91,7 +91,8 @@ def check_run(run_dir: str | os.PathLike[str], spec: str | None = None,
     """Gate a finished run directory (``fourfold check``): its summary.json against ``spec`` (an
     inline spec or SLO file; default: the spec the run was gated with), quality clauses against
     the ``quality`` block that ``fourfold score`` added (missing: a failure). A directory that is
-    missing or has no readable summary.json raises :class:`RunDirError`, a bad spec
+    missing, has no readable summary.json, or whose records.jsonl is missing, not a regular file or
+    empty raises :class:`RunDirError`, a bad spec
     :class:`SLOSpecError` (both exit code 2)."""
     path = Path(run_dir)
     if not path.exists():
@@ -103,6 +104,12 @@ def check_run(run_dir: str | os.PathLike[str], spec: str | None = None,
         hint = ("the run did not finish (no summary.json next to records.jsonl)"
                 if (path / RECORDS_FILE).exists() else "it is not a run directory")
         raise RunDirError(f"{str(path)!r} has no {SUMMARY_FILE}: {hint}")
+    records = path / RECORDS_FILE
+    if not records.is_file():            # missing, or a FIFO / device / folder: nothing was recorded there
+        raise RunDirError(f"{str(records)!r}: {'not a regular file' if records.exists() else 'missing'}; "
+                          "a run's verdicts stand on its records")
+    if not _has_a_record(records):
+        raise RunDirError(f"{str(records)!r} is empty: the run recorded no request, there is nothing to gate")
     if not spec:
         gated = summary.get("slo")
         spec = gated.get("spec") if isinstance(gated, dict) else None
@@ -124,6 +131,12 @@ def check_run(run_dir: str | os.PathLike[str], spec: str | None = None,
     if junit:
         write_junit(junit, verdicts, run_dir=str(path), spec=spec)
     return CheckResult(path, verdicts, text)
+
+
+def _has_a_record(records: Path) -> bool:
+    """Anything but whitespace within the file's first MiB (a run writes one record a line)."""
+    with records.open("rb") as fh:
+        return bool(fh.read(1 << 20).strip())
 
 
 __all__ = ["CheckResult", "check_run", "is_slo_file", "load_slo", "load_slo_file", "write_junit"]

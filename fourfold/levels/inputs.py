@@ -18,18 +18,23 @@ from __future__ import annotations
 
 import argparse
 from typing import Any
+from urllib.parse import urlsplit
 
 from flask import jsonify, request
 
+from fourfold.client.dialects import RequestOptions, get_dialect
 from fourfold.errors import OptionError, UsageError
 from fourfold.levels.l4_options import SessionSettings
 from fourfold.levels.options import Settings
+from fourfold.workloads.items import Item
 from fourfold.workloads.tokenizer import load_tokenizer
 
 # --synthetic: the levels whose items are plain prompts; L3 needs questions with gold documents and
 # references, L4 scripted conversations with goal facts, which synthetic text has neither of
 SYNTHETIC_LEVELS = frozenset({"l1", "l2"})
 NOT_SYNTHETIC = {"l3": "questions with gold documents", "l4": "scripted multi-turn sessions"}
+# an item to build a request path from (check_host; never sent)
+_PROBE_ITEM = Item(id="host-check", messages=({"role": "user", "content": "x"},))
 # /swarm form fields Locust handles itself (not options of ours)
 _LOCUST_FIELDS = frozenset({"user_count", "spawn_rate", "host", "user_classes", "run_time", "profile",
                             "shape_class"})
@@ -43,6 +48,8 @@ def check_options(options: Any, user_classes: list[Any]) -> Settings:
         SessionSettings.from_options(options)     # L4's options are registered for every level
         if settings.tokenizer:                    # all levels count with it (L3/L4 check their own datasets)
             load_tokenizer(settings.tokenizer)
+        if any(getattr(cls, "level", "") != "l3" for cls in user_classes):   # L3's host is a RAG service
+            check_host(getattr(options, "host", None), settings.dialect)
         seen: set[Any] = set()
         for cls in user_classes:
             check = getattr(cls, "check_inputs", None)
@@ -60,6 +67,23 @@ def check_options(options: Any, user_classes: list[Any]) -> Settings:
     except OSError as exc:           # e.g. an @file.json template that cannot be read
         raise UsageError(f"{exc.filename}: cannot read ({exc.strerror or exc})") from None
     return settings
+
+
+def check_host(host: str | None, dialect_name: str) -> None:
+    """Refuse a ``--host`` whose path already holds the first segment of the dialect's request path
+    (``http://h:8000/v1`` with ``/v1/chat/completions``: every request a 404 on ``/v1/v1/...``, as
+    fast as the target can answer it). One line naming the URL to give instead."""
+    path = urlsplit(host or "").path.rstrip("/")
+    if not path:
+        return
+    dialect = get_dialect(dialect_name)
+    sent = dialect.build(_PROBE_ITEM, RequestOptions()).path
+    first = "/" + sent.lstrip("/").split("/", 1)[0]
+    if path == first or path.endswith(first):
+        fixed = host.rstrip("/")[:-len(first)] if host else ""
+        raise OptionError(f"--host {host} ends in {first}, and the {dialect.name} dialect sends to {sent}: "
+                          f"every request would go to {path}{sent}; give --host {fixed or '...'} "
+                          f"({first} comes with the dialect)")
 
 
 def check_or_exit(environment: Any) -> None:

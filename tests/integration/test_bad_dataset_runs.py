@@ -67,6 +67,15 @@ RUNS = [
     ("l3_rag.py", ["--rag-recall-k", "0"], "--rag-recall-k must be a number >= 1, got 0"),
     ("l3_rag.py", ["--rag-corpus", bad_file("c.jsonl", b"\xfe\n")],
      "{path}:1: not UTF-8 (byte 0xfe at column 1); save the file as UTF-8"),
+    # the /v1 mistake (fourfold#32: 17,372 requests in 8 s, every one a 404 on /v1/v1/...): no request at all
+    ("l1_throughput.py", ["--host", "http://127.0.0.1:9/v1"],
+     "--host http://127.0.0.1:9/v1 ends in /v1, and the openai dialect sends to /v1/chat/completions: "
+     "every request would go to /v1/v1/chat/completions; give --host http://127.0.0.1:9 "
+     "(/v1 comes with the dialect)"),
+    ("l4_session.py", ["--host", "http://127.0.0.1:9/gw/v1/", "--dialect", "anthropic"],
+     "--host http://127.0.0.1:9/gw/v1/ ends in /v1, and the anthropic dialect sends to /v1/messages: "
+     "every request would go to /gw/v1/v1/messages; give --host http://127.0.0.1:9/gw "
+     "(/v1 comes with the dialect)"),
     ("l4_session.py", ["--dataset", bad_file("s.jsonl", (json.dumps(SESSION) + "\n{\n").encode())],
      "{path}:2: not JSON (Expecting property name enclosed in double quotes at column 2)"),
     ("l4_session.py", ["--dataset", bad_file("s.jsonl", json.dumps({**SESSION, "max_turns": "3"}).encode())],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -252,7 +253,8 @@ def test_repository_ci_slo_file_parses() -> None:
 def _run_dir(tmp_path, summary: dict | None):
     run = tmp_path / "runs" / "20250101T000000Z-candidate"
     run.mkdir(parents=True)
-    (run / "records.jsonl").write_text("")
+    record = {"level": "l1", "scenario": "s", "error_class": "ok"}
+    (run / "records.jsonl").write_text(json.dumps(record) + "\n")
     if summary is not None:
         (run / "summary.json").write_text(json.dumps(summary))
     return run
@@ -286,3 +288,25 @@ def test_check_usage_errors_exit_2(tmp_path, capsys, summary, args, message) -> 
     run = _run_dir(tmp_path, summary)
     assert cli_main(["check", str(run), *args]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("records", "message"), [
+    (None, "records.jsonl': missing; a run's verdicts stand on its records"),
+    ("", "records.jsonl' is empty: the run recorded no request, there is nothing to gate"),
+    ("\n  \n", "records.jsonl' is empty"),
+    ("folder", "records.jsonl': not a regular file"),
+    ("fifo", "records.jsonl': not a regular file"),
+])
+def test_check_fails_a_run_without_records(tmp_path, capsys, records, message) -> None:
+    run = _run_dir(tmp_path, {**_summary(), "slo": {"spec": "ttft_p95<=450ms"}})
+    path = run / "records.jsonl"
+    path.unlink()
+    if records == "folder":
+        path.mkdir()
+    elif records == "fifo":
+        os.mkfifo(path)                  # opening it would wait for a writer for ever
+    elif records is not None:
+        path.write_text(records)
+    assert cli_main(["check", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1

@@ -69,7 +69,7 @@ def test_no_telemetry_is_no_data_naming_what_is_missing():
 def test_fourfold_check_judges_telemetry(tmp_path, capsys):
     run = tmp_path / "run"
     run.mkdir()
-    (run / "records.jsonl").write_text("")
+    (run / "records.jsonl").write_text('{"level": "l1", "scenario": "s", "error_class": "ok"}\n')
     (run / "summary.json").write_text(
         json.dumps(_summary(**{"server.mem_bw_util_pct": {"mean": 70, "max": 92}})))
     assert cli_main(["check", str(run), "--slo", "gpu_mem_bw_util_max<85%"]) == 3
