@@ -324,6 +324,10 @@ def register(environment: Any, **_kw: Any) -> None:
     ev.test_stopping.add_listener(_on_test_stopping)
     ev.test_stop.add_listener(_on_test_stop)
     ev.quitting.add_listener(_on_quitting)
+    # Locust starts --run-time's timer right after init, from the event loop's cached time, which
+    # stands where the loop last ran: a start-up longer than -t since then (a first import compiling
+    # .pyc, a busy machine) made the timer fire at once, a run of 30 ms and no request. Now, not then.
+    gevent.get_hub().loop.update_now()
 
     livequality.register(environment)      # --score-live: after the shared test_start (run directory open)
 

@@ -112,3 +112,40 @@ def test_out_of_file_descriptors_every_record_is_kept_and_summary_json_is_writte
     assert len(reached) == requests > 0  # one record per request the server saw
     refused = len(run.records) - len(reached)
     assert refused > 0 and summary["backoff"]["connect_errors"] == refused
+
+
+SLOW_START = """\
+import time
+
+import gevent
+from locust import events
+
+from fourfold import levels
+
+events.init_command_line_parser.add_listener(levels.ThroughputUser.add_arguments)
+events.init.add_listener(levels.ThroughputUser.register)
+
+gevent.get_hub()                          # the event loop exists and has not run yet
+started = time.perf_counter()
+while time.perf_counter() - started < 5:  # a start-up that does not yield: first imports compiling
+    pass                                  # .pyc beside three other test workers took this long
+
+
+class SlowStart(levels.ThroughputUser):
+    pass
+"""
+
+
+def test_a_start_up_longer_than_the_run_time_still_runs_for_the_run_time(tmp_path):
+    """Locust starts ``-t``'s timer from the event loop's cached time, which stood where the loop was
+    made: after a 5 s start-up a 4 s run ended after 20-50 ms with no request (CI, a fresh install
+    without .pyc files). fourfold's init refreshes the loop's time."""
+    locustfile = tmp_path / "slow_start.py"
+    locustfile.write_text(SLOW_START)
+    with h.HostileServer(f"{HANDLERS}:good") as server:
+        run = h.run_level(server.url, tmp_path / "out", locustfile=str(locustfile), users=2, seconds=4,
+                          csv_html=False)
+        records = h.assert_one_record_per_request(run, server, "ok")
+    h.assert_clean(run, max_s=30)
+    assert run.summary is not None and run.summary["finished_at"] - run.summary["started_at"] >= 3.5
+    assert len(records) >= 10
