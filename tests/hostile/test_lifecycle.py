@@ -58,7 +58,8 @@ def test_a_refused_target_gets_few_attempts_per_user_and_the_backoff_is_reported
     backoff = run.summary["backoff"]
     assert backoff["connect_errors"] == len(run.records)           # each attempt one record, each counted
     assert backoff["longest_wait_s"] in (1.6, 3.2)  # 3.2 on a quiet machine; a loaded one starts users late
-    assert 4.0 <= backoff["wait_s"] <= 2 * 4                       # two users, each waiting most of the 4 s
+    # two users, each waiting most of the 4 s, until the stop (on a busy machine up to ~0.5 s late)
+    assert 4.0 <= backoff["wait_s"] <= 2 * 4.5
     assert f"fourfold: {len(run.records)} connect errors; users backed off" in run.stdout
 
 
