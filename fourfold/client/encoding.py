@@ -7,12 +7,12 @@ hand over the bytes as they came, so :func:`decode_pieces` undoes gzip / deflate
 time, so TTFT and ITL stay the times the compressed bytes arrived. An encoding fourfold cannot
 decode (``br``, ``zstd``), or bytes that do not decompress, make the response a ``malformed_stream``;
 a body that inflates past the response cap (``StreamLimits.max_response_bytes``, 16 MiB, as for raw
-bytes) is
-``too_large``, inflated no further than the cap.
+bytes) is ``too_large``, inflated no further than the cap.
 """
 
 from __future__ import annotations
 
+import sys
 import zlib
 
 IDENTITY = ("", "identity")
@@ -33,30 +33,26 @@ def decode_pieces(pieces: list[bytes], content_encoding: str,
         decoder = None        # zlib-wrapped (RFC 9110) or, from some servers, raw deflate: see below
     else:
         return pieces, "malformed_stream", f"unsupported Content-Encoding {encoding[:40]!r}"
+    cap = sys.maxsize - 1 if max_bytes is None else max_bytes
     out: list[bytes] = []
     total = 0
     try:
         for piece in pieces:
             if decoder is None:    # deflate: the first bytes tell zlib-wrapped from raw
                 decoder = zlib.decompressobj(zlib.MAX_WBITS if piece[:1] == b"\x78" else -zlib.MAX_WBITS)
-            if max_bytes is None:
-                data = decoder.decompress(piece)
-            else:                  # one byte past the room left tells "over the cap" (0 would mean no cap)
-                data = decoder.decompress(piece, max_bytes - total + 1)
-            total += len(data)
-            if max_bytes is not None and total > max_bytes:
-                out.append(data[:len(data) - (total - max_bytes)])
-                return out, "too_large", f"decoded ({encoding}) body passed {max_bytes} bytes"
+            data = decoder.decompress(piece, cap - total + 1)   # one byte past the room left: over the cap
             out.append(data)
-        if decoder is not None:
-            tail = decoder.flush()
-            if max_bytes is not None and total + len(tail) > max_bytes:
-                tail = tail[:max_bytes - total]
-                if out:
-                    out[-1] += tail
-                return out, "too_large", f"decoded ({encoding}) body passed {max_bytes} bytes"
-            if tail and out:
+            total += len(data)
+            if total > cap:
+                break
+        else:
+            if decoder is not None and out:
+                tail = decoder.flush()
                 out[-1] += tail
+                total += len(tail)
     except zlib.error as exc:
         return pieces, "malformed_stream", f"Content-Encoding {encoding!r}: body does not decompress ({exc})"
+    if total > cap:                   # the excess is all in the last piece (its data, or the flush)
+        out[-1] = out[-1][:len(out[-1]) - (total - cap)]
+        return out, "too_large", f"decoded ({encoding}) body passed {cap} bytes"
     return out, "", ""
