@@ -29,15 +29,24 @@ def test_mirrored_requests_are_paired_and_kept_apart(tmp_path, locustfile):
     for r in records:
         if r["pair_id"]:
             by_pair[r["pair_id"]].append(r)
-    # every mirrored request has exactly its original and its copy, with the same item
-    assert all(len(p) == 2 and {r["variant"] for r in p} == {"", "mirror"}
-               and p[0]["item_id"] == p[1]["item_id"]
-               for p in by_pair.values())
-    assert len(by_pair) == len(mirrors)
-    # the share is exact per user: every second measured request
+    # every mirrored request has exactly its original and its copy, with the same item; the one
+    # exception is a user's last pair at the stop: a side stopped while connecting never reached
+    # its target and has no record (base.py: UNSENT), so its partner stands alone
+    last_pair = {u: max((p for p in by_pair.values() if p[0]["user_id"] == u),
+                        key=lambda p: p[0]["started_at"])[0]["pair_id"]
+                 for u in {r["user_id"] for r in mirrors}}
+    for pair_id, p in by_pair.items():
+        if len(p) == 1:
+            assert pair_id in last_pair.values(), p
+            continue
+        assert len(p) == 2 and {r["variant"] for r in p} == {"", "mirror"}
+        assert p[0]["item_id"] == p[1]["item_id"]
+    lone = sum(len(p) == 1 for p in by_pair.values())
+    assert lone <= 3 and all(r["pair_id"] for r in mirrors)
+    # the share is exact per user: every second measured request (the last one may have no record)
     per_user = collections.Counter(r["user_id"] for r in primaries)
     mirrored_per_user = collections.Counter(r["user_id"] for r in mirrors)
-    assert all(mirrored_per_user[u] == n // 2 for u, n in per_user.items())
+    assert all(n // 2 - 1 <= mirrored_per_user[u] <= (n + 1) // 2 for u, n in per_user.items())
     summary = json.loads((run / "summary.json").read_text())
     scenarios = {g["scenario"] for g in summary["groups"]}
     assert scenarios == {"saturation", "saturation@mirror"}
