@@ -54,7 +54,7 @@ def start_locust(args: list[str], cwd: Path) -> subprocess.Popen[str]:
                             stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
 
 
-def wait_for_lines(path: Path, n: int, proc: subprocess.Popen[str], timeout_s: float = 20) -> int:
+def wait_for_lines(path: Path, n: int, proc: subprocess.Popen[str], timeout_s: float = 60) -> int:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         assert proc.poll() is None, "locust ended early:\n" + proc.communicate()[1][-3000:]
@@ -66,7 +66,7 @@ def wait_for_lines(path: Path, n: int, proc: subprocess.Popen[str], timeout_s: f
     raise AssertionError(f"{path} did not reach {n} lines in {timeout_s} s")
 
 
-def run_dir_of(base: Path, timeout_s: float = 20) -> Path:
+def run_dir_of(base: Path, timeout_s: float = 60) -> Path:    # start-up on a busy machine
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         runs = [p for p in (base / "runs").glob("*") if p.is_dir()] if (base / "runs").exists() else []
