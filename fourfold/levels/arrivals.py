@@ -89,6 +89,22 @@ def arrival_offsets(process: ArrivalProcess, duration_s: float, seed: int = 0) -
     return offsets  # pragma: no cover - gaps() never ends
 
 
+def arrivals_until(gaps: Iterator[float], due_ns: int, stop_ns: int, rate_rps: float,
+                   limit: int = 1_000_000) -> int:
+    """How many further arrivals of ``gaps`` (after the one due at ``due_ns``) fall at or before
+    ``stop_ns`` (a trace's share may end first). Counted one by one up to ``limit``; a dispatcher
+    further behind than that gets the rest at ``rate_rps``, so the stop takes bounded time."""
+    counted = 0
+    for gap_s in gaps:
+        due_ns += int(gap_s * 1e9)
+        if due_ns > stop_ns:
+            break
+        counted += 1
+        if counted >= limit:
+            return counted + int((stop_ns - due_ns) / 1e9 * rate_rps)
+    return counted
+
+
 def trace_share(offsets_s: list[float], parts: int, index: int) -> list[tuple[float, int]]:
     """One dispatcher's part of a trace replay: ``(offset_s, entry index)`` of every ``parts``-th entry
     in arrival order, starting at the ``index``-th (entries 0, D, 2D... for dispatcher 0 of D), each

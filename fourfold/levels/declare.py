@@ -21,13 +21,24 @@ from typing import Any
 from fourfold.errors import OptionError
 
 __all__ = ["AT_LEAST_0", "AT_LEAST_1", "GROUPS", "POSITIVE", "SHARE", "Opt", "add_options", "check_number",
-           "check_rules", "declared", "option", "read_options"]
+           "check_rules", "declared", "option", "read_options", "within"]
 
 POSITIVE, AT_LEAST_0, AT_LEAST_1, SHARE = "> 0", ">= 0", ">= 1", "within [0, 1]"
 _RULES: dict[str, Callable[[float], bool]] = {
     POSITIVE: lambda v: v > 0, AT_LEAST_0: lambda v: v >= 0, AT_LEAST_1: lambda v: v >= 1,
     SHARE: lambda v: 0 <= v <= 1,
 }
+
+
+def within(low: float, high: float) -> str:
+    """A range rule, ``within [low, high]``: for numbers whose extremes would make a loop spin or a
+    timer overflow (a sub-microsecond gap, a sleep of 1e300 s), so that they are one line at start-up
+    instead of a hang during the run."""
+    name = f"within [{low:g}, {high:g}]"
+    _RULES.setdefault(name, lambda v: low <= v <= high)
+    return name
+
+
 # the settings groups, by concern, in the order `--help` shows them
 GROUPS: dict[str, str] = {
     "target": "fourfold: the target (wire format, model, credentials, transport)",

@@ -40,7 +40,7 @@ from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 from fourfold.client.factory import make_http_client
 from fourfold.errors import OptionError
 from fourfold.levels import hooks, sweep_live
-from fourfold.levels.arrivals import dispatcher_seed, trace_gaps, trace_offered, trace_share
+from fourfold.levels.arrivals import arrivals_until, dispatcher_seed, trace_gaps, trace_offered, trace_share
 from fourfold.levels.base import LLMUser, selected_items
 from fourfold.levels.l2_options import GatewaySettings
 from fourfold.levels.l2_options import register as register_options
@@ -271,6 +271,8 @@ class OpenLoopUser(GatewayBase):
             if pool.full():
                 if drop:
                     report.dropped += 1
+                    if delay_s <= 0:
+                        gevent.sleep(0)     # behind schedule: let the stop and the requests run
                     continue
                 report.waited += 1
                 pool.wait_available()
@@ -313,12 +315,8 @@ class OpenLoopUser(GatewayBase):
             due = self._due_ns
             if not self._due_counted and due <= stop:
                 report.arrivals += 1            # due while the stop was already under way
-            while self._gaps is not None:       # arrivals due before the stop that never got their turn
-                gap_s = next(self._gaps, None)     # (a trace's share ends)
-                due = stop + 1 if gap_s is None else due + int(gap_s * 1e9)
-                if due > stop:
-                    break
-                report.arrivals += 1
+            if self._gaps is not None:          # arrivals due before the stop that never got their turn
+                report.arrivals += arrivals_until(self._gaps, due, stop, report.rate_rps)
             report.in_flight_at_stop = report.sent - report.completed
             report.unstarted_at_stop = max(0, len(pool) - report.in_flight_at_stop)
             report.in_flight_q2, report.in_flight_q4 = quarter_means(self._in_flight, report.window_s)

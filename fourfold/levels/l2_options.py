@@ -17,13 +17,12 @@ from typing import Any
 
 from fourfold.levels.arrivals import PROCESSES, ArrivalProcess
 from fourfold.levels.declare import (
-    AT_LEAST_0,
-    AT_LEAST_1,
     POSITIVE,
     add_options,
     check_rules,
     option,
     read_options,
+    within,
 )
 
 DEFAULT_LADDER = "8,16,32,64"
@@ -69,29 +68,30 @@ class GatewaySettings:
                                      read=parse_ladder,
                                      help="Concurrency ladder: user counts stepped through in order ('off': "
                                           "plain -u/-r/-t)")
-    ladder_hold_s: float = option(20.0, "--ladder-hold-s", "gateway", type=float, rule=POSITIVE,
+    ladder_hold_s: float = option(20.0, "--ladder-hold-s", "gateway", type=float, rule=within(0.1, 604800),
                                   help="Seconds each ladder step is held")
     slo_ttft_p95_ms: float = option(450.0, "--slo-ttft-p95-ms", "gateway", type=float, rule=POSITIVE,
                                     help="The ladder's knee: the highest step whose TTFT p95 stays at or "
                                          "below this (ms)")
-    think_time_s: float = option(0.0, "--think-time-s", "gateway", type=float, rule=AT_LEAST_0,
+    think_time_s: float = option(0.0, "--think-time-s", "gateway", type=float, rule=within(0, 86400),
                                  help="Closed loop: seconds each user waits between requests")
     honour_retry_after: bool = option(False, "--honour-retry-after", "gateway", action="store_true",
                                       help="After a 429/503 with Retry-After, the user waits that long "
                                            "(capped) before its next request")
-    retry_after_cap_s: float = option(30.0, "--retry-after-cap-s", "gateway", type=float, rule=AT_LEAST_0,
+    retry_after_cap_s: float = option(30.0, "--retry-after-cap-s", "gateway", type=float,
+                                      rule=within(0, 86400),
                                       help="Longest Retry-After wait honoured (s)")
     arrival_process: str = option("poisson", "--arrival-process", "gateway", choices=list(PROCESSES),
                                   help="Open loop: gaps between arrivals (gamma uses --burstiness)")
-    arrival_rate: float = option(10.0, "--arrival-rate", "gateway", type=float, rule=POSITIVE,
+    arrival_rate: float = option(10.0, "--arrival-rate", "gateway", type=float, rule=within(0.001, 100000),
                                  help="Open loop: arrivals per second for the whole run (split across "
                                       "workers)")
-    burstiness: float = option(1.0, "--burstiness", "gateway", type=float, rule=POSITIVE,
+    burstiness: float = option(1.0, "--burstiness", "gateway", type=float, rule=within(0.01, 1000),
                                help="Open loop, gamma: shape of the gaps (vLLM's --burstiness: 1 Poisson, "
                                     "<1 burstier, >1 more regular)")
     arrival_seed: int = option(0, "--arrival-seed", "gateway", type=int,
                                help="Open loop: seed of the arrival draws")
-    max_in_flight: int = option(256, "--max-in-flight", "gateway", type=int, rule=AT_LEAST_1,
+    max_in_flight: int = option(256, "--max-in-flight", "gateway", type=int, rule=within(1, 100000),
                                 help="Open loop: most requests in flight per dispatcher; arrivals beyond it "
                                      "wait or drop")
     max_in_flight_policy: str = option("wait", "--max-in-flight-policy", "gateway",

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fourfold.adapters.locust import show_in_web_ui as show_options_in_web_ui
-from fourfold.levels.declare import AT_LEAST_0, add_options, check_rules, declared, option, read_options
+from fourfold.levels.declare import add_options, check_rules, declared, option, read_options, within
 from fourfold.levels.l4_ab import parse_split
 
 
@@ -40,13 +40,13 @@ def _host(value: str) -> str:
 class SessionSettings:
     """L4's options, each declared once (:mod:`fourfold.levels.declare`)."""
 
-    think_scale: float = option(1.0, "--think-scale", "session", type=float, rule=AT_LEAST_0,
+    think_scale: float = option(1.0, "--think-scale", "session", type=float, rule=within(0, 1000),
                                 help="L4: multiply every persona's think time between turns (0 = no think "
                                      "time)")
-    patience_scale: float = option(1.0, "--patience-scale", "session", type=float, rule=AT_LEAST_0,
+    patience_scale: float = option(1.0, "--patience-scale", "session", type=float, rule=within(0, 1000),
                                    help="L4: multiply every persona's patience (TTFT and E2E limits); 0 = "
                                         "users never leave a slow session")
-    sessions_per_user: int = option(0, "--sessions-per-user", "session", type=int, rule=AT_LEAST_0,
+    sessions_per_user: int = option(0, "--sessions-per-user", "session", type=int, rule=within(0, 1e9),
                                     help="L4: each user stops after this many sessions (0 = until the run "
                                          "ends); a local run ends once every user has stopped")
     ab_share_a: float | None = option(None, "--ab-split", "session", raw_default="", read=_ab_share,

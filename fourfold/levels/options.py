@@ -22,16 +22,14 @@ from fourfold.errors import OptionError
 from fourfold.gates.gate import load_slo
 from fourfold.gates.slo import SLOSpecError
 from fourfold.levels.declare import (
-    AT_LEAST_0,
-    AT_LEAST_1,
     GROUPS,
-    POSITIVE,
     SHARE,
     add_options,
     check_rules,
     declared,
     option,
     read_options,
+    within,
 )
 from fourfold.levels.l4_options import register as _register_l4
 from fourfold.rundir.secrets import REDACTED, Secrets
@@ -152,7 +150,7 @@ class Settings:
         (), "--dataset-column", "workload", raw_default="", read=parse_columns,
         help="Columns of a Parquet/CSV/JSON file: 'prompt=question,reference=answer' "
              "(also id=, max_tokens=, system=)")
-    dataset_sample: int = option(0, "--dataset-sample", "workload", type=int, rule=AT_LEAST_0,
+    dataset_sample: int = option(0, "--dataset-sample", "workload", type=int, rule=within(0, 1e9),
                                  help="Send N items of the dataset, drawn without replacement with --seed "
                                       "(then cycled); 0: all")
     seed: int = option(0, "--seed", "workload", type=int, help="Seed of --dataset-sample and --shuffle")
@@ -162,7 +160,7 @@ class Settings:
     dataset_filter: str = option("", "--dataset-filter", "workload",
                                  help="Keep items by length in tokens, e.g. 'input<=4096,output<=512' "
                                       "(<=, >=, <, >)")
-    trace_speed: float = option(1.0, "--trace-speed", "workload", type=float, rule=POSITIVE,
+    trace_speed: float = option(1.0, "--trace-speed", "workload", type=float, rule=within(0.001, 1000),
                                 help="Replay a trace dataset this many times faster (2: half the gaps)")
     synthetic: str = option("", "--synthetic", "workload",
                             help="Send synthetic prompts instead of a dataset: "
@@ -174,7 +172,7 @@ class Settings:
                                  "directory, read offline): exact input token counts, output counts when the "
                                  "server sends no usage, exact --synthetic lengths")
     max_tokens: int | None = option(None, "--max-tokens", "workload", type=int, raw_default=0,
-                                    read=_max_tokens, rule=AT_LEAST_1,
+                                    read=_max_tokens, rule=within(1, 1e7),
                                     help="Override every item's max_tokens (0 = use the item's)")
     ignore_eos: bool = option(False, "--ignore-eos", "workload", action="store_true",
                               help="Ask the server to always produce max_tokens (vLLM extension; on by "
@@ -185,18 +183,19 @@ class Settings:
     stream: bool = option(True, "--no-stream", "workload", action="store_true", raw_default=False,
                           read=operator.not_, help="Send non-streaming requests (TTFT = E2E)")
     # timing
-    warmup_requests: int = option(1, "--warmup-requests", "timing", type=int, rule=AT_LEAST_0,
+    warmup_requests: int = option(1, "--warmup-requests", "timing", type=int, rule=within(0, 1e6),
                                   help="Requests each user sends before measuring (excluded from every "
                                        "statistic)")
-    stall_ms: float = option(150.0, "--stall-ms", "timing", type=float, rule=POSITIVE,
+    stall_ms: float = option(150.0, "--stall-ms", "timing", type=float, rule=within(0.1, 1e7),
                              help="A gap between content chunks above this is a stall")
-    read_timeout_s: float = option(60.0, "--read-timeout", "timing", type=float, rule=POSITIVE,
+    read_timeout_s: float = option(60.0, "--read-timeout", "timing", type=float, rule=within(0.01, 604800),
                                    help="Seconds without content (to the response head and the first token, "
                                         "then between tokens; keep-alive comments do not count) before a "
                                         "stream counts as timed out")
-    connect_timeout_s: float = option(10.0, "--connect-timeout", "timing", type=float, rule=POSITIVE,
+    connect_timeout_s: float = option(10.0, "--connect-timeout", "timing", type=float,
+                                      rule=within(0.01, 3600),
                                       help="Seconds to open a connection")
-    max_response_s: float = option(600.0, "--max-response-s", "timing", type=float, rule=POSITIVE,
+    max_response_s: float = option(600.0, "--max-response-s", "timing", type=float, rule=within(0.01, 604800),
                                    help="Stop reading a response after this many seconds")
     # run directory
     run_dir: str = option("runs", "--run-dir", "run", help="Base directory of run directories")
@@ -209,7 +208,8 @@ class Settings:
                               help="Prometheus /metrics endpoint sampled during the run, repeatable or "
                                    "comma-separated (the engine's and a DCGM exporter's: the first URL "
                                    "listed wins a metric both give; default: <host>/metrics; 'off' disables)")
-    sample_interval_s: float = option(1.0, "--sample-interval", "telemetry", type=float, rule=POSITIVE,
+    sample_interval_s: float = option(1.0, "--sample-interval", "telemetry", type=float,
+                                      rule=within(0.01, 3600),
                                       help="Seconds between /metrics and nvidia-smi samples")
     # mirror
     mirror_host: str = option("", "--mirror-host", "mirror",
@@ -221,13 +221,13 @@ class Settings:
     sim_profile: str = option("baseline", "--sim-profile", "simulator",
                               help="Profile of the embedded simulator started when no --host is given")
     sim_seed: int = option(0, "--sim-seed", "simulator", type=int, help="Seed of the embedded simulator")
-    sim_max_concurrency: int = option(0, "--sim-max-concurrency", "simulator", type=int, rule=AT_LEAST_0,
+    sim_max_concurrency: int = option(0, "--sim-max-concurrency", "simulator", type=int, rule=within(0, 1e6),
                                       help="Embedded simulator: gateway limit on generations in flight "
                                            "(0: none)")
     sim_over_limit: str = option("queue", "--sim-over-limit", "simulator", choices=["queue", "429", "503"],
                                  help="Embedded simulator: what a request over --sim-max-concurrency gets")
     sim_keepalive_timeout_s: float = option(0.0, "--sim-keepalive-timeout-s", "simulator", type=float,
-                                            rule=AT_LEAST_0,
+                                            rule=within(0, 86400),
                                             help="Embedded simulator: close keep-alive connections idle this "
                                                  "long (0: never)")
     # the embedded RAG service (registered by levels/l3_rag.py, for L3 only)
@@ -237,7 +237,7 @@ class Settings:
     rag_rerank: str = option("", "--rag-rerank", "rag", choices=RERANKERS,
                              help="Embedded RAG service: re-ranker (default: the --sim-profile's: none for "
                                   "baseline, lexical for candidate)")
-    rag_top_k: int = option(3, "--rag-top-k", "rag", type=int, rule=AT_LEAST_1,
+    rag_top_k: int = option(3, "--rag-top-k", "rag", type=int, rule=within(1, 10000),
                             help="Embedded RAG service: documents given to the model")
     rag_corpus: str = option("", "--rag-corpus", "rag",
                              help="Corpus JSONL (id, title, text, claims): conflict groups now, chunk texts "
@@ -253,10 +253,10 @@ class Settings:
                               help="Score a sample of the answers while the test runs, in a separate "
                                    "process (MiniLM similarity and structure compliance, as 'fourfold "
                                    "score'): the web UI's LLM quality tab, summary.json quality_live")
-    score_live_every: int = option(10, "--score-live-every", "scoring", type=int, rule=AT_LEAST_1,
+    score_live_every: int = option(10, "--score-live-every", "scoring", type=int, rule=within(1, 1e9),
                                    help="--score-live: score 1 in N answers")
     score_live_max_per_s: float = option(5.0, "--score-live-max-per-s", "scoring", type=float,
-                                         rule=AT_LEAST_0,
+                                         rule=within(0, 1e6),
                                          help="--score-live: score at most this many answers a second "
                                               "(0: no cap)")
 

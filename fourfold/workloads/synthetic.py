@@ -39,6 +39,9 @@ _ESTIMATE_RE = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)*|[^\sA-Za-z0-9]")
 _WORD_RE = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)*")
 _SENTENCE_END = (".", ";", "?", "!")
 _FILL_TRIES = 64
+_GROW_TRIES = 64          # rounds of growing a text toward a tokenizer's count before giving up
+MAX_TOKENS = 10**7        # one prompt's or answer's length, and a spread's SD
+MAX_TOTAL_TOKENS = 2 * 10**7  # all the prompts of a spec: bounds the text written at start-up
 
 
 class Counter(Protocol):
@@ -109,9 +112,15 @@ def _exact(head: str, words: Iterator[str], n_tokens: int, tokenizer: Counter) -
     """``head`` followed by words, cut and filled so that ``tokenizer`` counts ``n_tokens`` in all."""
     text = head
     count = tokenizer.count(text)
-    while count < n_tokens:                                 # grow past the target, then cut back
+    for _ in range(_GROW_TRIES):                            # grow past the target, then cut back
+        if count >= n_tokens:
+            break
         text = _join(text, " ".join(_estimated(words, max(1, n_tokens - count))))
         count = tokenizer.count(text)
+    else:
+        if count < n_tokens:
+            raise OptionError(f"--tokenizer: it counts {count} tokens in a text of {len(text):,} characters "
+                                 f"written for {n_tokens}: it does not count text as a tokenizer does")
     if count > n_tokens:
         spans = tokenizer.offsets(text)
         cut = spans[n_tokens - 1][1]
@@ -211,6 +220,10 @@ def parse_synthetic(text: str, option: str = "--synthetic") -> SyntheticSpec:
     n = _integer(option, text, "n", fields.get("n", "100"), 1, 1_000_000)
     seed = _integer(option, text, "seed", fields.get("seed", "0"), 0, 2**63)
     prefix = _integer(option, text, "prefix", fields.get("prefix", "0"), 0, 10**7)
+    if n * (input_mean + input_sd) > MAX_TOTAL_TOKENS:
+        raise OptionError(f"{option} {text!r}: n x (input mean + SD) is {n * (input_mean + input_sd):,.0f} "
+                          f"tokens, more than {MAX_TOTAL_TOKENS:,} (about {MAX_TOTAL_TOKENS // 600_000} s "
+                          f"to write at start-up); lower n or the input length")
     if prefix and prefix >= input_mean:
         raise OptionError(f"{option} {text!r}: prefix={prefix} must be less than the input length "
                           f"({input_mean}); the prefix is part of every prompt's input")
@@ -222,10 +235,11 @@ def _mean_sd(option: str, text: str, key: str, value: str) -> tuple[int, float]:
     if not match or int(match.group(1)) < 1:
         raise OptionError(f"{option} {text!r}: {key}={value.strip()!r} must be TOKENS or TOKENS±SD "
                           f"(a positive integer mean, '±' or '+-', a standard deviation >= 0)")
-    mean = int(match.group(1))
-    if mean > 10**7:
-        raise OptionError(f"{option} {text!r}: {key}={mean} is more than 10,000,000 tokens")
-    return mean, float(match.group(2) or 0.0)
+    mean, sd = int(match.group(1)), float(match.group(2) or 0.0)
+    if mean > MAX_TOKENS or sd > MAX_TOKENS:
+        raise OptionError(f"{option} {text!r}: {key}={value.strip()!r}: the mean and the SD must each be at "
+                          f"most {MAX_TOKENS:,} tokens")
+    return mean, sd
 
 
 def _integer(option: str, text: str, key: str, value: str, low: int, high: int) -> int:
@@ -252,7 +266,7 @@ def sample_lengths(spec: SyntheticSpec) -> list[tuple[int, int | None]]:
 
 
 def _draw(rng: random.Random, mean: int, sd: float) -> int:
-    return round(rng.gauss(mean, sd)) if sd else mean
+    return min(MAX_TOKENS, round(rng.gauss(mean, sd))) if sd else mean
 
 
 def make_items(spec: SyntheticSpec, tokenizer: Any | None = None) -> list[Item]:

@@ -94,7 +94,26 @@ def _load(path: str, option: str) -> Tokenizer:
                           f"({detail})") from None
     backend.no_truncation()
     backend.no_padding()
-    return Tokenizer(path=str(file), backend=backend)
+    tokenizer = Tokenizer(path=str(file), backend=backend)
+    _test_encode(tokenizer, f"{option} {file}")
+    return tokenizer
+
+
+_PROBE = "fourfold checks this tokenizer: 12 words, digits 0123, and caf\u00e9. "
+
+
+def _test_encode(tokenizer: Tokenizer, where: str) -> None:
+    """A tokenizer that loads but cannot encode, or counts a text four times as long no higher,
+    would make every record's count wrong (or a synthetic prompt grow forever): refused at load."""
+    try:
+        once, four = tokenizer.count(_PROBE), tokenizer.count(_PROBE * 4)
+        spans = tokenizer.offsets(_PROBE)
+    except Exception as exc:     # the library raises plain Exceptions
+        detail = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+        raise OptionError(f"{where}: loads but cannot encode a test sentence ({detail})") from None
+    if not (0 < once < four and len(spans) == once):
+        raise OptionError(f"{where}: counts {once} tokens in a test sentence and {four} in it four times "
+                          f"over: not a tokenizer fourfold can count with")
 
 
 def request_text(body: Any) -> str | None:

@@ -5,9 +5,10 @@ One JSON object a line::
     {"timestamp": 27482, "input_length": 6955, "output_length": 52, "hash_ids": [46, 47, ...]}
 
 - ``timestamp``: when the request arrives, in milliseconds (any origin: replay starts at the
-  smallest one); a number >= 0.
-- ``input_length``: input tokens, a positive integer; or ``text_input``, the exact prompt text.
-- ``output_length``: the answer's tokens, sent as ``max_tokens`` (optional).
+  smallest one); a number in [0, 1e15].
+- ``input_length``: input tokens, an integer in [1, 2,000,000]; or ``text_input``, the exact prompt
+  text.
+- ``output_length``: the answer's tokens, sent as ``max_tokens`` (optional; at most 2,000,000).
 - ``hash_ids``: optional; one id per block of :data:`BLOCK_TOKENS` (512) input tokens, in order,
   the last block possibly partial (so at most ``ceil(input_length / 512)`` ids). Entries sharing a
   leading run of ids share that prompt prefix: the prefix-cache case. Each id's block is the same
@@ -38,6 +39,8 @@ from fourfold.workloads.items import Item, jsonl_objects
 from fourfold.workloads.synthetic import trace_text
 
 BLOCK_TOKENS = 512
+MAX_TIMESTAMP_MS = 1e15       # ~31,700 years: Unix-epoch stamps fit, and offsets stay exact to the ms
+MAX_TOKENS = 2_000_000        # per entry: beyond any served context; larger would hang building the prompt
 FIELDS = frozenset({"timestamp", "input_length", "output_length", "hash_ids", "text_input"})
 
 
@@ -60,23 +63,31 @@ def _count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _short(value: Any) -> str:
+    """A value for an error line: a huge integer's repr would be thousands of digits."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
+
+
 def entry_from_dict(data: dict[str, Any], line: int) -> TraceEntry:
     """One trace line; ValueError saying which field is wrong and what it must be."""
     ts = data.get("timestamp")
-    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts) or ts < 0:
+    if (isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts)
+            or not 0 <= ts <= MAX_TIMESTAMP_MS):
         raise ValueError("'timestamp' is missing" if ts is None else
-                         f"'timestamp' must be a number of milliseconds >= 0, got {ts!r}")
+                         f"'timestamp' must be a number of milliseconds in [0, {MAX_TIMESTAMP_MS:g}], "
+                         f"got {_short(ts)}")
     text = data.get("text_input")
     if text is not None and (not isinstance(text, str) or not text.strip()):
         raise ValueError("'text_input' must be a non-empty text")
     n_in = data.get("input_length")
     if n_in is None and text is None:
         raise ValueError("'input_length' is missing (or give 'text_input')")
-    if n_in is not None and (not _count(n_in) or n_in < 1):
-        raise ValueError(f"'input_length' must be a positive integer, got {n_in!r}")
+    if n_in is not None and (not _count(n_in) or not 1 <= n_in <= MAX_TOKENS):
+        raise ValueError(f"'input_length' must be an integer in [1, {MAX_TOKENS}], got {_short(n_in)}")
     n_out = data.get("output_length")
-    if n_out is not None and (not _count(n_out) or n_out < 1):
-        raise ValueError(f"'output_length' must be a positive integer, got {n_out!r}")
+    if n_out is not None and (not _count(n_out) or not 1 <= n_out <= MAX_TOKENS):
+        raise ValueError(f"'output_length' must be an integer in [1, {MAX_TOKENS}], got {_short(n_out)}")
     ids = data.get("hash_ids", [])
     if not isinstance(ids, list) or not all(_count(h) and h >= 0 for h in ids):
         raise ValueError("'hash_ids' must be a list of integers >= 0")

@@ -45,16 +45,26 @@ RUNS = [
      ["--dataset", bad_file("p.jsonl", b'{"id": "a", "prompt": "x", "max_tokens": "lots"}\n')],
      "{path}:1: 'max_tokens' must be a positive integer, got \"lots\""),
     ("l1_throughput.py", ["--dataset", "missing.jsonl"], "missing.jsonl: no such file"),
-    ("l1_throughput.py", ["--max-tokens", "-5"], "--max-tokens must be a number >= 1, got -5"),
-    ("l1_throughput.py", ["--read-timeout", "-1"], "--read-timeout must be a number > 0, got -1.0"),
+    ("l1_throughput.py", ["--max-tokens", "-5"], "--max-tokens must be a number within [1, 1e+07], got -5"),
+    ("l1_throughput.py", ["--read-timeout", "-1"],
+     "--read-timeout must be a number within [0.01, 604800], got -1.0"),
     ("l1_throughput.py", ["--mirror-share", "nan"], "--mirror-share must be a number within [0, 1], got nan"),
     ("l1_throughput.py", ["--header", "NoColon"], "--header 'NoColon': expected 'Name: value'"),
     ("l1_throughput.py", ["--header", "X Trace: 1"],
      "--header 'X Trace: 1': 'X Trace' is not a header name (letters, digits and !#$%&'*+-.^_`|~ only)"),
-    ("l1_throughput.py", ["--think-scale", "nan"], "--think-scale must be a number >= 0, got nan"),
-    ("l1_throughput.py", ["--sessions-per-user", "-1"], "--sessions-per-user must be a number >= 0, got -1"),
-    ("l2_gateway.py", ["--ladder-hold-s", "nan"], "--ladder-hold-s must be a number > 0, got nan"),
-    ("l2_open_loop.py", ["--think-time-s", "-1"], "--think-time-s must be a number >= 0, got -1.0"),
+    ("l1_throughput.py", ["--think-scale", "nan"],
+     "--think-scale must be a number within [0, 1000], got nan"),
+    ("l1_throughput.py", ["--sessions-per-user", "-1"],
+     "--sessions-per-user must be a number within [0, 1e+09], got -1"),
+    ("l2_gateway.py", ["--ladder-hold-s", "nan"],
+     "--ladder-hold-s must be a number within [0.1, 604800], got nan"),
+    ("l2_open_loop.py", ["--think-time-s", "-1"],
+     "--think-time-s must be a number within [0, 86400], got -1.0"),
+    ("l2_open_loop.py", ["--arrival-rate", "1e12"],         # sub-nanosecond gaps: spun past -t
+     "--arrival-rate must be a number within [0.001, 100000], got 1000000000000.0"),
+    ("l1_throughput.py", ["--synthetic", "input=1000000,n=1000"],     # ~30 min writing prompts at init
+     "--synthetic 'input=1000000,n=1000': n x (input mean + SD) is 1,000,000,000 tokens, more than "
+     "20,000,000 (about 33 s to write at start-up); lower n or the input length"),
     ("l2_open_loop.py", ["--dataset", bad_file("p.jsonl", b"{}\n")],
      "{path}: no prompt column (looked for prompt, question, instruction, input, query, problem, text); "
      "the file has: no columns; name it with --dataset-column prompt=COLUMN"),
@@ -116,9 +126,9 @@ def test_the_web_ui_refuses_a_bad_start_form_with_the_line(tmp_path: Path, locus
     finally:
         out = finish(proc, terminate=True)
     assert [(a["success"], a["message"]) for a in answers] == [
-        (False, "fourfold: error: --max-tokens must be a number >= 1, got -5"),
+        (False, "fourfold: error: --max-tokens must be a number within [1, 1e+07], got -5"),
         (False, "fourfold: error: --max-tokens 'lots': expected an integer"),
-        (False, "fourfold: error: --read-timeout must be a number > 0, got nan"),
+        (False, "fourfold: error: --read-timeout must be a number within [0.01, 604800], got nan"),
         (False, "fourfold: error: --mirror-share must be a number within [0, 1], got 2.0"),
         (False, f"fourfold: error: {tmp_path / 'p.jsonl'}: no items (an empty JSON array)")]
     assert state == "ready"                          # no test started

@@ -76,7 +76,7 @@ TRACE_LINES = '{"timestamp": 0, "input_length": 10}\n{"timestamp": 20, "input_le
      "--dataset-filter 'input=<3': expected input|output followed by <=, >=, < or > and a number of tokens, "
      "e.g. 'input<=4096,output<=512'"),
     ("l2_open_loop.py", ["--dataset", "{trace}"],
-     "{trace}:2: 'input_length' must be a positive integer, got 'ten'"),
+     "{trace}:2: 'input_length' must be an integer in [1, 2000000], got 'ten'"),
     ("l2_open_loop.py", ["--dataset", "{good}", "--shuffle"],
      "--shuffle does not apply to a trace: its entries are replayed in their own order at their own times "
      "(--dataset-sample and --dataset-filter do apply)"),

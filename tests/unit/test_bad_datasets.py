@@ -70,19 +70,20 @@ def test_a_missing_dataset_is_one_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("settings", "message"), [
-    ({"max_tokens": -5}, "--max-tokens must be a number >= 1, got -5"),
-    ({"read_timeout_s": -1.0}, "--read-timeout must be a number > 0, got -1.0"),
-    ({"read_timeout_s": 0.0}, "--read-timeout must be a number > 0, got 0.0"),
-    ({"connect_timeout_s": float("inf")}, "--connect-timeout must be a number > 0, got inf"),
-    ({"max_response_s": float("nan")}, "--max-response-s must be a number > 0, got nan"),
+    ({"max_tokens": -5}, "--max-tokens must be a number within [1, 1e+07], got -5"),
+    ({"read_timeout_s": -1.0}, "--read-timeout must be a number within [0.01, 604800], got -1.0"),
+    ({"read_timeout_s": 0.0}, "--read-timeout must be a number within [0.01, 604800], got 0.0"),
+    ({"connect_timeout_s": float("inf")}, "--connect-timeout must be a number within [0.01, 3600], got inf"),
+    ({"max_response_s": float("nan")}, "--max-response-s must be a number within [0.01, 604800], got nan"),
     ({"mirror_share": float("nan")}, "--mirror-share must be a number within [0, 1], got nan"),
     ({"mirror_share": 1.5}, "--mirror-share must be a number within [0, 1], got 1.5"),
-    ({"stall_ms": -1.0}, "--stall-ms must be a number > 0, got -1.0"),
-    ({"warmup_requests": -1}, "--warmup-requests must be a number >= 0, got -1"),
-    ({"sample_interval_s": 0.0}, "--sample-interval must be a number > 0, got 0.0"),
-    ({"sim_max_concurrency": -2}, "--sim-max-concurrency must be a number >= 0, got -2"),
-    ({"sim_keepalive_timeout_s": float("-inf")}, "--sim-keepalive-timeout-s must be a number >= 0, got -inf"),
-    ({"rag_top_k": 0}, "--rag-top-k must be a number >= 1, got 0"),
+    ({"stall_ms": -1.0}, "--stall-ms must be a number within [0.1, 1e+07], got -1.0"),
+    ({"warmup_requests": -1}, "--warmup-requests must be a number within [0, 1e+06], got -1"),
+    ({"sample_interval_s": 0.0}, "--sample-interval must be a number within [0.01, 3600], got 0.0"),
+    ({"sim_max_concurrency": -2}, "--sim-max-concurrency must be a number within [0, 1e+06], got -2"),
+    ({"sim_keepalive_timeout_s": float("-inf")},
+     "--sim-keepalive-timeout-s must be a number within [0, 86400], got -inf"),
+    ({"rag_top_k": 0}, "--rag-top-k must be a number within [1, 10000], got 0"),
 ])
 def test_a_nonsense_option_value_is_an_option_error(settings: dict[str, object], message: str) -> None:
     with pytest.raises(OptionError) as info:
