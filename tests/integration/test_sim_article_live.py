@@ -87,12 +87,12 @@ def test_generated_answers_land_near_the_articles_fingerprint():
         vectors = np.asarray(embedder.encode(texts), dtype=np.float64)
         return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
-    references = unit([book.answer(p).text for p in prompts])
-    means = {}
-    for name in ("baseline", "candidate", "reference"):
-        profile = load_profile(name)
-        sims = [(unit([make_plan(profile, book.answer(p), RequestFacts(p, 5), seed).text for p in prompts])
-                 * references).sum(axis=1) for seed in (0, 1)]
-        means[name] = float(np.concatenate(sims).mean())
+    texts = {name: [make_plan(load_profile(name), book.answer(p), RequestFacts(p, 5), seed).text
+                    for seed in (0, 1) for p in prompts] for name in ("baseline", "candidate", "reference")}
+    # the reference profile says the reference word for word (so its cosine is 1 without embedding it)
+    assert texts["reference"] == [book.answer(p).text for _ in (0, 1) for p in prompts]
+    references = np.tile(unit([book.answer(p).text for p in prompts]), (2, 1))
+    means = {name: float((unit(texts[name]) * references).sum(axis=1).mean())
+             for name in ("baseline", "candidate")}
     assert 0.76 <= means["baseline"] <= 0.82 and 0.79 <= means["candidate"] <= 0.85, means
-    assert means["candidate"] > means["baseline"] and means["reference"] > 0.999, means
+    assert means["candidate"] > means["baseline"], means
