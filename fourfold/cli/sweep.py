@@ -76,14 +76,15 @@ def _check(args: argparse.Namespace) -> None:
     """Bad numbers: one UsageError naming the option, before anything starts."""
     for option, value, ok, rule in (
             ("--tolerance", args.tolerance, 0 < args.tolerance < 1, "within (0, 1)"),
-            ("--duration-s", args.duration_s, 2 <= args.duration_s < math.inf, ">= 2"),
-            ("--probe-users", args.probe_users, args.probe_users >= 1, ">= 1"),
-            ("--probe-s", args.probe_s, 1 <= args.probe_s < math.inf, ">= 1"),
-            ("--max-runs", args.max_runs, args.max_runs >= 2, ">= 2"),
+            ("--duration-s", args.duration_s, 2 <= args.duration_s <= 86400, "within [2, 86400]"),
+            ("--probe-users", args.probe_users, 1 <= args.probe_users <= 10000, "within [1, 10000]"),
+            ("--probe-s", args.probe_s, 1 <= args.probe_s <= 3600, "within [1, 3600]"),
+            ("--max-runs", args.max_runs, 2 <= args.max_runs <= 100, "within [2, 100]"),
             ("--max-error-rate", args.max_error_rate, 0 <= args.max_error_rate < 1, "within [0, 1)"),
-            ("--sim-max-concurrency", args.sim_max_concurrency, args.sim_max_concurrency >= 0, ">= 0"),
-            ("--sim-max-batch", args.sim_max_batch, args.sim_max_batch is None or args.sim_max_batch >= 1,
-             ">= 1")):
+            ("--sim-max-concurrency", args.sim_max_concurrency, 0 <= args.sim_max_concurrency <= 10**6,
+             "within [0, 1000000]"),
+            ("--sim-max-batch", args.sim_max_batch,
+             args.sim_max_batch is None or 1 <= args.sim_max_batch <= 10**6, "within [1, 1000000]")):
         if not ok:
             raise UsageError(f"{option} must be {rule}, got {value}")
     for text in args.sim_set:
@@ -145,6 +146,11 @@ def _probe(runner: Runner, args: argparse.Namespace) -> dict[str, Any]:
         raise FourfoldError(f"the throughput probe completed no request ({run_dir}); is the target up? "
                             f"errors: {total.get('errors') or {}}")
     runner.say(f"fourfold sweep: the probe reached {rps:.2f} requests/s ({total.get('ok')} ok)")
+    e2e_s = ((total.get("e2e_ms") or {}).get("p50") or 0) / 1000
+    if args.duration_s < 2 * e2e_s:
+        raise UsageError(f"--duration-s {args.duration_s:g} is shorter than two of this target's answers "
+                         f"(the probe's E2E p50 is {e2e_s:.1f} s): its runs would complete too few requests "
+                         f"to judge a rate; give --duration-s {math.ceil(4 * e2e_s)} or more")
     return {"users": args.probe_users, "duration_s": args.probe_s, "throughput_rps": float(rps),
             "error_rate": total.get("error_rate"), "run_dir": str(run_dir.relative_to(runner.sweep_dir))}
 
@@ -208,4 +214,13 @@ def run(args: argparse.Namespace, rest: list[str]) -> int:
     print("\n".join(lines))
     print(f"sweep directory: {sweep_dir} (summary.json, sweep.txt, sweep.svg, runs/); "
           f"{block['elapsed_s']:.0f} s")
-    return 0
+    return exit_code(block)
+
+
+def exit_code(block: dict[str, Any]) -> int:
+    """0: a capacity was found; 3: every rate judged missed the SLO; 1: no rate could be judged (the
+    search stopped at an inconclusive run). docs/sweep.md."""
+    if block.get("capacity_rps") is not None:
+        return 0
+    judged = [r for r in block.get("rates") or () if not r.get("inconclusive")]
+    return 3 if judged else 1

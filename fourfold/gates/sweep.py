@@ -7,7 +7,9 @@ comes next and what the runs say, from plain numbers:
   blocks) into a :class:`RatePoint`: offered, sent and achieved rates, TTFT / ITL / E2E
   percentiles, goodput, error rate, and whether the SLO held. A run *misses* when a clause
   misses, when errors climb past ``max_error_rate``, when the target saturates (requests in
-  flight kept growing: achieved fell behind offered) or when the load generator fell behind.
+  flight kept growing: achieved fell behind offered) or when the load generator fell behind. A
+  run that completed no request and did not saturate is *inconclusive*: neither a pass nor a miss
+  (a run shorter than one answer says nothing about the rate), and the search stops there.
 - :func:`next_rate` chooses the next offered rate from the points so far: the start rate; then
   up by ``growth`` (at first straight to just above the probe's throughput) while every rate
   passes, down by ``growth ** 2`` while every rate misses; once a pass and a miss bracket the
@@ -60,6 +62,7 @@ class RatePoint:
     latency_ms: dict[str, dict[str, float | None]] = field(default_factory=dict)   # ttft_ms -> p50/p95/p99
     run_dir: str = ""
     scenario: str = ""                       # --sweep: the step's scenario name in the run's records
+    inconclusive: bool = False               # no request completed (and no saturation): not judged
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -116,8 +119,11 @@ def rate_point(offered_rps: float, summary: dict[str, Any], slos: Sequence[SLO],
     error_rate = _num(total.get("error_rate"))
     saturated = loop.get("target_kept_up") is False
     reasons = [v.message for v in evaluate(slos, summary, quality="skip") if v.failed]
+    inconclusive = False
     if not total.get("requests"):
-        reasons.append("no request completed")
+        inconclusive = not saturated
+        reasons.append("no request completed" + (" (inconclusive: the run was shorter than an answer, or "
+                                                 "nothing was sent)" if inconclusive else ""))
     if error_rate is not None and error_rate > max_error_rate:
         reasons.append(f"errors climbed: {100 * error_rate:.1f} % > {100 * max_error_rate:g} %")
     if saturated:
@@ -128,7 +134,7 @@ def rate_point(offered_rps: float, summary: dict[str, Any], slos: Sequence[SLO],
                      sent_rps=_num(loop.get("sent_rps")), achieved_rps=_num(loop.get("completed_rps")),
                      requests=int(total.get("requests") or 0), error_rate=error_rate,
                      goodput_rps=_num(total.get("goodput_rps")), saturated=saturated, latency_ms=latency,
-                     run_dir=run_dir)
+                     run_dir=run_dir, inconclusive=inconclusive)
 
 
 def _passed_rates(points: Sequence[RatePoint]) -> set[float]:
@@ -139,7 +145,8 @@ def bracket(points: Sequence[RatePoint]) -> tuple[float | None, float | None]:
     """(highest pass below every miss, lowest miss); None where there is none. A rate run twice
     passes when either run passed (see :func:`next_rate`'s confirmation)."""
     passed = _passed_rates(points)
-    misses = [p.offered_rps for p in points if not p.passed and p.offered_rps not in passed]
+    misses = [p.offered_rps for p in points
+              if not p.passed and not p.inconclusive and p.offered_rps not in passed]
     high = min(misses) if misses else None
     passes = [rate for rate in passed if high is None or rate < high]
     return (max(passes) if passes else None), high
@@ -156,6 +163,8 @@ def next_rate(points: Sequence[RatePoint], start_rps: float, plan: SearchPlan = 
     """The next rate to run, or (None, why the search is done). ``upper_hint_rps``: the probe's
     throughput, above which the target is not expected to keep up (the first climb goes to just
     above it)."""
+    if points and points[-1].inconclusive:
+        return None, f"inconclusive at {points[-1].offered_rps:.3g}/s: no request completed"
     low, high = bracket(points)
     if low is not None and high is not None and (high - low) / low <= plan.tolerance:
         if plan.confirm_miss and _unconfirmed(points, high) and len(points) < plan.max_runs:
@@ -244,6 +253,10 @@ def _rps(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def _verdict(point: RatePoint) -> str:
+    return "meets" if point.passed else "n/a" if point.inconclusive else "MISSES"
+
+
 def format_table(result: SweepResult, slo_text: str) -> list[str]:
     """The console table: one line per rate (ascending), then capacity, bracket and knee."""
     lines = [f"capacity sweep (SLO: {slo_text}; rates in requests/s, latencies in ms)",
@@ -254,9 +267,11 @@ def format_table(result: SweepResult, slo_text: str) -> list[str]:
         err = "-" if p.error_rate is None else f"{100 * p.error_rate:.1f}"
         lines.append(f"{p.offered_rps:8.2f} {_rps(p.achieved_rps):>8} {p.requests:5d}    "
                      + " ".join(cells[0:3]) + "    " + " ".join(cells[3:6]) + "    " + " ".join(cells[6:9])
-                     + f" {_rps(p.goodput_rps):>8} {err:>5}  {'meets' if p.passed else 'MISSES'}")
+                     + f" {_rps(p.goodput_rps):>8} {err:>5}  {_verdict(p)}")
     low, high = result.bracket_rps
-    if result.capacity_rps is None:
+    if result.capacity_rps is None and high is None:
+        lines.append(f"capacity: not measured - no rate was judged ({result.stopped})")
+    elif result.capacity_rps is None:
         lines.append(f"capacity: below {_rps(high)}/s - no rate met the SLO ({result.stopped})")
     else:
         upper = f"{high:.2f}" if high is not None else "not found"

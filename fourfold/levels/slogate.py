@@ -116,7 +116,10 @@ def sweep_decision(summary: dict[str, Any]) -> tuple[int, str] | None:
             "which mixes every rate")
     capacity = sweep.get("capacity_rps")
     if capacity is None:
-        why = (f"no rate of {len(rates)} met it" if rates else "the test stopped before any rate was judged")
+        judged = [r for r in rates if not (isinstance(r, dict) and r.get("inconclusive"))]
+        why = (f"no rate of {len(judged)} met it" if judged
+               else f"no rate could be judged ({sweep.get('stopped') or 'inconclusive'})" if rates
+               else "the test stopped before any rate was judged")
         return MISS_EXIT_CODE, f"{head}: {why} (exit {MISS_EXIT_CODE})"
     low, high = (list(sweep.get("bracket_rps") or []) + [None, None])[:2]
     upper = "no miss" if high is None else f"{high:.2f}"

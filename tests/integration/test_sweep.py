@@ -122,3 +122,15 @@ def test_a_target_that_answers_nothing_stops_the_sweep_after_the_probe(tmp_path,
     assert time.monotonic() - started < 60
     (sweep_dir,) = tmp_path.glob("*-sweep")
     assert [p.name for p in (sweep_dir / "runs").iterdir()][0].endswith("-probe")       # no rate was run
+
+
+def test_runs_shorter_than_two_answers_are_refused_after_the_probe(tmp_path, capsys):
+    """Answers of 64 tokens take ~1.3 s on the simulator; 2 s runs would complete next to nothing
+    and used to read as misses down to "capacity: below 0.10/s", exit 0."""
+    code = main(["sweep", "--probe-s", "3", "--duration-s", "2", "--max-tokens", "64", "--ignore-eos",
+                 "--sim-set", "orchestrator_ms=0", "--out", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err[-1].startswith("fourfold: error: --duration-s 2 is shorter than two of this "
+                                            "target's answers (the probe's E2E p50 is 1."), err[-3:]
+    (sweep_dir,) = tmp_path.glob("*-sweep")
+    assert [p.name.rsplit("-", 1)[-1] for p in (sweep_dir / "runs").iterdir()] == ["probe"]   # no rate ran

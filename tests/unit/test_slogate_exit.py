@@ -54,6 +54,9 @@ def _sweep(capacity: float | None, rates: int = 2, converged: bool = True) -> di
      "capacity 8.00 requests/s, bracket [8.00, 9.00] (not converged: -t ended"),
     (_sweep(None), 3, "no rate of 2 met it (exit 3)"),
     (_sweep(None, rates=0), 3, "the test stopped before any rate was judged (exit 3)"),
+    ({**_sweep(None, rates=1), "rates": [{"offered_rps": 6.0, "inconclusive": True}],
+      "stopped": "inconclusive at 6/s: no request completed"}, 3,
+     "no rate could be judged (inconclusive at 6/s: no request completed) (exit 3)"),
 ])
 def test_a_sweep_run_is_judged_per_rate_not_as_a_whole(sweep: dict, code: int, says: str, capsys) -> None:
     decision = slogate.sweep_decision({"l2": {"sweep": sweep}})

@@ -52,8 +52,10 @@ def test_read_sweep_and_plot(tmp_path):
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--tolerance", "0"], "--tolerance must be within (0, 1), got 0.0"),
-    (["--duration-s", "1"], "--duration-s must be >= 2"),
-    (["--max-runs", "1"], "--max-runs must be >= 2"),
+    (["--duration-s", "1"], "--duration-s must be within [2, 86400]"),
+    (["--duration-s", "1e300"], "--duration-s must be within [2, 86400], got 1e+300"),
+    (["--probe-users", "1000000000"], "--probe-users must be within [1, 10000]"),
+    (["--max-runs", "1"], "--max-runs must be within [2, 100]"),
     (["--sim-set", "max_batch"], "--sim-set 'max_batch': expected KEY=VALUE"),
     (["--slo", "ttft_p95<=fast"], "--slo"),
 ])

@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from fourfold.cli.sweep import exit_code as sweep_exit_code
 from fourfold.gates.slo import parse_spec
 from fourfold.gates.sweep import (
     RatePoint,
@@ -153,3 +154,40 @@ def test_table_states_capacity_bracket_and_knee():
     assert f"capacity: {low:.2f} requests/s, bracket [{low:.2f}, {high:.2f}] (converged" in text
     assert "knee:" in text and text.count("MISSES") == sum(not p.passed for p in result.points)
     assert math.isclose(result.capacity_rps or 0, low)
+
+
+EMPTY = {"total": {"requests": 0}, "groups": [],
+         "l2": {"open_loop": {"sent_rps": 2.0, "completed_rps": 0.0, "target_kept_up": True}}}
+
+
+def test_a_run_that_completed_nothing_is_inconclusive_not_a_miss():
+    """Runs shorter than one answer used to read as misses all the way down ("capacity: below
+    0.10/s", exit 0): now the rate is not judged, and the search stops there, saying why."""
+    point = rate_point(6.0, EMPTY, parse_spec("ttft_p95<=300ms"))
+    assert point.inconclusive and not point.passed and "inconclusive" in point.reason
+    # nothing completed because in flight kept growing: that is the target, a miss
+    saturated = rate_point(6.0, dict(EMPTY, l2={"open_loop": {"target_kept_up": False}}),
+                           parse_spec("ttft_p95<=300ms"))
+    assert not saturated.inconclusive and saturated.saturated
+    calls: list[float] = []
+
+    def measure(rate: float) -> RatePoint:
+        calls.append(rate)
+        return rate_point(rate, EMPTY, parse_spec("ttft_p95<=300ms"))
+    result = search(measure, 4.0, SearchPlan(min_rps=0.1))
+    assert calls == [4.0] and result.capacity_rps is None and result.bracket_rps == (0.0, None)
+    assert result.stopped == "inconclusive at 4/s: no request completed"
+    text = "\n".join(format_table(result, "ttft_p95 <= 300 ms"))
+    assert "capacity: not measured - no rate was judged (inconclusive at 4/s" in text and "MISSES" not in text
+    assert sweep_exit_code(result.to_dict()) == 1
+    # a bracket found before an inconclusive run keeps its capacity; an inconclusive point is no miss
+    ok, miss = RatePoint(4.0, True), RatePoint(9.0, False, "x")
+    odd = RatePoint(6.0, False, "no request completed", inconclusive=True)
+    assert bracket([ok, odd, miss]) == (4.0, 9.0)
+    assert next_rate([ok, miss, odd], 4.0)[0] is None
+
+
+def test_the_sweep_exit_code_follows_docs_sweep_md():
+    assert sweep_exit_code({"capacity_rps": 5.0, "rates": []}) == 0
+    assert sweep_exit_code({"capacity_rps": None, "rates": [{"passed": False, "inconclusive": False}]}) == 3
+    assert sweep_exit_code({"capacity_rps": None, "rates": [{"passed": False, "inconclusive": True}]}) == 1
