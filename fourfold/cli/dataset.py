@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from fourfold.errors import UsageError
+from fourfold.errors import DatasetError, UsageError
 from fourfold.measure.console import counted
 from fourfold.workloads.formats import FORMAT_NAMES, Dataset, load_dataset, parse_columns
 from fourfold.workloads.formats_inspect import format_inspection, inspect, inspection_dict, write_jsonl
@@ -76,6 +76,8 @@ def _convert(args: argparse.Namespace, dataset: Dataset) -> int:
         raise UsageError(f"--out {out}: that is the input file; choose another name")
     try:
         size = write_jsonl(items, out)
+    except DatasetError as exc:
+        raise UsageError(f"--out {exc}") from None
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot write ({exc.strerror or exc})") from None
     print(f"wrote {out}: {counted(len(items), 'item')} as fourfold JSONL ({size:,} bytes; "

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from fourfold.errors import DatasetError
-from fourfold.workloads.items import Item
+from fourfold.workloads.items import Item, require_regular
 
 __all__ = ["COLUMN_FIELDS", "CONTAINERS", "FORMATS", "ColumnMap", "Converter", "DatasetFormat", "Records",
            "read_bytes", "read_text", "register_format"]
@@ -62,6 +62,7 @@ def read_text(path: str | Path) -> str:
 
 
 def read_bytes(path: str | Path, size: int = -1) -> bytes:
+    require_regular(path)
     try:
         with open(path, "rb") as fh:
             return fh.read(size)

@@ -47,7 +47,7 @@ from fourfold.workloads.format_registry import (
     read_text,
     register_format,
 )
-from fourfold.workloads.items import Item, jsonl_objects
+from fourfold.workloads.items import Item, jsonl_objects, require_regular, valid_unicode
 
 FORMAT_NAMES = ("auto", "fourfold", "sharegpt", "openai", "openai-batch", "parquet", "csv", "json", "jsonl",
                 "trace")
@@ -219,6 +219,7 @@ def load_dataset(path: str | Path, fmt: str = "auto", columns: ColumnMap = ()) -
     """Every item of ``path`` read as ``fmt`` (``auto``: told from the content) with the column map;
     DatasetError naming the file, the line or row and the field when something cannot be used."""
     check_format_name(fmt)
+    require_regular(path)
     container = fmt if fmt in ("csv", "parquet") else detect_container(path)
     if fmt in ("json", "jsonl") and container not in ("json", "jsonl"):
         container = fmt          # (a JSON array named jsonl, or the reverse, is read as what it is)
@@ -241,7 +242,7 @@ def load_dataset(path: str | Path, fmt: str = "auto", columns: ColumnMap = ()) -
             if not isinstance(record, dict):
                 raise ValueError(f"expected a JSON object, got {_kind(record)}")
             data = convert(record, row)
-            items.append(data if isinstance(data, Item) else Item.from_dict(data))
+            items.append(valid_unicode(data) if isinstance(data, Item) else Item.from_dict(data))
         except DatasetError:
             raise
         except ValueError as exc:

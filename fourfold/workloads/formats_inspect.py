@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import json
 import os
+import stat
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fourfold.errors import DatasetError
 from fourfold.measure.histogram import nearest_rank
 from fourfold.workloads.formats import Dataset
-from fourfold.workloads.items import Item
+from fourfold.workloads.items import Item, file_kind
 from fourfold.workloads.sampling import input_length, output_length
 
 EXAMPLES = 3
@@ -126,13 +129,28 @@ def inspection_dict(found: Inspection) -> dict[str, Any]:
 
 
 def write_jsonl(items: Sequence[Item], out: str | Path) -> int:
-    """Write ``items`` as fourfold's own JSONL (written to a temporary name, then renamed); the byte count."""
+    """Write ``items`` as fourfold's own JSONL (written to a new temporary file beside ``out``, then
+    renamed over it); the byte count. ``out`` must be a new name or a regular file: a symlink, FIFO,
+    device or directory there is a DatasetError, never replaced (as root a rename would replace a
+    device node)."""
     path = Path(out)
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        raise DatasetError(f"{path}: is {file_kind(mode)}; the output is written only to a regular file or "
+                           f"a new name")
     text = "".join(json.dumps(item.to_dict(), ensure_ascii=False, default=str) + "\n" for item in items)
     data = text.encode("utf-8")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)   # O_EXCL
+    tmp = Path(tmp_name)
     try:
-        tmp.write_bytes(data)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        umask = os.umask(0o22)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)          # as a plain write would (mkstemp makes it 0600)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

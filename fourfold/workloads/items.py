@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import codecs
 import json
+import os
+import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,13 +90,33 @@ class Item:
         if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
                                        or max_tokens < 1):
             raise ValueError(f"'max_tokens' must be a positive integer, got {_kind(max_tokens)}")
-        return cls(
+        return valid_unicode(cls(
             id=str(item_id),
             messages=messages,
             references=tuple(refs),
             max_tokens=max_tokens,
             meta={k: v for k, v in data.items() if k not in KNOWN_FIELDS},
-        )
+        ))
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_unicode(item: Item) -> Item:
+    """``item``, or ValueError when one of its texts holds a lone UTF-16 surrogate (JSON's
+    ``"\\ud800"`` decodes to one): it cannot be encoded as UTF-8, so no request of it could be sent."""
+    texts: list[tuple[str, Any]] = [("'id'", item.id)]
+    for n, message in enumerate(item.messages, 1):
+        content = message.get("content")
+        parts = content if isinstance(content, list) else [content]
+        texts += [(f"message {n}", p.get("text") if isinstance(p, dict) else p) for p in parts]
+    texts += [("the reference", r) for r in item.references]
+    for where, text in texts:
+        match = _SURROGATE.search(text) if isinstance(text, str) else None
+        if match:
+            raise ValueError(f"{where} holds a lone UTF-16 surrogate (U+{ord(match.group()):04X}) at "
+                             f"character {match.start() + 1}: not valid Unicode, it cannot be sent as UTF-8")
+    return item
 
 
 def _messages(raw: Any) -> tuple[dict[str, str], ...]:
@@ -119,11 +142,37 @@ def _kind(value: Any) -> str:
     return names.get(type(value), type(value).__name__)
 
 
+def require_regular(path: str | Path) -> None:
+    """DatasetError unless ``path`` is (a link to) a regular file: a FIFO would block the read for
+    good, a device would never end; a missing file or a directory is named as such."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise DatasetError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise DatasetError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(mode):
+        raise DatasetError(f"{path}: is a directory, not a dataset file")
+    if not stat.S_ISREG(mode):
+        raise DatasetError(f"{path}: is {file_kind(mode)}, not a regular file; give a file")
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, for an error line (``st_mode`` from stat or lstat)."""
+    for test, kind in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
 def jsonl_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     """(line number, text) of every line of a JSONL file that is not blank or a ``#`` comment.
 
     A UTF-8 byte order mark at the start is dropped; a missing file, or bytes that are not UTF-8,
     are a :class:`DatasetError` naming the file (and the line)."""
+    require_regular(path)
     try:
         fh = open(path, "rb")
     except FileNotFoundError:

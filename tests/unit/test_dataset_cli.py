@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from fourfold.cli import main
 from fourfold.data import DATA_DIR
+from fourfold.errors import DatasetError
 from fourfold.workloads.formats import load_dataset
 
 SAMPLES = DATA_DIR / "datasets"
@@ -110,3 +112,62 @@ def test_a_bad_file_or_option_is_one_line_and_exit_2(tmp_path: Path, capsys, arg
     captured = capsys.readouterr()
     assert (captured.out, captured.err) == ("", f"fourfold: error: {line.format(**names)}\n")
     assert not (tmp_path / "bad.fourfold.jsonl").exists()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink", "directory"])
+def test_convert_never_replaces_what_is_not_a_regular_file(tmp_path: Path, capsys, kind: str) -> None:
+    """A rename over --out used to replace a FIFO, a symlink or (as root) a device node."""
+    import os
+
+    source = tmp_path / "chats.json"
+    source.write_text(json.dumps(SHAREGPT))
+    out, target = tmp_path / "out.jsonl", tmp_path / "elsewhere.txt"
+    target.write_text("keep me")
+    make = {"fifo": lambda: os.mkfifo(out), "symlink": lambda: out.symlink_to(target), "directory": out.mkdir}
+    make[kind]()
+    before = os.lstat(out)
+    assert main(["dataset", "convert", str(source), "--to", "jsonl", "--out", str(out)]) == 2
+    what = {"fifo": "a FIFO", "symlink": "a symbolic link", "directory": "a directory"}[kind]
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"fourfold: error: --out {out}: is {what}; the output is written only to a regular file or a new "
+        "name")
+    after = os.lstat(out)
+    assert (after.st_mode, after.st_ino) == (before.st_mode, before.st_ino)
+    assert target.read_text() == "keep me"
+    # and no temporary file left behind
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chats.json", "elsewhere.txt", "out.jsonl"]
+
+
+def test_convert_over_a_regular_file_replaces_it_with_the_usual_mode(tmp_path: Path, capsys) -> None:
+    source, out = tmp_path / "chats.json", tmp_path / "out.jsonl"
+    source.write_text(json.dumps(SHAREGPT))
+    out.write_text("old\n")
+    assert main(["dataset", "convert", str(source), "--to", "jsonl", "--out", str(out)]) == 0
+    assert len(out.read_text().splitlines()) == 4 and out.stat().st_mode & 0o777 == 0o644   # umask 022
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+def test_a_dataset_that_is_not_a_regular_file_is_one_line_not_a_hang(tmp_path: Path, kind: str) -> None:
+    import os
+
+    path = {"fifo": tmp_path / "d.jsonl", "device": Path("/dev/null"), "directory": tmp_path}[kind]
+    if kind == "fifo":
+        os.mkfifo(path)                              # opening it for reading would wait for a writer for good
+    message = {"fifo": "is a FIFO, not a regular file; give a file",
+               "device": "is a device, not a regular file",
+               "directory": "is a directory, not a dataset file"}[kind]
+    with pytest.raises(DatasetError, match=re.escape(f"{path}: {message}")):
+        load_dataset(path)
+
+
+def test_a_lone_surrogate_in_a_prompt_is_refused_at_load(tmp_path: Path) -> None:
+    """It cannot be encoded as UTF-8: every request of it used to be a client_error, ~16,000 a second."""
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"id": "a", "prompt": "fine"}\n{"id": "b", "prompt": "bad \\ud800 here"}\n')
+    message = f"{path}:2: message 1 holds a lone UTF-16 surrogate (U+D800) at character 5"
+    with pytest.raises(DatasetError, match=re.escape(message)):
+        load_dataset(path)
+    sharegpt = tmp_path / "s.json"
+    sharegpt.write_text(json.dumps([{"conversations": [{"from": "human", "value": "x\udfff"}]}]))
+    with pytest.raises(DatasetError, match="lone UTF-16 surrogate"):
+        load_dataset(sharegpt)
