@@ -212,6 +212,8 @@ class RunCache:
     def open(cls, run_dir: Path) -> RunCache:
         """The cache of ``run_dir``; only its small validity fields are read here."""
         cache = cls(run_dir)
+        if not cache.path.is_file():        # none yet, or a FIFO or device np.load would wait on: no cache
+            return cache
         try:
             with np.load(cache.path, allow_pickle=False) as data:
                 checks = {name: data[name] for name in _CHECKS if name in data.files}
@@ -278,6 +280,8 @@ class RunCache:
                       **_table_arrays(table), **_scores_arrays(scores)}
         except _Uncacheable:
             return False
+        if os.path.lexists(self.path) and not stat.S_ISREG(os.lstat(self.path).st_mode):
+            return False                    # never replace a link, FIFO or device someone put there
         try:
             mode = stat.S_IMODE(os.stat(self.run_dir / RECORDS_FILE).st_mode)
             fd, temp = tempfile.mkstemp(prefix=".compare-cache-", suffix=".tmp", dir=self.run_dir)

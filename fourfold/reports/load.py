@@ -75,6 +75,7 @@ from fourfold.reports.telemetry import join as join_telemetry
 from fourfold.reports.telemetry import read_telemetry
 from fourfold.rundir.runlog import META_FILE, RECORDS_FILE, SUMMARY_FILE
 from fourfold.rundir.runread import read_json_object as _read_json_object
+from fourfold.rundir.runread import require_regular
 from fourfold.workloads.formats import load_run_dataset
 
 __all__ = ["SCORES_FILE", "RunData", "RunDirError", "base_scenario", "group_names", "group_samples",
@@ -125,6 +126,8 @@ def load_run(path: str | os.PathLike[str], *, stall_ms: float | None = None, cac
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir}: not a directory (give a run directory, runs/<UTC time>-<label>)")
     records_path = run_dir / RECORDS_FILE
+    if records_path.exists():
+        require_regular(records_path)      # a FIFO would wait for good: one error instead
     if not records_path.is_file():
         found = ", ".join(sorted(p.name for p in run_dir.iterdir())[:8]) or "nothing"
         raise RunDirError(f"{run_dir}: not a fourfold run directory: no {RECORDS_FILE} (found {found})")

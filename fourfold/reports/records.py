@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -144,9 +145,25 @@ class RecordTable:
     first_unreadable: str = ""
 
 
+MAX_GROUPS = 128          # (level, scenario, variant) groups a run may hold; records of more are skipped
+MAX_GROUP_NAME = 200      # characters of a level, scenario or variant name
+_BAD_TEXT = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
+
+
+def group_problem(key: GroupKey) -> str:
+    """Why a group name cannot be used ("" when it can): control characters or lone surrogates
+    (nothing could print or write it as UTF-8), or a name longer than MAX_GROUP_NAME."""
+    for part in key:
+        if _BAD_TEXT.search(part):
+            return "its group name holds control characters or lone surrogates"
+        if len(part) > MAX_GROUP_NAME:
+            return f"its group name is longer than {MAX_GROUP_NAME} characters"
+    return ""
+
+
 class _Accumulator:
-    def __init__(self, stall_ms: float, sample_cap: int) -> None:
-        self.stall_ms, self.sample_cap = stall_ms, sample_cap
+    def __init__(self, stall_ms: float, sample_cap: int, path: Path | None = None) -> None:
+        self.stall_ms, self.sample_cap, self.path = stall_ms, sample_cap, path
         self.frames: list[pd.DataFrame] = []
         self.categories: list[dict[str, pd.Categorical]] = []
         self.itl: dict[GroupKey, GapHistogram] = {}
@@ -155,6 +172,7 @@ class _Accumulator:
         self.tokens: dict[GroupKey, dict[int, float]] = {}
         self.warmup = self.cancelled = self.unreadable = 0
         self.first_unreadable = ""
+        self.seen: set[GroupKey] = set()
 
     def add_block(self, block: Block) -> None:
         """One block of records, in file order (see :class:`fourfold.reports.recordlines.Block`)."""
@@ -168,9 +186,17 @@ class _Accumulator:
         warm = col["warmup"] != 0
         error_class = np.array(text["error_class"], dtype=object)
         cancelled = error_class == "cancelled"
-        keep = ~warm & ~cancelled
-        self.warmup += int(warm.sum())
-        self.cancelled += int((cancelled & ~warm).sum())
+        names = [f"{a}\x1f{b}\x1f{c or ''}"
+                 for a, b, c in zip(text["level"], text["scenario"], text["variant"])]
+        codes, uniques = pd.factorize(pd.Series(names, dtype=object))
+        usable = np.array([self._usable(str(a), str(b), str(c or ""))
+                           for a, b, c in (u.split("\x1f", 2) for u in uniques)], dtype=bool)
+        bad = ~usable[codes] if len(uniques) else np.zeros(len(codes), dtype=bool)
+        if bad.any():
+            self.unreadable += int(bad.sum())
+        keep = ~warm & ~cancelled & ~bad
+        self.warmup += int((warm & ~bad).sum())
+        self.cancelled += int((cancelled & ~warm & ~bad).sum())
         starts = np.zeros(len(lens) + 1, dtype=np.int64)
         np.cumsum(lens, out=starts[1:])
 
@@ -226,14 +252,13 @@ class _Accumulator:
             "error_class": pd.Categorical(error_class[kept])})
 
         # per group: pooled ITL of ok records, gap samples, output tokens per second of arrival
-        names = [f"{a}\x1f{b}\x1f{c or ''}"
-                 for a, b, c in zip(text["level"], text["scenario"], text["variant"])]
-        codes, uniques = pd.factorize(pd.Series(names, dtype=object))
         started = col["started_at"]
         tokens = np.nan_to_num(col["output_tokens"])
         end = started + end_offset_ms_array(col["e2e_ms"], col["ttft_ms"], col["ttfb_ms"], last) / 1000
         for code, name in enumerate(uniques):
-            level, scenario, variant = str(name).split("\x1f")
+            if not usable[code]:
+                continue
+            level, scenario, variant = str(name).split("\x1f", 2)
             key = (level, scenario, variant)
             member = (codes == code) & keep
             if not member.any():
@@ -247,6 +272,23 @@ class _Accumulator:
             sampler.offer(gaps, gap_starts[with_gaps], gap_starts[with_gaps + 1])
             self._add_tokens(key, member, lens, flat, chunk_rec, started, tokens, end)
         self.frames.append(frame)
+
+    def _usable(self, level: str, scenario: str, variant: str) -> bool:
+        """A group name this reader can keep: see :func:`group_problem`; past MAX_GROUPS groups, new
+        ones are not kept (each costs a frame category and a histogram). Skipped records are counted
+        with the unreadable lines, the first one named."""
+        key = (level, scenario, variant)
+        if key in self.itl or key in self.seen:
+            return True
+        why = group_problem(key) or (f"the run already has {MAX_GROUPS} groups"
+                                     if len(self.seen) >= MAX_GROUPS else "")
+        if why:
+            if not self.first_unreadable:
+                shown = ascii(":".join(part[:40] for part in key if part))
+                self.first_unreadable = f"{self.path or 'records'}: skipped records: {why} ({shown})"
+            return False
+        self.seen.add(key)
+        return True
 
     def _add_tokens(self, key: GroupKey, member: np.ndarray, lens: np.ndarray, flat: np.ndarray,
                     chunk_rec: np.ndarray, started: np.ndarray, tokens: np.ndarray, end: np.ndarray) -> None:
@@ -308,7 +350,7 @@ def read_record_table(path: str | Path, *, stall_ms: float = 150.0, sample_cap: 
     line that is JSON but no fourfold record (not an object, a required key missing); skips (and
     counts) lines that are not JSON and records with wrong kinds of values or impossible ones.
     """
-    acc = _Accumulator(stall_ms, sample_cap)
+    acc = _Accumulator(stall_ms, sample_cap, Path(path))
     for block in read_blocks(Path(path), block_bytes=block_bytes, native=native):
         acc.add_block(block)
     return acc.result()

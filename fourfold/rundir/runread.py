@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +29,7 @@ from fourfold.errors import RecordsFormatError, RunDirError, SchemaError
 from fourfold.measure.record import SCHEMA_VERSION, RequestRecord
 from fourfold.rundir import plausible
 from fourfold.rundir.runlog import META_FILE, RECORDS_FILE, RUN_NAME_RE, SUMMARY_FILE, sanitize_label
+from fourfold.workloads.items import file_kind
 
 PathLike = str | os.PathLike[str]
 # what makes a JSON object a fourfold record (every reader refuses a line without them)
@@ -38,6 +40,14 @@ class RunLogWarning(UserWarning):
     """A line of records.jsonl was skipped."""
 
 
+def require_regular(path: Path) -> None:
+    """:class:`RunDirError` unless ``path`` is (a link to) a regular file: reading a FIFO would wait
+    for a writer for good, a device would never end."""
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        raise RunDirError(f"{path}: is {file_kind(mode)}, not a regular file; the run directory is damaged")
+
+
 def read_records(run_dir: PathLike, *, include_warmup: bool = True) -> Iterator[RequestRecord]:
     """Every complete record in ``run_dir/records.jsonl``, in file order. A line that is not JSON,
     and a record with a value of the wrong kind or an impossible one
@@ -45,6 +55,7 @@ def read_records(run_dir: PathLike, *, include_warmup: bool = True) -> Iterator[
     path = Path(run_dir) / RECORDS_FILE
     if not path.exists():
         return
+    require_regular(path)
     start_anchor = plausible.anchor(path)
     with open(path, "rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
@@ -112,6 +123,7 @@ def read_json_object(path: Path) -> dict[str, Any] | None:
     :class:`RunDirError` naming the file when it is not a readable JSON object."""
     if not path.exists():
         return None
+    require_regular(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant, parse_float=_finite,
                           parse_int=_finite_int)
