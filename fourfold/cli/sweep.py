@@ -178,8 +178,9 @@ def sweep(args: argparse.Namespace, rest: list[str],
 
         def measure(rate: float) -> Any:
             label = f"rate-{rate:.3f}"
-            run_dir, summary = runner.run(label, "l2_open_loop.py", [
-                "--arrival-rate", f"{rate:.6g}", "--arrival-process", args.arrival_process], args.duration_s)
+            run_dir, summary = runner.run(label, "l2_open_loop.py", [         # (the probe checked the target)
+                "--arrival-rate", f"{rate:.6g}", "--arrival-process", args.arrival_process, "--no-preflight"],
+                args.duration_s)
             point = rate_point(rate, summary, slos, max_error_rate=args.max_error_rate,
                                run_dir=str(run_dir.relative_to(writer.run_dir)))
             say(f"fourfold sweep: {rate:.2f}/s offered, {point.achieved_rps or 0:.2f}/s achieved: "

@@ -22,13 +22,14 @@ import httpx
 from locust import User, constant
 
 from fourfold.adapters.locust import user_waiting
-from fourfold.client.dialects import RequestOptions, get_dialect
+from fourfold.client.dialects import RequestOptions, get_dialect, with_base_path
 from fourfold.client.factory import make_http_client
 from fourfold.client.stream import UNSENT, StreamLimits, send
 from fourfold.data import DATA_DIR
 from fourfold.errors import OptionError
 from fourfold.levels import hooks
 from fourfold.levels.options import Settings
+from fourfold.levels.preflight import PREFLIGHT_ITEM, check_target, preflight_options
 from fourfold.levels.runtime import Runtime, get_runtime
 from fourfold.measure.record import RequestRecord
 from fourfold.rundir.secrets import attach as attach_secrets
@@ -252,6 +253,22 @@ class LLMUser(User):
                                     extra_args=simulator_gateway_args(settings))
         return simulator.url, [simulator]
 
+    @classmethod
+    def preflight_request(cls, environment: Any, settings: Settings) -> tuple[Any, Any]:
+        """(dialect, request) of this level's preflight (:mod:`fourfold.levels.preflight`): a short
+        prompt in the run's dialect, model and stream mode, at ``--base-path``."""
+        dialect = get_dialect(settings.dialect)
+        request = dialect.build(PREFLIGHT_ITEM, preflight_options(settings))
+        request.path = with_base_path(request.path, settings.base_path)
+        return dialect, request
+
+    @classmethod
+    def run_preflight(cls, environment: Any, settings: Settings, url: str, option: str) -> dict[str, Any]:
+        """Send this level's preflight request to ``url`` (:func:`fourfold.levels.preflight.check_target`:
+        a UsageError when the target is misconfigured, else what meta.json keeps of it)."""
+        dialect, request = cls.preflight_request(environment, settings)
+        return check_target(url, option, dialect, request, make_client(settings, url))
+
     def request_options(self) -> RequestOptions:
         settings = self.settings
         # on the simulator, L1 (saturation) and items that ask for an output length (--synthetic, a
@@ -303,6 +320,8 @@ class LLMUser(User):
         """
         self._wait_out_backoff()
         http_request = self.dialect.build(item, options or self.options)
+        if self.settings.base_path and self.dialect.name != "rag":      # (L3 has --rag-path)
+            http_request.path = with_base_path(http_request.path, self.settings.base_path)
         if headers:
             http_request.headers.update(headers)
         record = RequestRecord(

@@ -39,7 +39,7 @@ from locust.runners import STATE_RUNNING, STATE_SPAWNING
 
 from fourfold.adapters.locust import send_stats_now
 from fourfold.errors import UsageError
-from fourfold.levels import inputs, livequality, slogate, webui, webui_report
+from fourfold.levels import abort, inputs, livequality, slogate, webui, webui_report
 from fourfold.levels import options as _options
 from fourfold.levels.ledger import worker_lines
 from fourfold.levels.options import Settings
@@ -94,6 +94,7 @@ def _on_init(environment: Any, **_kw: Any) -> None:
     _deliver_sigint_to_main()
     inputs.check_or_exit(environment)        # options and datasets: one line, exit 2, before anything starts
     runtime = register_runtime(environment)
+    abort.register(environment, runtime)     # --abort-on-error-rate: a run whose every request fails stops
     if not runtime.is_worker:                # writes the run directory: fail now, not at the first record
         try:
             check_run_base(runtime.settings.run_dir)
@@ -108,6 +109,7 @@ def _on_init(environment: Any, **_kw: Any) -> None:
     if classes:
         runtime.level = classes[0].level
     if not runtime.is_worker and classes:
+        _preflight(environment, runtime, classes[0])
         _start_embedded_mirror(environment, runtime)
     if runtime.is_worker or environment.host or not classes:
         return
@@ -123,6 +125,25 @@ def _on_init(environment: Any, **_kw: Any) -> None:
     runtime.extras.meta["embedded_target"] = {"profile": runtime.settings.sim_profile,
                                              "seed": runtime.settings.sim_seed}
     log.info("fourfold: no --host given; embedded target running at %s", host)
+
+
+def _preflight(environment: Any, runtime: Any, cls: Any) -> None:
+    """One request to each target the user gave before a headless run starts
+    (:mod:`fourfold.levels.preflight`); a misconfigured one is one line and exit 2. Not for embedded
+    targets, ``--no-preflight``, or a web UI (its start form can still change the host)."""
+    settings, options = runtime.settings, environment.parsed_options
+    if settings.no_preflight or options is None or not getattr(options, "headless", False):
+        return
+    targets = [(environment.host, "--host")] if environment.host else []
+    if settings.mirror_host and not settings.mirror_host.startswith("sim:"):
+        targets.append((settings.mirror_host, "--mirror-host"))
+    try:
+        for url, option in targets:
+            runtime.extras.meta.setdefault("preflight", []).append(
+                cls.run_preflight(environment, settings, url, option))
+    except UsageError as exc:
+        exc.show()
+        raise SystemExit(exc.exit_code) from None
 
 
 def _start_embedded_mirror(environment: Any, runtime: Any) -> None:

@@ -9,7 +9,6 @@ is loaded, so other levels' forms stay short.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -111,11 +110,11 @@ class GatewaySettings:
 
     def __post_init__(self) -> None:
         check_rules(self)
-        if not (1 <= self.sweep_step_s < math.inf and 0 < self.sweep_tolerance < 1
-                and self.sweep_max_steps >= 2):
-            raise ValueError("--sweep-step-s must be >= 1, --sweep-tolerance within (0, 1) and "
-                             f"--sweep-max-steps >= 2, got {self.sweep_step_s}, {self.sweep_tolerance} "
-                             f"and {self.sweep_max_steps}")
+        if not (1 <= self.sweep_step_s <= 86400 and 0 < self.sweep_tolerance < 1
+                and 2 <= self.sweep_max_steps <= 100):
+            raise ValueError("--sweep-step-s must be within [1, 86400], --sweep-tolerance within (0, 1) "
+                             f"and --sweep-max-steps within [2, 100], got {self.sweep_step_s}, "
+                             f"{self.sweep_tolerance} and {self.sweep_max_steps}")
         if self.max_in_flight_policy not in IN_FLIGHT_POLICIES:
             raise ValueError(f"--max-in-flight-policy must be one of {', '.join(IN_FLIGHT_POLICIES)}, "
                              f"got {self.max_in_flight_policy!r}")

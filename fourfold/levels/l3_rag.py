@@ -41,6 +41,7 @@ from fourfold.levels import hooks
 from fourfold.levels.base import LLMUser, selected_items, simulator_gateway_args
 from fourfold.levels.declare import AT_LEAST_1, add_options, check_rules, option, read_options
 from fourfold.levels.options import Settings
+from fourfold.levels.preflight import preflight_options
 from fourfold.levels.runtime import find_runtime, get_runtime
 from fourfold.levels.state import state_of
 from fourfold.measure.rag import CorpusDoc, RagStats, annotate, format_rag
@@ -181,6 +182,13 @@ class RagUser(LLMUser):
     def sent_items(cls, environment: Any) -> tuple[str, list[Item]]:
         questions = rag_settings(environment).questions
         return Path(questions).name, selected_items(questions, get_runtime(environment).settings)
+
+    @classmethod
+    def preflight_request(cls, environment: Any, settings: Settings) -> tuple[Any, Any]:
+        """L3's preflight: the first question, in the endpoint's own shape (--rag-path, its template)."""
+        dialect = RagDialect(rag_settings(environment).wire)
+        question = selected_items(rag_settings(environment).questions, settings)[0]
+        return dialect, dialect.build(question, preflight_options(settings))
 
     @classmethod
     def check_inputs(cls, options: Any, settings: Settings) -> None:

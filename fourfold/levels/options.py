@@ -93,6 +93,17 @@ def _slo_option(value: str) -> str:
     return value
 
 
+def _base_path(value: Any) -> str:
+    """``--base-path``: '' or a path that starts with '/' (no query, no fragment); no trailing '/'."""
+    text = str(value or "").strip()
+    if not text:
+        return ""
+    if not text.startswith("/") or any(c in text for c in "?# \t\r\n"):
+        raise OptionError(f"--base-path {text!r}: expected a path such as /openai/v1 (starts with '/', "
+                          f"no query, no spaces)")
+    return text.rstrip("/")
+
+
 def _api_key(value: str) -> str:
     return value or os.environ.get("FOURFOLD_API_KEY", "")
 
@@ -138,6 +149,18 @@ class Settings:
                          help="Use HTTP/2 (httpx + h2) instead of fourfold's HTTP/1.1 transport")
     insecure: bool = option(False, "--insecure", "target", action="store_true",
                             help="Do not verify TLS certificates")
+    abort_on_error_rate: float = option(1.0, "--abort-on-error-rate", "timing", type=float, rule=SHARE,
+                                        help="Stop the run when this share of the requests of the last "
+                                             "--abort-window-s failed (1: every one; 0: never)")
+    abort_window_s: float = option(10.0, "--abort-window-s", "timing", type=float, rule=within(1, 3600),
+                                   help="--abort-on-error-rate's window (s)")
+    base_path: str = option("", "--base-path", "target", read=_base_path,
+                            help="Send to this path prefix instead of the dialect's first segment, e.g. "
+                                 "'/openai/v1' turns /v1/chat/completions into /openai/v1/chat/completions")
+    no_preflight: bool = option(False, "--no-preflight", "target", action="store_true",
+                                help="Skip the one request sent to each target before a headless run, which "
+                                     "ends the run with one line on a 404, 401/403, refused connection or "
+                                     "non-LLM answer")
     # workload
     dataset: str = option("", "--dataset", "workload",
                           help="Prompts file: fourfold JSONL, ShareGPT, OpenAI chat or batch JSONL, Parquet, "

@@ -313,15 +313,16 @@ def locust_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 def run_level(host: str, base: Path, *, locustfile: str = "l1_throughput.py", users: int = 2,
               seconds: float = 4, extra: list[str] | None = None, env: dict[str, str] | None = None,
               kill_after_s: float = 90, warmup: int = 0, csv_html: bool = True,
-              preexec_fn: Any = None) -> Run:
+              preexec_fn: Any = None, preflight: bool = False) -> Run:
     """Run ``locust -f <stock locustfile> --headless`` against ``host`` with the run directory, Locust's
     CSV (``base/locust_*.csv``) and HTML report (``base/locust.html``) under ``base``. Killed (rc None)
-    after ``kill_after_s``."""
+    after ``kill_after_s``. Without ``preflight``, ``--no-preflight``: these tests hold the load loop
+    to a misbehaving server (one record per request it saw), which the preflight would refuse first."""
     base.mkdir(parents=True, exist_ok=True)
     args = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILES / locustfile), "--headless",
             "-u", str(users), "-r", str(users), "-t", f"{seconds:g}s", "--host", host,
             "--run-dir", str(base / "runs"), "--warmup-requests", str(warmup), "--metrics-url", "off",
-            "--stop-timeout", "2", *(extra or [])]
+            "--stop-timeout", "2", *([] if preflight else ["--no-preflight"]), *(extra or [])]
     if csv_html:
         args += ["--csv", str(base / "locust"), "--html", str(base / "locust.html")]
     t0 = time.monotonic()

@@ -9,7 +9,14 @@ that lists the valid names.
 from __future__ import annotations
 
 from fourfold.client.dialects.anthropic_messages import AnthropicMessages
-from fourfold.client.dialects.base import Completion, Dialect, HttpRequest, RequestOptions, StreamParser
+from fourfold.client.dialects.base import (
+    Completion,
+    Dialect,
+    HttpRequest,
+    RequestOptions,
+    StreamParser,
+    with_base_path,
+)
 from fourfold.client.dialects.openai_chat import OpenAIChat
 from fourfold.client.dialects.rag import RagDialect
 from fourfold.client.dialects.triton import Triton
@@ -25,6 +32,7 @@ __all__ = [
     "UnknownDialect",
     "dialect_names",
     "get_dialect",
+    "with_base_path",
 ]
 
 _OPENAI, _ANTHROPIC, _TRITON = OpenAIChat(), AnthropicMessages(), Triton()

@@ -41,6 +41,15 @@ class HttpRequest:
     stream: bool = True
 
 
+def with_base_path(path: str, base_path: str) -> str:
+    """``path`` with its first segment replaced by ``base_path`` (``--base-path``): ``/v1/chat/completions``
+    and ``/openai/v1`` give ``/openai/v1/chat/completions``; unchanged when ``base_path`` is empty."""
+    if not base_path:
+        return path
+    first, _, rest = path.lstrip("/").partition("/")
+    return f"{base_path.rstrip('/')}/{rest}" if rest else base_path.rstrip("/") or "/"
+
+
 @dataclass
 class Completion:
     """What a parser learned from one response body."""
