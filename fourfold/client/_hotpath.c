@@ -85,7 +85,15 @@ scan_events(PyObject *self, PyObject *args)
         goto error;
     }
     for (Py_ssize_t i = 0; i < nchunks; i++) {
-        Py_ssize_t n = PyObject_Length(PyList_GET_ITEM(chunks, i));
+        if (i >= PyList_GET_SIZE(chunks)) {          /* an item's __len__ emptied the list */
+            PyErr_SetString(PyExc_RuntimeError, "scan_events: chunks changed size during the scan");
+            PyMem_Free(counts);
+            goto error;
+        }
+        PyObject *item = PyList_GET_ITEM(chunks, i);
+        Py_INCREF(item);                              /* held while its __len__ runs */
+        Py_ssize_t n = PyObject_Length(item);
+        Py_DECREF(item);
         if (n < 0) {
             PyMem_Free(counts);
             goto error;
@@ -290,31 +298,68 @@ take_chunks(PyObject *self, PyObject *args)
     return Py_BuildValue("(LLi)", nbytes, content, status);
 }
 
+/* round((t - t0) / 1e6, 3) as Python computes it, for what int64 cannot hold (or a t that is no int) */
+static PyObject *
+offset_as_python(PyObject *t, PyObject *t0)
+{
+    PyObject *d = PyNumber_Subtract(t, t0);
+    if (d == NULL)
+        return NULL;
+    PyObject *million = PyFloat_FromDouble(1e6);
+    PyObject *q = million == NULL ? NULL : PyNumber_TrueDivide(d, million);
+    Py_DECREF(d);
+    Py_XDECREF(million);
+    if (q == NULL)
+        return NULL;
+    PyObject *rounded = PyObject_CallMethod(q, "__round__", "i", 3);
+    Py_DECREF(q);
+    return rounded;
+}
+
 static PyObject *
 offsets_ms(PyObject *self, PyObject *args)
 {
     PyObject *times, *counts, *t0_obj;
     if (!PyArg_ParseTuple(args, "O!O!O", &PyList_Type, &times, &PyList_Type, &counts, &t0_obj))
         return NULL;
-    long long t0 = PyLong_AsLongLong(t0_obj);
-    if (t0 == -1 && PyErr_Occurred())
-        return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(times);
-    if (PyList_GET_SIZE(counts) < n)
-        n = PyList_GET_SIZE(counts);
+    /* the fast path for exact ints (reading them runs no Python code) that int64 holds; anything
+     * else as Python computes it, raising what Python raises */
+    long long t0 = PyLong_CheckExact(t0_obj) ? PyLong_AsLongLong(t0_obj) : -1;
+    int t0_fits = PyLong_CheckExact(t0_obj) && !(t0 == -1 && PyErr_Occurred());
+    if (PyErr_Occurred())
+        PyErr_Clear();                                /* an OverflowError: every offset the slow way */
     PyObject *out = PyList_New(0);
     if (out == NULL)
         return NULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int nonzero = PyObject_IsTrue(PyList_GET_ITEM(counts, i));
-        if (nonzero < 0)
-            goto error;
-        if (!nonzero)
+    /* The lists are read as zip() reads them: both items taken (and held) before any Python code
+     * runs on them, the sizes read again before each pair, since a __bool__ may change the lists. */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(times) && i < PyList_GET_SIZE(counts); i++) {
+        PyObject *t_obj = PyList_GET_ITEM(times, i), *count = PyList_GET_ITEM(counts, i);
+        Py_INCREF(t_obj);
+        Py_INCREF(count);
+        int nonzero = PyObject_IsTrue(count);
+        Py_DECREF(count);
+        if (nonzero <= 0) {
+            Py_DECREF(t_obj);
+            if (nonzero < 0)
+                goto error;
             continue;
-        long long t = PyLong_AsLongLong(PyList_GET_ITEM(times, i));
-        if (t == -1 && PyErr_Occurred())
-            goto error;
-        long long d = t - t0;
+        }
+        long long t = t0_fits && PyLong_CheckExact(t_obj) ? PyLong_AsLongLong(t_obj) : -1;
+        long long d = 0;
+        if (!t0_fits || !PyLong_CheckExact(t_obj) || (t == -1 && PyErr_Occurred())
+                || __builtin_sub_overflow(t, t0, &d)) {
+            PyErr_Clear();                            /* (an OverflowError reading t, if any) */
+            PyObject *slow = offset_as_python(t_obj, t0_obj);
+            Py_DECREF(t_obj);
+            if (slow == NULL || PyList_Append(out, slow)) {
+                Py_XDECREF(slow);
+                goto error;
+            }
+            Py_DECREF(slow);
+            continue;
+        }
+        Py_DECREF(t_obj);
         double x;
         if (d > (1LL << 53) || d < -(1LL << 53)) {   /* int / float as Python divides a large int */
             PyObject *big = PyLong_FromLongLong(d);

@@ -39,6 +39,61 @@ def test_offsets_round_as_python_rounds() -> None:
     assert native._hotpath.offsets_ms([t0 + 1_500], [1], t0) == [0.002]
 
 
+INT64 = st.integers(-(2**63), 2**63 - 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(-(2**66), 2**66) | INT64, min_size=1, max_size=6),
+       INT64 | st.integers(-(2**70), 2**70))
+def test_offsets_match_python_over_the_whole_int64_range_and_beyond(times: list[int], t0: int) -> None:
+    """``t - t0`` overflows int64 where Python's ints do not: the C step then computes as Python."""
+    counts = [1] * len(times)
+    assert native._hotpath.offsets_ms(list(times), counts, t0) == native.offsets_ms_py(times, counts, t0)
+
+
+def test_offsets_of_what_is_no_int_are_computed_or_refused_as_python_does() -> None:
+    assert native._hotpath.offsets_ms([1.5e9, 2], [1, 1], 0) == native.offsets_ms_py([1.5e9, 2], [1, 1], 0)
+    with pytest.raises(TypeError):
+        native._hotpath.offsets_ms([object()], [1], 0)
+
+
+class _Clears:
+    """A count whose truth empties the lists being read (a caller's objects run Python code)."""
+
+    def __init__(self, lists: list[list[Any]]) -> None:
+        self.lists = lists
+
+    def __bool__(self) -> bool:
+        for items in self.lists:
+            items.clear()
+        return True
+
+
+def test_a_count_that_empties_the_lists_reads_as_zip_reads_them_not_freed_memory() -> None:
+    def make() -> tuple[list[Any], list[Any]]:
+        times: list[Any] = [10**6, 2 * 10**6, 3 * 10**6]
+        counts: list[Any] = []
+        counts.extend([_Clears([times, counts]), 1, 1])
+        return times, counts
+
+    assert native._hotpath.offsets_ms(*make(), 0) == native.offsets_ms_py(*make(), 0) == [1.0]
+
+
+def test_a_chunk_whose_len_empties_the_list_is_refused_not_a_crash() -> None:
+    class Shrinks:
+        def __init__(self, items: list[Any]) -> None:
+            self.items = items
+
+        def __len__(self) -> int:
+            self.items.clear()
+            return 3
+
+    chunks: list[Any] = []
+    chunks.extend([Shrinks(chunks), b"abc"])
+    with pytest.raises(RuntimeError, match="chunks changed size during the scan"):
+        native._hotpath.scan_events(b"data: x\n\n", chunks, b"data: ", b"", 100)
+
+
 def parse(chunks: list[bytes], native_scan: bool, monkeypatch: pytest.MonkeyPatch,
           **kwargs: Any) -> tuple[Any, ...]:
     monkeypatch.setattr(jsonevents, "scan_events", native._hotpath.scan_events if native_scan else None)
