@@ -355,10 +355,16 @@ class LLMUser(User):
         return record
 
     def _after_attempt(self, record: RequestRecord) -> None:
-        if record.error_class == "connect_error":
+        """A connect error or a 4xx answer (not 429: Retry-After has its own rule) makes this user wait
+        before its next request, doubling while they repeat: a refused or misrouted target gets a few
+        attempts a second per user, not thousands. Anything else resets the wait."""
+        if record.error_class in ("connect_error", "http_4xx"):
             self._backoff_s = next_backoff_s(self._backoff_s)
             self._backoff_until = time.monotonic() + self._backoff_s
-            self.runtime.backoff.connect_error(self._backoff_s)
+            if record.error_class == "connect_error":
+                self.runtime.backoff.connect_error(self._backoff_s)
+            else:
+                self.runtime.backoff.client_error(self._backoff_s)
         else:
             self._backoff_s = 0.0
 

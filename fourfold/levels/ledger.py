@@ -29,6 +29,7 @@ SILENT_S = 3.0          # progress comes every second, and a final report at the
 @dataclass
 class Backoff:
     connect_errors: int = 0
+    http_4xx: int = 0          # 4xx answers (not 429, which has Retry-After) that made a user back off
     wait_s: float = 0.0
     longest_wait_s: float = 0.0
 
@@ -36,29 +37,37 @@ class Backoff:
         self.connect_errors += 1
         self.longest_wait_s = max(self.longest_wait_s, next_wait_s)
 
+    def client_error(self, next_wait_s: float) -> None:
+        self.http_4xx += 1
+        self.longest_wait_s = max(self.longest_wait_s, next_wait_s)
+
     def waited(self, seconds: float) -> None:
         self.wait_s += max(0.0, seconds)
 
     def take_wire(self) -> dict[str, float]:
         """The counts since the last call, for a worker's report; resets them."""
-        wire = {"connect_errors": self.connect_errors, "wait_s": self.wait_s,
+        wire = {"connect_errors": self.connect_errors, "http_4xx": self.http_4xx, "wait_s": self.wait_s,
                 "longest_wait_s": self.longest_wait_s}
-        self.connect_errors, self.wait_s, self.longest_wait_s = 0, 0.0, 0.0
+        self.connect_errors, self.http_4xx, self.wait_s, self.longest_wait_s = 0, 0, 0.0, 0.0
         return wire
 
     def merge_wire(self, wire: dict[str, Any]) -> None:
         self.connect_errors += int(wire.get("connect_errors") or 0)
+        self.http_4xx += int(wire.get("http_4xx") or 0)
         self.wait_s += float(wire.get("wait_s") or 0.0)
         self.longest_wait_s = max(self.longest_wait_s, float(wire.get("longest_wait_s") or 0.0))
 
     def summary(self) -> dict[str, Any]:
-        return {"connect_errors": self.connect_errors, "wait_s": round(self.wait_s, 3),
-                "longest_wait_s": round(self.longest_wait_s, 3)}
+        return {"connect_errors": self.connect_errors, "http_4xx": self.http_4xx,
+                "wait_s": round(self.wait_s, 3), "longest_wait_s": round(self.longest_wait_s, 3)}
 
     def console_line(self) -> str | None:
-        if not self.connect_errors:
+        if not (self.connect_errors or self.http_4xx):
             return None
-        return (f"fourfold: {self.connect_errors} connect errors; users backed off {self.wait_s:.1f} s in "
+        parts = (f"{self.connect_errors} connect errors" if self.connect_errors else "",
+                 f"{self.http_4xx} 4xx answers" if self.http_4xx else "")
+        what = " and ".join(part for part in parts if part)
+        return (f"fourfold: {what}; users backed off {self.wait_s:.1f} s in "
                 f"all (0.1 s doubling to 5 s per user, longest {self.longest_wait_s:g} s)")
 
 

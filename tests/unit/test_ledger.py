@@ -30,13 +30,15 @@ def test_backoff_counts_ship_as_deltas_and_add_up_on_the_master():
     worker.waited(0.1)
     worker.connect_error(0.2)
     master.merge_wire(worker.take_wire())
-    assert worker.take_wire() == {"connect_errors": 0, "wait_s": 0.0, "longest_wait_s": 0.0}   # sent once
+    assert worker.take_wire() == {"connect_errors": 0, "http_4xx": 0, "wait_s": 0.0,
+                                  "longest_wait_s": 0.0}                                  # sent once
     worker.connect_error(0.4)
+    worker.client_error(0.8)
     worker.waited(0.2)
     master.merge_wire(worker.take_wire())
-    assert master.summary() == {"connect_errors": 3, "wait_s": 0.3, "longest_wait_s": 0.4}
-    assert master.console_line() == ("fourfold: 3 connect errors; users backed off 0.3 s in all "
-                                     "(0.1 s doubling to 5 s per user, longest 0.4 s)")
+    assert master.summary() == {"connect_errors": 3, "http_4xx": 1, "wait_s": 0.3, "longest_wait_s": 0.8}
+    assert master.console_line() == ("fourfold: 3 connect errors and 1 4xx answers; users backed off "
+                                     "0.3 s in all (0.1 s doubling to 5 s per user, longest 0.8 s)")
     assert Backoff().console_line() is None
 
 
