@@ -127,6 +127,13 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def preflight_requests(run_dir: Path) -> int:
+    """The requests a run's preflight sent (meta.json ``preflight``; no records): a target's own count
+    is the run's records plus these (docs/errors.md#preflight)."""
+    meta = json.loads((Path(run_dir) / "meta.json").read_text())
+    return sum(int(entry["requests"]) for entry in meta.get("preflight", []))
+
+
 @pytest.fixture
 def locustfile():
     def path(name: str) -> str:

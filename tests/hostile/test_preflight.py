@@ -93,11 +93,16 @@ def test_a_flaky_first_answer_is_asked_again_and_the_run_goes_on(tmp_path):
     assert preflight["requests"] == 2 and preflight["error_class"] == "ok"
 
 
-def test_no_preflight_skips_it(tmp_path):
+def test_no_preflight_skips_it_and_4xx_answers_make_users_back_off(tmp_path):
     run, server = _run(tmp_path, "status_401", ["--no-preflight"])
     h.assert_clean(run, max_s=30, rcs=(0, 1))
     assert run.run_dir is not None and "preflight" not in json.loads((run.run_dir / "meta.json").read_text())
-    assert {r["error_class"] for r in h.counted_records(run)} == {"http_4xx"}
+    records = h.counted_records(run)
+    assert {r["error_class"] for r in records} == {"http_4xx"}
+    # 0.1 s, doubling, after each 401: a few attempts per user in 3 s (without the wait, thousands)
+    assert server.requests == len(run.records) <= 4 * 7
+    backoff = run.summary["backoff"]
+    assert backoff["http_4xx"] == len(records) and backoff["connect_errors"] == 0
 
 
 async def always_503(conn: h.Conn, req: h.Request) -> None:

@@ -14,7 +14,7 @@ from fourfold.levels.base import make_client
 from fourfold.levels.options import Settings
 from fourfold.measure.record import RequestRecord
 from fourfold.workloads.items import Item
-from tests.conftest import only_run_dir, read_jsonl, run_locust
+from tests.conftest import only_run_dir, preflight_requests, read_jsonl, run_locust
 from tests.faulty_server import FaultyServer
 
 pytestmark = pytest.mark.integration
@@ -70,9 +70,10 @@ def test_a_locust_run_against_a_misbehaving_target_keeps_every_record(server, tm
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert proc.returncode == 1        # Locust's own exit code on failed requests: the run went on
     records = read_jsonl(only_run_dir(tmp_path) / "records.jsonl")
-    assert len(records) == len(server.seen) > len(EXPECTED)     # one record per request the server saw
+    seen = server.seen[preflight_requests(only_run_dir(tmp_path)):]     # the preflight's first: no record
+    assert len(records) == len(seen) > len(EXPECTED)            # one record per request the server saw
     got = collections.Counter(r["error_class"] for r in records)
-    want = collections.Counter(EXPECTED[f] for f in server.seen)
+    want = collections.Counter(EXPECTED[f] for f in seen)
     cancelled = got.pop("cancelled", 0)       # in flight when the run stopped: kept, not classified
     assert cancelled <= 3                     # at most one per user
     assert all(got[k] <= want[k] and got[k] >= want[k] - cancelled for k in want)
