@@ -104,6 +104,9 @@ def check_run(run_dir: str | os.PathLike[str], spec: str | None = None,
         hint = ("the run did not finish (no summary.json next to records.jsonl)"
                 if (path / RECORDS_FILE).exists() else "it is not a run directory")
         raise RunDirError(f"{str(path)!r} has no {SUMMARY_FILE}: {hint}")
+    if summary.get("incomplete"):        # the watchdog ended it (exit 4): no figures to gate
+        raise RunDirError(f"{str(path)!r} did not end cleanly: {summary.get('reason') or 'incomplete'}; its "
+                          f"{SUMMARY_FILE} holds no figures (fourfold compare still reads its records)")
     records = path / RECORDS_FILE
     if not records.is_file():            # missing, or a FIFO / device / folder: nothing was recorded there
         raise RunDirError(f"{str(records)!r}: {'not a regular file' if records.exists() else 'missing'}; "

@@ -39,12 +39,13 @@ from locust.runners import STATE_RUNNING, STATE_SPAWNING
 
 from fourfold.adapters.locust import send_stats_now
 from fourfold.errors import UsageError
-from fourfold.levels import abort, inputs, livequality, slogate, webui, webui_report
+from fourfold.levels import abort, inputs, livequality, slogate, watchdog, webui, webui_report
 from fourfold.levels import options as _options
 from fourfold.levels.ledger import worker_lines
 from fourfold.levels.options import Settings
 from fourfold.levels.runtime import find_runtime, get_runtime
 from fourfold.levels.runtime import register as register_runtime
+from fourfold.levels.state import state_of
 from fourfold.levels.telemetry_sampler import start_sampler
 from fourfold.measure.console import format_summary
 from fourfold.measure.loadgen import console_line
@@ -177,6 +178,8 @@ def _on_test_start(environment: Any, **_kw: Any) -> None:
     runtime = get_runtime(environment)
     runtime.begin_test()                     # after a Stop in the web UI: a new test, a new run directory
     runtime.settings = Settings.from_options(environment.parsed_options)
+    _stand_down(environment)
+    state_of(environment).put(watchdog.arm(environment, runtime))   # a hub held for good ends the run
     slogate.configure(environment, runtime)
     # the load generator's CPU and event-loop lag (summary: generator); a master sends no load
     runtime.generator.start(sample=not runtime.is_master)
@@ -241,8 +244,16 @@ def _on_test_stop(environment: Any, **_kw: Any) -> None:
         finish_test(environment)
 
 
+def _stand_down(environment: Any) -> None:
+    """The orderly stop has begun: the watchdog (:mod:`fourfold.levels.watchdog`) stands down."""
+    dog = state_of(environment).get(watchdog.HubWatchdog)
+    if dog is not None:
+        dog.stand_down()
+
+
 def _on_test_stopping(environment: Any, **_kw: Any) -> None:
     """Stop the generator's health sampler before Locust's stop sequence holds the hub."""
+    _stand_down(environment)
     runtime = find_runtime(environment)
     if runtime is not None:
         runtime.generator.stop()
@@ -257,6 +268,7 @@ def _report_now(environment: Any) -> None:
 
 
 def _on_quitting(environment: Any, **_kw: Any) -> None:
+    _stand_down(environment)
     runtime = find_runtime(environment)
     if runtime is None:
         return

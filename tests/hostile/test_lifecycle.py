@@ -150,3 +150,44 @@ def test_a_start_up_longer_than_the_run_time_still_runs_for_the_run_time(tmp_pat
     h.assert_clean(run, max_s=30)
     assert run.summary is not None and run.summary["finished_at"] - run.summary["started_at"] >= 3.5
     assert len(records) >= 10
+
+
+SPINS = """\
+from locust import events, task
+
+from fourfold import levels
+
+events.init_command_line_parser.add_listener(levels.ThroughputUser.add_arguments)
+events.init.add_listener(levels.ThroughputUser.register)
+
+
+class Spins(levels.ThroughputUser):
+    @task
+    def generate(self) -> None:
+        self.request(self.next_item())
+        if self.runtime.records_seen >= 8:
+            while True:        # a greenlet that never yields: the hub, and every stop, held for good
+                pass
+"""
+
+
+def test_a_hub_held_for_good_ends_the_run_with_its_records_and_an_incomplete_summary(tmp_path):
+    """Before the watchdog such a run outlived -t until SIGKILL and lost its queued records."""
+    locustfile = tmp_path / "spins.py"
+    locustfile.write_text(SPINS)
+    with h.HostileServer(f"{HANDLERS}:good") as server:
+        run = h.run_level(server.url, tmp_path / "out", locustfile=str(locustfile), users=2, seconds=3,
+                          csv_html=False, kill_after_s=60)
+    assert run.rc == 4, (run.rc, run.stderr[-2000:])               # not killed (rc None): it ended itself
+    assert run.elapsed_s < 20, run.elapsed_s                       # -t 3 s, + 2 s grace, + 2 s stuck
+    assert "the run passed its -t by" in run.stderr
+    assert "exit code 4 (summary.json marked incomplete)" in run.stderr
+    assert "Traceback" not in run.stderr
+    assert run.summary["incomplete"] is True and run.summary["exit_code"] == 4
+    assert "a greenlet that never yields" in run.summary["reason"]
+    # the records queued when the hub stopped turning reached the disk: the ones the server answered
+    assert len(run.records) >= 8 and {r["error_class"] for r in run.records} <= {"ok", "cancelled"}
+    assert len(run.records) >= server.requests - 2          # at most a request in flight per user unrecorded
+    from fourfold.cli import main
+
+    assert main(["check", str(run.run_dir), "--slo", "ttft_p95<=10s"]) == 2     # no figures to gate: says so
