@@ -179,13 +179,13 @@ def _on_test_start(environment: Any, **_kw: Any) -> None:
     runtime.begin_test()                     # after a Stop in the web UI: a new test, a new run directory
     runtime.settings = Settings.from_options(environment.parsed_options)
     _stand_down(environment)
-    state_of(environment).put(watchdog.arm(environment, runtime))   # a hub held for good ends the run
     slogate.configure(environment, runtime)
     # the load generator's CPU and event-loop lag (summary: generator); a master sends no load
     runtime.generator.start(sample=not runtime.is_master)
     if getattr(environment.parsed_options, "fourfold_embedded", False):
         _EMBEDDED_FLAG["on"] = True
     if runtime.is_worker:
+        state_of(environment).put(watchdog.arm(environment, runtime))   # a hub held for good ends the run
         return
     classes = _llm_user_classes(environment)
     runtime.extras.meta.update(sent_facts(environment, classes))
@@ -196,6 +196,8 @@ def _on_test_start(environment: Any, **_kw: Any) -> None:
                   runtime.settings.run_dir, exc.strerror or exc)
     if classes and any(cls.samples_server_metrics for cls in classes):
         runtime.sampler = start_sampler(runtime)
+    # armed last: hashing a large dataset above may hold the hub for a while, and that is no hang
+    state_of(environment).put(watchdog.arm(environment, runtime))
 
 
 def sent_facts(environment: Any, classes: list[Any]) -> dict[str, Any]:
