@@ -191,3 +191,39 @@ def test_a_hub_held_for_good_ends_the_run_with_its_records_and_an_incomplete_sum
     from fourfold.cli import main
 
     assert main(["check", str(run.run_dir), "--slo", "ttft_p95<=10s"]) == 2     # no figures to gate: says so
+
+
+def test_a_sigterm_to_a_held_hub_ends_the_run_within_seconds(tmp_path):
+    """-t is a minute away: the SIGTERM, noted by its Python handler inside the spinning greenlet,
+    is what the watchdog acts on."""
+    import subprocess
+    import sys
+    import time
+
+    locustfile = tmp_path / "spins.py"
+    locustfile.write_text(SPINS)
+    with h.HostileServer(f"{HANDLERS}:good") as server:
+        base = tmp_path / "out"
+        base.mkdir()
+        argv = [sys.executable, "-m", "locust", "-f", str(locustfile), "--headless", "-u", "2", "-r", "2",
+                "-t", "60s", "--host", server.url, "--run-dir", str(base / "runs"), "--warmup-requests", "0",
+                "--metrics-url", "off", "--no-preflight"]
+        proc = subprocess.Popen(argv, cwd=base, env=h.locust_env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and server.requests < 8:
+                time.sleep(0.1)
+            time.sleep(1.0)                                   # the greenlet now spins
+            sent = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            _, stderr = proc.communicate(timeout=20)
+            took = time.monotonic() - sent
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 4 and took < 5, (proc.returncode, took, stderr[-2000:])
+    assert "a SIGTERM" in stderr and "was not taken" in stderr
+    (run,) = (base / "runs").iterdir()
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["incomplete"] is True and summary["reason"].startswith("a SIGTERM")

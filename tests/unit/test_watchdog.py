@@ -23,3 +23,13 @@ def test_without_a_deadline_only_a_long_silence_counts():
     assert dog(None, beat=0.0).verdict(31.0) == ("the event loop has not answered for 31.0 s (a greenlet "
                                                  "that never yields)")
     assert dog(1000.0, beat=0.0).verdict(31.0).startswith("the event loop has not answered")   # before -t too
+
+
+def test_a_sigterm_the_hub_does_not_take_is_given_up_two_seconds_later():
+    watchdog = dog(None, beat=100.0)
+    watchdog.term_at = 101.0
+    assert watchdog.verdict(102.5) == ""                        # the stop may still be under way
+    assert watchdog.verdict(103.5).startswith("a SIGTERM 2.5 s ago was not taken: the event loop has not "
+                                              "answered for 3.5 s")
+    watchdog.beat = 103.4                                       # the hub answers: the stop is running
+    assert watchdog.verdict(103.5) == ""
