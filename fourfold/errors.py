@@ -41,6 +41,7 @@ from a server under test is never an exception here at all: it is a record's ``e
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import IO, ClassVar
 
@@ -56,9 +57,17 @@ class FourfoldError(Exception):
 
 
 class UsageError(FourfoldError):
-    """Wrong arguments or input the user can fix; the message says what and how."""
+    """Wrong arguments or input the user can fix; the message says what and how, on one line: a
+    control character or lone surrogate in it (a file name, a value the user typed) is shown escaped,
+    so the line stays one line and prints on any terminal."""
 
     exit_code = 2
+
+    def __str__(self) -> str:
+        return _UNPRINTABLE.sub(lambda m: ascii(m.group())[1:-1], super().__str__())
+
+
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
 
 
 class GateFailed(FourfoldError):

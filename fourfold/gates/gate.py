@@ -51,7 +51,8 @@ def load_slo_file(path: str | os.PathLike[str]) -> list[SLO]:
         raise SLOSpecError(f"{where} is not valid TOML: {exc}") from None
     table = data.get("slo")
     if not isinstance(table, dict):
-        raise SLOSpecError(f"{where}: expected a [slo] table, e.g.\n[slo]\nttft_p95 = \"<= 450 ms\"")
+        raise SLOSpecError(f"{where}: expected a [slo] table: a line [slo], then lines such as "
+                           f"ttft_p95 = \"<= 450 ms\"")
     unknown = sorted(set(data) - {"slo"})
     if unknown:
         raise SLOSpecError(f"{where}: unknown top-level key(s) {unknown}; only [slo] is read")

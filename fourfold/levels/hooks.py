@@ -145,6 +145,10 @@ def _preflight(environment: Any, runtime: Any, cls: Any) -> None:
     except UsageError as exc:
         exc.show()
         raise SystemExit(exc.exit_code) from None
+    if targets:      # summary.json too: the requests the targets saw beyond the records
+        checked = runtime.extras.meta["preflight"]
+        runtime.extras.on_finish(lambda _env: runtime.extras.summary.update(
+            preflight={"requests": sum(entry["requests"] for entry in checked), "targets": len(checked)}))
 
 
 def _start_embedded_mirror(environment: Any, runtime: Any) -> None:

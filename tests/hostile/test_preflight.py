@@ -84,6 +84,7 @@ def test_base_path_reaches_an_api_under_a_prefix_and_the_preflight_is_counted(tm
     assert records and {r["endpoint"] for r in records} == {"/openai/v1/chat/completions"}
     assert {r["error_class"] for r in records} <= {"ok", "cancelled"}
     assert server.requests == len(run.records) + 1               # every request a record, but the preflight
+    assert run.summary["preflight"] == {"requests": 1, "targets": 1}
 
 
 def test_a_flaky_first_answer_is_asked_again_and_the_run_goes_on(tmp_path):

@@ -23,6 +23,12 @@ def _report(tmp_path, text: str = ATTACK, label: str = "base"):
     return report_from_paths([base, cand], settings=CompareSettings(resamples=200))
 
 
+@pytest.fixture(scope="module")
+def plain_page(tmp_path_factory) -> str:
+    """One rendered page of plain answers, read by the tests below (each render plots every figure)."""
+    return render_html(_report(tmp_path_factory.mktemp("plain"), text="a plain answer"))
+
+
 def test_model_output_and_labels_are_escaped(tmp_path):
     page = render_html(_report(tmp_path, label="x<script>alert(2)</script>"))
     assert "<script" not in page.lower()
@@ -30,8 +36,8 @@ def test_model_output_and_labels_are_escaped(tmp_path):
     assert "alert(2)" in page and "<script>alert(2)" not in page
 
 
-def test_page_is_self_contained_with_plots_and_definitions(tmp_path):
-    page = render_html(_report(tmp_path, text="a plain answer"))
+def test_page_is_self_contained_with_plots_and_definitions(plain_page):
+    page = plain_page
     assert not re.search(r"""(?:src|href)=["'](?!data:|#)""", page)          # nothing loaded from elsewhere
     images = re.findall(r'<img src="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)"', page)
     assert len(images) >= 5                                   # CDFs, ITL, tokens/s, similarity, waveforms
@@ -47,9 +53,9 @@ def test_dollar_signs_in_labels_do_not_break_the_plots(tmp_path):
     assert "v$1" in page
 
 
-def test_definitions_show_code_spans_as_code_not_backticks(tmp_path):
+def test_definitions_show_code_spans_as_code_not_backticks(plain_page):
     """The definitions are written for docs/metrics.md: their `code` spans become <code> elements."""
-    page = render_html(_report(tmp_path, text="a plain answer"))
+    page = plain_page
     definitions = page[page.index("<h2>Metric definitions</h2>"):]
     assert "`" not in definitions
     assert "(quality&#x27;s <code>fact_checked_n</code>)" in definitions
@@ -74,10 +80,10 @@ def _svg(page: str, alt: str) -> str:
     return base64.b64decode(data.group(1)).decode("utf-8")
 
 
-def test_waveforms_use_the_sides_colours_and_say_typical_and_worst(tmp_path):
+def test_waveforms_use_the_sides_colours_and_say_typical_and_worst(plain_page):
     """Red and blue are the candidate and the baseline in every plot; the waveforms' typical and worst
     request differ by fill and dash (issue 31 item 8: red/blue meant worst/typical there)."""
-    page = render_html(_report(tmp_path, text="a plain answer"))
+    page = plain_page
     baseline, candidate = plots.COLORS[:2]
     assert _svg(page, "TTFT CDF").count(baseline) and _svg(page, "TTFT CDF").count(candidate)
     for alt, own, other in (("stream waveform of base", baseline, candidate),
