@@ -10,6 +10,7 @@ for the optional or slow libraries listed in :data:`LATE_IMPORTS`, each with its
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -81,6 +82,17 @@ MAX_LINES = 450
 LONG_MODULES: dict[str, str] = {}
 
 
+@functools.cache
+def _parsed(path: Path, size: int, mtime_ns: int) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+def parsed(path: Path) -> ast.Module:
+    """``path``'s syntax tree, parsed once for every check of this file (while it is unchanged)."""
+    stat = path.stat()
+    return _parsed(path, stat.st_size, stat.st_mtime_ns)
+
+
 def module_name(path: Path, root: Path = PACKAGE_DIR) -> str:
     parts = list(path.relative_to(root.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
@@ -100,7 +112,7 @@ def imported_modules(path: Path, root: Path = PACKAGE_DIR) -> list[tuple[int, st
     module = module_name(path, root)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: list[tuple[int, str]] = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -198,7 +210,7 @@ def public_classes(root: Path = PACKAGE_DIR) -> dict[str, list[str]]:
     """class name -> the modules (relative to fourfold/) that define a public class of that name."""
     found: dict[str, list[str]] = {}
     for path in sorted(root.rglob("*.py")):
-        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        for node in parsed(path).body:
             if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
                 found.setdefault(node.name, []).append(path.relative_to(root).as_posix())
     return found
@@ -229,7 +241,7 @@ def test_no_two_modules_share_a_name_across_the_client_side_rooms() -> None:
 def late_imports(path: Path) -> list[tuple[int, str]]:
     """(line, module) of every import inside a function of ``path``."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for inner in ast.walk(node):
                 if isinstance(inner, ast.Import):
@@ -263,7 +275,7 @@ def module_graph(root: Path = PACKAGE_DIR) -> dict[str, set[str]]:
     for module, path in paths.items():
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
         targets: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.Import):
                 sources = [(alias.name, []) for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
