@@ -278,7 +278,7 @@ class _Accumulator:
         ones are not kept (each costs a frame category and a histogram). Skipped records are counted
         with the unreadable lines, the first one named."""
         key = (level, scenario, variant)
-        if key in self.itl or key in self.seen:
+        if key in self.seen:
             return True
         why = group_problem(key) or (f"the run already has {MAX_GROUPS} groups"
                                      if len(self.seen) >= MAX_GROUPS else "")
