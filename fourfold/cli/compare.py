@@ -61,6 +61,8 @@ def add_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--stall-ms", type=float, default=None,
                      help="stall threshold (default: the run's, 150 ms)")
     cmd.add_argument("--no-html", action="store_true", help="write report.md and report.csv only")
+    cmd.add_argument("--no-plots", action="store_true",
+                     help="report.html without its plots (tables, notes and definitions only; faster)")
     cmd.add_argument("--no-cache", action="store_true",
                      help="read records.jsonl and scores.jsonl, ignoring and not writing the runs' "
                           "compare-cache.npz")
@@ -153,7 +155,7 @@ def run(args: argparse.Namespace, rest: list[str]) -> int:
                          + "; ".join(f"{d.field} (baseline {d.baseline}, candidate {d.candidate})"
                                      for d in report.workload_differences))
     try:
-        files = write_report(report, args.out, html=not args.no_html)
+        files = write_report(report, args.out, html=not args.no_html, plots=not args.no_plots)
     except OSError as exc:
         raise UsageError(f"--out {args.out}: cannot write the report ({exc.strerror or exc})") from None
     print(render_tables(report))

@@ -31,11 +31,11 @@ from fourfold.measure.rhythm import jitter_ms as gaps_jitter_ms
 if TYPE_CHECKING:
     from fourfold.measure.record import RequestRecord
 
-__all__ = ["SLO_METRICS", "VACUOUS_SLO_METRICS", "check_slo", "end_offset_ms", "end_offset_ms_array", "end_s",
-           "MIN_JITTER_CHUNKS", "MIN_PULSE_CHUNKS", "interrupted_array", "is_interrupted", "is_stall",
-           "jitter_ms", "jitter_ms_of_gaps", "max_gap_ms", "pulse_hz", "pulse_hz_of_gaps", "meets_slo",
-           "meets_slo_array", "ok_array", "ratio", "request_tps", "token_seconds_array", "tokens_by_second",
-           "tpot_ms", "tpot_ms_array", "wall_s"]
+__all__ = ["NO_SECOND", "SLO_METRICS", "VACUOUS_SLO_METRICS", "check_slo", "end_offset_ms",
+           "end_offset_ms_array", "end_s", "MIN_JITTER_CHUNKS", "MIN_PULSE_CHUNKS", "interrupted_array",
+           "is_interrupted", "is_stall", "jitter_ms", "jitter_ms_of_gaps", "max_gap_ms", "pulse_hz",
+           "pulse_hz_of_gaps", "meets_slo", "meets_slo_array", "ok_array", "ratio", "request_tps",
+           "token_seconds_array", "tokens_by_second", "tpot_ms", "tpot_ms_array", "wall_s"]
 
 # per-request limits a goodput SLO may put (``{"ttft_ms": 450, ...}``); ``itl_ms`` limits the
 # request's largest chunk gap. A request with no value for one of VACUOUS_SLO_METRICS (one token,
@@ -241,6 +241,19 @@ def _tokens_by_second_array(started_s: float, offsets_ms: np.ndarray, tokens: in
     return {first + at: int(counts[at]) for at in np.flatnonzero(counts).tolist()}
 
 
+NO_SECOND = np.iinfo(np.int64).min      # a null start, an offset past int64 seconds: the caller leaves it out
+
+
+def _seconds(stamps_s: np.ndarray) -> np.ndarray:
+    """``floor(stamps_s)`` as int64; NaN, infinities and values past ±2^62 become ``NO_SECOND`` (a cast
+    of them is undefined: INT64_MIN on x86-64, 0 on ARM, i.e. the Unix epoch)."""
+    floor = np.floor(stamps_s)
+    usable = np.isfinite(floor) & (np.abs(floor) < 2.0 ** 62)
+    seconds = np.full(floor.shape, NO_SECOND, dtype=np.int64)
+    seconds[usable] = floor[usable].astype(np.int64)
+    return seconds
+
+
 def token_seconds_array(started_s: np.ndarray, end_s: np.ndarray, tokens: np.ndarray, lens: np.ndarray,
                         offsets_ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`tokens_by_second` over many records, as ``(seconds, tokens)`` pairs to be summed by
@@ -254,12 +267,12 @@ def token_seconds_array(started_s: np.ndarray, end_s: np.ndarray, tokens: np.nda
     first = np.zeros(len(lens) + 1, dtype=np.int64)
     np.cumsum(lens, out=first[1:])
     whole = (lens == 0) & (tokens > 0)
-    whole_seconds = np.floor(np.asarray(end_s, dtype=np.float64)[whole]).astype(np.int64)
+    whole_seconds = _seconds(np.asarray(end_s, dtype=np.float64)[whole])
     total = int(first[-1])
     if not total:
         return whole_seconds, tokens[whole]
-    seconds = np.floor(np.repeat(np.asarray(started_s, dtype=np.float64), lens)
-                       + np.asarray(offsets_ms, dtype=np.float64) / 1000).astype(np.int64)
+    seconds = _seconds(np.repeat(np.asarray(started_s, dtype=np.float64), lens)
+                       + np.asarray(offsets_ms, dtype=np.float64) / 1000)
     run_start = np.empty(total, dtype=bool)              # a chunk that starts a run: new record or new second
     run_start[0] = True
     np.not_equal(seconds[1:], seconds[:-1], out=run_start[1:])

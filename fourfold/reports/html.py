@@ -210,7 +210,9 @@ def _sides_table(report: Report) -> str:
             + "".join(rows) + "</table>")
 
 
-def render_html(report: Report) -> str:
+def render_html(report: Report, *, plots: bool = True) -> str:
+    """The report as one self-contained page; ``plots=False`` (``fourfold compare --no-plots``) leaves the
+    plots out (each costs matplotlib ~0.1-0.2 s on a 2-core machine) and says so."""
     s = report.settings
     body = [f"<h1>fourfold comparison</h1>\n<p class=\"note\">created {e(report.created_at)}</p>",
             _sides_table(report),
@@ -236,10 +238,13 @@ def render_html(report: Report) -> str:
     for section in report.sections:
         body.append(section.html or f"<pre>{e(section.markdown)}</pre>")
     body.append("<h2>Plots</h2>")
-    if report.sweeps:
-        body.append(_sweep_plots(report))
-    groups = list(dict.fromkeys(g for c in report.comparisons for g in c.groups()))
-    body += [_group_section(report, group) for group in groups]
+    if not plots:
+        body.append('<p class="note">plots left out (--no-plots)</p>')
+    else:
+        if report.sweeps:
+            body.append(_sweep_plots(report))
+        groups = list(dict.fromkeys(g for c in report.comparisons for g in c.groups()))
+        body += [_group_section(report, group) for group in groups]
     body.append("<hr>" + "".join(f'<p class="note">{e(line)}</p>' for line in
                                  legend_lines(s.resamples, s.seed, s.confidence, s.alpha)))
     body.append(f"<h2>Metric definitions</h2><p>One definition per metric in <code>{METRICS_DOC}</code>; the "

@@ -313,8 +313,10 @@ def _sweep_report(paths: list[str | os.PathLike[str]], sweeps: list[dict], setti
     return report
 
 
-def write_report(report: Report, out_dir: str | os.PathLike[str], *, html: bool = True) -> dict[str, Path]:
-    """Write report.md, report.csv and (unless ``html`` is False) report.html; returns their paths."""
+def write_report(report: Report, out_dir: str | os.PathLike[str], *, html: bool = True,
+                 plots: bool = True) -> dict[str, Path]:
+    """Write report.md, report.csv and (unless ``html`` is False) report.html, with its plots unless
+    ``plots`` is False; returns their paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = {"markdown": out / "report.md", "csv": out / "report.csv"}
@@ -322,5 +324,5 @@ def write_report(report: Report, out_dir: str | os.PathLike[str], *, html: bool 
     write_csv(report, written["csv"])
     if html:
         written["html"] = out / "report.html"
-        written["html"].write_text(render_html(report), encoding="utf-8")
+        written["html"].write_text(render_html(report, plots=plots), encoding="utf-8")
     return written

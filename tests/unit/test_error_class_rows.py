@@ -55,7 +55,7 @@ def test_the_class_rows_render(tmp_path):
 
     base = write(tmp_path, "base", ["ok"] * 50 + ["http_5xx"] * 5)
     cand = write(tmp_path, "cand", ["ok"] * 50 + ["rate_limited"] * 5)
-    written = write_report(report_from_paths([base, cand], cache=False), tmp_path / "out")
+    written = write_report(report_from_paths([base, cand], cache=False), tmp_path / "out", plots=False)
     markdown = written["markdown"].read_text()
     assert "| errors: rate_limited (%) | 0.00 | 9.09 |" in markdown
     assert "errors: http_5xx" in written["html"].read_text() \

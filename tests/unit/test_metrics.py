@@ -124,6 +124,19 @@ def test_tokens_by_second():
                                  np.zeros(0))[0].size == 0
 
 
+def test_a_second_that_is_no_time_is_marked_not_cast():
+    """NaN, inf and stamps past int64 seconds give NO_SECOND on every CPU (a cast gives INT64_MIN on
+    x86-64 but 0, the Unix epoch, on ARM) and no RuntimeWarning."""
+    started = np.array([np.nan, 100.0, 1e300, 200.0])
+    end = np.array([np.nan, 101.0, 1e300, 200.5])
+    lens = np.array([2, 2, 1, 0])
+    flat = np.array([10.0, 20.0, np.inf, 1500.0, 5.0])
+    with np.errstate(all="raise"):
+        seconds, tokens = m.token_seconds_array(started, end, np.array([2, 2, 1, 3]), lens, flat)
+    assert sorted(zip(seconds.tolist(), tokens.tolist())) == [          # record 1's inf offset included
+        (m.NO_SECOND, 1), (m.NO_SECOND, 1), (m.NO_SECOND, 2), (101, 1), (200, 3)]
+
+
 def test_rates_and_wall_time():
     assert m.wall_s(10.0, 12.5) == 2.5 and m.wall_s(10.0, 10.0) is None and m.wall_s(None, 3.0) is None
     assert m.ratio(3, 4) == 0.75 and m.ratio(3, 0) is None and m.ratio(3, None) is None

@@ -95,10 +95,12 @@ def test_report_is_reproducible(sides):
 
 def test_cli_prints_the_table_and_writes_three_files(sides, tmp_path, capsys):
     assert main(["compare", "--baseline", *map(str, sides[0]), "--candidate", *map(str, sides[1]),
-                 "--out", str(tmp_path / "out")]) == 0
+                 "--out", str(tmp_path / "out"), "--no-plots"]) == 0
     printed = capsys.readouterr().out
     assert "| TTFT p50 (ms) † |" in printed and "❌ worse" in printed
     assert {p.name for p in (tmp_path / "out").iterdir()} == {"report.md", "report.html", "report.csv"}
+    page = (tmp_path / "out" / "report.html").read_text()       # the plots are test_report_html's
+    assert "plots left out (--no-plots)" in page and "<img" not in page and "TTFT p50 (ms)" in page
     header, *rows = (tmp_path / "out" / "report.csv").read_text().splitlines()
     assert header.startswith("baseline,candidate,group,metric") and len(rows) >= 15
     assert header.endswith(",band,p_adjusted,gated,runs_baseline,runs_candidate,why")

@@ -29,8 +29,15 @@ def plain_page(tmp_path_factory) -> str:
     return render_html(_report(tmp_path_factory.mktemp("plain"), text="a plain answer"))
 
 
-def test_model_output_and_labels_are_escaped(tmp_path):
-    page = render_html(_report(tmp_path, label="x<script>alert(2)</script>"))
+@pytest.fixture(scope="module")
+def hostile_page(tmp_path_factory) -> str:
+    """One page whose answers and label hold markup and matplotlib's ``$`` (math mode) at once."""
+    return render_html(_report(tmp_path_factory.mktemp("hostile"), text=f"costs $5 and $6 {ATTACK}",
+                               label="v$1 x<script>alert(2)</script>"))
+
+
+def test_model_output_and_labels_are_escaped(hostile_page):
+    page = hostile_page
     assert "<script" not in page.lower()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page      # the answer is shown, as text
     assert "alert(2)" in page and "<script>alert(2)" not in page
@@ -48,9 +55,9 @@ def test_page_is_self_contained_with_plots_and_definitions(plain_page):
     assert "Stream waveforms" in page and "typical (median E2E)" in page and "worst (most stalls" in page
 
 
-def test_dollar_signs_in_labels_do_not_break_the_plots(tmp_path):
-    page = render_html(_report(tmp_path, text="costs $5 and $6", label="v$1"))
-    assert "v$1" in page
+def test_dollar_signs_in_labels_do_not_break_the_plots(hostile_page):
+    assert "v$1 x&lt;script&gt;" in hostile_page and "costs $5 and $6" in hostile_page
+    assert len(re.findall(r'<img src="data:image/svg', hostile_page)) >= 5      # every plot was drawn
 
 
 def test_definitions_show_code_spans_as_code_not_backticks(plain_page):

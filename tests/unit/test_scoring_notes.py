@@ -33,14 +33,14 @@ def test_different_backends_warn_in_markdown_and_html(tmp_path) -> None:
     _scored(base, FP32)
     _scored(cand, {**FP32, "backend": "torch-bf16", "id": "m:bf16"}, low=3)
     report = report_from_paths([base, cand], settings=CompareSettings(resamples=50))
-    markdown, page = render_markdown(report), render_html(report)
+    markdown, page = render_markdown(report), render_html(report, plots=False)
     for text in (markdown, page):
         assert "WARNING: the runs were scored with different embedding models or backends" in text
         assert "backend torch-fp32" in text and "backend torch-bf16" in text
         assert "cand: 3 of 10 answers are low-confidence" in text
     _scored(cand, FP32)                                       # scored alike: no warning
     report = report_from_paths([base, cand], settings=CompareSettings(resamples=50))
-    assert "WARNING" not in render_markdown(report) and "WARNING" not in render_html(report)
+    assert "WARNING" not in render_markdown(report) and "WARNING" not in render_html(report, plots=False)
 
 
 def test_different_models_warn(tmp_path) -> None:
