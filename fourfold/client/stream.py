@@ -316,16 +316,20 @@ def _finish(dialect: Dialect, request: HttpRequest, record: RequestRecord, t0: i
     drain_reactor()       # read what other streams have received before this longer piece of work
     parser = dialect.parser(request.stream)
     offsets: list[float] = []
+    counts: list[int] = []         # the deltas each content chunk completed, with `offsets`
     feed_chunks = getattr(parser, "feed_chunks", None)
     per_chunk = feed_chunks(chunks) if feed_chunks is not None and len(chunks) > 1 else None
     if per_chunk is not None:      # the whole body in one go (see JsonEventParser.feed_chunks)
         offsets = offsets_ms(times, per_chunk, t0)
+        counts = [n for n in per_chunk if n]
     else:
         feed = parser.feed
         pause = _cooperative_pause()
         for i, (t, data) in enumerate(zip(times, chunks)):
-            if feed(data):
+            n = feed(data)
+            if n:
                 offsets.append(round((t - t0) / 1e6, 3))
+                counts.append(n)
             if pause is not None and i & 31 == 31:
                 pause()   # let the hub run other streams: parsing a long body must not hold it
     completion = parser.finish()
@@ -338,6 +342,9 @@ def _finish(dialect: Dialect, request: HttpRequest, record: RequestRecord, t0: i
     record.content_chunks = len(offsets)
     if offsets:
         record.ttft_ms = offsets[0]
+        record.reasoning_chunks = answer_chunk(counts, completion.first_answer_delta)
+        if record.reasoning_chunks < len(offsets):
+            record.ttfo_ms = offsets[record.reasoning_chunks]
     if times:
         record.e2e_ms = round((times[-1] - t0) / 1e6, 3)
     elif record.ttfb_ms is not None:
@@ -349,8 +356,15 @@ def _finish(dialect: Dialect, request: HttpRequest, record: RequestRecord, t0: i
     else:
         record.output_tokens, record.output_tokens_source = completion.content_deltas, "chunks"
     record.input_tokens = completion.input_tokens
+    record.cached_tokens = completion.cached_tokens
+    if completion.reasoning_tokens is not None:
+        record.reasoning_tokens, record.reasoning_tokens_source = completion.reasoning_tokens, "usage"
+    elif completion.reasoning_deltas:
+        record.reasoning_tokens, record.reasoning_tokens_source = (
+            (estimate_tokens(completion.reasoning), "estimate") if not request.stream
+            else (completion.reasoning_deltas, "chunks"))
     if tokenizer is not None:
-        count_record_tokens(record, request.json, completion.text, tokenizer)
+        count_record_tokens(record, request.json, completion.text, tokenizer, completion.reasoning)
     record.terminal = completion.terminal
     record.finish_reason = completion.finish_reason
     record.set_text(secrets.scrub(completion.text))     # before the 16 KiB cap: no key cut in half
@@ -365,6 +379,19 @@ def _finish(dialect: Dialect, request: HttpRequest, record: RequestRecord, t0: i
                                                         completion.error_detail, transport_error,
                                                         transport_detail)
     return record
+
+
+def answer_chunk(counts: list[int], first_answer_delta: int | None) -> int:
+    """The index of the content chunk that carried delta ``first_answer_delta`` (``counts``: the
+    deltas each chunk completed); ``len(counts)`` when no delta was answer output (reasoning only)."""
+    if first_answer_delta is None:
+        return len(counts)
+    seen = 0
+    for index, n in enumerate(counts):
+        seen += n
+        if seen > first_answer_delta:
+            return index
+    return len(counts)
 
 
 def stage_ms(timings: dict[str, float]) -> dict[str, float]:

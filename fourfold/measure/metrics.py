@@ -31,7 +31,8 @@ from fourfold.measure.rhythm import jitter_ms as gaps_jitter_ms
 if TYPE_CHECKING:
     from fourfold.measure.record import RequestRecord
 
-__all__ = ["NO_SECOND", "SLO_METRICS", "VACUOUS_SLO_METRICS", "check_slo", "end_offset_ms",
+__all__ = ["NO_SECOND", "SLO_METRICS", "answer_tps", "answer_tps_array", "reasoning_ms",
+           "reasoning_ms_array", "VACUOUS_SLO_METRICS", "check_slo", "end_offset_ms",
            "end_offset_ms_array", "end_s", "MIN_JITTER_CHUNKS", "MIN_PULSE_CHUNKS", "interrupted_array",
            "is_interrupted", "is_stall", "jitter_ms", "jitter_ms_of_gaps", "max_gap_ms", "pulse_hz",
            "pulse_hz_of_gaps", "meets_slo", "meets_slo_array", "ok_array", "ratio", "request_tps",
@@ -40,7 +41,7 @@ __all__ = ["NO_SECOND", "SLO_METRICS", "VACUOUS_SLO_METRICS", "check_slo", "end_
 # per-request limits a goodput SLO may put (``{"ttft_ms": 450, ...}``); ``itl_ms`` limits the
 # request's largest chunk gap. A request with no value for one of VACUOUS_SLO_METRICS (one token,
 # no gap) meets that limit; missing any other value fails it.
-SLO_METRICS = ("ttfb_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "queue_ms")
+SLO_METRICS = ("ttfb_ms", "ttft_ms", "ttfo_ms", "itl_ms", "tpot_ms", "e2e_ms", "queue_ms")
 VACUOUS_SLO_METRICS = ("itl_ms", "tpot_ms")
 
 
@@ -68,6 +69,41 @@ def tpot_ms_array(ttft_ms: np.ndarray, e2e_ms: np.ndarray, output_tokens: np.nda
 def request_tps(tpot: float | None) -> float | None:
     """One request's decode speed, ``1000 / tpot_ms`` (tokens/s after the first token)."""
     return 1000.0 / tpot if tpot is not None and tpot > 0 else None
+
+
+# ---- reasoning: the answer apart from the thinking before it ----
+def reasoning_ms(record: RequestRecord) -> float | None:
+    """``ttfo - ttft`` of a stream that reasoned before it answered (its first chunks were reasoning
+    only): the time spent reasoning; None when it did not reason first or never answered."""
+    if not record.reasoning_chunks or record.ttfo_ms is None or record.ttft_ms is None:
+        return None
+    return record.ttfo_ms - record.ttft_ms
+
+
+def reasoning_ms_array(ttft_ms: np.ndarray, ttfo_ms: np.ndarray, reasoning_chunks: np.ndarray) -> np.ndarray:
+    """:func:`reasoning_ms` over columns (NaN where it is None)."""
+    ttft, ttfo = np.asarray(ttft_ms, dtype=np.float64), np.asarray(ttfo_ms, dtype=np.float64)
+    return np.where(np.asarray(reasoning_chunks, dtype=np.float64) > 0, ttfo - ttft, np.nan)
+
+
+def answer_tps(record: RequestRecord) -> float | None:
+    """The answer's decode speed: answer tokens after its first / (e2e - ttfo), tokens/s (reasoning
+    tokens left out; None below 2 answer tokens or without a TTFO)."""
+    if record.ttfo_ms is None or record.e2e_ms is None:
+        return None
+    answer = record.output_tokens - record.reasoning_tokens
+    span_ms = record.e2e_ms - record.ttfo_ms
+    return (answer - 1) * 1000.0 / span_ms if answer >= 2 and span_ms > 0 else None
+
+
+def answer_tps_array(ttfo_ms: np.ndarray, e2e_ms: np.ndarray, output_tokens: np.ndarray,
+                     reasoning_tokens: np.ndarray) -> np.ndarray:
+    """:func:`answer_tps` over columns (NaN where it is None)."""
+    answer = np.asarray(output_tokens, dtype=np.float64) - np.nan_to_num(
+        np.asarray(reasoning_tokens, dtype=np.float64))
+    span = np.asarray(e2e_ms, dtype=np.float64) - np.asarray(ttfo_ms, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where((answer >= 2) & (span > 0), (answer - 1) * 1000.0 / span, np.nan)
 
 
 # ---- interrupted ----

@@ -7,7 +7,9 @@ line and reads back without Locust, sockets or the model.
 Times are milliseconds relative to the moment the request was handed to the socket
 (``t_send``), except ``started_at`` (Unix seconds, wall clock) which places the record in the
 run. ``chunk_offsets_ms`` holds the receive time of every *content* chunk (a network read that
-carried at least one text delta), so ITL, stalls and the stream waveform can be recomputed later.
+carried at least one delta of output: answer text or reasoning), so ITL, stalls and the stream
+waveform can be recomputed later; the first ``reasoning_chunks`` of them carried reasoning only, and
+``ttfo_ms`` is the one after them (the first answer token).
 """
 
 from __future__ import annotations
@@ -77,13 +79,18 @@ class RequestRecord:
     error_class: str = "ok"
     error_detail: str = ""
     ttfb_ms: float | None = None     # send -> response headers
-    ttft_ms: float | None = None     # send -> first chunk carrying output text
+    ttft_ms: float | None = None     # send -> first chunk carrying output (answer text or reasoning)
+    ttfo_ms: float | None = None     # send -> first chunk carrying answer output, not reasoning (TTFO)
     e2e_ms: float | None = None      # send -> last content chunk or terminal event
     queue_ms: float = 0.0            # open loop: intended arrival -> send (client queueing)
     chunk_offsets_ms: list[float] = field(default_factory=list)
     output_tokens: int = 0
     output_tokens_source: str = "chunks"   # "usage" (the server's), "tokenizer" (--tokenizer), else "chunks"
     input_tokens: int | None = None
+    cached_tokens: int | None = None   # prompt tokens the server took from its prefix cache (its usage)
+    reasoning_tokens: int = 0        # of output_tokens, those that were reasoning
+    reasoning_tokens_source: str = ""   # "usage", "tokenizer", "chunks", "estimate"; "" when none came
+    reasoning_chunks: int = 0        # content chunks before the first answer chunk: reasoning only
     content_chunks: int = 0
     terminal: bool = False           # saw the dialect's terminal event ([DONE], message_stop, ...)
     finish_reason: str = ""

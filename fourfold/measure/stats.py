@@ -7,6 +7,11 @@ report uses too); the names, units and definitions are :mod:`fourfold.measure.me
 - ``ttfb_ms``, ``ttft_ms``, ``e2e_ms``, ``tpot_ms``, ``output_tokens``: one sample per *ok*
   request (``record.ok``), like vLLM bench; failures are counted, never blended into latency.
   ``tpot_ms = (e2e - ttft) / (output_tokens - 1)`` (absent below 2 tokens).
+- ``ttfo_ms`` (time to first *answer* token: reasoning left out), ``reasoning_ms`` (``ttfo - ttft``
+  of a stream that reasoned first), ``reasoning_tokens`` (of the requests that reasoned),
+  ``answer_tps`` (answer tokens after its first / (e2e - ttfo)): ok requests;
+  ``reasoning_share`` = ok requests with reasoning tokens / ok; ``cache_hit_share`` = prompt tokens
+  the server said it took from its prefix cache / the prompt tokens of the requests it said it for.
 - ``itl_ms``: every gap between consecutive content chunks of ok requests, pooled.
 - ``request_tps``: per-request decode speed, ``1000 / tpot_ms`` (tokens/s after the first token).
 - ``queue_ms``: open-loop client queueing (intended arrival -> send), every request.
@@ -55,6 +60,7 @@ import numpy as np
 from fourfold.measure.histogram import DEFAULT_ALPHA, LogHistogram
 from fourfold.measure.metrics import (
     SLO_METRICS,
+    answer_tps,
     check_slo,
     end_s,
     is_interrupted,
@@ -65,6 +71,7 @@ from fourfold.measure.metrics import (
     pulse_hz,
     pulse_hz_of_gaps,
     ratio,
+    reasoning_ms,
     request_tps,
     tokens_by_second,
     tpot_ms,
@@ -84,14 +91,15 @@ from fourfold.measure.rhythm import stall_count
 __all__ = ["COUNTERS", "HISTOGRAMS", "QUANTILES", "SLO_METRICS", "GroupStats", "LLMStats", "check_slo",
            "end_s", "is_interrupted", "meets_slo", "tokens_by_second"]
 
-HISTOGRAMS = ("ttfb_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "output_tokens", "queue_ms",
-              "request_tps", "jitter_ms")
+HISTOGRAMS = ("ttfb_ms", "ttft_ms", "ttfo_ms", "itl_ms", "tpot_ms", "e2e_ms", "output_tokens", "queue_ms",
+              "request_tps", "jitter_ms", "reasoning_ms", "reasoning_tokens", "answer_tps")
 PULSE_HIST = "pulse_hz"      # pulse frequency of each pulsing request; the summary shows its p50 as pulse_hz
 COUNTERS = ("requests", "ok", "failures", "interrupted", "stalls", "requests_with_stall", "good",
             "output_tokens_total", "output_tokens_estimated", "output_tokens_tokenizer", "input_tokens_usage",
             "input_tokens_tokenizer", "conn_reused", "conn_new", "conn_reconnects",
             "usage_implausible", "no_terminal_event", "unsolicited_responses", "requests_pulsing",
-            "requests_rhythm")
+            "requests_rhythm", "requests_reasoning", "reasoning_tokens_total", "cached_tokens_total",
+            "cache_input_tokens")
 QUANTILES = (("p50", 0.50), ("p90", 0.90), ("p95", 0.95), ("p99", 0.99))
 DEFAULT_STALL_THRESHOLD_MS = 150.0
 TOTAL_LEVEL, TOTAL_SCENARIO = "Aggregated", ""
@@ -152,6 +160,10 @@ class GroupStats:
                 if is_stall(gap, stall_threshold_ms):
                     self._slot(math.floor(record.started_at + chunk_ms[j + 1] / 1000))[_STALLS] += 1
         c["output_tokens_total"] += record.output_tokens
+        c["reasoning_tokens_total"] += record.reasoning_tokens
+        if record.cached_tokens is not None and record.input_tokens:     # the server said what it cached
+            c["cached_tokens_total"] += record.cached_tokens
+            c["cache_input_tokens"] += record.input_tokens
         c["output_tokens_estimated"] += record.output_tokens > 0 and record.output_tokens_source != "usage"
         c["output_tokens_tokenizer"] += record.output_tokens_source == "tokenizer"
         if record.input_tokens is not None:     # counted by --tokenizer, else the server's usage
@@ -169,9 +181,13 @@ class GroupStats:
         h["queue_ms"].add(record.queue_ms)
         if ok:
             for name, value in (("ttfb_ms", record.ttfb_ms), ("ttft_ms", record.ttft_ms),
-                                ("e2e_ms", record.e2e_ms)):
+                                ("ttfo_ms", record.ttfo_ms), ("e2e_ms", record.e2e_ms),
+                                ("reasoning_ms", reasoning_ms(record)), ("answer_tps", answer_tps(record))):
                 if value is not None:
                     h[name].add(value)
+            if record.reasoning_tokens:
+                c["requests_reasoning"] += 1
+                h["reasoning_tokens"].add(record.reasoning_tokens)
             tpot = tpot_ms(record)
             if tpot is not None:
                 h["tpot_ms"].add(tpot)
@@ -286,7 +302,9 @@ class GroupStats:
                                "error_rate": ratio(c["failures"], c["requests"]),
                                "interruption_rate": ratio(c["interrupted"], c["requests"]),
                                "stall_rate": ratio(c["requests_with_stall"], c["requests"]),
-                               "conn_reuse": ratio(c["conn_reused"], known_conn)}
+                               "conn_reuse": ratio(c["conn_reused"], known_conn),
+                               "reasoning_share": ratio(c["requests_reasoning"], c["ok"]),
+                               "cache_hit_share": ratio(c["cached_tokens_total"], c["cache_input_tokens"])}
         for name in HISTOGRAMS:
             out[name] = _hist_summary(self.hists[name])
         pulse = self.hists[PULSE_HIST]

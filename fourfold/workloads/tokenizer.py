@@ -138,10 +138,12 @@ def request_text(body: Any) -> str | None:
 
 
 
-def count_record_tokens(record: Any, body: Any, answer: str, tokenizer: Tokenizer) -> None:
+def count_record_tokens(record: Any, body: Any, answer: str, tokenizer: Tokenizer,
+                        reasoning: str = "") -> None:
     """Token counts of a finished record by the target's tokenizer, after its body ended (nothing
-    here can shift a timestamp): the input when the server reported none, the output when its
-    count is not the server's usage; the source of each stays on the record."""
+    here can shift a timestamp): the input when the server reported none, the output (answer and
+    reasoning) and the reasoning when their counts are not the server's usage; the source of each
+    stays on the record."""
     if record.input_tokens is None:
         text = request_text(body)
         if text is not None:
@@ -149,5 +151,9 @@ def count_record_tokens(record: Any, body: Any, answer: str, tokenizer: Tokenize
             record.extra[INPUT_TOKENS_SOURCE] = "tokenizer"
     else:
         record.extra[INPUT_TOKENS_SOURCE] = "usage"
-    if record.output_tokens_source != "usage" and answer:
-        record.output_tokens, record.output_tokens_source = tokenizer.count(answer), "tokenizer"
+    thought = tokenizer.count(reasoning) if reasoning and record.reasoning_tokens_source != "usage" else None
+    if thought is not None:
+        record.reasoning_tokens, record.reasoning_tokens_source = thought, "tokenizer"
+    if record.output_tokens_source != "usage" and (answer or reasoning):
+        record.output_tokens = (tokenizer.count(answer) if answer else 0) + (thought or 0)
+        record.output_tokens_source = "tokenizer"

@@ -26,7 +26,8 @@ RECORDED = Path(__file__).resolve().parents[1] / "recorded"
 STREAMS = {"vllm_chat": "openai", "vllm_chat_reasoning": "openai", "llamacpp_chat": "openai",
            "tgi_chat": "openai", "llamacpp_captured_stop": "openai", "llamacpp_captured_length": "openai",
            "anthropic_messages": "anthropic", "anthropic_messages_crlf": "anthropic",
-           "anthropic_thinking_tools": "anthropic", "triton_generate_stream": "triton"}
+           "anthropic_thinking_tools": "anthropic", "triton_generate_stream": "triton",
+           "deepseek_reasoner": "openai", "sglang_reasoning": "openai"}
 ITEM = Item(id="q", messages=({"role": "user", "content": "hi"},))
 SSE = "text/event-stream; charset=utf-8"
 
@@ -111,7 +112,8 @@ def send_body(dialect: str, pieces: list[bytes], content_type: str = SSE, status
 
 def outcome(record: RequestRecord) -> tuple:
     return (record.error_class, record.text, record.output_tokens, record.terminal, record.finish_reason,
-            record.response_bytes)
+            record.response_bytes, record.reasoning_tokens, record.reasoning_tokens_source,
+            record.cached_tokens)
 
 
 @pytest.fixture(scope="module")
@@ -129,6 +131,36 @@ def test_any_split_of_a_recorded_stream_gives_the_same_record(whole: dict[str, t
     record = send_body(STREAMS[name], pieces)
     assert outcome(record) == whole[name]
     assert record.error_class in ("ok", "truncated")
+
+
+@pytest.mark.parametrize(("name", "reasoning", "tokens", "source", "cached"), [
+    ("vllm_chat_reasoning", 10, 10, "chunks", None),     # no reasoning count in its usage: counted
+    ("deepseek_reasoner", 10, 10, "usage", 16),
+    ("sglang_reasoning", 6, 6, "chunks", 24),
+    ("anthropic_thinking_tools", 3, 3, "chunks", 0),      # message_start's cache_read_input_tokens
+    ("vllm_chat", 0, 0, "", None),
+])
+def test_the_first_answer_token_is_timed_apart_from_the_reasoning(name: str, reasoning: int, tokens: int,
+                                                                  source: str, cached: int | None) -> None:
+    """One event a read: TTFT is the first reasoning chunk's, TTFO the first answer chunk's; a read
+    holding the last reasoning event and the first answer event is the answer's first chunk."""
+    raw = (RECORDED / f"{name}.sse").read_bytes()
+    events = [e + b"\n\n" for e in raw.split(b"\n\n") if e.strip()]
+    record = send_body(STREAMS[name], events)
+    assert record.error_class in ("ok", "truncated"), record.error_detail
+    assert (record.reasoning_chunks, record.reasoning_tokens, record.reasoning_tokens_source,
+            record.cached_tokens) == (reasoning, tokens, source, cached)
+    assert record.ttft_ms == record.chunk_offsets_ms[0]
+    assert record.ttfo_ms == record.chunk_offsets_ms[reasoning]
+    if reasoning:
+        answer = next(i for i, e in enumerate(events) if b'"content":"' in e and b'"content":""' not in e
+                      or b"text_delta" in e)
+        last = max(i for i, e in enumerate(events[:answer])
+                   if b'"reasoning_content":"' in e or b"thinking_delta" in e)
+        merged = [*events[:last], b"".join(events[last:answer + 1]), *events[answer + 1:]]
+        again = send_body(STREAMS[name], merged)
+        assert again.reasoning_chunks == reasoning - 1
+        assert again.ttfo_ms == again.chunk_offsets_ms[reasoning - 1]
 
 
 GARBAGE = st.lists(st.one_of(st.binary(max_size=50), st.sampled_from([

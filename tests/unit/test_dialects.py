@@ -45,10 +45,20 @@ EXPECTED = {
     # file: (dialect, Completion fields, server_timing subset)
     "vllm_chat": ("openai", dict(
         text="Paris is the capital of France — a city of café culture.", reasoning="", content_deltas=13,
-        output_tokens=13, input_tokens=24, finish_reason="stop", terminal=True, error_class=""), {}),
+        output_tokens=13, input_tokens=24, finish_reason="stop", terminal=True, error_class="",
+        first_answer_delta=0, reasoning_deltas=0, reasoning_tokens=None), {}),
     "vllm_chat_reasoning": ("openai", dict(
         text="\n\n2 + 2 =", reasoning="Okay, the user asks for 2+2.", content_deltas=15,
-        output_tokens=16, input_tokens=12, finish_reason="length", terminal=True, error_class=""), {}),
+        output_tokens=16, input_tokens=12, finish_reason="length", terminal=True, error_class="",
+        first_answer_delta=10, reasoning_deltas=10, reasoning_tokens=None, cached_tokens=None), {}),
+    "deepseek_reasoner": ("openai", dict(
+        text="3 × 4 = 12.", reasoning="We need 3*4. That's 12.", content_deltas=16, output_tokens=16,
+        input_tokens=20, finish_reason="stop", terminal=True, error_class="", first_answer_delta=10,
+        reasoning_deltas=10, reasoning_tokens=10, cached_tokens=16), {}),
+    "sglang_reasoning": ("openai", dict(
+        text="Hello! How can I help?", reasoning="The user wants a greeting.", content_deltas=13,
+        output_tokens=14, input_tokens=31, finish_reason="stop", terminal=True, error_class="",
+        first_answer_delta=6, reasoning_deltas=6, reasoning_tokens=None, cached_tokens=24), {}),
     "llamacpp_chat": ("openai", dict(
         text="Hello! How can I help you today? 😊", content_deltas=10, output_tokens=11, input_tokens=18,
         finish_reason="stop", terminal=True, error_class=""), {"prompt_ms": 31.442, "predicted_ms": 126.351}),
@@ -72,7 +82,8 @@ EXPECTED = {
         finish_reason="end_turn", terminal=True, error_class=""), {}),
     "anthropic_thinking_tools": ("anthropic", dict(
         text="Let me check that.", reasoning="I need to find the weather in Paris.", content_deltas=5,
-        output_tokens=64, input_tokens=38, finish_reason="length", terminal=True, error_class=""), {}),
+        output_tokens=64, input_tokens=38, finish_reason="length", terminal=True, error_class="",
+        first_answer_delta=3, reasoning_deltas=3), {}),
     "triton_generate_stream": ("triton", dict(
         text=" Machine learning is a branch of artificial intelligence.", content_deltas=9,
         output_tokens=None, input_tokens=None, finish_reason="", terminal=True, error_class=""), {}),
@@ -560,3 +571,38 @@ def test_a_deeply_nested_event_is_malformed_data_not_a_crash(dialect, depth):
     completion = parser.finish()
     assert parser.malformed_events == 2
     assert completion.error_class == "malformed_stream" and "[[[" in completion.error_detail
+
+
+# ---- reasoning and prefix-cache counts in the usage ------------------------------------------------
+
+def test_anthropic_prompt_counts_the_cache_and_reads_its_hits() -> None:
+    start = {"type": "message_start", "message": {"usage": {
+        "input_tokens": 10, "cache_read_input_tokens": 500, "cache_creation_input_tokens": 20,
+        "output_tokens": 1}}}
+    body = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in (
+        start, {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hi"}},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}},
+        {"type": "message_stop"})).encode()
+    completion, _, _ = run("anthropic", [body])
+    assert (completion.input_tokens, completion.cached_tokens, completion.output_tokens) == (530, 500, 2)
+
+
+@pytest.mark.parametrize(("usage", "reasoning", "cached"), [
+    ({"completion_tokens_details": {"reasoning_tokens": 2},
+      "prompt_tokens_details": {"cached_tokens": 8}}, 2, 8),
+    ({"completion_tokens_details": {"reasoning_tokens": 9}}, None, None),          # more than the output
+    ({"completion_tokens_details": {"reasoning_tokens": -1}}, None, None),
+    ({"completion_tokens_details": {"reasoning_tokens": "2"}}, None, None),
+    ({"prompt_tokens_details": {"cached_tokens": 11}}, None, None),                # more than the prompt
+    ({"prompt_tokens_details": None, "prompt_cache_hit_tokens": 6}, None, 6),      # DeepSeek's spelling
+    ({"prompt_tokens_details": {"cached_tokens": 0}}, None, 0),
+])
+def test_reasoning_and_cached_counts_are_believed_only_when_plausible(usage: dict[str, Any],
+                                                                     reasoning: int | None,
+                                                                     cached: int | None) -> None:
+    body = sse(chunk(reasoning_content="think"), chunk("a"), chunk("b", finish="stop"),
+               {"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 3, **usage}}, "[DONE]")
+    completion, _, _ = run("openai", [body])
+    assert (completion.reasoning_tokens, completion.cached_tokens, completion.output_tokens) == \
+        (reasoning, cached, 3)
+    assert (completion.first_answer_delta, completion.reasoning_deltas) == (1, 1)

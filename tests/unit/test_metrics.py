@@ -103,7 +103,7 @@ def test_goodput(slo):
 
 
 def test_goodput_names_the_valid_metrics():
-    with pytest.raises(ValueError, match="valid: ttfb_ms, ttft_ms, itl_ms"):
+    with pytest.raises(ValueError, match="valid: ttfb_ms, ttft_ms, ttfo_ms, itl_ms"):
         m.check_slo({"ttft_p99": 1})
 
 
@@ -202,11 +202,11 @@ def test_every_summary_number_is_a_registered_metric():
 
 
 def test_the_slo_grammar_takes_its_names_from_the_registry():
-    assert LATENCY_BASES == ("ttft", "ttfb", "itl", "tpot", "e2e", "queue", "jitter")
-    # jitter: per run, no goodput limit
-    assert {f"{b}_ms" for b in LATENCY_BASES} - {"jitter_ms"} == set(m.SLO_METRICS)
-    assert RATE_METRICS == \
-        ("error_rate", "interruption_rate", "stall_rate", "conn_reuse", "goodput_ratio", "pulse_share")
+    assert LATENCY_BASES == ("ttft", "ttfo", "ttfb", "itl", "tpot", "e2e", "queue", "reasoning", "jitter")
+    # jitter and reasoning: per run, no goodput limit
+    assert {f"{b}_ms" for b in LATENCY_BASES} - {"jitter_ms", "reasoning_ms"} == set(m.SLO_METRICS)
+    assert RATE_METRICS == ("error_rate", "interruption_rate", "stall_rate", "conn_reuse", "goodput_ratio",
+                            "reasoning_share", "cache_hit_share", "pulse_share")
     assert THROUGHPUT_METRICS == \
         {"output_tps": "tok/s", "request_rps": "req/s", "goodput_rps": "req/s", "pulse_hz": "Hz"}
     assert QUALITY_METRICS == ("similarity_mean", "similarity_p5", "similarity_p50", "low_confidence_share",

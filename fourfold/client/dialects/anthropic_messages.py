@@ -5,7 +5,10 @@ The stream is ``message_start`` (input tokens), then per content block ``content
 cumulative output tokens) and ``message_stop`` (the terminal event); ``ping`` may appear anywhere.
 ``message_start`` also carries an ``output_tokens`` of 1 or 2: a placeholder, not read, so a
 stream cut before ``message_delta`` reports no server count rather than a wrong one.
-A ``text_delta`` is output text and a ``thinking_delta`` is reasoning: both are content deltas.
+A ``text_delta`` is answer text and a ``thinking_delta`` is reasoning: both are content deltas (the
+first ``text_delta`` is the first answer token). The prompt's size is ``input_tokens`` plus the
+cache's ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` (Anthropic counts them
+apart); the cache read is the record's ``cached_tokens``.
 ``input_json_delta`` (tool arguments), ``signature_delta`` and ``citations_delta`` are not.
 
 ``stop_reason: "max_tokens"`` becomes ``finish_reason: "length"`` so truncation reads the same in
@@ -58,12 +61,12 @@ class AnthropicMessagesParser(JsonEventParser):
                 if delta_type == "text_delta":
                     text = delta.get("text")
                     if text and isinstance(text, str):
-                        self._text.append(text)
+                        self._answer(text)
                         return 1
                 elif delta_type == "thinking_delta":
                     thinking = delta.get("thinking")
                     if thinking and isinstance(thinking, str):
-                        self._reasoning.append(thinking)
+                        self._thought(thinking)
                         return 1
             elif kind == "message_delta":
                 self._read_usage(obj.get("usage"))
@@ -95,9 +98,9 @@ class AnthropicMessagesParser(JsonEventParser):
         for block in obj["content"]:
             kind = block.get("type")
             if kind == "text" and isinstance(block.get("text"), str):
-                self._text.append(block["text"])
+                self._answer(block["text"])
             elif kind == "thinking" and isinstance(block.get("thinking"), str):
-                self._reasoning.append(block["thinking"])
+                self._thought(block["thinking"], answered=bool(self._text))
         done = self._done
         done.content_deltas = 1 if any(self._text) or any(self._reasoning) else 0
         stop = obj.get("stop_reason")
@@ -112,7 +115,12 @@ class AnthropicMessagesParser(JsonEventParser):
         if output and out is not None:
             self.usage_output = out       # finish() decides whether the counts are plausible
         if inp is not None:
-            self.usage_input = inp
+            # input_tokens leaves out the prompt tokens read from and written to the cache
+            cached, written = usage.get("cache_read_input_tokens"), usage.get("cache_creation_input_tokens")
+            parts = [inp, *(n for n in (cached, written) if n is not None)]
+            self.usage_input = sum(parts) if all(type(n) is int for n in parts) else inp
+            if cached is not None:
+                self.usage_cached = cached
 
 
 class AnthropicMessages:

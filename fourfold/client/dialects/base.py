@@ -3,7 +3,7 @@
 A dialect turns an :class:`~fourfold.workloads.items.Item` into an :class:`HttpRequest` (``build``) and
 hands out a fresh :class:`StreamParser` per response. The parser is fed the raw bytes exactly as
 they came off the socket (``feed``), in any split, and returns how many *content deltas* (pieces
-of output text or reasoning) those bytes completed, so the caller can attribute token arrival to
+of output: answer text, reasoning) those bytes completed, so the caller can attribute token arrival to
 the receive timestamp it took *before* parsing. ``finish()`` returns the :class:`Completion`.
 
 Bad input from the server is data: a parser never raises on malformed bytes; it records the
@@ -56,9 +56,13 @@ class Completion:
 
     text: str = ""
     reasoning: str = ""
-    content_deltas: int = 0
+    content_deltas: int = 0            # deltas of output of any kind: answer text, reasoning (tool calls)
+    first_answer_delta: int | None = None   # index among them of the first that carried answer output
+    reasoning_deltas: int = 0          # deltas that carried reasoning
     output_tokens: int | None = None   # from the server's usage, when it reported one
+    reasoning_tokens: int | None = None     # from the usage's reasoning count, when reported and plausible
     input_tokens: int | None = None
+    cached_tokens: int | None = None   # prompt tokens the server took from its prefix cache (usage)
     finish_reason: str = ""
     terminal: bool = False             # the dialect's end-of-stream event was seen
     error_class: str = ""              # "" or one of measure.record.ERROR_CLASSES

@@ -9,12 +9,12 @@ The OpenAI, Anthropic, Triton and RAG parsers subclass it and only say what thei
 from __future__ import annotations
 
 import json
-import math
 import re
 from json.scanner import make_scanner
 from typing import Any
 
 from fourfold.client.dialects.base import Completion
+from fourfold.client.dialects.usage import finite_number, settle_usage, whole_number
 from fourfold.client.native import scan_events
 from fourfold.client.sse import DEFAULT_MAX_EVENT_BYTES, SSEDecoder, SSEEvent
 from fourfold.measure.record import INPUT_USAGE_IMPLAUSIBLE, NO_TERMINAL_EVENT, USAGE_IMPLAUSIBLE
@@ -31,11 +31,6 @@ ERROR_RANK = {"": 0, "malformed_stream": 1, "too_large": 2, "interrupted": 3, "h
               "rate_limited": 3, "context_length": 4}
 # a JSON string without escapes or control characters: the fast path takes it as plain text
 _PLAIN_STRING = re.compile(rb'"[^"\\\x00-\x1f]*"')
-
-# A reported output count is believed when it is a whole number >= 0 and, less the reasoning tokens
-# the server says it kept to itself, at most USAGE_FACTOR per content delta or one per byte of the
-# text received (a token is at least a byte), plus USAGE_MARGIN; a prompt count up to MAX_INPUT_TOKENS.
-USAGE_FACTOR, USAGE_MARGIN, MAX_INPUT_TOKENS = 10, 64, 100_000_000
 
 _HEAD_PARTS = 16   # feed_chunks: events its template search sees first when C scans the body
 
@@ -72,36 +67,6 @@ def loads_event(text: str) -> Any:
     if end != len(text) and text[end:].strip(" \t\n\r"):
         raise json.JSONDecodeError("Extra data", text, end)
     return obj
-
-
-def whole_number(value: Any) -> int | None:
-    """``value`` as an int when it is a whole number (``12``, ``12.0``), else None (``True``,
-    ``12.5``, ``"12"``, NaN, infinity)."""
-    if type(value) is int:
-        return value
-    if type(value) is float and value.is_integer():
-        return int(value)
-    return None
-
-
-def finite_number(value: Any) -> float | None:
-    """``value`` as a finite float when it is a JSON number, else None (a bool, a string, NaN,
-    infinity or an int beyond a double would each break a record or the statistics)."""
-    if type(value) not in (int, float):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) else None
-
-
-def _as_reported(value: Any) -> Any:
-    """A server's value as a record can keep it: small ints as they are, anything else as (the
-    start of) its text (a NaN would make the record's JSON line unwritable)."""
-    if type(value) is int and abs(value) < 2**53:
-        return value
-    return str(value)[:64]
 
 
 def classify_error_message(message: str, default: str = "interrupted") -> str:
@@ -160,6 +125,12 @@ class JsonEventParser:
         self.usage_output: Any = None
         self.usage_input: Any = None
         self.usage_hidden = 0
+        self.usage_reasoning: Any = None     # the reasoning tokens the usage says were spent
+        self.usage_cached: Any = None        # the prompt tokens it says came from its prefix cache
+        # which delta was the first answer (not reasoning) delta: the reasoning-only deltas before it
+        self._answer_at: int | None = None
+        self._reasoning_only = 0
+        self._reasoning_deltas = 0
 
     # ---- StreamParser ----
     def feed(self, data: bytes) -> int:
@@ -265,6 +236,8 @@ class JsonEventParser:
                 if not item:
                     continue
                 append_text(item)
+                if self._answer_at is None:
+                    self._answer_at = self._reasoning_only
                 got = 1
             elif kind is int:
                 obj = objects[item]
@@ -309,6 +282,8 @@ class JsonEventParser:
             if before > taken:
                 text.extend(texts[taken:before])
                 taken = before
+                if self._answer_at is None:              # plain deltas are answer text
+                    self._answer_at = self._reasoning_only
             if is_json:
                 try:
                     got = on_object(next(next_object))
@@ -321,7 +296,10 @@ class JsonEventParser:
             if got:
                 per_chunk[chunk] += got
                 deltas += got
-        text.extend(texts[taken:])
+        if len(texts) > taken:
+            text.extend(texts[taken:])
+            if self._answer_at is None:
+                self._answer_at = self._reasoning_only
         self._done.content_deltas += deltas + len(texts)
         return per_chunk
 
@@ -360,7 +338,9 @@ class JsonEventParser:
             done.error_detail += f" (+{self.malformed_events - 1} more malformed)"
         done.text = "".join(self._text)
         done.reasoning = "".join(self._reasoning)
-        self._settle_usage()
+        done.first_answer_delta = self._answer_at
+        done.reasoning_deltas = self._reasoning_deltas
+        settle_usage(self, done)
         if (self.streaming and not done.terminal and done.finish_reason
                 and not self.decoder.discarded_tail_bytes):
             # a finish reason and then a clean end of the body (no torn last line): the answer is
@@ -369,33 +349,20 @@ class JsonEventParser:
             done.extra[NO_TERMINAL_EVENT] = True
         return done
 
-    def _settle_usage(self) -> None:
-        """Believe the reported usage only when it is plausible (the limits above); else keep the
-        reported value in ``extra`` and leave the count None (the record then counts chunks)."""
-        done = self._done
-        reported = self.usage_output
-        if reported is not None:
-            tokens = whole_number(reported)
-            visible = tokens
-            if tokens is not None and 0 < self.usage_hidden <= tokens:
-                visible = tokens - self.usage_hidden
-            if (tokens is None or tokens < 0
-                    or (visible is not None and visible > USAGE_FACTOR * done.content_deltas + USAGE_MARGIN
-                        and visible > len(done.text.encode()) + len(done.reasoning.encode()) + USAGE_MARGIN)):
-                done.extra[USAGE_IMPLAUSIBLE] = _as_reported(reported)
-                done.output_tokens = None
-            else:
-                done.output_tokens = tokens
-        reported = self.usage_input
-        if reported is not None:
-            tokens = whole_number(reported)
-            if tokens is None or not 0 <= tokens <= MAX_INPUT_TOKENS:
-                done.extra[INPUT_USAGE_IMPLAUSIBLE] = _as_reported(reported)
-                done.input_tokens = None
-            else:
-                done.input_tokens = tokens
-
     # ---- for subclasses ----
+    def _answer(self, text: str) -> None:
+        """A delta's answer text (the caller credits the delta)."""
+        self._text.append(text)
+        if self._answer_at is None:
+            self._answer_at = self._reasoning_only
+
+    def _thought(self, text: str, answered: bool = False) -> None:
+        """A delta's reasoning text; ``answered``: the same delta carried answer output too."""
+        self._reasoning.append(text)
+        self._reasoning_deltas += 1
+        if not answered and self._answer_at is None:
+            self._reasoning_only += 1
+
     def _on_event(self, event: SSEEvent) -> int:
         raise NotImplementedError
 

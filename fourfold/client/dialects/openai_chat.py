@@ -151,11 +151,11 @@ class OpenAIChatParser(JsonEventParser):
             if delta:
                 content = delta.get("content")
                 if content and isinstance(content, str):
-                    self._text.append(content)
+                    self._answer(content)
                     got = 1
                 reasoning = delta.get("reasoning_content") or delta.get("reasoning")
                 if reasoning and isinstance(reasoning, str):
-                    self._reasoning.append(reasoning)
+                    self._thought(reasoning, answered=bool(got))
                     got = 1
             finish = choice.get("finish_reason")
             if finish:
@@ -177,10 +177,10 @@ class OpenAIChatParser(JsonEventParser):
         message = choice.get("message") or {}
         content = message.get("content")
         reasoning = message.get("reasoning_content") or message.get("reasoning")
-        if isinstance(content, str) and content:
-            self._text.append(content)
         if isinstance(reasoning, str) and reasoning:
-            self._reasoning.append(reasoning)
+            self._thought(reasoning, answered=isinstance(content, str) and bool(content))
+        if isinstance(content, str) and content:
+            self._answer(content)
         done = self._done
         done.content_deltas = 1 if (self._text or self._reasoning) else 0
         done.finish_reason = str(choice.get("finish_reason") or "")
@@ -190,15 +190,23 @@ class OpenAIChatParser(JsonEventParser):
         done.terminal = True
 
     def _read_usage(self, usage: dict[str, Any]) -> None:
-        """The last reported counts win; finish() decides whether they are plausible."""
+        """The last reported counts win; finish() decides whether they are plausible. Reasoning:
+        ``completion_tokens_details.reasoning_tokens`` (OpenAI, DeepSeek, vLLM); prompt tokens from
+        the prefix cache: ``prompt_tokens_details.cached_tokens`` (OpenAI, vLLM, SGLang) or
+        ``prompt_cache_hit_tokens`` (DeepSeek)."""
         out, inp = usage.get("completion_tokens"), usage.get("prompt_tokens")
         if out is not None:
             self.usage_output = out
             details = usage.get("completion_tokens_details")
             hidden = details.get("reasoning_tokens") if isinstance(details, dict) else None
-            self.usage_hidden = hidden if type(hidden) is int else 0   # reasoning it did not stream
+            self.usage_reasoning = hidden
+            # reasoning it did not stream (OpenAI's o-series): no chunk stands for it
+            self.usage_hidden = hidden if type(hidden) is int and not self._reasoning else 0
         if inp is not None:
             self.usage_input = inp
+            details = usage.get("prompt_tokens_details")
+            cached = details.get("cached_tokens") if isinstance(details, dict) else None
+            self.usage_cached = cached if cached is not None else usage.get("prompt_cache_hit_tokens")
 
 
 class OpenAIChat:

@@ -185,7 +185,7 @@ class RagParser(JsonEventParser):
         got = 0
         text = self._first(self.answer_specs, obj, event)
         if isinstance(text, str) and text:
-            self._text.append(text)
+            self._answer(text)
             got = 1
         ids = self._first(self.ids_specs, obj, event)
         if isinstance(ids, str):

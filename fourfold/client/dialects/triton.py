@@ -57,7 +57,7 @@ class TritonParser(JsonEventParser):
             self._read_server_timing(obj)
         text = obj.get("text_output")
         if text and isinstance(text, str):
-            self._text.append(text)
+            self._answer(text)
             return 1
         return 0
 
@@ -75,7 +75,7 @@ class TritonParser(JsonEventParser):
                 text = text[0]
         if not isinstance(text, str):
             raise TypeError(f"text_output is {type(text).__name__}, expected a string")
-        self._text.append(text)
+        self._answer(text)
         self._read_server_timing(obj)
         self._done.content_deltas = 1 if text else 0
         self._done.terminal = True

@@ -65,6 +65,8 @@ class Plan:
     prefill_ms: float = 0.0       # the part of ttft_ms spent reading the prompt (prefill_ms())
     cached_tokens: int = 0        # input tokens the prefix cache held
     slips: list[Slip] = field(default_factory=list)   # planted errors (fourfold.targets.sim.paraphrase)
+    reasoning: int = 0            # the first `reasoning` tokens are reasoning, the rest the answer
+    reasoning_field: str = "reasoning_content"   # the OpenAI delta field they go in (the profile's)
 
     @property
     def output_tokens(self) -> int:
@@ -72,7 +74,17 @@ class Plan:
 
     @property
     def text(self) -> str:
-        return "".join(self.tokens)
+        """The answer (reasoning left out)."""
+        return "".join(self.tokens[self.reasoning:])
+
+    @property
+    def reasoning_text(self) -> str:
+        return "".join(self.tokens[:self.reasoning])
+
+    @property
+    def answer_ms(self) -> float | None:
+        """The planned offset of the first answer token (None: the answer has no token)."""
+        return self.offsets_ms[self.reasoning] if self.reasoning < len(self.offsets_ms) else None
 
     @property
     def duration_ms(self) -> float:
@@ -102,6 +114,10 @@ class Plan:
             out["session"] = self.session
         if self.slips:
             out["slips"] = [[s.kind, s.right, s.wrong] for s in self.slips]
+        if self.reasoning:
+            out["reasoning_tokens"] = self.reasoning
+            answer_ms = self.answer_ms
+            out["answer_ms"] = round(answer_ms, 3) if answer_ms is not None else None
         if self.prefill_ms or self.cached_tokens:
             out["prefill_ms"] = round(self.prefill_ms, 3)
             out["cached_tokens"] = self.cached_tokens
@@ -149,7 +165,11 @@ def make_plan(profile: Profile, answer: Answer, facts: RequestFacts, seed: int, 
     slips: list[Slip] = []
     if reword:
         text, slips = generate(text, generation_knobs(profile), rng, facts.prompt)
-    tokens, finish_reason = choose_tokens(text, facts.max_tokens, facts.ignore_eos)
+    reasoning = reasoning_count(profile, seed, facts)
+    answer_max = facts.max_tokens - reasoning if facts.max_tokens is not None else None
+    tokens, finish_reason = choose_tokens(text, answer_max, facts.ignore_eos)
+    if reasoning:
+        tokens = cycle_tokens(tokenize(thinking_text(facts.prompt)), reasoning) + tokens
     structured = profile.is_structured(facts.prompt)
 
     prefill = prefill_ms(profile, facts.input_tokens, facts.cached_tokens)
@@ -186,7 +206,28 @@ def make_plan(profile: Profile, answer: Answer, facts: RequestFacts, seed: int, 
         prefill_ms=prefill,
         cached_tokens=facts.cached_tokens,
         slips=slips,
+        reasoning=reasoning,
+        reasoning_field=profile.reasoning_field,
     )
+
+
+def reasoning_count(profile: Profile, seed: int, facts: RequestFacts) -> int:
+    """How many reasoning tokens precede this answer (0 for most profiles), at most ``max_tokens``.
+    Drawn from a generator of its own, so the other draws (module docstring) stay as they were."""
+    if not profile.reasoning_share or not profile.reasoning_tokens:
+        return 0
+    rng = random.Random(f"{seed}\x1freasoning\x1f{facts.prompt}\x1f{facts.occurrence}")
+    if rng.random() >= profile.reasoning_share:
+        return 0
+    count = max(1, round(_gauss(rng, profile.reasoning_tokens, profile.reasoning_tokens_jitter)))
+    return min(count, facts.max_tokens) if facts.max_tokens is not None else count
+
+
+def thinking_text(prompt: str) -> str:
+    """What the simulated model "thinks" before answering (its words do not matter, their count does)."""
+    topic = " ".join(prompt.split()[:12]) or "the question"
+    return (f"Let me think about this. The user asks: {topic}. I should recall the key facts, check them "
+            "against each other and put the answer in a clear order. ")
 
 
 def prefill_ms(profile: Profile, input_tokens: int, cached_tokens: int = 0) -> float:

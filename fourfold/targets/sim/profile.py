@@ -74,6 +74,13 @@ class Profile:
     prefill_ms_per_1k_tokens: float = 0.0
     prefix_cache_block_tokens: int = 16     # 0: no prefix cache
     prefix_cache_discount: float = 0.9      # share of a cached token's prefill cost saved
+    # reasoning (a thinking model): this share of answers is preceded by reasoning tokens, streamed as
+    # reasoning (OpenAI: delta field reasoning_field; Anthropic: a thinking block); they count in
+    # max_tokens and in the usage's completion_tokens_details.reasoning_tokens
+    reasoning_share: float = 0.0
+    reasoning_tokens: float = 0.0           # mean reasoning tokens of an answer that reasons
+    reasoning_tokens_jitter: float = 0.0    # their gaussian sd
+    reasoning_field: str = "reasoning_content"   # or "reasoning" (newer vLLM, Ollama)
     # quality
     drop_sentence_rate: float = 0.0
     filler_sentence_rate: float = 0.0
@@ -120,6 +127,13 @@ class Profile:
             raise ProfileError(f"profile {self.name!r}: prefill_ms_per_1k_tokens and "
                                "prefix_cache_block_tokens must be >= 0 and prefix_cache_discount "
                                "within [0, 1]")
+
+        if not (0 <= self.reasoning_share <= 1 and self.reasoning_tokens >= 0
+                and self.reasoning_tokens_jitter >= 0
+                and self.reasoning_field in ("reasoning_content", "reasoning")):
+            raise ProfileError(f"profile {self.name!r}: reasoning_share must be within [0, 1], "
+                               "reasoning_tokens and reasoning_tokens_jitter >= 0, reasoning_field "
+                               "'reasoning_content' or 'reasoning'")
 
     def is_structured(self, prompt: str) -> bool:
         """True when the prompt asks for a structure (points, steps, table, comparison)."""

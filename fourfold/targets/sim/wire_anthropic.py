@@ -87,6 +87,10 @@ class MessagesEncoder:
     _DELTA_PREFIX = (b'event: content_block_delta\n'
                      b'data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":')
     _DELTA_SUFFIX = b"}}\n\n"
+    # with extended thinking: block 0 is the thinking, block 1 the text
+    _THINKING_PREFIX = (b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+                        b'"delta":{"type":"thinking_delta","thinking":')
+    _TEXT_AFTER_THINKING = _DELTA_PREFIX.replace(b'"index":0', b'"index":1')
 
     def __init__(self, plan: Plan, request_id: str, model: str) -> None:
         self.plan = plan
@@ -108,7 +112,9 @@ class MessagesEncoder:
 
     def prelude(self) -> bytes:
         start = {"type": "message_start", "message": self._message([], None, 1)}
-        block = {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
+        first = ({"type": "thinking", "thinking": ""} if self.plan.reasoning
+                 else {"type": "text", "text": ""})
+        block = {"type": "content_block_start", "index": 0, "content_block": first}
         return (
             _event(b"message_start", dumps(start))
             + _event(b"content_block_start", dumps(block))
@@ -116,7 +122,24 @@ class MessagesEncoder:
         )
 
     def tokens(self, first: int, texts: list[str]) -> bytes:
-        return encode_run(self._DELTA_PREFIX, texts, self._DELTA_SUFFIX)
+        reasoning = self.plan.reasoning
+        if not reasoning:
+            return encode_run(self._DELTA_PREFIX, texts, self._DELTA_SUFFIX)
+        thought = min(max(0, reasoning - first), len(texts))
+        out = encode_run(self._THINKING_PREFIX, texts[:thought], self._DELTA_SUFFIX)
+        if thought < len(texts):
+            if first + thought == reasoning:       # the answer starts in this run: close the thinking
+                out += self._switch_blocks()
+            out += encode_run(self._TEXT_AFTER_THINKING, texts[thought:], self._DELTA_SUFFIX)
+        return out
+
+    def _switch_blocks(self) -> bytes:
+        signature = {"type": "content_block_delta", "index": 0,
+                     "delta": {"type": "signature_delta", "signature": "c2ltdWxhdGVk"}}
+        block = {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}}
+        return (_event(b"content_block_delta", dumps(signature))
+                + _event(b"content_block_stop", b'{"type":"content_block_stop","index":0}')
+                + _event(b"content_block_start", dumps(block)))
 
     def closing(self) -> bytes:
         delta = {
@@ -124,12 +147,17 @@ class MessagesEncoder:
             "delta": {"stop_reason": STOP_REASONS[self.plan.finish_reason], "stop_sequence": None},
             "usage": {"output_tokens": self.plan.output_tokens},
         }
+        plan = self.plan
+        last = 1 if plan.reasoning and plan.reasoning < plan.output_tokens else 0
         return (
-            _event(b"content_block_stop", b'{"type":"content_block_stop","index":0}')
+            _event(b"content_block_stop", b'{"type":"content_block_stop","index":%d}' % last)
             + _event(b"message_delta", dumps(delta))
             + _event(b"message_stop", b'{"type":"message_stop"}')
         )
 
     def body(self) -> bytes:
-        content = [{"type": "text", "text": self.plan.text}]
+        content: list[dict[str, Any]] = [{"type": "text", "text": self.plan.text}]
+        if self.plan.reasoning:
+            content.insert(0, {"type": "thinking", "thinking": self.plan.reasoning_text,
+                               "signature": "c2ltdWxhdGVk"})
         return dumps(self._message(content, STOP_REASONS[self.plan.finish_reason], self.plan.output_tokens))

@@ -1,7 +1,8 @@
 """OpenAI chat completions, as vLLM serves them (``POST /v1/chat/completions``).
 
 Stream: one ``data:`` event per token; the first carries ``{"role":"assistant","content":""}``
-(sent together with token 0, like vLLM), then ``{"content": token}`` per token, a final chunk with
+(sent together with token 0, like vLLM), then ``{"content": token}`` per token (a reasoning token:
+``{"reasoning_content": token}``, or the profile's ``reasoning_field``), a final chunk with
 an empty delta and ``finish_reason``, a usage chunk (``"choices": []``) when
 ``stream_options.include_usage`` is true (the other chunks then carry ``"usage": null``), and
 ``data: [DONE]``.
@@ -76,7 +77,8 @@ class ChatEncoder:
     """Renders one chat completion (stream or not) from its plan."""
 
     content_type = SSE_CONTENT_TYPE
-    __slots__ = ("plan", "request_id", "model", "include_usage", "created", "_head", "_prefix", "_suffix")
+    __slots__ = ("plan", "request_id", "model", "include_usage", "created", "_head", "_prefix", "_suffix",
+                 "_thought_prefix")
 
     def __init__(self, plan: Plan, request_id: str, model: str, include_usage: bool) -> None:
         self.plan = plan
@@ -91,12 +93,17 @@ class ChatEncoder:
         usage_tail = b',"usage":null' if include_usage else b""
         self._prefix = b"data: " + self._head + b',"choices":[{"index":0,"delta":{"content":'
         self._suffix = b'},"logprobs":null,"finish_reason":null}]' + usage_tail + b"}\n\n"
+        self._thought_prefix = (b"data: " + self._head + b',"choices":[{"index":0,"delta":{'
+                                + json_str(plan.reasoning_field) + b":")
 
     def prelude(self) -> bytes:
         return b""
 
     def tokens(self, first: int, texts: list[str]) -> bytes:
-        run = encode_run(self._prefix, texts, self._suffix)
+        thought = min(max(0, self.plan.reasoning - first), len(texts))   # reasoning tokens of this run
+        run = encode_run(self._prefix, texts[thought:], self._suffix)
+        if thought:
+            run = encode_run(self._thought_prefix, texts[:thought], self._suffix) + run
         if first == 0:
             role = self._prefix[:-len(b'"content":')] + b'"role":"assistant","content":""' + self._suffix
             return role + run
@@ -114,14 +121,24 @@ class ChatEncoder:
         return out + DONE
 
     def usage(self) -> dict[str, Any]:
+        """vLLM's usage with ``--enable-prompt-tokens-details`` (the prefix cache's share); the
+        reasoning count as OpenAI and DeepSeek report it, when the answer reasoned."""
         plan = self.plan
-        return {
+        usage: dict[str, Any] = {
             "prompt_tokens": plan.input_tokens,
             "total_tokens": plan.input_tokens + plan.output_tokens,
             "completion_tokens": plan.output_tokens,
+            "prompt_tokens_details": {"cached_tokens": plan.cached_tokens},
         }
+        if plan.reasoning:
+            usage["completion_tokens_details"] = {"reasoning_tokens": plan.reasoning}
+        return usage
 
     def body(self) -> bytes:
+        plan = self.plan
+        message = {"role": "assistant", "content": plan.text}
+        if plan.reasoning:
+            message[plan.reasoning_field] = plan.reasoning_text
         return dumps({
             "id": self.request_id,
             "object": "chat.completion",
@@ -129,7 +146,7 @@ class ChatEncoder:
             "model": self.model,
             "choices": [{
                 "index": 0,
-                "message": {"role": "assistant", "content": self.plan.text},
+                "message": message,
                 "logprobs": None,
                 "finish_reason": self.plan.finish_reason,
                 "stop_reason": None,

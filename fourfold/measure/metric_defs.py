@@ -1,0 +1,307 @@
+"""The metric definitions (data, pure): each number fourfold reports, once, with its unit, its
+definition, the names vLLM's ``bench serve`` and AIPerf give it, and where it is shown.
+:mod:`fourfold.measure.metric_names` reads them (lookups, the docs table) and re-exports them; its
+docstring says what the fields mean."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["METRICS", "QUALITY_STATS", "RAG_STATS", "SESSION_STATS", "SUMMARY_STATS", "TELEMETRY_CANONICAL",
+           "TELEMETRY_REPORTED", "WHERE", "Kind", "MetricDef"]
+
+Kind = Literal["distribution", "count", "ratio", "rate", "time", "mean", "stages"]
+SUMMARY_STATS = ("count", "mean", "min", "max", "p50", "p90", "p95", "p99")
+RAG_STATS = ("count", "mean", "p50", "p95", "p99", "max")          # the rag block's distributions
+SESSION_STATS = ("count", "mean", "p50", "p95", "max")
+QUALITY_STATS = ("mean", "p5", "p50")
+# where a metric is shown: summary.json's blocks, then the comparison report
+WHERE = ("summary", "sessions", "rag", "quality", "quality.rag", "report")
+
+
+@dataclass(frozen=True)
+class MetricDef:
+    name: str
+    unit: str                   # ms, s, tokens, tok/s, req/s, requests, answers, cos, F1, rounds, fraction
+    kind: Kind                  # stages: a distribution per stage
+    definition: str
+    vllm: str = "–"
+    aiperf: str = "–"
+    where: tuple[str, ...] = ("summary",)
+    report: tuple[str, ...] = ()
+    stats: tuple[str, ...] = ()     # a distribution's statistics in its first block of summary.json
+    key: str = ""                   # its key in a summary.json block, where not its name (module docstring)
+    decimals: int | None = None     # summary.json rounds it to this many decimals (None: not rounded)
+
+    @property
+    def short(self) -> str:
+        return self.name.removesuffix("_ms")
+
+    @property
+    def summary_key(self) -> str:
+        return self.key or self.name
+
+
+def _d(name: str, unit: str, definition: str, vllm: str = "–", aiperf: str = "–", *,
+       where: tuple[str, ...] = ("summary",), report: tuple[str, ...] = (),
+       stats: tuple[str, ...] = SUMMARY_STATS, key: str = "", decimals: int | None = None) -> MetricDef:
+    return MetricDef(name, unit, "distribution", definition, vllm, aiperf, where, report, stats, key,
+                     decimals)
+
+
+def _n(name: str, kind: Kind, unit: str, definition: str, vllm: str = "–", aiperf: str = "–", *,
+       where: tuple[str, ...] = ("summary",), report: bool = False, key: str = "",
+       decimals: int | None = None) -> MetricDef:
+    return MetricDef(name, unit, kind, definition, vllm, aiperf, (*where, "report") if report else where,
+                     (name,) if report else (), key=key, decimals=decimals)
+
+
+_REPORTED = ("summary", "report")
+_L3 = ("summary", "rag", "report")       # a group's metric the rag block also shows (its L3 requests)
+
+METRICS: tuple[MetricDef, ...] = (
+    # per request, ok requests only (queue_ms: every request); summary.json: count, mean, min, max, p50..p99
+    _d("ttft_ms", "ms", "request sent → first received chunk carrying output text or reasoning (a role-only "
+       "chunk does not count)", "TTFT", "TTFT", where=_L3, report=("ttft_p50", "ttft_p95", "ttft_p99")),
+    _d("ttfo_ms", "ms", "request sent → first received chunk carrying answer output (content text, a tool "
+       "call), reasoning left out: a reasoning model's time to its answer (= ttft for a model that does not "
+       "reason); none for a request that never answered", "–", "TTFO"),
+    _d("ttfb_ms", "ms", "request sent → response headers", "–", "HTTP waiting"),
+    _d("itl_ms", "ms", "gap between consecutive content chunks (network reads that carried ≥ 1 text delta), "
+       "pooled over the requests", "ITL", "inter-chunk latency", where=_REPORTED,
+       report=("itl_p50", "itl_p95", "itl_p99")),
+    _d("tpot_ms", "ms", "(e2e − ttft) / (output_tokens − 1) per request (none below 2 tokens)", "TPOT", "ITL",
+       where=_REPORTED, report=("tpot_p50",)),
+    _d("e2e_ms", "ms", "request sent → last received chunk (the one carrying the terminal event)", "E2EL",
+       "request latency", where=_L3, report=("e2e_p50", "e2e_p95", "e2e_p99")),
+    _d("queue_ms", "ms", "open loop: intended arrival → send (client queueing), every request",
+       "client queue time"),
+    _d("output_tokens", "tokens", "the server's usage when it reports one, else the number of content deltas "
+       "(counted as estimated)", "output len", "OSL"),
+    _d("reasoning_ms", "ms", "ttfo − ttft of a request that reasoned before it answered (its first chunks "
+       "carried reasoning only): the time it spent reasoning"),
+    _d("reasoning_tokens", "tokens", "of output_tokens, the reasoning ones, per request that reasoned: the "
+       "usage's completion_tokens_details.reasoning_tokens, else counted (--tokenizer on the reasoning text, "
+       "else its deltas; the record's reasoning_tokens_source says which)", "–", "reasoning token count"),
+    _d("answer_tps", "tok/s", "the answer's decode speed: (output_tokens − reasoning_tokens − 1) / (e2e − "
+       "ttfo) per request (none below 2 answer tokens)"),
+    _d("request_tps", "tok/s", "1000 / tpot_ms: one request's decode speed", "–",
+       "output token throughput per user"),
+    MetricDef("server_timing_ms", "ms", "stages", "per stage the server named, the time it says it spent (a "
+              "`Server-Timing` header's `dur`, a body's timings such as Triton's inference times), over the "
+              "ok requests that reported it; absent when the server reports none. Limits: the server's own "
+              "clock and its own stage names, not checked against the client's timings", stats=SUMMARY_STATS),
+    _d("jitter_ms", "ms", "stream rhythm: population standard deviation of one request's content-chunk gaps "
+       "(ok requests with ≥ 3 chunks; a steady stream is near 0, the article's smooth version < 5 ms). "
+       "Limits: a gap is between network reads, so tokens a server sends together count as one chunk",
+       where=_REPORTED, report=("jitter_p50",)),
+    _n("pulse_hz", "rate", "Hz", "stream rhythm: median (summary.json reads it off a histogram, within "
+       "alpha) over the *pulsing* ok requests (≥ 8 content chunks, a pulse found; 0 when none pulses) of "
+       "each one's pulse frequency, the peak of the spectrum of its token-arrival rate (10 ms bins) between "
+       "0.5 Hz (or 2 periods of the stream) and 20 Hz (or 1 / 4 median gaps) holding ≥ 15 % of the rate's "
+       "power; 0 for a stream with no such peak (smooth). Limits: a stream shorter than 2 periods cannot "
+       "show that period (4 Hz needs ≥ 0.5 s of chunks); streams below 8 chunks (short or non-streamed "
+       "answers) have none", report=True),
+    _n("requests_pulsing", "count", "requests", "ok requests whose pulse frequency is above 0 (of those with "
+       "≥ 8 content chunks)"),
+    _n("requests_rhythm", "count", "requests", "ok requests with ≥ 8 content chunks: those whose pulse "
+       "frequency was looked for"),
+    # counts over measured requests (warm-up and cancelled ones are in no statistic)
+    _n("requests", "count", "requests", "measured requests (not warm-up, not cancelled)",
+       where=("summary", "rag"), report=True),
+    _n("ok", "count", "requests", "requests whose error class is not a failure (ok, truncated)",
+       where=("summary", "rag"), report=True),
+    _n("failures", "count", "requests", "requests that failed: connect error, timeout, redirect, HTTP "
+       "4xx/5xx, 429, context length, malformed or interrupted stream, too large, client error", "failed",
+       "error requests", report=True),
+    _n("interrupted", "count", "requests", "the stream broke (error class interrupted), or after 2xx headers "
+       "it ended without its terminal event ([DONE], message_stop; or a finish reason and a clean end) or "
+       "with a failure", report=True),
+    _n("stalls", "count", "gaps", "content-chunk gaps above the stall threshold (--stall-ms, 150 ms), in any "
+       "request"),
+    _n("requests_with_stall", "count", "requests", "requests with at least one stall (a content-chunk gap "
+       "above --stall-ms)", report=True),
+    _n("good", "count", "requests", "ok requests meeting every per-request SLO (the goodput limits)",
+       report=True),
+    _n("output_tokens_total", "count", "tokens", "output tokens of every request, failed streams too (they "
+       "used the server)", report=True),
+    _n("output_tokens_estimated", "count", "requests", "requests with output whose count is not the server's "
+       "usage"),
+    _n("output_tokens_tokenizer", "count", "requests", "requests whose output count is the --tokenizer's "
+       "count of the answer text (the server sent no usage, or none believable)"),
+    _n("input_tokens_usage", "count", "requests", "requests whose input count is the server's usage"),
+    _n("requests_reasoning", "count", "requests", "ok requests with reasoning tokens"),
+    _n("reasoning_tokens_total", "count", "tokens", "reasoning tokens of every request (part of "
+       "output_tokens_total)"),
+    _n("cached_tokens_total", "count", "tokens", "prompt tokens the server said it took from its prefix cache "
+       "(usage prompt_tokens_details.cached_tokens, DeepSeek's prompt_cache_hit_tokens, Anthropic's "
+       "cache_read_input_tokens)"),
+    _n("cache_input_tokens", "count", "tokens", "prompt tokens of the requests whose cached count the server "
+       "reported"),
+    _n("input_tokens_tokenizer", "count", "requests", "requests whose input count is the --tokenizer's count "
+       "of the request's message texts (the server reported none)"),
+    _n("conn_reused", "count", "requests", "requests sent on an already-open connection", report=True),
+    _n("conn_new", "count", "requests", "requests that opened a new connection"),
+    _n("conn_known", "count", "requests", "requests where it is known whether the connection was reused "
+       "(conn_reused + conn_new)", where=(), report=True),
+    _n("conn_reconnects", "count", "requests", "requests whose pooled keep-alive connection the server had "
+       "closed while idle, so they opened a new one"),
+    _n("usage_implausible", "count", "requests", "requests whose reported usage was not believed (not a "
+       "whole number >= 0, or more output tokens than 10 per content chunk and 1 per byte of text, plus 64): "
+       "their output_tokens are counted from chunks"),
+    _n("no_terminal_event", "count", "requests", "requests complete by a finish reason and a clean end of "
+       "the body, without a terminal event ([DONE], message_stop)"),
+    _n("unsolicited_responses", "count", "requests", "requests whose response was followed by bytes nobody "
+       "asked for (malformed_stream), or whose pooled connection held such bytes and was dropped"),
+    _n("users", "count", "users", "an A/B arm's users with a measured request; when the two arms' counts "
+       "differ the report compares output tokens/s per user (output_tps / users)", where=(), report=True),
+    _n("wall_s", "time", "s", "first send → last end (start + e2e, else the last known offset) over the "
+       "requests", report=True),
+    # per second of wall time
+    _n("output_tps", "rate", "tok/s", "output_tokens_total / wall_s", "output throughput",
+       "output token throughput", report=True),
+    _n("request_rps", "rate", "req/s", "requests / wall_s", "request throughput", "request throughput"),
+    _n("goodput_rps", "rate", "req/s", "good / wall_s", "goodput", "goodput", report=True),
+    # shares of requests
+    _n("error_rate", "ratio", "fraction", "failures / requests", report=True),
+    _n("interruption_rate", "ratio", "fraction", "interrupted / requests", report=True),
+    _n("stall_rate", "ratio", "fraction", "requests_with_stall / requests", report=True),
+    _n("conn_reuse", "ratio", "fraction", "conn_reused / conn_known", report=True),
+    _n("goodput_ratio", "ratio", "fraction", "good / requests"),
+    _n("reasoning_share", "ratio", "fraction", "requests_reasoning / ok: the share of answers that reasoned"),
+    _n("cache_hit_share", "ratio", "fraction", "cached_tokens_total / cache_input_tokens: the share of the "
+       "prompt tokens the prefix cache served (none when the server reports no cached count)"),
+    _n("pulse_share", "ratio", "fraction", "stream rhythm: requests_pulsing / requests_rhythm, the share of "
+       "the streams that pulse (the article: part of the long answers). Limits: the report estimates it from "
+       "the evenly spread sample of up to 1,000 requests its ITL intervals use", report=True),
+    # after the run: fourfold score (summary.json "quality" block, 4 decimals) and the comparison's own
+    _d("similarity", "cos", "cosine(MiniLM(answer), MiniLM(reference)) per scored answer, the best over the "
+       "item's references; low-confidence answers (low_confidence_n) are left out",
+       where=("quality", "report"), report=("similarity_mean", "similarity_p5"), stats=QUALITY_STATS,
+       decimals=4),
+    _n("low_confidence_n", "count", "answers", "scored answers with a similarity whose share of `[UNK]` word "
+       "pieces (pieces the embedding model's tokenizer does not know: ~70 % of Chinese characters for "
+       "all-MiniLM-L6-v2) is above --unk-threshold (0.2): scores.jsonl keeps their similarity and marks them "
+       "`low_confidence`, every similarity figure leaves them out (fourfold score prints the count)",
+       where=("quality",)),
+    _n("low_confidence_share", "ratio", "fraction", "low_confidence_n / scored answers with a similarity: "
+       "the share the embedding model could not read (the report: baseline vs candidate, two-proportion "
+       "test). A similarity SLO floor is unjudged, and fails, while this is above one half",
+       where=("quality",), report=True, decimals=4),
+    _d("char_f1", "F1", "best character-bigram F1 of the answer to one of the item's references (bigrams of "
+       "letters, digits and CJK characters, lower-cased, punctuation and spaces dropped), per scored answer: "
+       "a lexical measure that works where the embedding model does not know the script "
+       "(docs/fingerprint.md). Limits: word overlap, not meaning: a paraphrase in other words scores low",
+       where=("quality", "report"), report=("char_f1_mean",), stats=("mean",), decimals=4),
+    _n("structure_compliance", "ratio", "fraction", "answers delivering the requested number of items / "
+       "answers asked for a number", where=("quality",), report=True, decimals=4),
+    _n("fact_error_rate", "ratio", "fraction", "L3: answers stating a number, year or name that contradicts "
+       "a labelled fact of their gold or retrieved documents (gold value first) / answers stating at least "
+       "one (quality's `fact_checked_n`); not measured (None) without `facts` in the corpus "
+       "(docs/l3-rag.md). Limits: only facts whose subject the answer names and whose cue words share a "
+       "sentence with the value", where=("quality",), report=True, decimals=4),
+    _d("groundedness", "cos", "L3: max cosine(MiniLM(answer), MiniLM(retrieved chunk)) per scored answer",
+       where=("quality.rag", "report"), report=("groundedness_mean",), stats=QUALITY_STATS, decimals=4),
+    _n("groundedness_n", "count", "answers", "L3: scored answers whose retrieved chunks are in the corpus "
+       "(the answers groundedness is over)", where=("quality.rag",), key="n"),
+    _n("low_groundedness_rate", "ratio", "fraction", "L3: answers with a groundedness below 0.6 / "
+       "groundedness_n: the hallucination signal (the report: baseline vs candidate, two-proportion test). "
+       "Limits: groundedness is a MiniLM cosine between the answer and its retrieved chunks, not a check of "
+       "each claim; 0.6 was chosen on the bundled corpus (answers with their gold document retrieved: median "
+       "0.72, without: 0.56) and may not suit another corpus or language", where=("quality.rag",),
+       report=True, decimals=4),
+    _n("groundedness_retrieval_hit", "mean", "cos", "L3: groundedness of the answers whose retrieval found a "
+       "gold document (recall_at_k > 0), mean", where=("quality.rag",), decimals=4),
+    _n("groundedness_retrieval_miss", "mean", "cos", "L3: groundedness of the answers whose retrieval found "
+       "no gold document (recall_at_k = 0), mean", where=("quality.rag",), decimals=4),
+    _n("groundedness_conflict", "mean", "cos", "L3: groundedness of the answers whose retrieved documents "
+       "conflict, mean", where=("quality.rag",), decimals=4),
+    _n("groundedness_no_conflict", "mean", "cos", "L3: groundedness of the answers whose retrieved documents "
+       "do not conflict, mean", where=("quality.rag",), decimals=4),
+    _n("unknown_ids", "count", "ids", "L3: retrieved ids missing from the corpus (a corpus that does not "
+       "match the service)", where=("quality.rag",)),
+    _n("ttft_structured_penalty", "time", "ms", "mean TTFT of structured prompts (\"in three points\") − "
+       "mean TTFT of plain ones", where=(), report=True),
+    # L4: sessions (summary.json "sessions" block, per A/B variant and in total; report: each side's group)
+    _n("sessions_started", "count", "sessions", "L4: sessions begun", where=("sessions",), key="started"),
+    _n("sessions_ended", "count", "sessions", "L4: sessions that ended (completed, max_turns or abandoned; "
+       "the record of the last turn says so): the sessions every rate and mean below is over",
+       where=("sessions",), report=True, key="ended"),
+    _n("sessions_completed", "count", "sessions", "L4: ended sessions whose answers covered every goal fact",
+       where=("sessions",), report=True, key="completed"),
+    _n("sessions_max_turns", "count", "sessions", "L4: ended sessions that ran out of turns before the goal "
+       "was covered", where=("sessions",), key="max_turns"),
+    _n("sessions_abandoned", "count", "sessions", "L4: ended sessions the user left because a response "
+       "failed, or its TTFT or E2E exceeded the persona's patience (abandoned_by: ttft, e2e, error)",
+       where=("sessions",), key="abandoned"),
+    _n("sessions_cut", "count", "sessions", "L4: sessions still going when the run stopped: in no rate or "
+       "mean", where=("sessions",), key="cut"),
+    _n("completion_rate", "ratio", "fraction", "L4: sessions_completed / sessions_ended", where=("sessions",),
+       report=True),
+    _n("abandonment_rate", "ratio", "fraction", "L4: sessions_abandoned / sessions_ended",
+       where=("sessions",)),
+    _n("max_turns_rate", "ratio", "fraction", "L4: sessions_max_turns / sessions_ended", where=("sessions",)),
+    _n("rounds_mean", "mean", "rounds", "L4: user turns (requests) per ended session, mean",
+       where=("sessions",), report=True),
+    _n("rounds_to_completion_mean", "mean", "rounds", "L4: user turns per completed session, mean (the "
+       "article's \"mean interaction rounds\")", where=("sessions",)),
+    _d("session_duration_ms", "ms", "L4: an ended session's first request sent → its last response ended, "
+       "think times included", where=("sessions",), stats=SESSION_STATS, key="duration_ms"),
+    # L3: retrieval (summary.json "rag" block, over the run's ok L3 requests; the report: the L3 group)
+    _n("recall_at_k", "ratio", "fraction", "L3: |first k retrieved ∩ gold| / |gold| per ok request with gold "
+       "ids, mean", where=("rag",), report=True),
+    _n("recall_at_k_by_question", "ratio", "fraction", "L3: recall_at_k per distinct question, mean over the "
+       "questions (what an offline evaluation of the retriever on the same questions gives)", where=("rag",)),
+    _n("questions", "count", "questions", "L3: distinct questions with a recall_at_k", where=("rag",)),
+    _n("precision_at_k", "ratio", "fraction", "L3: |first k retrieved ∩ gold| / |first k retrieved| (context "
+       "precision) per ok request with gold ids and retrieved ids, mean", where=("rag",), report=True),
+    _n("with_retrieved_ids", "count", "requests", "L3: ok requests whose service reported the ids it "
+       "retrieved", where=("rag",)),
+    _n("conflicts", "count", "requests", "L3: ok requests whose retrieved documents include two of one "
+       "conflict group (the corpus's claims) with different values", where=("rag",)),
+    _n("conflict_rate", "ratio", "fraction", "L3: conflicts / with_retrieved_ids: the share of ok requests "
+       "whose retrieved context held two documents of one conflict group stating different values (the "
+       "report: baseline vs candidate, two-proportion test). Limits: only conflicts the corpus labels (its "
+       "documents' `claims`) count, and only among the ids the service reports; a service that reports no "
+       "ids has none", where=("rag",), report=True),
+    _n("effective_tps", "rate", "tok/s", "L3: Σ output tokens / Σ end-to-end seconds over the ok requests: "
+       "the rate a user sees, retrieval included", where=("rag",)),
+    _d("effective_tps_per_request", "tok/s", "L3: one ok request's output tokens / its end-to-end seconds",
+       where=("rag",), stats=RAG_STATS),
+    _n("with_stage_timings", "count", "requests", "L3: ok requests whose service reported stage timings "
+       "(Server-Timing or the body's timings)", where=("rag",)),
+    _d("other_ms", "ms", "L3: e2e_ms − the sum of the service's stage timings: network, HTTP and service "
+       "overhead that no stage accounts for", where=("rag",), stats=RAG_STATS),
+    _d("server_total_ms", "ms", "L3: the service's own total time (its `total` timing)", where=("rag",),
+       stats=RAG_STATS),
+    # server telemetry (L1 sampler: summary.json "server_metrics" block, server_metrics.json): SLO names only
+    _d("gpu_util", "%", "GPU utilisation: the share of time a kernel ran (DCGM_FI_DEV_GPU_UTIL from "
+       "--metrics-url, nvidia-smi utilization.gpu), sampled once per --sample-interval; mean or max over the "
+       "samples (the SLO: the larger of the two sources). Limits: a busy GPU can still be underused",
+       where=(), stats=("mean", "max")),
+    _d("gpu_mem_bw_util", "%", "GPU memory-bandwidth utilisation: the share of time the memory controller "
+       "was busy (DCGM_FI_DEV_MEM_COPY_UTIL from --metrics-url, nvidia-smi utilization.memory), not bytes/s; "
+       "sampled once per --sample-interval, mean or max over the samples (the SLO: the larger of the two "
+       "sources)", where=(), stats=("mean", "max")),
+    _d("kv_cache_usage", "%", "the engine's KV-cache usage (vllm:kv_cache_usage_perc, sglang:token_usage, "
+       "×100 from --metrics-url), sampled once per --sample-interval; mean or max over the samples", where=(),
+       stats=("mean", "max")),
+    _d("server_running", "requests", "sequences the engine is generating (vllm:num_requests_running, "
+       "sglang:num_running_reqs, tgi_batch_current_size from --metrics-url), sampled once per "
+       "--sample-interval; mean or max over the samples (report rows only)", where=(), stats=("mean", "max")),
+    _d("server_waiting", "requests", "requests queued in the engine (vllm:num_requests_waiting, "
+       "sglang:num_queue_reqs, tgi_queue_size), sampled once per --sample-interval; mean or max over the "
+       "samples (report rows only)", where=(), stats=("mean", "max")),
+    _d("gpu_mem_used", "MiB", "GPU memory in use, summed over the GPUs nvidia-smi sees (memory.used), "
+       "sampled once per --sample-interval; mean or max (report rows only). Limits: the local machine's "
+       "GPUs, so only when fourfold runs on the server", where=(), stats=("mean", "max")),
+    _d("gpu_mem_total", "MiB", "GPU memory of the GPUs nvidia-smi sees (memory.total; report rows only)",
+       where=(), stats=("mean", "max")),
+)
+# the telemetry metrics above -> their canonical name in the sampler's rows (measure.prom.CANONICAL);
+# the SLO gate takes the first three (the utilisations, in %), the report shows a row per gauge
+TELEMETRY_CANONICAL = {"gpu_util": "gpu_util_pct", "gpu_mem_bw_util": "mem_bw_util_pct",
+                       "kv_cache_usage": "kv_cache_usage_pct"}
+TELEMETRY_REPORTED = {**TELEMETRY_CANONICAL, "server_running": "running", "server_waiting": "waiting",
+                      "gpu_mem_used": "gpu_mem_used_mib", "gpu_mem_total": "gpu_mem_total_mib"}
