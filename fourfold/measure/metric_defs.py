@@ -64,9 +64,10 @@ METRICS: tuple[MetricDef, ...] = (
     # per request, ok requests only (queue_ms: every request); summary.json: count, mean, min, max, p50..p99
     _d("ttft_ms", "ms", "request sent → first received chunk carrying output text or reasoning (a role-only "
        "chunk does not count)", "TTFT", "TTFT", where=_L3, report=("ttft_p50", "ttft_p95", "ttft_p99")),
-    _d("ttfo_ms", "ms", "request sent → first received chunk carrying answer output (content text, a tool "
-       "call), reasoning left out: a reasoning model's time to its answer (= ttft for a model that does not "
-       "reason); none for a request that never answered", "–", "TTFO"),
+    _d("ttfo_ms", "ms", "request sent → first received chunk carrying answer text, reasoning left out: a "
+       "reasoning model's time to its answer (= ttft for a model that does not "
+       "reason); none for a request that never answered. The report shows its rows only where an answer "
+       "of either side reasoned", "–", "TTFO", where=_REPORTED, report=("ttfo_p50", "ttfo_p95", "ttfo_p99")),
     _d("ttfb_ms", "ms", "request sent → response headers", "–", "HTTP waiting"),
     _d("itl_ms", "ms", "gap between consecutive content chunks (network reads that carried ≥ 1 text delta), "
        "pooled over the requests", "ITL", "inter-chunk latency", where=_REPORTED,
@@ -80,12 +81,12 @@ METRICS: tuple[MetricDef, ...] = (
     _d("output_tokens", "tokens", "the server's usage when it reports one, else the number of content deltas "
        "(counted as estimated)", "output len", "OSL"),
     _d("reasoning_ms", "ms", "ttfo − ttft of a request that reasoned before it answered (its first chunks "
-       "carried reasoning only): the time it spent reasoning"),
+       "carried reasoning only): the time it spent reasoning", where=_REPORTED, report=("reasoning_p50",)),
     _d("reasoning_tokens", "tokens", "of output_tokens, the reasoning ones, per request that reasoned: the "
        "usage's completion_tokens_details.reasoning_tokens, else counted (--tokenizer on the reasoning text, "
        "else its deltas; the record's reasoning_tokens_source says which)", "–", "reasoning token count"),
     _d("answer_tps", "tok/s", "the answer's decode speed: (output_tokens − reasoning_tokens − 1) / (e2e − "
-       "ttfo) per request (none below 2 answer tokens)"),
+       "ttfo) per request (none below 2 answer tokens)", where=_REPORTED, report=("answer_tps_p50",)),
     _d("request_tps", "tok/s", "1000 / tpot_ms: one request's decode speed", "–",
        "output token throughput per user"),
     MetricDef("server_timing_ms", "ms", "stages", "per stage the server named, the time it says it spent (a "
@@ -131,14 +132,14 @@ METRICS: tuple[MetricDef, ...] = (
     _n("output_tokens_tokenizer", "count", "requests", "requests whose output count is the --tokenizer's "
        "count of the answer text (the server sent no usage, or none believable)"),
     _n("input_tokens_usage", "count", "requests", "requests whose input count is the server's usage"),
-    _n("requests_reasoning", "count", "requests", "ok requests with reasoning tokens"),
+    _n("requests_reasoning", "count", "requests", "ok requests with reasoning tokens", report=True),
     _n("reasoning_tokens_total", "count", "tokens", "reasoning tokens of every request (part of "
        "output_tokens_total)"),
-    _n("cached_tokens_total", "count", "tokens", "prompt tokens the server said it took from its prefix cache "
-       "(usage prompt_tokens_details.cached_tokens, DeepSeek's prompt_cache_hit_tokens, Anthropic's "
-       "cache_read_input_tokens)"),
+    _n("cached_tokens_total", "count", "tokens", "prompt tokens the server said it took from its prefix "
+       "cache (usage prompt_tokens_details.cached_tokens, DeepSeek's prompt_cache_hit_tokens, Anthropic's "
+       "cache_read_input_tokens)", report=True),
     _n("cache_input_tokens", "count", "tokens", "prompt tokens of the requests whose cached count the server "
-       "reported"),
+       "reported", report=True),
     _n("input_tokens_tokenizer", "count", "requests", "requests whose input count is the --tokenizer's count "
        "of the request's message texts (the server reported none)"),
     _n("conn_reused", "count", "requests", "requests sent on an already-open connection", report=True),
@@ -169,9 +170,10 @@ METRICS: tuple[MetricDef, ...] = (
     _n("stall_rate", "ratio", "fraction", "requests_with_stall / requests", report=True),
     _n("conn_reuse", "ratio", "fraction", "conn_reused / conn_known", report=True),
     _n("goodput_ratio", "ratio", "fraction", "good / requests"),
-    _n("reasoning_share", "ratio", "fraction", "requests_reasoning / ok: the share of answers that reasoned"),
+    _n("reasoning_share", "ratio", "fraction", "requests_reasoning / ok: the share of answers that reasoned",
+       report=True),
     _n("cache_hit_share", "ratio", "fraction", "cached_tokens_total / cache_input_tokens: the share of the "
-       "prompt tokens the prefix cache served (none when the server reports no cached count)"),
+       "prompt tokens the prefix cache served (none when the server reports no cached count)", report=True),
     _n("pulse_share", "ratio", "fraction", "stream rhythm: requests_pulsing / requests_rhythm, the share of "
        "the streams that pulse (the article: part of the long answers). Limits: the report estimates it from "
        "the evenly spread sample of up to 1,000 requests its ITL intervals use", report=True),

@@ -80,7 +80,7 @@ class RequestRecord:
     error_detail: str = ""
     ttfb_ms: float | None = None     # send -> response headers
     ttft_ms: float | None = None     # send -> first chunk carrying output (answer text or reasoning)
-    ttfo_ms: float | None = None     # send -> first chunk carrying answer output, not reasoning (TTFO)
+    ttfo_ms: float | None = None     # send -> first chunk carrying answer text, not reasoning (TTFO)
     e2e_ms: float | None = None      # send -> last content chunk or terminal event
     queue_ms: float = 0.0            # open loop: intended arrival -> send (client queueing)
     chunk_offsets_ms: list[float] = field(default_factory=list)

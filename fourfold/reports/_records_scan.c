@@ -5,11 +5,12 @@
  * ``block`` holds whole lines of a records.jsonl (each with its "\n", except perhaps the file's
  * last one), ``start`` is its position in the file. ``columns`` are (name bytes, kind) pairs:
  * kind 0 a number, 1 a flag, 2 a text, 3 the chunk offsets, 4 the schema, 5 the object whose
- * ``extra_keys`` are read as numbers. Each line is walked once, as a JSON parser would, in any
+ * ``extra_keys`` are read as numbers; a number or flag kind plus OPTIONAL (8) may be missing from a
+ * line (NaN; a flag 0), as a field newer than the file is. Each line is walked once, as a JSON parser would, in any
  * key order. A line is *read* here when it is one JSON object whose every value is valid JSON
  * (strings: valid escapes, no control character, strict UTF-8; numbers: JSON's grammar; nesting
  * at most MAX_DEPTH deep) and where
- *   - every number, flag and text column is present; a number is a JSON number, true/false (1/0)
+ *   - every number, flag and text column is present (an optional one may be missing); a number is a JSON number, true/false (1/0)
  *     or null (NaN); a flag the same, read as 0/1 (null: 0); a text a string without an escape
  *     or null (None);
  *   - the offsets, when present, are null or a list of JSON numbers;
@@ -303,6 +304,7 @@ static Py_ssize_t skip_value(const uchar *s, Py_ssize_t i, Py_ssize_t n, int dep
 /* ---- the columns of one line ------------------------------------------------------------------ */
 
 enum { KIND_NUMBER, KIND_FLAG, KIND_TEXT, KIND_OFFSETS, KIND_SCHEMA, KIND_EXTRA };
+#define OPTIONAL 8
 #define MAX_COLUMNS 32
 #define MAX_KEY 64
 #define CACHE_BYTES 128
@@ -311,6 +313,7 @@ typedef struct {
     const char *name;
     Py_ssize_t len;
     int kind, column; /* column: its index among the numbers (numbers and flags), the texts or the extras */
+    int optional;     /* a number or flag a line may leave out */
 } Column;
 
 typedef struct {
@@ -531,9 +534,14 @@ static int read_line(Schema *sc, const uchar *s, Py_ssize_t n, Buf *flat, Row *r
     }
     if (skip_ws(s, i + 1, n) != n)
         goto hand_back;
-    for (int k = 0; k < sc->cols.n; k++)
-        if (sc->cols.cols[k].kind <= KIND_TEXT && !row->seen[k])
+    for (int k = 0; k < sc->cols.n; k++) {
+        const Column *col = &sc->cols.cols[k];
+        if (col->kind > KIND_TEXT || row->seen[k])
+            continue;
+        if (!col->optional)
             goto hand_back; /* a column missing: the fallback and the record checks decide */
+        row->nums[col->column] = col->kind == KIND_FLAG ? 0.0 : Py_NAN; /* as the fallback reads null */
+    }
     return 0;
 hand_back:
     flat->len = row->flat_start;
@@ -549,13 +557,18 @@ static int names_from(PyObject *pairs, Names *names, int with_kind, int counts[K
         return -1;
     }
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(pairs); k++) {
-        Column col = {NULL, 0, KIND_NUMBER, 0};
+        Column col = {NULL, 0, KIND_NUMBER, 0, 0};
         PyObject *item = PyTuple_GET_ITEM(pairs, k);
         if (with_kind ? !PyArg_ParseTuple(item, "y#i", &col.name, &col.len, &col.kind)
                       : !PyArg_Parse(item, "y#", &col.name, &col.len))
             return -1;
+        if (col.kind == (KIND_NUMBER | OPTIONAL) || col.kind == (KIND_FLAG | OPTIONAL)) {
+            col.kind &= ~OPTIONAL;
+            col.optional = 1;
+        }
         if (col.kind < KIND_NUMBER || col.kind > KIND_EXTRA || col.len > MAX_KEY) {
-            PyErr_SetString(PyExc_ValueError, "a column's kind is 0 (number) to 5 (extra), its name at most 64 bytes");
+            PyErr_SetString(PyExc_ValueError, "a column's kind is 0 (number) to 5 (extra), a number or flag "
+                                              "+ 8 when optional; its name at most 64 bytes");
             return -1;
         }
         col.column = counts[col.kind == KIND_FLAG ? KIND_NUMBER : col.kind]++;

@@ -41,7 +41,8 @@ from fourfold.rundir.runlog import RECORDS_FILE
 __all__ = ["CACHE_FILE", "CACHE_VERSION", "CachedScores", "RunCache", "Stamp", "stamp"]
 
 CACHE_FILE = "compare-cache.npz"
-CACHE_VERSION = 8        # 8: scores' low_confidence and char_f1 columns; 7: the L3 conflict flag (records'
+CACHE_VERSION = 9        # 9: records' ttfo, input/cached/reasoning tokens, reasoning chunks; 8: scores'
+                         # low_confidence and char_f1 columns; 7: the L3 conflict flag (records'
                          # extra.conflict); 6: records with wrong kinds or impossible values skipped and
                          # counted; 5: recall/precision kept float64; 4: one
                          # records reader (damaged lines as json.loads reads them)

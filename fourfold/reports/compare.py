@@ -23,19 +23,22 @@ What a row rests on (its unit of replication):
   (the arms ran side by side) | yes |
 | similarity, char-bigram F1, compliance, recall / precision@k, fact errors, same items on both sides |
   items (mean per-item difference, paired) | yes |
-| server telemetry max | values only | never |
+| server telemetry max, answers that reasoned | values only | never |
 
 How each statistic is computed on one run:
 
 | metric | statistic | within-run replicates |
 |---|---|---|
-| TTFT / E2E / TPOT percentiles | nearest-rank quantile of ok requests | blocks of consecutive requests
-  (log buckets, <= 0.5 %) |
+| TTFT / TTFO / E2E / TPOT / reasoning time / answer tokens/s percentiles | nearest-rank quantile of ok
+  requests (TTFO: those with an answer token; reasoning: those that reasoned first) | blocks of
+  consecutive requests (log buckets, <= 0.5 %) |
 | ITL percentiles | quantile of the pooled chunk gaps of ok requests | blocks of consecutive sampled
   requests |
 | output tokens/s, goodput | all tokens (good requests) / wall time | blocks of 1-s intervals |
 | error, interruption, stall rate, reuse, completion, compliance, L3 conflict rate, low groundedness (< 0.6),
-  low-confidence answers | proportion | blocks of requests (counts per block) |
+  low-confidence answers, answers that reasoned | proportion | blocks of requests (counts per block) |
+| prompt tokens from the prefix cache | cached / prompt tokens of the requests the server said it for |
+  blocks of requests (token sums per block) |
 | TTFT structured - plain, rounds, similarity mean, char-bigram F1 mean, L3 recall@k / precision@k |
   mean | bootstrap of values |
 | server telemetry mean (``telemetry.<source>.<metric>.mean``) | mean of the samples, first and last dropped |
@@ -44,6 +47,7 @@ How each statistic is computed on one run:
 A statistic needs data enough for itself: a quantile ``q`` at least ``10 / min(q, 1 - q)`` values
 (p99: 1,000), a rate 20 trials. Rows are tested one by one here; :func:`adjust` then corrects the
 gated rows by Holm and the others by Benjamini-Hochberg (``build_report`` calls it per comparison).
+The TTFO and reasoning rows (``REASONING_ROWS``) are shown only where an answer of either side reasoned.
 """
 from __future__ import annotations
 
@@ -107,9 +111,11 @@ from fourfold.reports.rows import (
 from fourfold.reports.verdict import Decision, benjamini_hochberg, decide, holm, min_effect_for
 
 __all__ = ["BETTER", "DEFAULT_GATE", "DEFAULT_SETTINGS", "EQUIVALENT", "INCONCLUSIVE", "METRICS", "NA",
-           "NO_CHANGE", "TOO_FEW", "WORSE", "GroupSample", "ItlSample", "Metric", "Row", "CompareSettings",
-           "adjust", "compare_groups", "is_gated", "pairs", "telemetry_metrics"]
+           "NO_CHANGE", "REASONING_ROWS", "TOO_FEW", "WORSE", "GroupSample", "ItlSample", "Metric", "Row",
+           "CompareSettings", "adjust", "compare_groups", "is_gated", "pairs", "telemetry_metrics"]
 
+# rows shown only for a group where an answer of either side reasoned (summary.json has them always)
+REASONING_ROWS = ("ttfo_p50", "ttfo_p95", "ttfo_p99", "reasoning_p50", "reasoning_share", "answer_tps_p50")
 ONE_RUN = "1 run a side: between-run variance unknown, no verdict (run >= 2 a side: fourfold repeat)"
 # the effect the "runs needed" figure is for: 5 bands (TTFT 10 %, tokens/s 5 %, rates 2.5 points)
 DETECT_BANDS = 5
@@ -118,8 +124,17 @@ DETECT_BANDS = 5
 METRICS: tuple[Metric, ...] = (
     *(Metric(f"ttft_{pct(q)}", f"TTFT {pct(q)}", "ms", "lower", quantile_of("ttft_ms", q))
       for q in (.5, .95, .99)),
+    *(Metric(f"ttfo_{pct(q)}", f"TTFO {pct(q)} (first answer token)", "ms", "lower",
+             quantile_of("ttfo_ms", q)) for q in (.5, .95, .99)),
     *(Metric(f"e2e_{pct(q)}", f"E2E {pct(q)}", "ms", "lower", quantile_of("e2e_ms", q))
       for q in (.5, .95, .99)),
+    Metric("reasoning_p50", "reasoning time p50", "ms", "lower", quantile_of("reasoning_ms", 0.5)),
+    Metric("reasoning_share", "answers that reasoned", "%", "lower", rate("requests_reasoning", "ok"),
+           descriptive=True),
+    Metric("answer_tps_p50", "answer tokens/s p50 (per request)", "tok/s", "higher",
+           quantile_of("answer_tps", 0.5)),
+    Metric("cache_hit_share", "prompt tokens from the prefix cache", "%", "higher",
+           rate("cached_tokens_total", "cache_input_tokens")),
     *(Metric(f"itl_{pct(q)}", f"ITL {pct(q)}", "ms", "lower", itl_quantile(q)) for q in ITL_QUANTILES),
     Metric("tpot_p50", "TPOT p50", "ms", "lower", quantile_of("tpot_ms", 0.5)),
     Metric("jitter_p50", "stream jitter p50", "ms", "lower", quantile_of("jitter_ms", 0.5)),
@@ -214,7 +229,10 @@ def compare_groups(group: str, baseline: GroupSample | Sequence[GroupSample],
     if not cand:
         cand = [GroupSample()]
     rows = []
+    reasoned = any(g.requests_reasoning for g in (*base, *cand))
     for metric in (*METRICS, *error_class_metrics(base, cand), *telemetry_metrics(base, cand)):
+        if metric.key in REASONING_ROWS and not reasoned:
+            continue          # no answer reasoned: TTFO is TTFT, and the reasoning rows have nothing to say
         row = _row(group, metric, base, cand, bs.row_rng(settings.seed, group, metric.key), settings, matched)
         if row is not None:
             rows.append(row)

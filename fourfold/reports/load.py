@@ -48,12 +48,14 @@ import pandas as pd
 from fourfold.data import DATA_DIR, find
 from fourfold.errors import RunDirError, SchemaError, UsageError
 from fourfold.measure.metrics import (
+    answer_tps_array,
     check_slo,
     end_offset_ms_array,
     interrupted_array,
     jitter_ms_of_gaps,
     meets_slo_array,
     pulse_hz_of_gaps,
+    reasoning_ms_array,
     tpot_ms_array,
     wall_s,
 )
@@ -69,10 +71,11 @@ from fourfold.reports.records import (
     variant_users,
 )
 from fourfold.reports.replication import block_ids, per_block, sorted_with_blocks
-from fourfold.reports.scores import SCORES_FILE, confidence_columns
+from fourfold.reports.scores import SCORES_FILE, add_answer_scores
 from fourfold.reports.scores import read_scores as _read_scores  # (a module global: tests replace it)
 from fourfold.reports.telemetry import join as join_telemetry
 from fourfold.reports.telemetry import read_telemetry
+from fourfold.rundir.plausible import OPTIONAL_FIELDS
 from fourfold.rundir.runlog import META_FILE, RECORDS_FILE, SUMMARY_FILE
 from fourfold.rundir.runread import read_json_object as _read_json_object
 from fourfold.rundir.runread import require_regular
@@ -312,10 +315,20 @@ def _sample(entries: list[Entry], variant: str | None, slo_ms: dict[str, float] 
         unit="arm" if variant is not None else "run",
     )
     blocks = block_ids(frame["started_at"].to_numpy(dtype=float), col["e2e_ms"])
+    for name in OPTIONAL_FIELDS:
+        col[name] = frame[name].to_numpy(dtype=float)
+    reasoned = ok & (np.nan_to_num(col["reasoning_tokens"]) > 0)
+    sample.requests_reasoning = int(reasoned.sum())
+    thinking = reasoning_ms_array(col["ttft_ms"], col["ttfo_ms"], np.nan_to_num(col["reasoning_chunks"]))
+    answer = answer_tps_array(col["ttfo_ms"], col["e2e_ms"], col["output_tokens"], col["reasoning_tokens"])
     for name, values in (("ttft_ms", col["ttft_ms"][ok]), ("e2e_ms", col["e2e_ms"][ok]),
-                         ("tpot_ms", tpot[ok])):
+                         ("tpot_ms", tpot[ok]), ("ttfo_ms", col["ttfo_ms"][ok]),
+                         ("reasoning_ms", thinking[ok]), ("answer_tps", answer[ok])):
         values, sample.blocks_of[name] = sorted_with_blocks(values, blocks[ok])
         setattr(sample, name, values)
+    cached = np.isfinite(col["cached_tokens"]) & (np.nan_to_num(col["input_tokens"]) > 0)
+    sample.cached_tokens_total = float(col["cached_tokens"][cached].sum())
+    sample.cache_input_tokens = float(col["input_tokens"][cached].sum())
     failed_classes, failed_counts = np.unique(error_class[~ok].astype(str), return_counts=True)
     sample.error_classes = dict(zip(failed_classes.tolist(), failed_counts.tolist()))
     ended = frame["session_completed"].to_numpy(dtype=float)
@@ -323,7 +336,9 @@ def _sample(entries: list[Entry], variant: str | None, slo_ms: dict[str, float] 
     per_request = {"requests": np.ones(len(frame), dtype=bool), "ok": ok, "failures": ~ok,
                    "interrupted": interrupted, "requests_with_stall": stalled,
                    "conn_known": np.isfinite(conn), "conn_reused": conn == 1, "sessions_ended": has_session,
-                   "sessions_completed": ended == 1,
+                   "sessions_completed": ended == 1, "requests_reasoning": reasoned,
+                   "cached_tokens_total": np.where(cached, np.nan_to_num(col["cached_tokens"]), 0.0),
+                   "cache_input_tokens": np.where(cached, np.nan_to_num(col["input_tokens"]), 0.0),
                    **{f"error.{name}": ~ok & (error_class.astype(str) == name)
                       for name in sample.error_classes}}
     sample.block_counts = per_block(blocks, per_request)
@@ -352,6 +367,7 @@ def _sample(entries: list[Entry], variant: str | None, slo_ms: dict[str, float] 
         raise UsageError(str(exc)) from None
     if slo:
         good = meets_slo_array(ok, {"ttfb_ms": col["ttfb_ms"], "ttft_ms": col["ttft_ms"],
+                                    "ttfo_ms": col["ttfo_ms"],
                                     "e2e_ms": col["e2e_ms"], "queue_ms": col["queue_ms"],
                                     "itl_ms": col["max_gap_ms"], "tpot_ms": tpot}, slo)
         sample.good = int(good.sum())
@@ -429,21 +445,4 @@ def _add_scores(sample: GroupSample, entries: list[Entry],
         frames.append(scores[mask])
     if not frames:
         return
-    scores = pd.concat(frames, ignore_index=True)
-    sim = scores["similarity"].to_numpy(dtype=float)
-    has_sim = np.isfinite(sim)
-    sample.similarity = np.sort(sim[has_sim])
-    order = np.argsort(sim[has_sim], kind="stable")
-    sample.similarity_items = scores["item_id"].to_numpy(dtype=object)[has_sim][order]
-    grounded = scores["groundedness"].to_numpy(dtype=float)
-    sample.groundedness = grounded[np.isfinite(grounded)]
-    compliant = scores["compliant"].to_numpy(dtype=float)
-    judged = np.isfinite(compliant)
-    sample.compliant = compliant[judged]
-    sample.compliant_items = scores["item_id"].to_numpy(dtype=object)[judged]
-    fact_error = (scores["fact_error"].to_numpy(dtype=float) if "fact_error" in scores   # (an older cache)
-                  else np.full(len(scores), np.nan))        # 1.0 / 0.0 per answer with a checked fact
-    checked = np.isfinite(fact_error)
-    sample.fact_error = fact_error[checked]
-    sample.fact_error_items = scores["item_id"].to_numpy(dtype=object)[checked]
-    sample.low_confidence, sample.char_f1, sample.char_f1_items = confidence_columns(scores)
+    add_answer_scores(sample, pd.concat(frames, ignore_index=True))

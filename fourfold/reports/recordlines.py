@@ -52,7 +52,7 @@ __all__ = ["BLOCK_BYTES", "EXTRA_KEYS", "NUMBER_COLUMNS", "SCALARS", "TEXT_COLUM
 
 SCALARS = ("level", "scenario", "variant", "item_id", "warmup", "started_at", "status",
            "error_class", "ttfb_ms", "ttft_ms", "e2e_ms", "queue_ms", "output_tokens", "terminal",
-           "conn_reused")
+           "conn_reused", *plausible.OPTIONAL_FIELDS)
 REQUIRED = ("level", "scenario", "error_class", "started_at")
 # read from ``extra``: L4 on the record that ends a session, L3 retrieval quality and the conflict
 # flag (true/false: 1/0; :func:`fourfold.measure.rag.annotate`)
@@ -65,7 +65,10 @@ OFFSETS = plausible.OFFSETS
 BLOCK_BYTES = 16 << 20
 
 # the scanner's columns: (name, kind) with kind 0 number, 1 flag, 2 text, 3 offsets, 4 schema, 5 extra
-_SCAN_COLUMNS = (*((name.encode(), 1 if name in FLAG_COLUMNS else 0) for name in NUMBER_COLUMNS),
+# (+ 8: a number that may be missing)
+_OPTIONAL = 8         # a number or flag a line may leave out (plausible.OPTIONAL_FIELDS)
+_SCAN_COLUMNS = (*((name.encode(), (1 if name in FLAG_COLUMNS else 0)
+                    + (_OPTIONAL if name in plausible.OPTIONAL_FIELDS else 0)) for name in NUMBER_COLUMNS),
                  *((name.encode(), 2) for name in TEXT_COLUMNS), (OFFSETS.encode(), 3), (b"schema", 4),
                  (b"extra", 5))
 _SCAN_EXTRA = tuple(name.encode() for name in EXTRA_KEYS)

@@ -41,6 +41,7 @@ from fourfold.reports.recordlines import (
     loads_or_none,
     read_blocks,
 )
+from fourfold.rundir import plausible
 
 # L3 retrieval fractions stay float64, so their means equal summary.json's; rounds and session flags
 # are exact in float32
@@ -208,6 +209,7 @@ class _Accumulator:
             "output_tokens": col["output_tokens"].copy(),
             "terminal": col["terminal"] != 0,
             "conn_reused": col["conn_reused"].astype(np.float32),
+            **{name: col[name].copy() for name in plausible.OPTIONAL_FIELDS},   # NaN where a record has none
             **{name: block.extras[:, i].astype(np.float64 if name in EXACT_EXTRAS else np.float32)
                for i, name in enumerate(EXTRA_KEYS)},
             "line_offset": block.starts.copy(), "n_chunks": lens.astype(np.int32),

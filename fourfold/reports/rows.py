@@ -68,6 +68,12 @@ class GroupSample:
     conn_known: int = 0
     conn_reused: int = 0
     ttft_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))     # ok requests, ascending
+    ttfo_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))     # ok requests with an answer token
+    reasoning_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))   # ok requests that reasoned first
+    answer_tps: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    requests_reasoning: int = 0                   # ok requests with reasoning tokens
+    cached_tokens_total: float = 0.0              # prompt tokens the server said its prefix cache served ...
+    cache_input_tokens: float = 0.0               # ... of the prompts of the requests it said it for
     e2e_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))
     tpot_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))
     ttft_plain_ms: np.ndarray | None = None       # ok requests by prompt kind (None: kind unknown)

@@ -29,8 +29,10 @@ from fourfold.errors import RunDirError
 from fourfold.measure.console import counted
 from fourfold.reports.cache import CachedScores
 from fourfold.reports.records import loads_or_none
+from fourfold.reports.rows import GroupSample
 
-__all__ = ["SCORES_FILE", "SCORE_COLUMNS", "confidence_columns", "read_scores", "scoring_notes"]
+__all__ = ["SCORES_FILE", "SCORE_COLUMNS", "add_answer_scores", "confidence_columns", "read_scores",
+           "scoring_notes"]
 
 SCORES_FILE = "scores.jsonl"
 SCORE_BLOCK_BYTES = 8 << 20
@@ -156,3 +158,27 @@ def scoring_notes(runs: list[Any]) -> list[str]:
                      + (f"; character-bigram F1 mean {f1:.3f} over {counted(f1_n, 'answer')}"
                         if isinstance(f1, (int, float)) else ""))
     return notes
+
+
+def add_answer_scores(sample: GroupSample, scores: pd.DataFrame) -> None:
+    """The per-answer arrays of a group's sample from its rows of scores.jsonl (``scores``): the
+    similarities ascending with their items, groundedness, structure compliance, fact errors,
+    low-confidence flags and character F1."""
+    scores = scores.reset_index(drop=True)
+    sim = scores["similarity"].to_numpy(dtype=float)
+    has_sim = np.isfinite(sim)
+    sample.similarity = np.sort(sim[has_sim])
+    order = np.argsort(sim[has_sim], kind="stable")
+    sample.similarity_items = scores["item_id"].to_numpy(dtype=object)[has_sim][order]
+    grounded = scores["groundedness"].to_numpy(dtype=float)
+    sample.groundedness = grounded[np.isfinite(grounded)]
+    compliant = scores["compliant"].to_numpy(dtype=float)
+    judged = np.isfinite(compliant)
+    sample.compliant = compliant[judged]
+    sample.compliant_items = scores["item_id"].to_numpy(dtype=object)[judged]
+    fact_error = (scores["fact_error"].to_numpy(dtype=float) if "fact_error" in scores   # (an older cache)
+                  else np.full(len(scores), np.nan))        # 1.0 / 0.0 per answer with a checked fact
+    checked = np.isfinite(fact_error)
+    sample.fact_error = fact_error[checked]
+    sample.fact_error_items = scores["item_id"].to_numpy(dtype=object)[checked]
+    sample.low_confidence, sample.char_f1, sample.char_f1_items = confidence_columns(scores)

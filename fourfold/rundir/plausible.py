@@ -32,13 +32,18 @@ FAR_S = 31 * 86_400          # a start further than this from the file's first r
 FAR_MS = FAR_S * 1000.0
 MAX_TOKENS = 1e9             # output tokens of one record beyond this: impossible
 ANCHOR_RECORDS = 64
-LATENCY_FIELDS = ("ttfb_ms", "ttft_ms", "e2e_ms", "queue_ms")
+LATENCY_FIELDS = ("ttfb_ms", "ttft_ms", "ttfo_ms", "e2e_ms", "queue_ms")
 NUMBER_FIELDS = ("started_at", "status", "ttfb_ms", "ttft_ms", "e2e_ms", "queue_ms", "output_tokens",
-                 "conn_reused", "warmup", "terminal")          # a JSON number, true/false or null
+                 "conn_reused", "ttfo_ms", "input_tokens", "cached_tokens", "reasoning_tokens",
+                 "reasoning_chunks", "warmup", "terminal")    # a JSON number, true/false or null
+# fields newer than schema 1's first records: a line without them reads them as null
+OPTIONAL_FIELDS = ("ttfo_ms", "input_tokens", "cached_tokens", "reasoning_tokens", "reasoning_chunks")
+TOKEN_FIELDS = ("output_tokens", "input_tokens", "cached_tokens", "reasoning_tokens")
 TEXT_FIELDS = ("level", "scenario", "variant", "item_id", "error_class")   # a string or null
 OFFSETS = "chunk_offsets_ms"                                   # a list of numbers, or null
-_RANGES = (*((name, 0.0, FAR_MS) for name in LATENCY_FIELDS), ("output_tokens", 0.0, MAX_TOKENS),
-           ("status", 0.0, 999.0))
+_RANGES = (*((name, 0.0, FAR_MS) for name in LATENCY_FIELDS),
+           *((name, 0.0, MAX_TOKENS) for name in TOKEN_FIELDS),
+           ("reasoning_chunks", 0.0, MAX_TOKENS), ("status", 0.0, 999.0))
 _NUMBER = (int, float)
 
 

@@ -150,7 +150,8 @@ def test_openai_stream_format_and_usage(fast_flat: SimProcess) -> None:
     assert final["delta"] == {} and final["finish_reason"] == "stop"
     usage = chunks[-1]
     assert usage["choices"] == [] and usage["usage"] == {
-        "prompt_tokens": 6, "completion_tokens": len(content), "total_tokens": 6 + len(content)}
+        "prompt_tokens": 6, "completion_tokens": len(content), "total_tokens": 6 + len(content),
+        "prompt_tokens_details": {"cached_tokens": 0}}     # vLLM's --enable-prompt-tokens-details
     assert all(c["usage"] is None for c in chunks[:-1])
     assert response.plan["output_tokens"] == len(content) and response.plan["input_tokens"] == 6
 
@@ -162,7 +163,8 @@ def test_openai_non_stream_and_max_tokens(fast_flat: SimProcess) -> None:
     assert data["object"] == "chat.completion"
     assert data["choices"][0]["message"] == {"role": "assistant", "content": "The sky looks blue because "}
     assert data["choices"][0]["finish_reason"] == "length"
-    assert data["usage"] == {"prompt_tokens": 6, "completion_tokens": 5, "total_tokens": 11}
+    assert data["usage"] == {"prompt_tokens": 6, "completion_tokens": 5, "total_tokens": 11,
+                             "prompt_tokens_details": {"cached_tokens": 0}}
 
 
 def test_ignore_eos_produces_exactly_max_tokens(fast_flat: SimProcess) -> None:
@@ -201,6 +203,46 @@ def test_anthropic_stream_format(fast_flat: SimProcess) -> None:
     assert all(d["type"] == "text_delta" for d in deltas)
     assert "".join(d["text"] for d in deltas) == BOOK.answer(prompt).text
     assert parsed[-2]["delta"]["stop_reason"] == "end_turn" and parsed[-2]["usage"]["output_tokens"] == n
+
+
+@pytest.fixture(scope="module")
+def thinking() -> Iterator[SimProcess]:
+    """Every answer reasons first, 6 tokens (``reasoning_field`` the newer vLLM spelling)."""
+    with start_simulator("thinking", seed=1, extra_args=[
+            "--ttft-ms", "5", "--itl-ms", "1", "--set", "reasoning_share=1", "--set", "reasoning_tokens=6",
+            "--set", "reasoning_tokens_jitter=0", "--set", "reasoning_field=reasoning"]) as sim:
+        yield sim
+
+
+def test_a_reasoning_answer_streams_its_reasoning_first_and_counts_it(thinking: SimProcess) -> None:
+    body = chat(SKY, stream=True, stream_options={"include_usage": True})
+    response = call(thinking, "POST", "/v1/chat/completions", body)
+    chunks = [json.loads(e[6:]) for e in response.events()[:-1]]
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    kinds = ["reasoning" if "reasoning" in d else "content" for d in deltas[1:-1]]
+    assert kinds == ["reasoning"] * 6 + ["content"] * (len(kinds) - 6)
+    assert "".join(d.get("content") or "" for d in deltas) == BOOK.answer(SKY).text     # the answer alone
+    usage = chunks[-1]["usage"]
+    assert usage["completion_tokens"] == len(kinds)
+    assert usage["completion_tokens_details"] == {"reasoning_tokens": 6}
+    plan = response.plan
+    assert plan["reasoning_tokens"] == 6 and plan["answer_ms"] == pytest.approx(5 + 6 * 1, abs=0.01)
+    data = call(thinking, "POST", "/v1/chat/completions", chat(SKY)).json()
+    message = data["choices"][0]["message"]
+    assert message["content"] == BOOK.answer(SKY).text and message["reasoning"].startswith("Let me think")
+
+
+def test_a_reasoning_answer_in_the_messages_api_is_a_thinking_block_then_a_text_block(thinking) -> None:
+    body = {"model": "claude", "max_tokens": 1024, "stream": True,
+            "messages": [{"role": "user", "content": SKY}]}
+    parsed = [json.loads(e.split("\n")[1][6:]) for e in call(thinking, "POST", "/v1/messages", body).events()]
+    blocks = [(d["index"], d["content_block"]["type"]) for d in parsed if d["type"] == "content_block_start"]
+    assert blocks == [(0, "thinking"), (1, "text")]
+    deltas = [(d["index"], d["delta"]["type"]) for d in parsed if d["type"] == "content_block_delta"]
+    assert deltas[:7] == [(0, "thinking_delta")] * 6 + [(0, "signature_delta")]
+    assert {d for d in deltas[7:]} == {(1, "text_delta")}
+    stops = [d["index"] for d in parsed if d["type"] == "content_block_stop"]
+    assert stops == [0, 1] and parsed[-1]["type"] == "message_stop"
 
 
 def test_anthropic_non_stream_and_errors(fast_flat: SimProcess) -> None:

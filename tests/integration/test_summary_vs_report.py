@@ -34,7 +34,7 @@ from typing import Any
 import pytest
 
 from fourfold.measure.metric_names import METRICS, WHERE, MetricDef, in_block, resolve, summary_value
-from fourfold.reports.compare import GroupSample
+from fourfold.reports.compare import REASONING_ROWS, GroupSample
 from fourfold.reports.load import RunData, base_scenario, load_run, run_variants
 from fourfold.reports.report import Side, build_report
 from tests.conftest import REPO, only_run_dir, run_locust
@@ -66,9 +66,13 @@ def _run(base: Path, args: list[str]) -> tuple[Path, dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def l1_run(tmp_path_factory):
-    return _run(tmp_path_factory.mktemp("l1"), [
+    base = tmp_path_factory.mktemp("l1")
+    profile = base / "reasoning-candidate.json"     # the candidate, reasoning before half of its answers
+    profile.write_text(json.dumps({"extends": "candidate", "reasoning_share": 0.5, "reasoning_tokens": 12,
+                                   "reasoning_tokens_jitter": 3}))
+    return _run(base, [
         "-f", locustfile("l1_throughput.py"), "--headless", "-u", "6", "-r", "6", "-t", "10s",
-        "--sim-profile", "candidate", "--no-ignore-eos", "--slo", SLO])  # whole answers: compliance is judged
+        "--sim-profile", str(profile), "--no-ignore-eos", "--slo", SLO])  # whole answers: compliance judged
 
 
 @pytest.fixture(scope="module")
@@ -183,6 +187,9 @@ def compare(summary: dict[str, Any], data: RunData) -> dict[str, dict[str, tuple
                 if shown in not_in_report and v.where == "summary":
                     assert theirs is None and ours is not None, f"{v.name} {shown}: {ours!r} vs {theirs!r}"
                     continue
+                if shown in REASONING_ROWS and not v.sample.requests_reasoning:
+                    assert theirs is None, f"{v.name} {shown}: a reasoning row where nothing reasoned"
+                    continue          # (the report shows them only where an answer reasoned)
                 if ours is None and theirs is None:
                     continue
                 assert ours is not None and theirs is not None, (
@@ -227,6 +234,9 @@ def test_l1_every_group_metric_agrees(l1_run):
     assert 0 < compared["requests_with_stall"][0] < compared["requests"][0]
     assert 0 < compared["good"][0] < compared["ok"][0]
     assert compared["ttft_p50"][0] > 0 and compared["itl_p99"][0] > 150      # the pauses are in the ITL tail
+    # half the answers reasoned (~12 tokens at the candidate's 15 ms ITL) and the prefix cache was asked
+    assert 0.3 < compared["reasoning_share"][0] < 0.7 and compared["reasoning_p50"][0] > 100
+    assert compared["ttfo_p50"][0] > compared["ttft_p50"][0] and compared["cache_input_tokens"][0] > 0
     assert set(compared) == shared("summary") and len(shared("summary")) >= 20
 
 
@@ -235,7 +245,8 @@ def test_l4_sessions_agree_per_variant_and_in_total(l4_ab_run):
     result = compare(summary, _load(run))
     assert sorted(result) == ["l4:session@A", "l4:session@B", "sessions[A]", "sessions[B]", "sessions[total]"]
     for name in ("l4:session@A", "l4:session@B"):
-        assert set(result[name]) == shared("summary") - GOODPUT, name      # no SLO: no goodput
+        # no SLO: no goodput; no reasoning: no reasoning rows
+        assert set(result[name]) == shared("summary") - GOODPUT - set(REASONING_ROWS), name
     for name in ("sessions[A]", "sessions[B]", "sessions[total]"):
         assert set(result[name]) == shared("sessions"), name
     a, b, total = (result[f"sessions[{v}]"] for v in ("A", "B", "total"))
@@ -249,7 +260,8 @@ def test_l3_rag_block_agrees(l3_run):
     run, summary = l3_run
     result = compare(summary, _load(run))
     assert sorted(result) == ["l3:rag", "rag"]
-    assert set(result["l3:rag"]) == shared("summary") - GOODPUT
+    # the reference RAG service reports no prefix cache: no cache_hit_share on either side
+    assert set(result["l3:rag"]) == shared("summary") - GOODPUT - set(REASONING_ROWS) - {"cache_hit_share"}
     rag = result["rag"]
     assert set(rag) == shared("rag")
     assert rag["requests"][0] >= 30 and 0 < rag["recall_at_k"][0] < 1 and 0 < rag["precision_at_k"][0] < 1

@@ -18,6 +18,7 @@ from fourfold.errors import RecordsFormatError, SchemaError
 from fourfold.measure.record import RequestRecord
 from fourfold.reports import recordlines
 from fourfold.reports.records import RecordTable, read_record_table
+from fourfold.rundir import plausible
 from tests.unit.test_report_data import RunSpec, write_run
 
 scanner = recordlines._records_scan
@@ -79,6 +80,31 @@ def test_ordinary_runs_read_the_same(tmp_path, block_bytes):
     assert len(table.frame) == 120
     assert (table.frame["n_chunks"] == 20).sum() > 100 and not table.frame["ok"].all()
     assert handed_back(path.read_bytes().splitlines()) == []          # every ordinary line read in C
+
+
+@needs_scanner
+def test_a_line_from_before_the_optional_fields_reads_them_as_null_in_c(tmp_path):
+    """Records written before ttfo_ms, input/cached/reasoning tokens existed: the scanner reads them
+    (not handed back) with those columns NaN, as the fallback does; a present value is read."""
+    run = write_run(tmp_path, RunSpec("base", seed=3, n=30), scores=False)
+    path = run / "records.jsonl"
+    lines = []
+    for i, line in enumerate(path.read_bytes().splitlines()):
+        data = json.loads(line)
+        if i % 2:
+            for name in plausible.OPTIONAL_FIELDS:
+                data.pop(name, None)
+        else:
+            data.update(ttfo_ms=12.5, input_tokens=40, cached_tokens=32, reasoning_tokens=7,
+                        reasoning_chunks=3)
+        lines.append(json.dumps(data).encode())
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    assert handed_back(lines) == []
+    frame = both(path).frame
+    for name in plausible.OPTIONAL_FIELDS:
+        column = frame[name].to_numpy()
+        assert np.isnan(column[1::2]).all() and not np.isnan(column[0::2]).any(), name
+    assert frame["cached_tokens"].iloc[0] == 32 and frame["ttfo_ms"].iloc[0] == 12.5
 
 
 def awkward_records() -> list[str]:

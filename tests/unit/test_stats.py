@@ -63,12 +63,12 @@ def test_counters_per_record(case: str, record: RequestRecord, expected: dict[st
 
 def test_histograms_take_ok_requests_only() -> None:
     stats = LLMStats()
-    stats.add_record(rec(chunk_offsets_ms=[100.0, 120.0, 140.0, 400.0], ttfo_ms=100.0))   # gaps 20, 20, 260
+    stats.add_record(rec(chunk_offsets_ms=[100.0, 120.0, 140.0, 400.0], ttfo_ms=100.0))   # gaps 20/20/260
     stats.add_record(rec(status=503, error_class="http_5xx", ttft_ms=None, e2e_ms=3.0, ttfb_ms=3.0,
                          chunk_offsets_ms=[], output_tokens=0, terminal=False, queue_ms=7.0))
     h = stats.group("L1", "chat").hists
-    # ttfb, ttft, ttfo, itl, tpot, e2e, output_tokens, queue, request_tps, jitter, reasoning_ms, reasoning_tokens,
-    # answer_tps (no reasoning: the answer is the whole output)
+    # ttfb, ttft, ttfo, itl, tpot, e2e, output_tokens, queue, request_tps, jitter, reasoning_ms,
+    # reasoning_tokens, answer_tps (no reasoning: the answer is the whole output)
     assert [h[name].count for name in HISTOGRAMS] == [1, 1, 1, 3, 1, 1, 1, 2, 1, 1, 0, 0, 1]
     assert h["answer_tps"].quantile(0.5) == pytest.approx(h["request_tps"].quantile(0.5), rel=0.005)
     assert h["tpot_ms"].quantile(0.5) == pytest.approx((400.0 - 100.0) / 3, rel=0.005)
