@@ -68,6 +68,8 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("ttft_p50_ms", "TTFT p50 ms", "ms"),
     ("ttft_p95_ms", "TTFT p95 ms", "ms"),
     ("ttft_p99_ms", "TTFT p99 ms", "ms"),
+    ("ttfo_p50_ms", "TTFO p50 ms", "ms"),        # the first answer token (reasoning left out)
+    ("ttfo_p95_ms", "TTFO p95 ms", "ms"),
     ("itl_p50_ms", "ITL p50 ms", "ms"),
     ("itl_p99_ms", "ITL p99 ms", "ms"),
     ("tpot_p50_ms", "TPOT p50 ms", "ms"),
@@ -81,6 +83,8 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("interruption_rate", "interrupted %", "pct"),
     ("error_rate", "failed %", "pct"),
     ("conn_reuse", "conn reuse %", "pct"),
+    ("reasoning_share", "reasoned %", "pct"),
+    ("cache_hit_share", "prefix cache hit %", "pct"),
     ("goodput_rps", "goodput req/s", "num"),
 )
 _PERCENTILE_KEY = re.compile(r"^([a-z0-9]+)_(p\d+)_ms$")

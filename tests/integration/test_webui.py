@@ -46,7 +46,7 @@ def test_llm_tab_csv_charts_and_start_form_on_a_local_run(tmp_path, locustfile):
         assert titles[:6] == ["level:scenario", "requests", "failures", "TTFT p50 ms", "TTFT p95 ms",
                               "TTFT p99 ms"]
         assert {"stall %", "interrupted %", "conn reuse %", "goodput req/s", "output tok/s", "jitter p50 ms",
-                "pulse Hz"} <= set(titles)
+                "pulse Hz", "TTFO p50 ms", "TTFO p95 ms", "reasoned %", "prefix cache hit %"} <= set(titles)
         assert all("_" not in c["key"] for c in table["structure"])   # the frontend camel-cases row keys
         assert {f["href"] for f in args["extended_csv_files"]} == {"./fourfold/llm.csv", "./fourfold/charts"}
         # fourfold's options are in the start form with their defaults; the secret is masked, not in the page
