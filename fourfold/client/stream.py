@@ -45,6 +45,7 @@ import httpx
 from gevent import monkey, sleep
 
 from fourfold.adapters.httpx import break_stream_cycle, direct_transport, merge_url, transport_stream
+from fourfold.client.answer import answer_chunk, tool_call_facts
 from fourfold.client.dialects.base import Dialect, HttpRequest
 from fourfold.client.encoding import IDENTITY, decode_pieces
 from fourfold.client.h1wire import MalformedResponse
@@ -364,7 +365,8 @@ def _finish(dialect: Dialect, request: HttpRequest, record: RequestRecord, t0: i
             (estimate_tokens(completion.reasoning), "estimate") if not request.stream
             else (completion.reasoning_deltas, "chunks"))
     if tokenizer is not None:
-        count_record_tokens(record, request.json, completion.text, tokenizer, completion.reasoning)
+        answer = completion.text + "".join(call["name"] + call["arguments"] for call in completion.tool_calls)
+        count_record_tokens(record, request.json, answer, tokenizer, completion.reasoning)
     record.terminal = completion.terminal
     record.finish_reason = completion.finish_reason
     record.set_text(secrets.scrub(completion.text))     # before the 16 KiB cap: no key cut in half
@@ -375,23 +377,12 @@ def _finish(dialect: Dialect, request: HttpRequest, record: RequestRecord, t0: i
         record.server_timing.update(stage_ms(found))
     if completion.extra:
         record.extra.update(completion.extra)
+    if completion.tool_calls:
+        record.extra.update(tool_call_facts(completion.tool_calls, secrets.scrub))
     record.error_class, record.error_detail = _classify(record, completion.error_class,
                                                         completion.error_detail, transport_error,
                                                         transport_detail)
     return record
-
-
-def answer_chunk(counts: list[int], first_answer_delta: int | None) -> int:
-    """The index of the content chunk that carried delta ``first_answer_delta`` (``counts``: the
-    deltas each chunk completed); ``len(counts)`` when no delta was answer output (reasoning only)."""
-    if first_answer_delta is None:
-        return len(counts)
-    seen = 0
-    for index, n in enumerate(counts):
-        seen += n
-        if seen > first_answer_delta:
-            return index
-    return len(counts)
 
 
 def stage_ms(timings: dict[str, float]) -> dict[str, float]:

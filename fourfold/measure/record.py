@@ -57,6 +57,9 @@ UNSOLICITED = "unsolicited_bytes"             # bytes after this response's end 
 UNSOLICITED_BEFORE = "unsolicited_before"     # bytes an idle pooled connection held before this request
                                               # (dropped)
 INPUT_TOKENS_SOURCE = "input_tokens_source"   # with --tokenizer: "usage" (the server's count) or "tokenizer"
+TOOL_CALLS = "tool_calls"                     # the tool calls an answer made: [{"id", "name", "arguments"}]
+TOOL_CALLS_NOT_JSON = "tool_calls_not_json"   # of them, those whose arguments are no JSON object
+MAX_TOOL_CALLS = 64                           # calls kept per record (all are counted)
 
 
 @dataclass

@@ -27,7 +27,7 @@ STREAMS = {"vllm_chat": "openai", "vllm_chat_reasoning": "openai", "llamacpp_cha
            "tgi_chat": "openai", "llamacpp_captured_stop": "openai", "llamacpp_captured_length": "openai",
            "anthropic_messages": "anthropic", "anthropic_messages_crlf": "anthropic",
            "anthropic_thinking_tools": "anthropic", "triton_generate_stream": "triton",
-           "deepseek_reasoner": "openai", "sglang_reasoning": "openai"}
+           "deepseek_reasoner": "openai", "sglang_reasoning": "openai", "openai_tool_calls": "openai"}
 ITEM = Item(id="q", messages=({"role": "user", "content": "hi"},))
 SSE = "text/event-stream; charset=utf-8"
 
@@ -161,6 +161,24 @@ def test_the_first_answer_token_is_timed_apart_from_the_reasoning(name: str, rea
         again = send_body(STREAMS[name], merged)
         assert again.reasoning_chunks == reasoning - 1
         assert again.ttfo_ms == again.chunk_offsets_ms[reasoning - 1]
+
+
+def test_tool_calls_are_answer_output_kept_on_the_record_and_checked_for_json() -> None:
+    """A tool-call stream has no text: its first tool-call delta is the first token (TTFT = TTFO),
+    finish_reason tool_calls is a complete answer, the call is kept; arguments cut in the middle
+    are counted as no JSON object, not a crash."""
+    raw = (RECORDED / "openai_tool_calls.sse").read_bytes()
+    events = [e + b"\n\n" for e in raw.split(b"\n\n") if e.strip()]
+    record = send_body("openai", events)
+    assert (record.error_class, record.finish_reason, record.text) == ("ok", "tool_calls", "")
+    assert record.ttft_ms == record.ttfo_ms == record.chunk_offsets_ms[0] and record.content_chunks == 13
+    assert record.extra["tool_calls"] == [{"id": "call_DdmO9pD3xa9XTPNJ32zg2hcA", "name": "get_weather",
+                                          "arguments": '{"location":"Paris, France","unit":"celsius"}'}]
+    assert record.extra["tool_calls_not_json"] == 0
+    last = max(i for i, e in enumerate(events) if b'"arguments":' in e)
+    again = send_body("openai", events[:last] + events[last + 1:])      # the closing '"}' lost
+    assert again.error_class == "ok" and again.extra["tool_calls_not_json"] == 1
+    assert again.extra["tool_calls"][0]["arguments"] == '{"location":"Paris, France","unit":"celsius'
 
 
 GARBAGE = st.lists(st.one_of(st.binary(max_size=50), st.sampled_from([

@@ -81,9 +81,17 @@ EXPECTED = {
         text="Hello! I'm Claude — happy to help.", content_deltas=6, output_tokens=15, input_tokens=472,
         finish_reason="end_turn", terminal=True, error_class=""), {}),
     "anthropic_thinking_tools": ("anthropic", dict(
-        text="Let me check that.", reasoning="I need to find the weather in Paris.", content_deltas=5,
+        text="Let me check that.", reasoning="I need to find the weather in Paris.", content_deltas=8,
         output_tokens=64, input_tokens=38, finish_reason="length", terminal=True, error_class="",
-        first_answer_delta=3, reasoning_deltas=3), {}),
+        first_answer_delta=3, reasoning_deltas=3, tool_calls=[
+            {"id": "toolu_01T1x1fJ34qAmk2tNTrN7Up6", "name": "get_weather",
+             "arguments": '{"location": "Paris"}'}]), {}),
+    "openai_tool_calls": ("openai", dict(
+        text="", reasoning="", content_deltas=13, output_tokens=19, input_tokens=81,
+        finish_reason="tool_calls", terminal=True, error_class="", first_answer_delta=0, reasoning_tokens=0,
+        cached_tokens=0, tool_calls=[
+            {"id": "call_DdmO9pD3xa9XTPNJ32zg2hcA", "name": "get_weather",
+             "arguments": '{"location":"Paris, France","unit":"celsius"}'}]), {}),
     "triton_generate_stream": ("triton", dict(
         text=" Machine learning is a branch of artificial intelligence.", content_deltas=9,
         output_tokens=None, input_tokens=None, finish_reason="", terminal=True, error_class=""), {}),

@@ -9,7 +9,9 @@ A ``text_delta`` is answer text and a ``thinking_delta`` is reasoning: both are 
 first ``text_delta`` is the first answer token). The prompt's size is ``input_tokens`` plus the
 cache's ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` (Anthropic counts them
 apart); the cache read is the record's ``cached_tokens``.
-``input_json_delta`` (tool arguments), ``signature_delta`` and ``citations_delta`` are not.
+A ``tool_use`` block is answer output too: its ``content_block_start`` (the tool's name) and each
+non-empty ``input_json_delta`` (a piece of its arguments) are content deltas; ``signature_delta``
+and ``citations_delta`` are not.
 
 ``stop_reason: "max_tokens"`` becomes ``finish_reason: "length"`` so truncation reads the same in
 every dialect; other stop reasons are kept as sent (``end_turn``, ``stop_sequence``, ``tool_use``).
@@ -20,6 +22,7 @@ anything else -> interrupted.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fourfold.client.dialects.base import HttpRequest, RequestOptions
@@ -68,6 +71,12 @@ class AnthropicMessagesParser(JsonEventParser):
                     if thinking and isinstance(thinking, str):
                         self._thought(thinking)
                         return 1
+                elif delta_type == "input_json_delta":       # a tool_use block's input, piece by piece
+                    return int(self._tool(obj.get("index"), arguments=delta.get("partial_json")))
+            elif kind == "content_block_start":
+                block = obj.get("content_block") or {}
+                if block.get("type") == "tool_use":          # its name is output already (OpenAI's too)
+                    return int(self._tool(obj.get("index"), block.get("id"), block.get("name")))
             elif kind == "message_delta":
                 self._read_usage(obj.get("usage"))
                 stop = (obj.get("delta") or {}).get("stop_reason")
@@ -101,8 +110,11 @@ class AnthropicMessagesParser(JsonEventParser):
                 self._answer(block["text"])
             elif kind == "thinking" and isinstance(block.get("thinking"), str):
                 self._thought(block["thinking"], answered=bool(self._text))
+            elif kind == "tool_use":
+                arguments = json.dumps(block.get("input"), ensure_ascii=False) if "input" in block else None
+                self._tool(len(self._tools), block.get("id"), block.get("name"), arguments)
         done = self._done
-        done.content_deltas = 1 if any(self._text) or any(self._reasoning) else 0
+        done.content_deltas = 1 if any(self._text) or any(self._reasoning) or self._tools else 0
         stop = obj.get("stop_reason")
         done.finish_reason = _STOP_REASONS.get(stop, str(stop)) if stop else ""
         self._read_usage(obj.get("usage"))

@@ -63,6 +63,7 @@ class Completion:
     reasoning_tokens: int | None = None     # from the usage's reasoning count, when reported and plausible
     input_tokens: int | None = None
     cached_tokens: int | None = None   # prompt tokens the server took from its prefix cache (usage)
+    tool_calls: list[dict[str, str]] = field(default_factory=list)   # {"id", "name", "arguments"} each
     finish_reason: str = ""
     terminal: bool = False             # the dialect's end-of-stream event was seen
     error_class: str = ""              # "" or one of measure.record.ERROR_CLASSES

@@ -32,6 +32,7 @@ ERROR_RANK = {"": 0, "malformed_stream": 1, "too_large": 2, "interrupted": 3, "h
 # a JSON string without escapes or control characters: the fast path takes it as plain text
 _PLAIN_STRING = re.compile(rb'"[^"\\\x00-\x1f]*"')
 
+MAX_CALLS = 1024   # tool calls told apart per response; further ones are kept as one
 _HEAD_PARTS = 16   # feed_chunks: events its template search sees first when C scans the body
 
 # the C scanner json.loads itself ends up in (typeshed types its argument as the C class)
@@ -131,6 +132,7 @@ class JsonEventParser:
         self._answer_at: int | None = None
         self._reasoning_only = 0
         self._reasoning_deltas = 0
+        self._tools: dict[Any, dict[str, Any]] = {}     # a call's index -> id, name, argument pieces
 
     # ---- StreamParser ----
     def feed(self, data: bytes) -> int:
@@ -340,6 +342,8 @@ class JsonEventParser:
         done.reasoning = "".join(self._reasoning)
         done.first_answer_delta = self._answer_at
         done.reasoning_deltas = self._reasoning_deltas
+        done.tool_calls = [{"id": call["id"], "name": call["name"], "arguments": "".join(call["arguments"])}
+                           for call in self._tools.values()]
         settle_usage(self, done)
         if (self.streaming and not done.terminal and done.finish_reason
                 and not self.decoder.discarded_tail_bytes):
@@ -355,6 +359,26 @@ class JsonEventParser:
         self._text.append(text)
         if self._answer_at is None:
             self._answer_at = self._reasoning_only
+
+    def _tool(self, index: Any, call_id: Any = None, name: Any = None, arguments: Any = None) -> bool:
+        """A piece of tool call ``index``: its id and name (first seen) and a piece of its arguments'
+        JSON text. True when the piece is output (a name or argument text): answer output, as text is."""
+        key = index if isinstance(index, (int, str)) else len(self._tools)
+        if key not in self._tools and len(self._tools) >= MAX_CALLS:
+            key = "(more calls)"                 # a server naming a new call per event: bounded
+        call = self._tools.setdefault(key, {"id": "", "name": "", "arguments": []})
+        if isinstance(call_id, str) and call_id and not call["id"]:
+            call["id"] = call_id
+        output = False
+        if isinstance(name, str) and name:
+            call["name"] += name
+            output = True
+        if isinstance(arguments, str) and arguments:
+            call["arguments"].append(arguments)
+            output = True
+        if output and self._answer_at is None:
+            self._answer_at = self._reasoning_only
+        return output
 
     def _thought(self, text: str, answered: bool = False) -> None:
         """A delta's reasoning text; ``answered``: the same delta carried answer output too."""

@@ -2,8 +2,10 @@
 
 The same parser reads every OpenAI-compatible server fourfold has met (vLLM, SGLang,
 llama.cpp's server, TGI's ``/v1`` route, the simulator): a *content delta* is an event whose
-``choices[0].delta`` carries non-empty ``content`` or reasoning (``reasoning_content`` from
-DeepSeek/vLLM, ``reasoning`` from newer vLLM/Ollama); a role-only first chunk is not one. Usage
+``choices[0].delta`` carries non-empty ``content``, reasoning (``reasoning_content`` from
+DeepSeek/vLLM/SGLang, ``reasoning`` from newer vLLM/Ollama) or a piece of a tool call (``tool_calls``:
+a function's name or argument text); a role-only first chunk is not one. ``finish_reason:
+"tool_calls"`` ends a complete answer like ``stop``. Usage
 may come in its own chunk with ``choices: []`` (``stream_options.include_usage``), inside the
 finish chunk (TGI, llama.cpp) or in every chunk (vLLM ``continuous_usage_stats``): the last value
 wins. ``data: [DONE]`` is the terminal event. llama.cpp's ``timings`` block (server-side prompt and
@@ -74,7 +76,8 @@ def content_template(payload: bytes) -> tuple[bytes, bytes] | None:
         return None
     if probe != original or len(choices) != 1 or type(choices[0]) is not dict:
         return None
-    if ("reasoning_content" in delta or "reasoning" in delta or choices[0].get("finish_reason")
+    if ("reasoning_content" in delta or "reasoning" in delta or delta.get("tool_calls")
+            or choices[0].get("finish_reason")
             or probe.get("usage") or "error" in probe or probe.get("object") == "error"
             or "timings" in probe):
         return None
@@ -153,6 +156,13 @@ class OpenAIChatParser(JsonEventParser):
                 if content and isinstance(content, str):
                     self._answer(content)
                     got = 1
+                calls = delta.get("tool_calls")
+                if calls and isinstance(calls, list):
+                    for call in calls:
+                        function = call.get("function") or {}
+                        if self._tool(call.get("index", 0), call.get("id"), function.get("name"),
+                                      function.get("arguments")):
+                            got = 1
                 reasoning = delta.get("reasoning_content") or delta.get("reasoning")
                 if reasoning and isinstance(reasoning, str):
                     self._thought(reasoning, answered=bool(got))
@@ -181,8 +191,11 @@ class OpenAIChatParser(JsonEventParser):
             self._thought(reasoning, answered=isinstance(content, str) and bool(content))
         if isinstance(content, str) and content:
             self._answer(content)
+        for index, call in enumerate(message.get("tool_calls") or ()):
+            function = call.get("function") or {}
+            self._tool(index, call.get("id"), function.get("name"), function.get("arguments"))
         done = self._done
-        done.content_deltas = 1 if (self._text or self._reasoning) else 0
+        done.content_deltas = 1 if (self._text or self._reasoning or self._tools) else 0
         done.finish_reason = str(choice.get("finish_reason") or "")
         if isinstance(obj.get("usage"), dict):
             self._read_usage(obj["usage"])
