@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import only_run_dir, run_locust
 
 from fourfold.cli import main
+from tests.conftest import only_run_dir, run_locust
 
 pytestmark = pytest.mark.integration
 
