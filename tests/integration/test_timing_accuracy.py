@@ -100,12 +100,15 @@ def test_ttfo_is_the_planned_answer_start_at_64_streams(thinking_sim, dialect_na
         assert (record.reasoning_tokens, record.reasoning_tokens_source) == \
             ((20, "usage") if dialect_name == "openai" else (20, "chunks"))
         assert record.plan["reasoning_tokens"] == 20 and record.ttfo_ms > record.ttft_ms + 150
-        if record.content_chunks < 30:     # two tokens read at once (waiting for a core): stamps merged
+        first = record.reasoning_chunks                 # the first answer chunk (reasoning reads may merge)
+        assert 0 < first <= 20 and record.ttfo_ms == record.chunk_offsets_ms[first]
+        # a read is stamped when its last byte arrived: the first answer token's own stamp only when its
+        # read held no later token (~10 ms after the reasoning's last read, not ~20: the process waited)
+        if record.chunk_offsets_ms[first] - record.chunk_offsets_ms[first - 1] >= 15:
             continue
-        assert record.reasoning_chunks == 20 and record.ttfo_ms == record.chunk_offsets_ms[20]
         admitted_ms = (record.plan["t0_monotonic_s"] - record.sent_mono_s) * 1000
         lags.append(record.ttfo_ms - (admitted_ms + record.plan["answer_ms"]))
-    assert len(lags) >= 32, f"only {len(lags)} of 64 streams had each token read alone"
+    assert len(lags) >= 16, f"only {len(lags)} of 64 streams read their first answer token alone"
     print(f"{dialect_name}: TTFO - planned answer start, ms: median {statistics.median(lags):.3f}, "
           f"max {max(lags):.3f} over {len(lags)} streams")
     # 1 ms on a quiet machine (docs/benchmarks.md); beside two busy loops the simulator itself sends up to
