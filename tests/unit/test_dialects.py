@@ -614,3 +614,19 @@ def test_reasoning_and_cached_counts_are_believed_only_when_plausible(usage: dic
     assert (completion.reasoning_tokens, completion.cached_tokens, completion.output_tokens) == \
         (reasoning, cached, 3)
     assert (completion.first_answer_delta, completion.reasoning_deltas) == (1, 1)
+
+
+@settings(max_examples=40, deadline=None)
+@given(reasoning=st.sampled_from([0, 1, 3, 40]), data=st.data())
+def test_the_first_answer_delta_is_the_same_on_the_template_path(reasoning: int, data: st.DataObject) -> None:
+    """Reasoning deltas, then plain content deltas that the fast path reads by the stream's template
+    (no JSON parse): the first answer delta is found the same on both paths, in any split."""
+    raw = sse(chunk(role="assistant", content=""),
+              *(chunk(reasoning_content=f"r{i}") for i in range(reasoning)),
+              *(chunk(f"t{i}") for i in range(10)), chunk(finish="stop"), "[DONE]")
+    cuts = sorted(set(data.draw(st.lists(st.integers(1, len(raw) - 1), max_size=12))))
+    chunks = [raw[a:b] for a, b in pairwise([0, *cuts, len(raw)])]
+    slow, fast, taken, parser = both_paths("openai", chunks)
+    assert fast == slow and fast[0].first_answer_delta == reasoning
+    if len(chunks) > 1:
+        assert taken and parser._template_hits >= 8              # the answer deltas read by the template

@@ -51,7 +51,8 @@ def content_template(payload: bytes) -> tuple[bytes, bytes] | None:
     finish_reason); only the content differs. The template is proven, not assumed: the event with
     a probe string in place of its content must parse to the same object with the probe as its
     content, and that object must carry nothing else the parser reads (no finish reason, usage,
-    error, timings or reasoning).
+    error, timings, reasoning or tool call; a null ``reasoning_content``, as SGLang and DeepSeek
+    send beside every answer delta, carries nothing).
     """
     at = payload.find(b'"content":')
     if at < 0:
@@ -76,7 +77,7 @@ def content_template(payload: bytes) -> tuple[bytes, bytes] | None:
         return None
     if probe != original or len(choices) != 1 or type(choices[0]) is not dict:
         return None
-    if ("reasoning_content" in delta or "reasoning" in delta or delta.get("tool_calls")
+    if (delta.get("reasoning_content") or delta.get("reasoning") or delta.get("tool_calls")
             or choices[0].get("finish_reason")
             or probe.get("usage") or "error" in probe or probe.get("object") == "error"
             or "timings" in probe):
@@ -104,7 +105,9 @@ class OpenAIChatParser(JsonEventParser):
         fits too (the role chunk that opens a vLLM stream has a template of its own), or None."""
         tries = 0
         for i, part in enumerate(parts[:-1]):
-            if not part.startswith(b"data: {") or b"\n" in part:
+            # (a reasoning model's reasoning events, with no content string, are passed over uncounted)
+            if (not part.startswith(b"data: {") or b"\n" in part or b'"content":' not in part
+                    or b'"content":null' in part or b'"content": null' in part):
                 continue
             tries += 1
             if tries > 4:
