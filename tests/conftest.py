@@ -34,7 +34,10 @@ def pytest_configure(config: pytest.Config) -> None:
     for plugin in config.pluginmanager.get_plugins():
         queue = getattr(plugin, "torun", None)
         if queue is not None and hasattr(queue, "_has_items_event"):
-            queue._lock = monkey.get_original("threading", "RLock")()
+            # _thread's C RLock: threading.RLock, even the original function, builds a Python RLock on
+            # the patched (gevent) lock, and a greenlet waiting on it while execnet's thread held it
+            # ended a CI worker in LoopExit
+            queue._lock = monkey.get_original("_thread", "RLock")()
             queue._has_items_event = _PolledEvent()
 
 
