@@ -320,3 +320,11 @@ def test_cli_arguments_become_a_config() -> None:
     assert config.host == "127.0.0.1"
     with pytest.raises(ProfileError, match="must be a float"):
         config_from_args(build_parser().parse_args(["--set", "itl_ms=fast"]))
+
+
+@pytest.mark.parametrize("field, value", [("reasoning_tokens", 1e300), ("reasoning_tokens", float("nan")),
+                                          ("reasoning_tokens", -1), ("reasoning_tokens_jitter", 1e9),
+                                          ("reasoning_share", 1.5), ("reasoning_field", "thoughts")])
+def test_reasoning_fields_out_of_range_are_a_profile_error(field, value):
+    with pytest.raises(ProfileError, match="reasoning"):
+        load_profile("thinking", {field: value})

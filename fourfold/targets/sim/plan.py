@@ -23,7 +23,7 @@ from typing import Any
 from fourfold.targets.sim.answers import Answer
 from fourfold.targets.sim.paraphrase import GenerationKnobs, Slip, generate
 from fourfold.targets.sim.perturb import QualityKnobs, perturb
-from fourfold.targets.sim.profile import Profile
+from fourfold.targets.sim.profile import MAX_REASONING_TOKENS, Profile
 from fourfold.targets.sim.tokens import cycle_tokens, tokenize
 
 
@@ -219,7 +219,8 @@ def reasoning_count(profile: Profile, seed: int, facts: RequestFacts) -> int:
     rng = random.Random(f"{seed}\x1freasoning\x1f{facts.prompt}\x1f{facts.occurrence}")
     if rng.random() >= profile.reasoning_share:
         return 0
-    count = max(1, round(_gauss(rng, profile.reasoning_tokens, profile.reasoning_tokens_jitter)))
+    count = min(MAX_REASONING_TOKENS,
+                max(1, round(_gauss(rng, profile.reasoning_tokens, profile.reasoning_tokens_jitter))))
     return min(count, facts.max_tokens) if facts.max_tokens is not None else count
 
 

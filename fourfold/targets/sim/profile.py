@@ -18,6 +18,7 @@ from typing import Any
 from fourfold.errors import FaultError, ProfileError
 from fourfold.targets.sim.fault_spec import FaultSpec
 
+MAX_REASONING_TOKENS = 100_000   # one answer's reasoning (a plan holds every token: 1e300 would not fit)
 PROFILES_DIR = Path(__file__).resolve().parents[1] / "profiles"
 
 DEFAULT_STRUCTURED_PATTERNS = (
@@ -128,12 +129,13 @@ class Profile:
                                "prefix_cache_block_tokens must be >= 0 and prefix_cache_discount "
                                "within [0, 1]")
 
-        if not (0 <= self.reasoning_share <= 1 and self.reasoning_tokens >= 0
-                and self.reasoning_tokens_jitter >= 0
+        if not (0 <= self.reasoning_share <= 1 and 0 <= self.reasoning_tokens <= MAX_REASONING_TOKENS
+                and 0 <= self.reasoning_tokens_jitter <= MAX_REASONING_TOKENS
                 and self.reasoning_field in ("reasoning_content", "reasoning")):
             raise ProfileError(f"profile {self.name!r}: reasoning_share must be within [0, 1], "
-                               "reasoning_tokens and reasoning_tokens_jitter >= 0, reasoning_field "
-                               "'reasoning_content' or 'reasoning'")
+                               "reasoning_tokens and reasoning_tokens_jitter within "
+                               f"[0, {MAX_REASONING_TOKENS}], reasoning_field 'reasoning_content' or "
+                               "'reasoning'")
 
     def is_structured(self, prompt: str) -> bool:
         """True when the prompt asks for a structure (points, steps, table, comparison)."""
