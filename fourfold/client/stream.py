@@ -53,6 +53,7 @@ from fourfold.client.native import offsets_ms
 from fourfold.client.reactor import drain as drain_reactor
 from fourfold.client.transport import RawH1Transport, read_pieces
 from fourfold.measure.record import NO_TERMINAL_EVENT, UNSOLICITED, UNSOLICITED_BEFORE, RequestRecord
+from fourfold.measure.tokentiming import multi_token_chunks, streamed_tokens
 from fourfold.rundir.secrets import NO_SECRETS, Secrets
 from fourfold.rundir.secrets import for_request as secrets_for_request
 from fourfold.workloads.synthetic import estimate_tokens
@@ -367,6 +368,11 @@ def _finish(dialect: Dialect, request: HttpRequest, record: RequestRecord, t0: i
     if tokenizer is not None:
         answer = completion.text + "".join(call["name"] + call["arguments"] for call in completion.tool_calls)
         count_record_tokens(record, request.json, answer, tokenizer, completion.reasoning)
+    if request.stream and offsets:       # how many tokens a chunk carried; the client's count beside usage
+        if record.output_tokens_source == "usage" and record.client_output_tokens is None:
+            record.client_output_tokens = completion.content_deltas
+        streamed = streamed_tokens(record.output_tokens, record.reasoning_tokens, record.reasoning_chunks)
+        record.multi_token_chunks = multi_token_chunks(streamed, len(offsets))
     record.terminal = completion.terminal
     record.finish_reason = completion.finish_reason
     record.set_text(secrets.scrub(completion.text))     # before the 16 KiB cap: no key cut in half

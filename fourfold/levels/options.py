@@ -127,8 +127,8 @@ class Settings:
 
     # target
     dialect: str = option("openai", "--dialect", "target", choices=sorted(DIALECTS),
-                          help="Wire format of the target: openai (chat completions), anthropic "
-                               "(/v1/messages), triton (KServe v2)")
+                          help="Wire format of the target: openai (chat completions), responses "
+                               "(/v1/responses), anthropic (/v1/messages), triton (KServe v2)")
     model: str = option("fourfold-sim", "--model", "target", help="Model name sent in each request")
     api_key: str = option("", "--api-key", "target", secret=True, env_var="FOURFOLD_API_KEY", read=_api_key,
                           help="API key (or env FOURFOLD_API_KEY); sent as Bearer or x-api-key, never "

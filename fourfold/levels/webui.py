@@ -72,6 +72,8 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("ttfo_p95_ms", "TTFO p95 ms", "ms"),
     ("itl_p50_ms", "ITL p50 ms", "ms"),
     ("itl_p99_ms", "ITL p99 ms", "ms"),
+    ("itl_token_p50_ms", "ITL/token p50 ms", "ms"),    # a chunk of k tokens: k gaps of gap / k
+    ("multi_token_chunk_share", "multi-token chunks %", "pct"),
     ("tpot_p50_ms", "TPOT p50 ms", "ms"),
     ("e2e_p50_ms", "E2E p50 ms", "ms"),
     ("e2e_p95_ms", "E2E p95 ms", "ms"),
@@ -85,9 +87,10 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("conn_reuse", "conn reuse %", "pct"),
     ("reasoning_share", "reasoned %", "pct"),
     ("cache_hit_share", "prefix cache hit %", "pct"),
+    ("token_discrepancy_share", "token count mismatch %", "pct"),
     ("goodput_rps", "goodput req/s", "num"),
 )
-_PERCENTILE_KEY = re.compile(r"^([a-z0-9]+)_(p\d+)_ms$")
+_PERCENTILE_KEY = re.compile(r"^([a-z0-9_]+)_(p\d+)_ms$")
 SLO_COLUMNS = (("slo", "SLO"), ("scope", "scope"), ("measured", "measured"), ("verdict", "verdict"))
 LEVEL_COLUMNS = (("panel", "panel"), ("metric", "metric"), ("value", "value"))
 

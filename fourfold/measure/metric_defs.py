@@ -72,6 +72,12 @@ METRICS: tuple[MetricDef, ...] = (
     _d("itl_ms", "ms", "gap between consecutive content chunks (network reads that carried ≥ 1 text delta), "
        "pooled over the requests", "ITL", "inter-chunk latency", where=_REPORTED,
        report=("itl_p50", "itl_p95", "itl_p99")),
+    _d("itl_token_ms", "ms", "per-token ITL: each gap between consecutive content chunks of ok requests "
+       "divided by the k tokens the later chunk carried, counted k times (a chunk's tokens: the streamed "
+       "tokens spread evenly over the chunks, measure.tokentiming); = itl_ms where every chunk carries one "
+       "token. SGLang's bench_serving rule; vLLM's ITL is per chunk. The report shows its rows only where a "
+       "chunk of either side carried several tokens", where=_REPORTED,
+       report=("itl_token_p50", "itl_token_p95", "itl_token_p99")),
     _d("tpot_ms", "ms", "(e2e − ttft) / (output_tokens − 1) per request (none below 2 tokens)", "TPOT", "ITL",
        where=_REPORTED, report=("tpot_p50",)),
     _d("e2e_ms", "ms", "request sent → last received chunk (the one carrying the terminal event)", "E2EL",
@@ -140,6 +146,17 @@ METRICS: tuple[MetricDef, ...] = (
        "cache_read_input_tokens)", report=True),
     _n("cache_input_tokens", "count", "tokens", "prompt tokens of the requests whose cached count the server "
        "reported", report=True),
+    _n("content_chunks", "count", "chunks", "content chunks of the ok requests", report=True),
+    _n("multi_token_chunks", "count", "chunks", "of content_chunks, those that carried more than one token "
+       "(the streamed tokens spread evenly over a request's chunks)", report=True),
+    _n("tokens_compared", "count", "requests", "ok streamed requests whose output count is the server's "
+       "usage, counted by the client too (--tokenizer, else one token per delta)", report=True),
+    _n("tokens_discrepant", "count", "requests", "of tokens_compared, those whose two counts differ by more "
+       "than 10 % of the client's (the server's less reasoning it never streamed)", report=True),
+    _n("tokens_server_total", "count", "tokens", "the server's output counts of tokens_compared (less "
+       "reasoning it never streamed)", report=True),
+    _n("tokens_client_total", "count", "tokens", "the client's output counts of tokens_compared",
+       report=True),
     _n("input_tokens_tokenizer", "count", "requests", "requests whose input count is the --tokenizer's count "
        "of the request's message texts (the server reported none)"),
     _n("conn_reused", "count", "requests", "requests sent on an already-open connection", report=True),
@@ -174,6 +191,13 @@ METRICS: tuple[MetricDef, ...] = (
        report=True),
     _n("cache_hit_share", "ratio", "fraction", "cached_tokens_total / cache_input_tokens: the share of the "
        "prompt tokens the prefix cache served (none when the server reports no cached count)", report=True),
+    _n("multi_token_chunk_share", "ratio", "fraction", "multi_token_chunks / content_chunks: chunks that "
+       "carried several tokens (speculative decoding, a stream interval, reads that merged events)",
+       report=True),
+    _n("token_discrepancy_share", "ratio", "fraction", "tokens_discrepant / tokens_compared (AIPerf's usage "
+       "discrepancy): the server's token count and the client's disagree", report=True),
+    _n("token_count_ratio", "ratio", "fraction", "tokens_server_total / tokens_client_total: the server's "
+       "count for each token the client counted (1: they agree)", report=True),
     _n("pulse_share", "ratio", "fraction", "stream rhythm: requests_pulsing / requests_rhythm, the share of "
        "the streams that pulse (the article: part of the long answers). Limits: the report estimates it from "
        "the evenly spread sample of up to 1,000 requests its ITL intervals use", report=True),

@@ -95,6 +95,8 @@ class RequestRecord:
     reasoning_tokens_source: str = ""   # "usage", "tokenizer", "chunks", "estimate"; "" when none came
     reasoning_chunks: int = 0        # content chunks before the first answer chunk: reasoning only
     content_chunks: int = 0
+    multi_token_chunks: int = 0      # content chunks that carried more than one token (measure.tokentiming)
+    client_output_tokens: int | None = None   # the client's own count beside the server's usage (tokentiming)
     terminal: bool = False           # saw the dialect's terminal event ([DONE], message_stop, ...)
     finish_reason: str = ""
     text: str = ""

@@ -16,6 +16,8 @@ report draws :func:`waveform`.
   reports ``usage``: the first ``k`` of ``n`` chunks carry ``k*T//n`` of ``T``
   (:func:`tokens_through`), so chunk ``j`` carries ``(j+1)*T//n - j*T//n``, integers that add
   up to ``T``;
+- :func:`token_gaps`: the per-token ITL: each chunk's gap shared by the tokens it carried
+  (:func:`gap_tokens`, the same spread), weighted by their number;
 - :func:`waveform`: tokens received per interval since the request was sent;
 - :func:`jitter_ms`: the standard deviation of the gaps between chunks (population, ms);
 - :func:`pulse_frequency_hz`: the dominant frequency of token arrivals, from the spectrum of the
@@ -97,6 +99,29 @@ def chunk_tokens(tokens: int, chunks: int) -> list[int]:
         return [tokens // chunks] * chunks
     through = [int(tokens_through(k, tokens, chunks)) for k in range(chunks + 1)]
     return [b - a for a, b in pairwise(through)]
+
+
+def gap_tokens(gap_index: np.ndarray, tokens: np.ndarray | np.int64,
+               chunks: np.ndarray | np.int64) -> np.ndarray:
+    """The tokens that arrived at the end of each gap: gap ``j`` (0-based) of a stream leads to its
+    chunk ``j + 1``, which carries ``(j+2)*T//n - (j+1)*T//n`` of ``T = max(tokens, n)`` spread over
+    ``n`` chunks (:func:`chunk_tokens`; fewer tokens than chunks: one each). Elementwise over integer
+    arrays: each gap's index in its stream, and its stream's tokens and chunks."""
+    spread = np.maximum(tokens, chunks)
+    return ((gap_index + 2) * spread) // chunks - ((gap_index + 1) * spread) // chunks
+
+
+def token_gaps(offsets_ms: Sequence[float], tokens: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """The per-token ITL of one stream: ``(gap / k, k)`` for each gap between consecutive chunks,
+    ``k`` the tokens the later chunk carried (:func:`gap_tokens`): each of its ``k`` tokens is
+    counted at the chunk's gap divided by ``k`` (SGLang's rule). The first chunk's tokens are the
+    TTFT's, in no gap. One token a chunk: the chunk gaps, weight 1."""
+    gaps = np.diff(np.asarray(offsets_ms, dtype=np.float64))
+    n = gaps.size + 1
+    if not gaps.size:
+        return gaps, np.zeros(0, dtype=np.int64)
+    k = gap_tokens(np.arange(gaps.size, dtype=np.int64), np.int64(tokens or 0), np.int64(n))
+    return gaps / k, k
 
 
 def waveform(offsets_ms: Sequence[float], output_tokens: int | None = None,

@@ -12,7 +12,10 @@ report uses too); the names, units and definitions are :mod:`fourfold.measure.me
   ``answer_tps`` (answer tokens after its first / (e2e - ttfo)): ok requests;
   ``reasoning_share`` = ok requests with reasoning tokens / ok; ``cache_hit_share`` = prompt tokens
   the server said it took from its prefix cache / the prompt tokens of the requests it said it for.
-- ``itl_ms``: every gap between consecutive content chunks of ok requests, pooled.
+- ``itl_ms``: every gap between consecutive content chunks of ok requests, pooled; ``itl_token_ms``
+  the same per token (a chunk of k tokens: k gaps of gap / k), ``multi_token_chunk_share`` the chunks
+  that carried several, ``token_discrepancy_share`` the ok requests whose client token count is more
+  than 10 % from the server's (:mod:`fourfold.measure.tokentiming`).
 - ``request_tps``: per-request decode speed, ``1000 / tpot_ms`` (tokens/s after the first token).
 - ``queue_ms``: open-loop client queueing (intended arrival -> send), every request.
 - ``stalls``: gaps strictly above ``stall_threshold_ms`` (150 ms default) in *any* request;
@@ -87,19 +90,21 @@ from fourfold.measure.record import (
     RequestRecord,
 )
 from fourfold.measure.rhythm import stall_count
+from fourfold.measure.tokentiming import add_token_timing
 
 __all__ = ["COUNTERS", "HISTOGRAMS", "QUANTILES", "SLO_METRICS", "GroupStats", "LLMStats", "check_slo",
            "end_s", "is_interrupted", "meets_slo", "tokens_by_second"]
 
 HISTOGRAMS = ("ttfb_ms", "ttft_ms", "ttfo_ms", "itl_ms", "tpot_ms", "e2e_ms", "output_tokens", "queue_ms",
-              "request_tps", "jitter_ms", "reasoning_ms", "reasoning_tokens", "answer_tps")
+              "request_tps", "jitter_ms", "reasoning_ms", "reasoning_tokens", "answer_tps", "itl_token_ms")
 PULSE_HIST = "pulse_hz"      # pulse frequency of each pulsing request; the summary shows its p50 as pulse_hz
 COUNTERS = ("requests", "ok", "failures", "interrupted", "stalls", "requests_with_stall", "good",
             "output_tokens_total", "output_tokens_estimated", "output_tokens_tokenizer", "input_tokens_usage",
             "input_tokens_tokenizer", "conn_reused", "conn_new", "conn_reconnects",
             "usage_implausible", "no_terminal_event", "unsolicited_responses", "requests_pulsing",
             "requests_rhythm", "requests_reasoning", "reasoning_tokens_total", "cached_tokens_total",
-            "cache_input_tokens")
+            "cache_input_tokens", "content_chunks", "multi_token_chunks", "tokens_compared",
+            "tokens_discrepant", "tokens_server_total", "tokens_client_total")
 QUANTILES = (("p50", 0.50), ("p90", 0.90), ("p95", 0.95), ("p99", 0.99))
 DEFAULT_STALL_THRESHOLD_MS = 150.0
 TOTAL_LEVEL, TOTAL_SCENARIO = "Aggregated", ""
@@ -196,6 +201,7 @@ class GroupStats:
                     h["request_tps"].add(speed)
             h["output_tokens"].add(record.output_tokens)
             h["itl_ms"].add_all(gaps)
+            add_token_timing(c, h["itl_token_ms"], record, gaps)
             jitter = jitter_ms(record) if isinstance(gaps, list) else jitter_ms_of_gaps(gaps)
             if jitter is not None:
                 h["jitter_ms"].add(jitter)
@@ -304,7 +310,10 @@ class GroupStats:
                                "stall_rate": ratio(c["requests_with_stall"], c["requests"]),
                                "conn_reuse": ratio(c["conn_reused"], known_conn),
                                "reasoning_share": ratio(c["requests_reasoning"], c["ok"]),
-                               "cache_hit_share": ratio(c["cached_tokens_total"], c["cache_input_tokens"])}
+                               "cache_hit_share": ratio(c["cached_tokens_total"], c["cache_input_tokens"]),
+                               "multi_token_chunk_share": ratio(c["multi_token_chunks"], c["content_chunks"]),
+                               "token_discrepancy_share": ratio(c["tokens_discrepant"], c["tokens_compared"]),
+                               "token_count_ratio": ratio(c["tokens_server_total"], c["tokens_client_total"])}
         for name in HISTOGRAMS:
             out[name] = _hist_summary(self.hists[name])
         pulse = self.hists[PULSE_HIST]

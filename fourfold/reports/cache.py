@@ -41,7 +41,8 @@ from fourfold.rundir.runlog import RECORDS_FILE
 __all__ = ["CACHE_FILE", "CACHE_VERSION", "CachedScores", "RunCache", "Stamp", "stamp"]
 
 CACHE_FILE = "compare-cache.npz"
-CACHE_VERSION = 9        # 9: records' ttfo, input/cached/reasoning tokens, reasoning chunks; 8: scores'
+CACHE_VERSION = 10       # 10: the records' client token counts and per-token ITL;
+#                          9: records' ttfo, input/cached/reasoning tokens, reasoning chunks; 8: scores'
                          # low_confidence and char_f1 columns; 7: the L3 conflict flag (records'
                          # extra.conflict); 6: records with wrong kinds or impossible values skipped and
                          # counted; 5: recall/precision kept float64; 4: one
@@ -128,21 +129,9 @@ def _get_keys(data: Any, name: str) -> list[GroupKey]:
 def _table_arrays(table: RecordTable) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     _put_frame(out, "records.frame", table.frame)
-    itl = list(table.itl.items())
-    _put_keys(out, "records.itl.groups", [k for k, _ in itl])
-    arrays = [h.arrays() for _, h in itl]
-    out["records.itl.lengths"] = np.array([len(keys) for keys, _ in arrays], dtype=np.int64)
-    out["records.itl.keys"] = np.concatenate([keys for keys, _ in arrays] or [np.zeros(0, np.int64)])
-    out["records.itl.counts"] = np.concatenate([counts for _, counts in arrays] or [np.zeros(0, np.int64)])
-    out["records.itl.count"] = np.array([h.count for _, h in itl], dtype=np.int64)
-    out["records.itl.stats"] = np.array([[h.sum, h.min, h.max] for _, h in itl],
-                                        dtype=np.float64).reshape(-1, 3)
-    samples = list(table.gap_samples.items())
-    _put_keys(out, "records.samples.groups", [k for k, _ in samples])
-    out["records.samples.records"] = np.array([len(kept) for _, kept in samples], dtype=np.int64)
-    kept_all = [gaps for _, kept in samples for gaps in kept]
-    out["records.samples.lengths"] = np.array([len(g) for g in kept_all], dtype=np.int64)
-    out["records.samples.gaps"] = np.concatenate(kept_all or [np.zeros(0, np.float32)]).astype(np.float32)
+    for name, hists, gap_samples in (("itl", table.itl, table.gap_samples),
+                                     ("itl_token", table.itl_token, table.token_gap_samples)):
+        _put_gaps(out, f"records.{name}", hists, gap_samples)
     _put_keys(out, "records.ok_with_gaps.groups", list(table.ok_with_gaps))
     out["records.ok_with_gaps.values"] = np.array(list(table.ok_with_gaps.values()), dtype=np.int64)
     tokens = list(table.tokens_per_s.items())
@@ -155,22 +144,49 @@ def _table_arrays(table: RecordTable) -> dict[str, np.ndarray]:
     return out
 
 
+def _put_gaps(out: dict[str, np.ndarray], prefix: str, hists: dict[GroupKey, GapHistogram],
+              gap_samples: dict[GroupKey, list[np.ndarray]]) -> None:
+    """Pooled gap histograms and gap samples per group under ``prefix`` (:func:`_get_gaps` reads them)."""
+    itl = list(hists.items())
+    _put_keys(out, f"{prefix}.groups", [k for k, _ in itl])
+    arrays = [h.arrays() for _, h in itl]
+    out[f"{prefix}.lengths"] = np.array([len(keys) for keys, _ in arrays], dtype=np.int64)
+    out[f"{prefix}.keys"] = np.concatenate([keys for keys, _ in arrays] or [np.zeros(0, np.int64)])
+    out[f"{prefix}.counts"] = np.concatenate([counts for _, counts in arrays] or [np.zeros(0, np.int64)])
+    out[f"{prefix}.count"] = np.array([h.count for _, h in itl], dtype=np.int64)
+    out[f"{prefix}.stats"] = np.array([[h.sum, h.min, h.max] for _, h in itl],
+                                      dtype=np.float64).reshape(-1, 3)
+    samples = list(gap_samples.items())
+    _put_keys(out, f"{prefix}.samples.groups", [k for k, _ in samples])
+    out[f"{prefix}.samples.records"] = np.array([len(kept) for _, kept in samples], dtype=np.int64)
+    kept_all = [gaps for _, kept in samples for gaps in kept]
+    out[f"{prefix}.samples.lengths"] = np.array([len(g) for g in kept_all], dtype=np.int64)
+    out[f"{prefix}.samples.gaps"] = np.concatenate(kept_all or [np.zeros(0, np.float32)]).astype(np.float32)
+
+
+def _get_gaps(data: Any, prefix: str) -> tuple[dict[GroupKey, GapHistogram],
+                                               dict[GroupKey, list[np.ndarray]]]:
+    itl: dict[GroupKey, GapHistogram] = {}
+    counts = _split(data[f"{prefix}.counts"], data[f"{prefix}.lengths"])
+    for i, (key, keys) in enumerate(zip(_get_keys(data, f"{prefix}.groups"),
+                                        _split(data[f"{prefix}.keys"], data[f"{prefix}.lengths"]))):
+        total, low, high = data[f"{prefix}.stats"][i].tolist()
+        itl[key] = GapHistogram(dict(zip(keys.tolist(), counts[i].tolist())),
+                                int(data[f"{prefix}.count"][i]), total, low, high)
+    gaps = _split(data[f"{prefix}.samples.gaps"], data[f"{prefix}.samples.lengths"])
+    bounds = np.concatenate([[0], np.cumsum(data[f"{prefix}.samples.records"])]).tolist()
+    samples = {key: gaps[bounds[i]:bounds[i + 1]]
+               for i, key in enumerate(_get_keys(data, f"{prefix}.samples.groups"))}
+    return itl, samples
+
+
 def _split(flat: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
     return np.split(flat, np.cumsum(lengths)[:-1]) if len(lengths) else []
 
 
 def _table_from(data: Any) -> RecordTable:
-    itl: dict[GroupKey, GapHistogram] = {}
-    counts = _split(data["records.itl.counts"], data["records.itl.lengths"])
-    for i, (key, keys) in enumerate(zip(_get_keys(data, "records.itl.groups"),
-                                        _split(data["records.itl.keys"], data["records.itl.lengths"]))):
-        total, low, high = data["records.itl.stats"][i].tolist()
-        itl[key] = GapHistogram(dict(zip(keys.tolist(), counts[i].tolist())),
-                                int(data["records.itl.count"][i]), total, low, high)
-    gaps = _split(data["records.samples.gaps"], data["records.samples.lengths"])
-    bounds = np.concatenate([[0], np.cumsum(data["records.samples.records"])]).tolist()
-    samples = {key: gaps[bounds[i]:bounds[i + 1]]
-               for i, key in enumerate(_get_keys(data, "records.samples.groups"))}
+    itl, samples = _get_gaps(data, "records.itl")
+    itl_token, token_samples = _get_gaps(data, "records.itl_token")
     ok_with_gaps = dict(zip(_get_keys(data, "records.ok_with_gaps.groups"),
                             data["records.ok_with_gaps.values"].tolist()))
     seconds = _split(data["records.tokens.seconds"], data["records.tokens.lengths"])
@@ -179,7 +195,8 @@ def _table_from(data: Any) -> RecordTable:
               for key, s, v in zip(_get_keys(data, "records.tokens.groups"), seconds, values)}
     warmup, cancelled, unreadable = data["records.counters"].tolist()
     return RecordTable(_get_frame(data, "records.frame"), itl, samples, ok_with_gaps, tokens, warmup,
-                       cancelled, unreadable, str(data["records.first_unreadable"][0]))
+                       cancelled, unreadable, str(data["records.first_unreadable"][0]), itl_token,
+                       token_samples)
 
 
 @dataclass

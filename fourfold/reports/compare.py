@@ -47,7 +47,9 @@ How each statistic is computed on one run:
 A statistic needs data enough for itself: a quantile ``q`` at least ``10 / min(q, 1 - q)`` values
 (p99: 1,000), a rate 20 trials. Rows are tested one by one here; :func:`adjust` then corrects the
 gated rows by Holm and the others by Benjamini-Hochberg (``build_report`` calls it per comparison).
-The TTFO and reasoning rows (``REASONING_ROWS``) are shown only where an answer of either side reasoned.
+The TTFO and reasoning rows (``REASONING_ROWS``) are shown only where an answer of either side reasoned,
+the per-token ITL rows (``TOKEN_ROWS``) where a chunk carried several tokens, the token count rows
+(``DISCREPANCY_ROWS``) where a request's two counts disagreed.
 """
 from __future__ import annotations
 
@@ -110,12 +112,17 @@ from fourfold.reports.rows import (
 )
 from fourfold.reports.verdict import Decision, benjamini_hochberg, decide, holm, min_effect_for
 
-__all__ = ["BETTER", "DEFAULT_GATE", "DEFAULT_SETTINGS", "EQUIVALENT", "INCONCLUSIVE", "METRICS", "NA",
-           "NO_CHANGE", "REASONING_ROWS", "TOO_FEW", "WORSE", "GroupSample", "ItlSample", "Metric", "Row",
-           "CompareSettings", "adjust", "compare_groups", "is_gated", "pairs", "telemetry_metrics"]
+__all__ = ["BETTER", "DEFAULT_GATE", "DEFAULT_SETTINGS", "DISCREPANCY_ROWS", "EQUIVALENT", "INCONCLUSIVE",
+           "METRICS", "NA", "NO_CHANGE", "REASONING_ROWS", "TOKEN_ROWS", "TOO_FEW", "WORSE", "GroupSample",
+           "ItlSample", "Metric", "Row", "CompareSettings", "adjust", "compare_groups", "is_gated", "pairs",
+           "telemetry_metrics"]
 
 # rows shown only for a group where an answer of either side reasoned (summary.json has them always)
 REASONING_ROWS = ("ttfo_p50", "ttfo_p95", "ttfo_p99", "reasoning_p50", "reasoning_share", "answer_tps_p50")
+# ... where a chunk of either side carried several tokens (else per-token ITL is ITL), and where the two
+# token counts of a request of either side disagreed
+TOKEN_ROWS = tuple(f"itl_token_{pct(q)}" for q in ITL_QUANTILES) + ("multi_token_chunk_share",)
+DISCREPANCY_ROWS = ("token_discrepancy_share", "token_count_ratio")
 ONE_RUN = "1 run a side: between-run variance unknown, no verdict (run >= 2 a side: fourfold repeat)"
 # the effect the "runs needed" figure is for: 5 bands (TTFT 10 %, tokens/s 5 %, rates 2.5 points)
 DETECT_BANDS = 5
@@ -136,6 +143,14 @@ METRICS: tuple[Metric, ...] = (
     Metric("cache_hit_share", "prompt tokens from the prefix cache", "%", "higher",
            rate("cached_tokens_total", "cache_input_tokens")),
     *(Metric(f"itl_{pct(q)}", f"ITL {pct(q)}", "ms", "lower", itl_quantile(q)) for q in ITL_QUANTILES),
+    *(Metric(f"itl_token_{pct(q)}", f"ITL {pct(q)} per token", "ms", "lower", itl_quantile(q, per_token=True))
+      for q in ITL_QUANTILES),
+    Metric("multi_token_chunk_share", "chunks carrying several tokens", "%", "lower",
+           rate("multi_token_chunks", "content_chunks"), descriptive=True),
+    Metric("token_discrepancy_share", "token count: server vs client > 10 % apart", "%", "lower",
+           rate("tokens_discrepant", "tokens_compared")),
+    Metric("token_count_ratio", "token count: server / client", "%", "lower",
+           rate("tokens_server_total", "tokens_client_total"), descriptive=True),
     Metric("tpot_p50", "TPOT p50", "ms", "lower", quantile_of("tpot_ms", 0.5)),
     Metric("jitter_p50", "stream jitter p50", "ms", "lower", quantile_of("jitter_ms", 0.5)),
     Metric("pulse_hz", "pulse frequency of the pulsing streams", "Hz", "lower", pulse_frequency),
@@ -230,9 +245,12 @@ def compare_groups(group: str, baseline: GroupSample | Sequence[GroupSample],
         cand = [GroupSample()]
     rows = []
     reasoned = any(g.requests_reasoning for g in (*base, *cand))
+    multi = any(g.multi_token_chunks for g in (*base, *cand))
+    discrepant = any(g.tokens_discrepant for g in (*base, *cand))
     for metric in (*METRICS, *error_class_metrics(base, cand), *telemetry_metrics(base, cand)):
-        if metric.key in REASONING_ROWS and not reasoned:
-            continue          # no answer reasoned: TTFO is TTFT, and the reasoning rows have nothing to say
+        if ((metric.key in REASONING_ROWS and not reasoned) or (metric.key in TOKEN_ROWS and not multi)
+                or (metric.key in DISCREPANCY_ROWS and not discrepant)):
+            continue          # e.g. no answer reasoned: TTFO is TTFT, the reasoning rows have nothing to say
         row = _row(group, metric, base, cand, bs.row_rng(settings.seed, group, metric.key), settings, matched)
         if row is not None:
             rows.append(row)

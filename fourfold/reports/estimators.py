@@ -58,11 +58,12 @@ def quantile_of(name: str, q: float) -> SideMeasure:
     return side
 
 
-def itl_quantile(q: float) -> SideMeasure:
-    """A quantile of the pooled chunk gaps; blocks of consecutive requests of the run's gap sample
-    (the spread scaled by sqrt(m/n) when m of n requests were sampled)."""
+def itl_quantile(q: float, per_token: bool = False) -> SideMeasure:
+    """A quantile of the pooled chunk gaps (``per_token``: the per-token gaps, measure.tokentiming);
+    blocks of consecutive requests of the run's gap sample (the spread scaled by sqrt(m/n) when m of
+    n requests were sampled)."""
     def side(g: GroupSample, rng: np.random.Generator, s: CompareSettings) -> Spread | None:
-        itl = g.itl
+        itl = g.itl_token if per_token else g.itl
         value = itl.quantiles((q,))[0] if itl is not None and itl.count else None
         if itl is None or value is None:
             return None

@@ -19,15 +19,13 @@ What it keeps of ``records.jsonl`` and ``scores.jsonl`` comes from the run's ``c
 (``cache=False``: neither).
 
 Anything wrong raises :class:`RunDirError` (exit code 2) naming the file and the problem.
-
-:func:`group_samples` turns a loaded run (or one variant of it) into
-:class:`reports.compare.GroupSample` s keyed ``level:scenario``. L4's sticky A/B writes scenarios
-``session@A`` / ``session@B``; the ``@variant`` suffix is dropped so both variants meet in one
-group. Session facts come from the record that ends a session: ``extra["session_completed"]``
-(bool) and ``extra["rounds"]`` (int) (see :mod:`levels.l4_session`); L3 retrieval quality from
-``extra["recall_at_k"]``, ``extra["precision_at_k"]`` and ``extra["conflict"]`` (see :mod:`measure.rag`).
-Every per-request value (TPOT, interrupted, end time, goodput) is a vectorised form from
-:mod:`measure.metrics`, the same formula summary.json's statistics use per record.
+:func:`group_samples` turns a loaded run (or one variant of it) into :class:`reports.compare.GroupSample` s
+keyed ``level:scenario`` (L4's sticky A/B ``session@A`` / ``session@B`` meet in one group). Session facts
+come from the record that ends a session (``extra["session_completed"]``, ``extra["rounds"]``:
+:mod:`levels.l4_session`), L3 retrieval quality from ``extra["recall_at_k"]``, ``extra["precision_at_k"]``
+and ``extra["conflict"]`` (:mod:`measure.rag`). Every per-request value (TPOT, interrupted, end time,
+goodput, token timing) is a vectorised form from :mod:`measure.metrics` or :mod:`measure.tokentiming`, the
+formula summary.json's statistics use per record.
 """
 
 from __future__ import annotations
@@ -60,6 +58,7 @@ from fourfold.measure.metrics import (
     wall_s,
 )
 from fourfold.measure.record import SCHEMA_VERSION
+from fourfold.measure.tokentiming import token_counts_array
 from fourfold.reports.cache import RunCache, stamp
 from fourfold.reports.compare import GroupSample, ItlSample
 from fourfold.reports.records import (
@@ -140,9 +139,7 @@ def load_run(path: str | os.PathLike[str], *, stall_ms: float | None = None, cac
         raise SchemaError(f"{run_dir / META_FILE}: record_schema {schema!r} is newer than the "
                           f"{SCHEMA_VERSION} this fourfold reads; upgrade fourfold to compare this run")
     summary = _read_json_object(run_dir / SUMMARY_FILE)
-    settings = meta.get("settings")
-    if not isinstance(settings, dict):
-        settings = {}
+    settings = meta["settings"] if isinstance(meta.get("settings"), dict) else {}
     threshold = _threshold(settings, summary, stall_ms)
     scores_path = run_dir / SCORES_FILE
     run_cache = RunCache.open(run_dir) if cache else None
@@ -169,9 +166,7 @@ def load_run(path: str | os.PathLike[str], *, stall_ms: float | None = None, cac
     if (run_cache is not None and records_stamp is not None and (table_read or scores_read)
             and stamp(records_path) == records_stamp and stamp(scores_path) == scores_stamp):
         run_cache.write(records_stamp, table, threshold, GAP_SAMPLE_RECORDS, scores_stamp, scores)
-    label = meta.get("label")
-    if not isinstance(label, str) or not label:
-        label = run_dir.name
+    label = meta["label"] if isinstance(meta.get("label"), str) and meta["label"] else run_dir.name
     return RunData(run_dir, label, meta, summary, table, scores.frame, threshold,
                    prompt_kinds(run_dir, settings), read_telemetry(run_dir))
 
@@ -326,6 +321,11 @@ def _sample(entries: list[Entry], variant: str | None, slo_ms: dict[str, float] 
                          ("reasoning_ms", thinking[ok]), ("answer_tps", answer[ok])):
         values, sample.blocks_of[name] = sorted_with_blocks(values, blocks[ok])
         setattr(sample, name, values)
+    tokens = token_counts_array(ok, frame["n_chunks"].to_numpy(), col["multi_token_chunks"],
+                                col["output_tokens"], col["reasoning_tokens"], col["reasoning_chunks"],
+                                col["client_output_tokens"])
+    for name, values in tokens.items():
+        setattr(sample, name, type(getattr(sample, name))(values.sum()))
     cached = np.isfinite(col["cached_tokens"]) & (np.nan_to_num(col["input_tokens"]) > 0)
     sample.cached_tokens_total = float(col["cached_tokens"][cached].sum())
     sample.cache_input_tokens = float(col["input_tokens"][cached].sum())
@@ -336,7 +336,7 @@ def _sample(entries: list[Entry], variant: str | None, slo_ms: dict[str, float] 
     per_request = {"requests": np.ones(len(frame), dtype=bool), "ok": ok, "failures": ~ok,
                    "interrupted": interrupted, "requests_with_stall": stalled,
                    "conn_known": np.isfinite(conn), "conn_reused": conn == 1, "sessions_ended": has_session,
-                   "sessions_completed": ended == 1, "requests_reasoning": reasoned,
+                   "sessions_completed": ended == 1, "requests_reasoning": reasoned, **tokens,
                    "cached_tokens_total": np.where(cached, np.nan_to_num(col["cached_tokens"]), 0.0),
                    "cache_input_tokens": np.where(cached, np.nan_to_num(col["input_tokens"]), 0.0),
                    **{f"error.{name}": ~ok & (error_class.astype(str) == name)
@@ -349,7 +349,7 @@ def _sample(entries: list[Entry], variant: str | None, slo_ms: dict[str, float] 
         kind = frame["item_id"].astype(str).map(kinds).to_numpy(dtype=object)
         sample.ttft_plain_ms = _sorted(col["ttft_ms"][ok & (kind == "plain")])
         sample.ttft_structured_ms = _sorted(col["ttft_ms"][ok & (kind == "structured")])
-    sample.itl = _itl(entries)
+    sample.itl, sample.itl_token = _itl(entries), _itl(entries, per_token=True)
     # rhythm of the sampled ok requests (all of them up to GAP_SAMPLE_RECORDS per key)
     if sample.itl is not None:
         rhythms = [(jitter_ms_of_gaps(gaps), pulse_hz_of_gaps(gaps)) for gaps in sample.itl.sample]
@@ -415,16 +415,18 @@ def _token_series(entries: list[Entry], t0: float,
     return out
 
 
-def _itl(entries: list[Entry]) -> ItlSample | None:
-    merged = GapHistogram()
+def _itl(entries: list[Entry], per_token: bool = False) -> ItlSample | None:
+    merged, records = GapHistogram(), 0
     sample: list[np.ndarray] = []
-    records = 0
     for run, _, keys in entries:
+        table = run.table
+        hists, samples = ((table.itl_token, table.token_gap_samples) if per_token
+                          else (table.itl, table.gap_samples))
         for key in keys:
-            if key in run.table.itl:
-                merged.merge(run.table.itl[key])
-                sample.extend(run.table.gap_samples.get(key, []))
-                records += run.table.ok_with_gaps.get(key, 0)
+            if key in hists:
+                merged.merge(hists[key])
+                sample.extend(samples.get(key, []))
+                records += table.ok_with_gaps.get(key, 0)
     if not merged.count:
         return None
     keys_array, counts = merged.arrays()

@@ -9,7 +9,9 @@ line starts, to fetch the whole record later for a waveform), in file order. Per
 scenario, variant) it keeps the pooled ITL gaps of ok records as log-bucket counts
 (:class:`GapHistogram`, the buckets of :class:`fourfold.measure.histogram.LogHistogram`), output
 tokens per second of arrival, and the gaps of an evenly spread sample of ok records (at most
-``GAP_SAMPLE_RECORDS``) for the ITL bootstrap. Warm-up and cancelled records are counted and
+``GAP_SAMPLE_RECORDS``) for the ITL bootstrap; the same two per token (``itl_token``,
+``token_gap_samples``: a chunk of k tokens gives k gaps of gap / k, :mod:`fourfold.measure.tokentiming`).
+Warm-up and cancelled records are counted and
 left out, as in every fourfold statistic; lines that are not JSON, and records with a value of the
 wrong kind or an impossible one (:mod:`fourfold.reports.recordlines`), are skipped and counted
 (``unreadable``, the first named in ``first_unreadable``).
@@ -31,6 +33,8 @@ from pandas.api.types import union_categoricals
 from fourfold.errors import RecordsFormatError, SchemaError
 from fourfold.measure.histogram import ZERO_KEY, bucket_keys
 from fourfold.measure.metrics import end_offset_ms_array, is_stall, ok_array, token_seconds_array
+from fourfold.measure.rhythm import gap_tokens
+from fourfold.measure.tokentiming import streamed_tokens_array
 from fourfold.reports.recordlines import (
     BLOCK_BYTES,
     EXTRA_KEYS,
@@ -65,26 +69,29 @@ class GapHistogram:
     min: float = math.inf
     max: float = -math.inf
 
-    def add(self, gaps: np.ndarray) -> None:
+    def add(self, gaps: np.ndarray, weights: np.ndarray | None = None) -> None:
+        """Add ``gaps``, each counted once or ``weights`` times (whole numbers: a chunk's tokens)."""
         valid = np.isfinite(gaps) & (gaps >= 0)
         if not valid.all():
             gaps = gaps[valid]
+            weights = weights[valid] if weights is not None else None
         if not gaps.size:
             return
         keys = bucket_keys(gaps)
         zero = keys == ZERO_KEY
         counts = self.counts
         if zero.any():
-            counts[ZERO_KEY] = counts.get(ZERO_KEY, 0) + int(zero.sum())
+            zeros = zero.sum() if weights is None else weights[zero].sum()
+            counts[ZERO_KEY] = counts.get(ZERO_KEY, 0) + int(zeros)
             keys = keys[~zero]
         if keys.size:
             low = int(keys.min())
-            tally = np.bincount(keys - low)
+            tally = np.bincount(keys - low, weights=None if weights is None else weights[~zero])
             for offset in np.flatnonzero(tally).tolist():
                 key = low + offset
                 counts[key] = counts.get(key, 0) + int(tally[offset])
-        self.count += int(gaps.size)
-        self.sum += float(gaps.sum())
+        self.count += int(gaps.size if weights is None else weights.sum())
+        self.sum += float(gaps.sum() if weights is None else (gaps * weights).sum())
         self.min = min(self.min, float(gaps.min()))
         self.max = max(self.max, float(gaps.max()))
 
@@ -144,6 +151,9 @@ class RecordTable:
     cancelled: int = 0
     unreadable: int = 0
     first_unreadable: str = ""
+    # the same per token (a chunk of k tokens: k gaps of gap / k; measure.tokentiming), and a sample
+    itl_token: dict[GroupKey, GapHistogram] = field(default_factory=dict)
+    token_gap_samples: dict[GroupKey, list[np.ndarray]] = field(default_factory=dict)
 
 
 MAX_GROUPS = 128          # (level, scenario, variant) groups a run may hold; records of more are skipped
@@ -169,6 +179,8 @@ class _Accumulator:
         self.categories: list[dict[str, pd.Categorical]] = []
         self.itl: dict[GroupKey, GapHistogram] = {}
         self.samplers: dict[GroupKey, _GapSampler] = {}
+        self.itl_token: dict[GroupKey, GapHistogram] = {}
+        self.token_samplers: dict[GroupKey, _GapSampler] = {}
         self.ok_with_gaps: dict[GroupKey, int] = {}
         self.tokens: dict[GroupKey, dict[int, float]] = {}
         self.warmup = self.cancelled = self.unreadable = 0
@@ -240,6 +252,15 @@ class _Accumulator:
         first, last = np.full(n, np.nan), np.full(n, np.nan)
         first[non_empty] = flat[starts[:-1][non_empty]]
         last[non_empty] = flat[starts[1:][non_empty] - 1]
+        # per token: the tokens each gap's chunk carried (measure.tokentiming), each its share of the gap
+        streamed = streamed_tokens_array(col["output_tokens"], col["reasoning_tokens"],
+                                         col["reasoning_chunks"])
+        weights = gap_tokens(np.arange(gaps.size, dtype=np.int64) - gap_starts[gap_rec],
+                             streamed.astype(np.int64)[gap_rec], lens.astype(np.int64)[gap_rec])
+        token_gaps = gaps / weights if gaps.size else gaps
+        token_ends = np.zeros(gaps.size + 1, dtype=np.int64)
+        np.cumsum(weights, out=token_ends[1:])
+        per_token = token_gaps if token_ends[-1] == gaps.size else np.repeat(token_gaps, weights)
         frame["stalls"] = np.bincount(gap_rec[is_stall(gaps, self.stall_ms)], minlength=n).astype(np.int32)
         frame["max_gap_ms"] = max_gap            # float64, like queue_ms: goodput compares them with limits
         frame["first_chunk_ms"], frame["last_chunk_ms"] = first.astype(np.float32), last
@@ -272,6 +293,11 @@ class _Accumulator:
             self.ok_with_gaps[key] = self.ok_with_gaps.get(key, 0) + int(with_gaps.size)
             sampler = self.samplers.setdefault(key, _GapSampler(self.sample_cap))
             sampler.offer(gaps, gap_starts[with_gaps], gap_starts[with_gaps + 1])
+            gap_ok = ok_member[gap_rec]
+            self.itl_token.setdefault(key, GapHistogram()).add(token_gaps[gap_ok], weights[gap_ok])
+            self.token_samplers.setdefault(key, _GapSampler(self.sample_cap)).offer(
+                per_token, token_ends[gap_starts[with_gaps]],
+                token_ends[gap_starts[with_gaps + 1]])
             self._add_tokens(key, member, lens, flat, chunk_rec, started, tokens, end)
         self.frames.append(frame)
 
@@ -331,7 +357,8 @@ class _Accumulator:
                 parts = [block[name] for block in self.categories if len(block[name])]
                 frame[name] = union_categoricals(parts) if parts else pd.Categorical([])
         return RecordTable(frame, self.itl, {k: s.kept for k, s in self.samplers.items()}, self.ok_with_gaps,
-                           self.tokens, self.warmup, self.cancelled, self.unreadable, self.first_unreadable)
+                           self.tokens, self.warmup, self.cancelled, self.unreadable, self.first_unreadable,
+                           self.itl_token, {k: s.kept for k, s in self.token_samplers.items()})
 
 
 def _empty_frame() -> pd.DataFrame:

@@ -79,6 +79,13 @@ class GroupSample:
     ttft_plain_ms: np.ndarray | None = None       # ok requests by prompt kind (None: kind unknown)
     ttft_structured_ms: np.ndarray | None = None
     itl: ItlSample | None = None
+    itl_token: ItlSample | None = None            # the same per token (measure.tokentiming)
+    content_chunks: float = 0.0                   # of the ok requests; those that carried several tokens:
+    multi_token_chunks: float = 0.0
+    tokens_compared: int = 0                      # ok streamed requests counted by the server and the client
+    tokens_discrepant: int = 0
+    tokens_server_total: float = 0.0
+    tokens_client_total: float = 0.0
     output_tokens_total: float = 0.0
     wall_s: float | None = None
     tokens_per_s: np.ndarray = field(default_factory=lambda: np.zeros(0))   # per 1-s interval

@@ -35,15 +35,18 @@ ANCHOR_RECORDS = 64
 LATENCY_FIELDS = ("ttfb_ms", "ttft_ms", "ttfo_ms", "e2e_ms", "queue_ms")
 NUMBER_FIELDS = ("started_at", "status", "ttfb_ms", "ttft_ms", "e2e_ms", "queue_ms", "output_tokens",
                  "conn_reused", "ttfo_ms", "input_tokens", "cached_tokens", "reasoning_tokens",
-                 "reasoning_chunks", "warmup", "terminal")    # a JSON number, true/false or null
+                 "reasoning_chunks", "client_output_tokens", "multi_token_chunks", "warmup",
+                 "terminal")    # a JSON number, true/false or null
 # fields newer than schema 1's first records: a line without them reads them as null
-OPTIONAL_FIELDS = ("ttfo_ms", "input_tokens", "cached_tokens", "reasoning_tokens", "reasoning_chunks")
-TOKEN_FIELDS = ("output_tokens", "input_tokens", "cached_tokens", "reasoning_tokens")
+OPTIONAL_FIELDS = ("ttfo_ms", "input_tokens", "cached_tokens", "reasoning_tokens", "reasoning_chunks",
+                   "client_output_tokens", "multi_token_chunks")
+TOKEN_FIELDS = ("output_tokens", "input_tokens", "cached_tokens", "reasoning_tokens", "client_output_tokens")
 TEXT_FIELDS = ("level", "scenario", "variant", "item_id", "error_class")   # a string or null
 OFFSETS = "chunk_offsets_ms"                                   # a list of numbers, or null
 _RANGES = (*((name, 0.0, FAR_MS) for name in LATENCY_FIELDS),
            *((name, 0.0, MAX_TOKENS) for name in TOKEN_FIELDS),
-           ("reasoning_chunks", 0.0, MAX_TOKENS), ("status", 0.0, 999.0))
+           ("reasoning_chunks", 0.0, MAX_TOKENS), ("multi_token_chunks", 0.0, MAX_TOKENS),
+           ("status", 0.0, 999.0))
 _NUMBER = (int, float)
 
 

@@ -142,8 +142,8 @@ def count_record_tokens(record: Any, body: Any, answer: str, tokenizer: Tokenize
                         reasoning: str = "") -> None:
     """Token counts of a finished record by the target's tokenizer, after its body ended (nothing
     here can shift a timestamp): the input when the server reported none, the output (answer and
-    reasoning) and the reasoning when their counts are not the server's usage; the source of each
-    stays on the record."""
+    reasoning) and the reasoning when their counts are not the server's usage (else the output's
+    count goes beside it, ``client_output_tokens``); the source of each stays on the record."""
     if record.input_tokens is None:
         text = request_text(body)
         if text is not None:
@@ -154,6 +154,10 @@ def count_record_tokens(record: Any, body: Any, answer: str, tokenizer: Tokenize
     thought = tokenizer.count(reasoning) if reasoning and record.reasoning_tokens_source != "usage" else None
     if thought is not None:
         record.reasoning_tokens, record.reasoning_tokens_source = thought, "tokenizer"
-    if record.output_tokens_source != "usage" and (answer or reasoning):
-        record.output_tokens = (tokenizer.count(answer) if answer else 0) + (thought or 0)
-        record.output_tokens_source = "tokenizer"
+    if answer or reasoning:
+        counted = (tokenizer.count(answer) if answer else 0) + (
+            thought if thought is not None else tokenizer.count(reasoning) if reasoning else 0)
+        if record.output_tokens_source != "usage":
+            record.output_tokens, record.output_tokens_source = counted, "tokenizer"
+        else:                           # the server's count stays; the tokenizer's is kept beside it
+            record.client_output_tokens = counted

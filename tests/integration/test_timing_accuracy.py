@@ -29,7 +29,7 @@ def flat_sim():
         yield sim.url
 
 
-@pytest.mark.parametrize("dialect_name", ["openai", "anthropic", "triton"])
+@pytest.mark.parametrize("dialect_name", ["openai", "anthropic", "triton", "responses"])
 def test_measured_ttft_and_itl_match_the_plan(flat_sim, dialect_name):
     dialect = get_dialect(dialect_name)
     ttft_lag, ttft_err, itl_err = [], [], []
@@ -73,7 +73,7 @@ def thinking_sim():
         yield sim.url
 
 
-@pytest.mark.parametrize("dialect_name", ["openai", "anthropic"])
+@pytest.mark.parametrize("dialect_name", ["openai", "anthropic", "responses"])
 def test_ttfo_is_the_planned_answer_start_at_64_streams(thinking_sim, dialect_name):
     """64 reasoning streams at once (20 reasoning tokens, then the answer, 10 ms apart): each
     record's TTFO is its first answer chunk, received when the simulator planned to send the first
@@ -98,7 +98,7 @@ def test_ttfo_is_the_planned_answer_start_at_64_streams(thinking_sim, dialect_na
     for record in records:
         assert record.error_class == "truncated", record.error_detail          # max_tokens: "length"
         assert (record.reasoning_tokens, record.reasoning_tokens_source) == \
-            ((20, "usage") if dialect_name == "openai" else (20, "chunks"))
+            ((20, "chunks") if dialect_name == "anthropic" else (20, "usage"))
         assert record.plan["reasoning_tokens"] == 20 and record.ttfo_ms > record.ttft_ms + 150
         first = record.reasoning_chunks                 # the first answer chunk (reasoning reads may merge)
         assert 0 < first <= 20 and record.ttfo_ms == record.chunk_offsets_ms[first]

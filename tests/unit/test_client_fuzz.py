@@ -27,7 +27,9 @@ STREAMS = {"vllm_chat": "openai", "vllm_chat_reasoning": "openai", "llamacpp_cha
            "tgi_chat": "openai", "llamacpp_captured_stop": "openai", "llamacpp_captured_length": "openai",
            "anthropic_messages": "anthropic", "anthropic_messages_crlf": "anthropic",
            "anthropic_thinking_tools": "anthropic", "triton_generate_stream": "triton",
-           "deepseek_reasoner": "openai", "sglang_reasoning": "openai", "openai_tool_calls": "openai"}
+           "deepseek_reasoner": "openai", "sglang_reasoning": "openai", "openai_tool_calls": "openai",
+           "openai_responses_reasoning": "responses", "openai_responses_tool_call": "responses",
+           "vllm_responses_incomplete": "responses"}
 ITEM = Item(id="q", messages=({"role": "user", "content": "hi"},))
 SSE = "text/event-stream; charset=utf-8"
 
@@ -138,6 +140,8 @@ def test_any_split_of_a_recorded_stream_gives_the_same_record(whole: dict[str, t
     ("deepseek_reasoner", 10, 10, "usage", 16),
     ("sglang_reasoning", 6, 6, "chunks", 24),
     ("anthropic_thinking_tools", 3, 3, "chunks", 0),      # message_start's cache_read_input_tokens
+    ("openai_responses_reasoning", 6, 192, "usage", 1152),   # a summary of 192 tokens never sent
+    ("vllm_responses_incomplete", 10, 10, "usage", 16),
     ("vllm_chat", 0, 0, "", None),
 ])
 def test_the_first_answer_token_is_timed_apart_from_the_reasoning(name: str, reasoning: int, tokens: int,
@@ -154,9 +158,10 @@ def test_the_first_answer_token_is_timed_apart_from_the_reasoning(name: str, rea
     assert record.ttfo_ms == record.chunk_offsets_ms[reasoning]
     if reasoning:
         answer = next(i for i, e in enumerate(events) if b'"content":"' in e and b'"content":""' not in e
-                      or b"text_delta" in e)
+                      or b"text_delta" in e or b"output_text.delta" in e)
         last = max(i for i, e in enumerate(events[:answer])
-                   if b'"reasoning_content":"' in e or b"thinking_delta" in e)
+                   if b'"reasoning_content":"' in e or b"thinking_delta" in e or b"reasoning_text.delta" in e
+                   or b"summary_text.delta" in e)
         merged = [*events[:last], b"".join(events[last:answer + 1]), *events[answer + 1:]]
         again = send_body(STREAMS[name], merged)
         assert again.reasoning_chunks == reasoning - 1

@@ -92,6 +92,25 @@ EXPECTED = {
         cached_tokens=0, tool_calls=[
             {"id": "call_DdmO9pD3xa9XTPNJ32zg2hcA", "name": "get_weather",
              "arguments": '{"location":"Paris, France","unit":"celsius"}'}]), {}),
+    # the Responses API: OpenAI's reasoning summary (192 reasoning tokens counted, never sent), a
+    # function call, and vLLM's raw reasoning text cut at max_output_tokens
+    "openai_responses_reasoning": ("responses", dict(
+        text="A KV cache stores the keys and values of past tokens so each new token attends without "
+             "recomputing them.", reasoning="**Considering the question**\n\nThe user asks what a KV cache "
+             "is; a short answer.", content_deltas=13, output_tokens=246, input_tokens=1290,
+        finish_reason="stop", terminal=True, error_class="", first_answer_delta=6, reasoning_deltas=6,
+        reasoning_tokens=192, cached_tokens=1152), {}),
+    "openai_responses_tool_call": ("responses", dict(
+        text="", reasoning="", content_deltas=12, output_tokens=19, input_tokens=64,
+        finish_reason="tool_calls", terminal=True, error_class="", first_answer_delta=0, reasoning_tokens=0,
+        cached_tokens=0, tool_calls=[
+            {"id": "call_Qe5XnV3TAEN2WSOvaK4Uq3wm", "name": "get_weather",
+             "arguments": '{"location":"Paris, France","unit":"c"}'}]), {}),
+    "vllm_responses_incomplete": ("responses", dict(
+        text="Continuous batching admits requests é—", reasoning="Okay, the user wants one line on batching.",
+        content_deltas=16, output_tokens=16, input_tokens=21, finish_reason="length", terminal=True,
+        error_class="", first_answer_delta=10, reasoning_deltas=10, reasoning_tokens=10,
+        cached_tokens=16), {}),
     "triton_generate_stream": ("triton", dict(
         text=" Machine learning is a branch of artificial intelligence.", content_deltas=9,
         output_tokens=None, input_tokens=None, finish_reason="", terminal=True, error_class=""), {}),

@@ -202,11 +202,14 @@ def test_every_summary_number_is_a_registered_metric():
 
 
 def test_the_slo_grammar_takes_its_names_from_the_registry():
-    assert LATENCY_BASES == ("ttft", "ttfo", "ttfb", "itl", "tpot", "e2e", "queue", "reasoning", "jitter")
-    # jitter and reasoning: per run, no goodput limit
-    assert {f"{b}_ms" for b in LATENCY_BASES} - {"jitter_ms", "reasoning_ms"} == set(m.SLO_METRICS)
+    assert LATENCY_BASES == ("ttft", "ttfo", "ttfb", "itl", "itl_token", "tpot", "e2e", "queue", "reasoning",
+                             "jitter")
+    # jitter, reasoning and per-token ITL: per run, no goodput limit
+    per_run = {"jitter_ms", "reasoning_ms", "itl_token_ms"}
+    assert {f"{b}_ms" for b in LATENCY_BASES} - per_run == set(m.SLO_METRICS)
     assert RATE_METRICS == ("error_rate", "interruption_rate", "stall_rate", "conn_reuse", "goodput_ratio",
-                            "reasoning_share", "cache_hit_share", "pulse_share")
+                            "reasoning_share", "cache_hit_share", "multi_token_chunk_share",
+                            "token_discrepancy_share", "token_count_ratio", "pulse_share")
     assert THROUGHPUT_METRICS == \
         {"output_tps": "tok/s", "request_rps": "req/s", "goodput_rps": "req/s", "pulse_hz": "Hz"}
     assert QUALITY_METRICS == ("similarity_mean", "similarity_p5", "similarity_p50", "low_confidence_share",

@@ -96,7 +96,7 @@ def test_a_line_from_before_the_optional_fields_reads_them_as_null_in_c(tmp_path
                 data.pop(name, None)
         else:
             data.update(ttfo_ms=12.5, input_tokens=40, cached_tokens=32, reasoning_tokens=7,
-                        reasoning_chunks=3)
+                        reasoning_chunks=3, client_output_tokens=20, multi_token_chunks=2)
         lines.append(json.dumps(data).encode())
     path.write_bytes(b"\n".join(lines) + b"\n")
     assert handed_back(lines) == []

@@ -55,6 +55,7 @@ def test_counters_per_record(case: str, record: RequestRecord, expected: dict[st
     assert counts.pop("requests") == 1
     assert counts.pop("output_tokens_total") == record.output_tokens
     assert counts.pop("good") == int(record.ok)  # no SLO given: every ok request is good
+    assert counts.pop("content_chunks") == (len(record.chunk_offsets_ms) if record.ok else 0)
     assert {k: v for k, v in counts.items() if v} == expected
     group = stats.group("L1", "chat")
     assert group.errors == {record.error_class: 1}
@@ -68,8 +69,8 @@ def test_histograms_take_ok_requests_only() -> None:
                          chunk_offsets_ms=[], output_tokens=0, terminal=False, queue_ms=7.0))
     h = stats.group("L1", "chat").hists
     # ttfb, ttft, ttfo, itl, tpot, e2e, output_tokens, queue, request_tps, jitter, reasoning_ms,
-    # reasoning_tokens, answer_tps (no reasoning: the answer is the whole output)
-    assert [h[name].count for name in HISTOGRAMS] == [1, 1, 1, 3, 1, 1, 1, 2, 1, 1, 0, 0, 1]
+    # reasoning_tokens, answer_tps (no reasoning: the answer is the whole output), itl_token (one a chunk)
+    assert [h[name].count for name in HISTOGRAMS] == [1, 1, 1, 3, 1, 1, 1, 2, 1, 1, 0, 0, 1, 3]
     assert h["answer_tps"].quantile(0.5) == pytest.approx(h["request_tps"].quantile(0.5), rel=0.005)
     assert h["tpot_ms"].quantile(0.5) == pytest.approx((400.0 - 100.0) / 3, rel=0.005)
     assert h["request_tps"].quantile(0.5) == pytest.approx(1000 / 100.0, rel=0.005)

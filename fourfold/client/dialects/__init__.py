@@ -18,6 +18,7 @@ from fourfold.client.dialects.base import (
     with_base_path,
 )
 from fourfold.client.dialects.openai_chat import OpenAIChat
+from fourfold.client.dialects.openai_responses import OpenAIResponses
 from fourfold.client.dialects.rag import RagDialect
 from fourfold.client.dialects.triton import Triton
 from fourfold.errors import UnknownDialect
@@ -35,16 +36,18 @@ __all__ = [
     "with_base_path",
 ]
 
-_OPENAI, _ANTHROPIC, _TRITON = OpenAIChat(), AnthropicMessages(), Triton()
+_OPENAI, _ANTHROPIC, _TRITON, _RESPONSES = OpenAIChat(), AnthropicMessages(), Triton(), OpenAIResponses()
 
 # Canonical names first; the rest are aliases people type.
 DIALECTS: dict[str, Dialect] = {
     "openai": _OPENAI,
     "anthropic": _ANTHROPIC,
     "triton": _TRITON,
+    "responses": _RESPONSES,
     "openai_chat": _OPENAI,
     "anthropic_messages": _ANTHROPIC,
     "kserve": _TRITON,
+    "openai_responses": _RESPONSES,
     "rag": RagDialect(),
 }
 

@@ -1,6 +1,6 @@
 """fourfold's embedded LLM simulator ("fourfold sim").
 
-A raw-asyncio HTTP/1.1 server that speaks the OpenAI chat, Anthropic Messages and Triton/KServe
+A raw-asyncio HTTP/1.1 server that speaks the OpenAI chat and Responses, Anthropic Messages and Triton/KServe
 v2 wire formats, answers from the bundled prompt dataset, and paces every token by a plan drawn
 from a profile (``targets/profiles/*.json``). Run it with ``python -m fourfold.targets.sim --profile
 baseline --port 0`` or start it from Python with :func:`fourfold.targets.launch.start_simulator`.

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from fourfold.targets.sim import wire_anthropic, wire_openai, wire_triton
+from fourfold.targets.sim import wire_anthropic, wire_openai, wire_responses, wire_triton
 from fourfold.targets.sim.answers import DEFAULT_PROMPTS_PATH, Answer, AnswerBook
 from fourfold.targets.sim.exposition import SimCounters, render_metrics
 from fourfold.targets.sim.faults import FaultInjector
@@ -156,6 +156,9 @@ class SimApp:
             if path == "/v1/messages":
                 return self._need(method, "POST") or wire_anthropic.parse(
                     request.body, request.headers, self.profile.model, self.profile.beta_features)
+            if path == "/v1/responses":
+                return self._need(method, "POST") or wire_responses.parse(
+                    request.body, request.headers, self.profile.model)
             if path == "/v1/models":
                 return self._need(method, "GET") or Reply(200, wire_openai.models_body(self.profile.model))
             if path in ("/health", "/v2/health/ready", "/v2/health/live", "/ping"):
@@ -174,7 +177,7 @@ class SimApp:
         except WireError as exc:
             return json_reply(exc.status, exc.body, list(exc.headers.items()))
         return error_reply(404, f"no route for {method} {path}; see GET /v1/models, "
-                                "POST /v1/chat/completions, /v1/messages, "
+                                "POST /v1/chat/completions, /v1/messages, /v1/responses, "
                                 "/v2/models/<m>/generate_stream|generate|infer")
 
     def _route_v2(self, request: IncomingRequest, model: str, action: str) -> Reply | ParsedRequest:

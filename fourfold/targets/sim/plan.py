@@ -67,6 +67,7 @@ class Plan:
     slips: list[Slip] = field(default_factory=list)   # planted errors (fourfold.targets.sim.paraphrase)
     reasoning: int = 0            # the first `reasoning` tokens are reasoning, the rest the answer
     reasoning_field: str = "reasoning_content"   # the OpenAI delta field they go in (the profile's)
+    tokens_per_event: int = 1     # tokens an event carries (the profile's; the encoders join them)
 
     @property
     def output_tokens(self) -> int:
@@ -189,6 +190,8 @@ def make_plan(profile: Profile, answer: Answer, facts: RequestFacts, seed: int, 
     pauses, burst = pulse_schedule(profile, rng, len(tokens))
     pauses = tail_stall(profile, rng, facts.request_index, len(tokens), pauses)
     offsets_ms = token_offsets(profile, rng, len(tokens), ttft_ms, itl_ms, load_factor, dict(pauses), burst)
+    if profile.tokens_per_event > 1:
+        offsets_ms = group_offsets(offsets_ms, profile.tokens_per_event, reasoning)
     return Plan(
         seed=seed,
         profile=profile.name,
@@ -208,7 +211,19 @@ def make_plan(profile: Profile, answer: Answer, facts: RequestFacts, seed: int, 
         slips=slips,
         reasoning=reasoning,
         reasoning_field=profile.reasoning_field,
+        tokens_per_event=profile.tokens_per_event,
     )
+
+
+def group_offsets(offsets_ms: list[float], k: int, split: int) -> list[float]:
+    """Tokens ``k`` to an event: every token of a group is due when the group's last one is; the
+    first ``split`` tokens (the reasoning) and the rest are grouped apart."""
+    out = list(offsets_ms)
+    for start, end in ((0, min(split, len(out))), (min(split, len(out)), len(out))):
+        for i in range(start, end, k):
+            last = min(i + k, end) - 1
+            out[i:last + 1] = [out[last]] * (last + 1 - i)
+    return out
 
 
 def reasoning_count(profile: Profile, seed: int, facts: RequestFacts) -> int:

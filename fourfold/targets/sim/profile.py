@@ -19,6 +19,7 @@ from fourfold.errors import FaultError, ProfileError
 from fourfold.targets.sim.fault_spec import FaultSpec
 
 MAX_REASONING_TOKENS = 100_000   # one answer's reasoning (a plan holds every token: 1e300 would not fit)
+MAX_TOKENS_PER_EVENT = 64
 PROFILES_DIR = Path(__file__).resolve().parents[1] / "profiles"
 
 DEFAULT_STRUCTURED_PATTERNS = (
@@ -82,6 +83,10 @@ class Profile:
     reasoning_tokens: float = 0.0           # mean reasoning tokens of an answer that reasons
     reasoning_tokens_jitter: float = 0.0    # their gaussian sd
     reasoning_field: str = "reasoning_content"   # or "reasoning" (newer vLLM, Ollama)
+    # tokens sent in one event (speculative decoding's accepted tokens, vLLM's --stream-interval): a
+    # group's tokens are all due when its last one is (reasoning and answer grouped apart); OpenAI chat,
+    # Responses and Anthropic; the usage still counts every token
+    tokens_per_event: int = 1
     # quality
     drop_sentence_rate: float = 0.0
     filler_sentence_rate: float = 0.0
@@ -128,7 +133,9 @@ class Profile:
             raise ProfileError(f"profile {self.name!r}: prefill_ms_per_1k_tokens and "
                                "prefix_cache_block_tokens must be >= 0 and prefix_cache_discount "
                                "within [0, 1]")
-
+        if not 1 <= self.tokens_per_event <= MAX_TOKENS_PER_EVENT:
+            raise ProfileError(f"profile {self.name!r}: tokens_per_event must be within "
+                               f"[1, {MAX_TOKENS_PER_EVENT}]")
         if not (0 <= self.reasoning_share <= 1 and 0 <= self.reasoning_tokens <= MAX_REASONING_TOKENS
                 and 0 <= self.reasoning_tokens_jitter <= MAX_REASONING_TOKENS
                 and self.reasoning_field in ("reasoning_content", "reasoning")):

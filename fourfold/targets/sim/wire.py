@@ -45,6 +45,35 @@ def encode_run(prefix: bytes, texts: list[str], suffix: bytes) -> bytes:
     return b"".join([prefix + (get(t) or json_str(t)) + suffix for t in texts])
 
 
+def group_texts(first: int, texts: list[str], k: int, base: int) -> list[str]:
+    """``texts`` (tokens ``first``, ``first + 1``, ...) joined ``k`` to an event, the groups counted
+    from token ``base`` (the plan's ``tokens_per_event``; a run split by a pause joins what it holds)."""
+    if k <= 1 or len(texts) <= 1:
+        return texts
+    out: list[str] = []
+    current: list[str] = []
+    group = None
+    for i, text in enumerate(texts):
+        at = (first + i - base) // k
+        if at != group and current:
+            out.append("".join(current))
+            current = []
+        group = at
+        current.append(text)
+    out.append("".join(current))
+    return out
+
+
+def split_run(plan: Plan, first: int, texts: list[str]) -> tuple[list[str], list[str]]:
+    """A run's reasoning tokens and answer tokens, each joined ``plan.tokens_per_event`` to an event."""
+    thought = min(max(0, plan.reasoning - first), len(texts))
+    k = plan.tokens_per_event
+    if k <= 1:
+        return texts[:thought], texts[thought:]
+    return (group_texts(first, texts[:thought], k, 0),
+            group_texts(first + thought, texts[thought:], k, plan.reasoning))
+
+
 def dumps(obj: Any) -> bytes:
     """Compact JSON bytes (UTF-8, no ASCII escaping, like vLLM and the Anthropic API)."""
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")

@@ -25,6 +25,7 @@ from fourfold.targets.sim.wire import (
     encode_run,
     parse_json_object,
     positive_int,
+    split_run,
 )
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens"}
@@ -123,14 +124,15 @@ class MessagesEncoder:
 
     def tokens(self, first: int, texts: list[str]) -> bytes:
         reasoning = self.plan.reasoning
+        thoughts, answer = split_run(self.plan, first, texts)     # the events of this run
         if not reasoning:
-            return encode_run(self._DELTA_PREFIX, texts, self._DELTA_SUFFIX)
+            return encode_run(self._DELTA_PREFIX, answer, self._DELTA_SUFFIX)
         thought = min(max(0, reasoning - first), len(texts))
-        out = encode_run(self._THINKING_PREFIX, texts[:thought], self._DELTA_SUFFIX)
+        out = encode_run(self._THINKING_PREFIX, thoughts, self._DELTA_SUFFIX)
         if thought < len(texts):
             if first + thought == reasoning:       # the answer starts in this run: close the thinking
                 out += self._switch_blocks()
-            out += encode_run(self._TEXT_AFTER_THINKING, texts[thought:], self._DELTA_SUFFIX)
+            out += encode_run(self._TEXT_AFTER_THINKING, answer, self._DELTA_SUFFIX)
         return out
 
     def _switch_blocks(self) -> bytes:

@@ -25,6 +25,7 @@ from fourfold.targets.sim.wire import (
     json_str,
     parse_json_object,
     positive_int,
+    split_run,
 )
 
 DONE = b"data: [DONE]\n\n"
@@ -100,10 +101,10 @@ class ChatEncoder:
         return b""
 
     def tokens(self, first: int, texts: list[str]) -> bytes:
-        thought = min(max(0, self.plan.reasoning - first), len(texts))   # reasoning tokens of this run
-        run = encode_run(self._prefix, texts[thought:], self._suffix)
-        if thought:
-            run = encode_run(self._thought_prefix, texts[:thought], self._suffix) + run
+        thoughts, answer = split_run(self.plan, first, texts)    # the events of this run
+        run = encode_run(self._prefix, answer, self._suffix)
+        if thoughts:
+            run = encode_run(self._thought_prefix, thoughts, self._suffix) + run
         if first == 0:
             role = self._prefix[:-len(b'"content":')] + b'"role":"assistant","content":""' + self._suffix
             return role + run
