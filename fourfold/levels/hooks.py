@@ -211,6 +211,7 @@ def sent_facts(environment: Any, classes: list[Any]) -> dict[str, Any]:
     scenarios and the ``client`` machine. Once per test, on the process that writes meta.json."""
 
     facts: dict[str, Any] = {"dataset_name": None, "dataset_items": None, "dataset_sha256": None,
+                             "dataset_cache_hit_share": None,
                              "scenarios": sorted({str(getattr(cls, "scenario", "")) for cls in classes}),
                              "client": client_facts()}
     sources: dict[str, Any] = {}

@@ -247,6 +247,10 @@ METRICS: tuple[MetricDef, ...] = (
        "do not conflict, mean", where=("quality.rag",), decimals=4),
     _n("unknown_ids", "count", "ids", "L3: retrieved ids missing from the corpus (a corpus that does not "
        "match the service)", where=("quality.rag",)),
+    _n("cache_hit_planned", "ratio", "fraction", "the share of the prompt tokens an unbounded prefix cache "
+       "would serve when the workload's items are sent once in order (--synthetic prefix=, a trace's "
+       "hash_ids; meta.json dataset_cache_hit_share): the plan beside cache_hit_share", where=(),
+       report=True),
     _n("ttft_structured_penalty", "time", "ms", "mean TTFT of structured prompts (\"in three points\") − "
        "mean TTFT of plain ones", where=(), report=True),
     # L4: sessions (summary.json "sessions" block, per A/B variant and in total; report: each side's group)

@@ -64,6 +64,7 @@ from fourfold.fingerprint.rag import LOW_GROUNDEDNESS
 from fourfold.reports import bootstrap as bs
 from fourfold.reports import telemetry as tm
 from fourfold.reports.estimators import (
+    cache_hit_planned,
     goodput_total,
     itl_quantile,
     mean_of,
@@ -142,6 +143,8 @@ METRICS: tuple[Metric, ...] = (
            quantile_of("answer_tps", 0.5)),
     Metric("cache_hit_share", "prompt tokens from the prefix cache", "%", "higher",
            rate("cached_tokens_total", "cache_input_tokens")),
+    Metric("cache_hit_planned", "prompt tokens a prefix cache could serve (the workload's plan)", "%",
+           "higher", cache_hit_planned, descriptive=True),
     *(Metric(f"itl_{pct(q)}", f"ITL {pct(q)}", "ms", "lower", itl_quantile(q)) for q in ITL_QUANTILES),
     *(Metric(f"itl_token_{pct(q)}", f"ITL {pct(q)} per token", "ms", "lower", itl_quantile(q, per_token=True))
       for q in ITL_QUANTILES),

@@ -160,6 +160,11 @@ def telemetry_max(name: str) -> SideMeasure:
     return side
 
 
+def cache_hit_planned(g: GroupSample, rng: np.random.Generator, s: CompareSettings) -> Spread | None:
+    """The prefix-cache share the side's workload was built for (meta.json), in %: a plan, no test."""
+    return Spread(100.0 * g.cache_hit_planned, g.requests) if g.cache_hit_planned is not None else None
+
+
 def rate(count: str, total: str, scale: float = 100.0) -> SideMeasure:
     """``scale * count / total`` (in %): per-block counts when the sample has them, else a binomial."""
     def side(g: GroupSample, rng: np.random.Generator, s: CompareSettings) -> Spread | None:

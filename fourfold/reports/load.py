@@ -226,12 +226,9 @@ def prompt_kinds(run_dir: Path, settings: dict[str, Any]) -> dict[str, str]:
         items = load_run_dataset(path, settings)
     except (OSError, ValueError):
         return {}
-    kinds = {}
-    for item in items:
-        tags = item.meta.get("tags") or []
-        structured = "structured" in tags or isinstance(item.meta.get("requested_items"), int)
-        kinds[item.id] = "structured" if structured else "plain"
-    return kinds
+    return {item.id: "structured" if ("structured" in (item.meta.get("tags") or [])
+                                      or isinstance(item.meta.get("requested_items"), int)) else "plain"
+            for item in items}
 
 
 def run_variants(run: RunData) -> list[str]:
@@ -329,6 +326,8 @@ def _sample(entries: list[Entry], variant: str | None, slo_ms: dict[str, float] 
     cached = np.isfinite(col["cached_tokens"]) & (np.nan_to_num(col["input_tokens"]) > 0)
     sample.cached_tokens_total = float(col["cached_tokens"][cached].sum())
     sample.cache_input_tokens = float(col["input_tokens"][cached].sum())
+    plans = [plan for run, _, _ in entries if type(plan := run.meta.get("dataset_cache_hit_share")) is float]
+    sample.cache_hit_planned = float(np.mean(plans)) if plans else None     # (workloads.cacheplan)
     failed_classes, failed_counts = np.unique(error_class[~ok].astype(str), return_counts=True)
     sample.error_classes = dict(zip(failed_classes.tolist(), failed_counts.tolist()))
     ended = frame["session_completed"].to_numpy(dtype=float)

@@ -74,6 +74,7 @@ class GroupSample:
     requests_reasoning: int = 0                   # ok requests with reasoning tokens
     cached_tokens_total: float = 0.0              # prompt tokens the server said its prefix cache served ...
     cache_input_tokens: float = 0.0               # ... of the prompts of the requests it said it for
+    cache_hit_planned: float | None = None        # the share the workload was built for (workloads.cacheplan)
     e2e_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))
     tpot_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))
     ttft_plain_ms: np.ndarray | None = None       # ok requests by prompt kind (None: kind unknown)

@@ -11,7 +11,9 @@ machines (``fourfold.reports.comparability`` reads these facts back):
   gives the same hash; another file, another ``--dataset-filter`` or a ``--dataset-sample`` of
   other items gives another. ``--max-tokens`` and the other per-run knobs are options, not items:
   meta.json's ``settings`` holds them.
-- :func:`dataset_facts`: meta.json's ``dataset_name``, ``dataset_items`` and ``dataset_sha256``.
+- :func:`dataset_facts`: meta.json's ``dataset_name``, ``dataset_items``, ``dataset_sha256`` and
+  ``dataset_cache_hit_share`` (the prefix-cache share the items were built for,
+  :mod:`fourfold.workloads.cacheplan`; null for most datasets).
 - :func:`client_facts`: meta.json's ``client`` block (hostname, platform, CPU model and count,
   Python version) of the machine that writes the run directory (a distributed run's master).
 """
@@ -27,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from fourfold.workloads.cacheplan import planned_cache_hit_share
 from fourfold.workloads.items import Item
 
 CPUINFO = Path("/proc/cpuinfo")
@@ -48,10 +51,12 @@ def items_sha256(items: Iterable[Item]) -> str:
 
 def dataset_facts(sources: Mapping[str, Sequence[Item]]) -> dict[str, Any]:
     """meta.json's dataset facts for the items of each source a run sends (name -> items): the
-    names joined with `` + ``, the number of items and the hash of them all (:func:`items_sha256`)."""
+    names joined with `` + ``, the number of items, the hash of them all (:func:`items_sha256`) and the
+    prefix-cache share they were built for (None: none planned)."""
     everything = [item for items in sources.values() for item in items]
     return {"dataset_name": " + ".join(sources), "dataset_items": len(everything),
-            "dataset_sha256": items_sha256(everything)}
+            "dataset_sha256": items_sha256(everything),
+            "dataset_cache_hit_share": planned_cache_hit_share(everything)}
 
 
 def cpu_model(cpuinfo: Path = CPUINFO) -> str:

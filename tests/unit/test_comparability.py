@@ -176,7 +176,7 @@ def test_the_same_file_read_twice_has_the_same_hash(tmp_path: Path) -> None:
     assert items_sha256(load_items_as(copy_path)) == items_sha256(BUNDLED)
     facts = dataset_facts({"prompts.jsonl": BUNDLED})
     assert facts == {"dataset_name": "prompts.jsonl", "dataset_items": len(BUNDLED),
-                     "dataset_sha256": items_sha256(BUNDLED)}
+                     "dataset_sha256": items_sha256(BUNDLED), "dataset_cache_hit_share": None}
     assert len(facts["dataset_sha256"]) == 64
 
 
