@@ -91,6 +91,9 @@ METRICS: tuple[MetricDef, ...] = (
     _d("reasoning_tokens", "tokens", "of output_tokens, the reasoning ones, per request that reasoned: the "
        "usage's completion_tokens_details.reasoning_tokens, else counted (--tokenizer on the reasoning text, "
        "else its deltas; the record's reasoning_tokens_source says which)", "–", "reasoning token count"),
+    _d("reasoning_tps", "tok/s", "the reasoning's speed: reasoning_tokens / (ttfo − ttft) per request that "
+       "reasoned before it answered (the tokens after the first reasoning token, through the first answer "
+       "token, over that span)", where=_REPORTED, report=("reasoning_tps_p50",)),
     _d("answer_tps", "tok/s", "the answer's decode speed: (output_tokens − reasoning_tokens − 1) / (e2e − "
        "ttfo) per request (none below 2 answer tokens)", where=_REPORTED, report=("answer_tps_p50",)),
     _d("request_tps", "tok/s", "1000 / tpot_ms: one request's decode speed", "–",

@@ -31,8 +31,8 @@ from fourfold.measure.rhythm import jitter_ms as gaps_jitter_ms
 if TYPE_CHECKING:
     from fourfold.measure.record import RequestRecord
 
-__all__ = ["NO_SECOND", "SLO_METRICS", "answer_tps", "answer_tps_array", "reasoning_ms",
-           "reasoning_ms_array", "VACUOUS_SLO_METRICS", "check_slo", "end_offset_ms",
+__all__ = ["NO_SECOND", "SLO_METRICS", "answer_tps", "answer_tps_array", "reasoning_ms", "reasoning_tps",
+           "reasoning_tps_array", "reasoning_ms_array", "VACUOUS_SLO_METRICS", "check_slo", "end_offset_ms",
            "end_offset_ms_array", "end_s", "MIN_JITTER_CHUNKS", "MIN_PULSE_CHUNKS", "interrupted_array",
            "is_interrupted", "is_stall", "jitter_ms", "jitter_ms_of_gaps", "max_gap_ms", "pulse_hz",
            "pulse_hz_of_gaps", "meets_slo", "meets_slo_array", "ok_array", "ratio", "request_tps",
@@ -84,6 +84,23 @@ def reasoning_ms_array(ttft_ms: np.ndarray, ttfo_ms: np.ndarray, reasoning_chunk
     """:func:`reasoning_ms` over columns (NaN where it is None)."""
     ttft, ttfo = np.asarray(ttft_ms, dtype=np.float64), np.asarray(ttfo_ms, dtype=np.float64)
     return np.where(np.asarray(reasoning_chunks, dtype=np.float64) > 0, ttfo - ttft, np.nan)
+
+
+def reasoning_tps(record: RequestRecord) -> float | None:
+    """The reasoning's speed: reasoning tokens / (ttfo - ttft), tokens/s (the tokens after the first
+    reasoning token up to and including the first answer token, over that span); None for a stream
+    that did not reason first (reasoning the server never streamed has no span)."""
+    span_ms = reasoning_ms(record)
+    return record.reasoning_tokens * 1000.0 / span_ms if span_ms and span_ms > 0 else None
+
+
+def reasoning_tps_array(ttft_ms: np.ndarray, ttfo_ms: np.ndarray, reasoning_tokens: np.ndarray,
+                        reasoning_chunks: np.ndarray) -> np.ndarray:
+    """:func:`reasoning_tps` over columns (NaN where it is None)."""
+    span = reasoning_ms_array(ttft_ms, ttfo_ms, reasoning_chunks)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tokens = np.nan_to_num(np.asarray(reasoning_tokens, dtype=np.float64))
+        return np.where(span > 0, tokens * 1000.0 / span, np.nan)
 
 
 def answer_tps(record: RequestRecord) -> float | None:

@@ -7,15 +7,12 @@ report uses too); the names, units and definitions are :mod:`fourfold.measure.me
 - ``ttfb_ms``, ``ttft_ms``, ``e2e_ms``, ``tpot_ms``, ``output_tokens``: one sample per *ok*
   request (``record.ok``), like vLLM bench; failures are counted, never blended into latency.
   ``tpot_ms = (e2e - ttft) / (output_tokens - 1)`` (absent below 2 tokens).
-- ``ttfo_ms`` (time to first *answer* token: reasoning left out), ``reasoning_ms`` (``ttfo - ttft``
-  of a stream that reasoned first), ``reasoning_tokens`` (of the requests that reasoned),
-  ``answer_tps`` (answer tokens after its first / (e2e - ttfo)): ok requests;
-  ``reasoning_share`` = ok requests with reasoning tokens / ok; ``cache_hit_share`` = prompt tokens
-  the server said it took from its prefix cache / the prompt tokens of the requests it said it for.
-- ``itl_ms``: every gap between consecutive content chunks of ok requests, pooled; ``itl_token_ms``
-  the same per token (a chunk of k tokens: k gaps of gap / k), ``multi_token_chunk_share`` the chunks
-  that carried several, ``token_discrepancy_share`` the ok requests whose client token count is more
-  than 10 % from the server's (:mod:`fourfold.measure.tokentiming`).
+- ok requests: ``ttfo_ms`` (the first *answer* token), ``reasoning_ms`` (``ttfo - ttft`` of a stream
+  that reasoned first), ``reasoning_tokens``, ``answer_tps`` / ``reasoning_tps`` (each part's tokens/s);
+  ``reasoning_share`` = ok requests with reasoning tokens / ok; ``cache_hit_share`` = cached prompt
+  tokens / the prompt tokens of the requests whose cached count the server reported.
+- ``itl_ms``: every gap between consecutive content chunks of ok requests, pooled; ``itl_token_ms`` per
+  token, ``multi_token_chunk_share``, ``token_discrepancy_share``: :mod:`fourfold.measure.tokentiming`.
 - ``request_tps``: per-request decode speed, ``1000 / tpot_ms`` (tokens/s after the first token).
 - ``queue_ms``: open-loop client queueing (intended arrival -> send), every request.
 - ``stalls``: gaps strictly above ``stall_threshold_ms`` (150 ms default) in *any* request;
@@ -40,8 +37,7 @@ report uses too); the names, units and definitions are :mod:`fourfold.measure.me
   the last known offset) over the key's records.
 - Per-second series (Unix seconds): output tokens by the second their chunk arrived (usage
   tokens spread over the chunks in integers), requests finished and failed by their end second,
-  stalls by the second the stalling gap ended,
-  TTFT count/sum/max by the second the first token arrived (ok requests).
+  stalls by the second the stalling gap ended, TTFT count/sum/max by the second the first token arrived.
 
 Percentiles are nearest-rank over log-bucket histograms (:mod:`fourfold.measure.histogram`): within
 ``alpha`` (0.5 %, ``histogram_alpha`` in the summary) of the exact value; the report computes
@@ -75,6 +71,7 @@ from fourfold.measure.metrics import (
     pulse_hz_of_gaps,
     ratio,
     reasoning_ms,
+    reasoning_tps,
     request_tps,
     tokens_by_second,
     tpot_ms,
@@ -96,7 +93,8 @@ __all__ = ["COUNTERS", "HISTOGRAMS", "QUANTILES", "SLO_METRICS", "GroupStats", "
            "end_s", "is_interrupted", "meets_slo", "tokens_by_second"]
 
 HISTOGRAMS = ("ttfb_ms", "ttft_ms", "ttfo_ms", "itl_ms", "tpot_ms", "e2e_ms", "output_tokens", "queue_ms",
-              "request_tps", "jitter_ms", "reasoning_ms", "reasoning_tokens", "answer_tps", "itl_token_ms")
+              "request_tps", "jitter_ms", "reasoning_ms", "reasoning_tokens", "answer_tps", "itl_token_ms",
+              "reasoning_tps")
 PULSE_HIST = "pulse_hz"      # pulse frequency of each pulsing request; the summary shows its p50 as pulse_hz
 COUNTERS = ("requests", "ok", "failures", "interrupted", "stalls", "requests_with_stall", "good",
             "output_tokens_total", "output_tokens_estimated", "output_tokens_tokenizer", "input_tokens_usage",
@@ -187,7 +185,8 @@ class GroupStats:
         if ok:
             for name, value in (("ttfb_ms", record.ttfb_ms), ("ttft_ms", record.ttft_ms),
                                 ("ttfo_ms", record.ttfo_ms), ("e2e_ms", record.e2e_ms),
-                                ("reasoning_ms", reasoning_ms(record)), ("answer_tps", answer_tps(record))):
+                                ("reasoning_ms", reasoning_ms(record)), ("answer_tps", answer_tps(record)),
+                                ("reasoning_tps", reasoning_tps(record))):
                 if value is not None:
                     h[name].add(value)
             if record.reasoning_tokens:

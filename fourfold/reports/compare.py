@@ -119,7 +119,8 @@ __all__ = ["BETTER", "DEFAULT_GATE", "DEFAULT_SETTINGS", "DISCREPANCY_ROWS", "EQ
            "telemetry_metrics"]
 
 # rows shown only for a group where an answer of either side reasoned (summary.json has them always)
-REASONING_ROWS = ("ttfo_p50", "ttfo_p95", "ttfo_p99", "reasoning_p50", "reasoning_share", "answer_tps_p50")
+REASONING_ROWS = ("ttfo_p50", "ttfo_p95", "ttfo_p99", "reasoning_p50", "reasoning_share", "answer_tps_p50",
+                  "reasoning_tps_p50")
 # ... where a chunk of either side carried several tokens (else per-token ITL is ITL), and where the two
 # token counts of a request of either side disagreed
 TOKEN_ROWS = tuple(f"itl_token_{pct(q)}" for q in ITL_QUANTILES) + ("multi_token_chunk_share",)
@@ -141,6 +142,8 @@ METRICS: tuple[Metric, ...] = (
            descriptive=True),
     Metric("answer_tps_p50", "answer tokens/s p50 (per request)", "tok/s", "higher",
            quantile_of("answer_tps", 0.5)),
+    Metric("reasoning_tps_p50", "reasoning tokens/s p50 (per request)", "tok/s", "higher",
+           quantile_of("reasoning_tps", 0.5)),
     Metric("cache_hit_share", "prompt tokens from the prefix cache", "%", "higher",
            rate("cached_tokens_total", "cache_input_tokens")),
     Metric("cache_hit_planned", "prompt tokens a prefix cache could serve (the workload's plan)", "%",

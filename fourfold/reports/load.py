@@ -15,8 +15,7 @@
   "compare X and Y in a table") from plain ones, for the article's first-token probe.
 
 What it keeps of ``records.jsonl`` and ``scores.jsonl`` comes from the run's ``compare-cache.npz``
-(:mod:`reports.cache`) while that is still valid for them, and is written there after a read
-(``cache=False``: neither).
+(:mod:`reports.cache`) while valid for them, and is written there after a read (``cache=False``: neither).
 
 Anything wrong raises :class:`RunDirError` (exit code 2) naming the file and the problem.
 :func:`group_samples` turns a loaded run (or one variant of it) into :class:`reports.compare.GroupSample` s
@@ -54,6 +53,7 @@ from fourfold.measure.metrics import (
     meets_slo_array,
     pulse_hz_of_gaps,
     reasoning_ms_array,
+    reasoning_tps_array,
     tpot_ms_array,
     wall_s,
 )
@@ -63,9 +63,9 @@ from fourfold.reports.cache import RunCache, stamp
 from fourfold.reports.compare import GroupSample, ItlSample
 from fourfold.reports.records import (
     GAP_SAMPLE_RECORDS,
-    GapHistogram,
     GroupKey,
     RecordTable,
+    merged_gaps,
     read_record_table,
     variant_users,
 )
@@ -313,9 +313,12 @@ def _sample(entries: list[Entry], variant: str | None, slo_ms: dict[str, float] 
     sample.requests_reasoning = int(reasoned.sum())
     thinking = reasoning_ms_array(col["ttft_ms"], col["ttfo_ms"], np.nan_to_num(col["reasoning_chunks"]))
     answer = answer_tps_array(col["ttfo_ms"], col["e2e_ms"], col["output_tokens"], col["reasoning_tokens"])
+    speed = reasoning_tps_array(col["ttft_ms"], col["ttfo_ms"], col["reasoning_tokens"],
+                                col["reasoning_chunks"])
     for name, values in (("ttft_ms", col["ttft_ms"][ok]), ("e2e_ms", col["e2e_ms"][ok]),
                          ("tpot_ms", tpot[ok]), ("ttfo_ms", col["ttfo_ms"][ok]),
-                         ("reasoning_ms", thinking[ok]), ("answer_tps", answer[ok])):
+                         ("reasoning_ms", thinking[ok]), ("answer_tps", answer[ok]),
+                         ("reasoning_tps", speed[ok])):
         values, sample.blocks_of[name] = sorted_with_blocks(values, blocks[ok])
         setattr(sample, name, values)
     tokens = token_counts_array(ok, frame["n_chunks"].to_numpy(), col["multi_token_chunks"],
@@ -415,17 +418,7 @@ def _token_series(entries: list[Entry], t0: float,
 
 
 def _itl(entries: list[Entry], per_token: bool = False) -> ItlSample | None:
-    merged, records = GapHistogram(), 0
-    sample: list[np.ndarray] = []
-    for run, _, keys in entries:
-        table = run.table
-        hists, samples = ((table.itl_token, table.token_gap_samples) if per_token
-                          else (table.itl, table.gap_samples))
-        for key in keys:
-            if key in hists:
-                merged.merge(hists[key])
-                sample.extend(samples.get(key, []))
-                records += table.ok_with_gaps.get(key, 0)
+    merged, sample, records = merged_gaps([(run.table, keys) for run, _, keys in entries], per_token)
     if not merged.count:
         return None
     keys_array, counts = merged.arrays()

@@ -52,7 +52,7 @@ from fourfold.rundir import plausible
 EXACT_EXTRAS = ("recall_at_k", "precision_at_k")
 
 __all__ = ["GAP_SAMPLE_RECORDS", "GapHistogram", "RecordTable", "RecordsFormatError", "SchemaError",
-           "loads_or_none", "read_record_table", "variant_users"]
+           "loads_or_none", "merged_gaps", "read_record_table", "variant_users"]
 
 CATEGORIES = ("level", "scenario", "variant", "item_id", "error_class")
 GAP_SAMPLE_RECORDS = 2000
@@ -366,6 +366,23 @@ def _empty_frame() -> pd.DataFrame:
             "first_chunk_ms", "last_chunk_ms"]
     return pd.DataFrame({c: pd.Series(dtype="category" if c in CATEGORIES else float)
                          for c in cols if c != "warmup"})
+
+
+def merged_gaps(parts: list[tuple[RecordTable, list[GroupKey]]],
+                per_token: bool = False) -> tuple[GapHistogram, list[np.ndarray], int]:
+    """The pooled gaps of the given keys of each table (``per_token``: the per-token gaps), their gap
+    samples, and the ok requests with gaps behind them."""
+    merged, records = GapHistogram(), 0
+    sample: list[np.ndarray] = []
+    for table, keys in parts:
+        hists, samples = ((table.itl_token, table.token_gap_samples) if per_token
+                          else (table.itl, table.gap_samples))
+        for key in keys:
+            if key in hists:
+                merged.merge(hists[key])
+                sample.extend(samples.get(key, []))
+                records += table.ok_with_gaps.get(key, 0)
+    return merged, sample, records
 
 
 def read_record_table(path: str | Path, *, stall_ms: float = 150.0, sample_cap: int = GAP_SAMPLE_RECORDS,

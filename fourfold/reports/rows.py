@@ -71,6 +71,7 @@ class GroupSample:
     ttfo_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))     # ok requests with an answer token
     reasoning_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))   # ok requests that reasoned first
     answer_tps: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    reasoning_tps: np.ndarray = field(default_factory=lambda: np.zeros(0))
     requests_reasoning: int = 0                   # ok requests with reasoning tokens
     cached_tokens_total: float = 0.0              # prompt tokens the server said its prefix cache served ...
     cache_input_tokens: float = 0.0               # ... of the prompts of the requests it said it for

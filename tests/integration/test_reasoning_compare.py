@@ -37,6 +37,7 @@ def test_ttft_holds_while_ttfo_moves(tmp_path, locustfile, capsys):
     share = rows["reasoning_share"]
     assert float(share["candidate_value"]) > float(share["baseline_value"])
     assert float(rows["answer_tps_p50"]["baseline_value"]) == pytest.approx(100, rel=0.1)   # 10 ms a token
+    assert float(rows["reasoning_tps_p50"]["candidate_value"]) == pytest.approx(100, rel=0.1)   # the same
     report = (tmp_path / "out" / "report.md").read_text()
     assert "TTFO p50 (first answer token)" in report and "answers that reasoned" in report
     capsys.readouterr()

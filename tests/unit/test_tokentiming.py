@@ -98,3 +98,16 @@ def test_summary_and_report_agree_on_per_token_itl_and_the_counts(tmp_path):
     assert (sample.tokens_compared, sample.tokens_discrepant) == (60, 30)
     assert sample.tokens_server_total / sample.tokens_client_total == pytest.approx(2.5)
     assert sum(len(g) for g in sample.itl_token.sample) == 1350      # every record sampled, per token
+
+
+def test_reasoning_and_answer_speeds_are_each_parts_own():
+    """120 reasoning tokens 10 ms apart, then 40 answer tokens 20 ms apart: 100 and 50 tokens/s."""
+    from fourfold.measure.metrics import answer_tps, reasoning_tps, reasoning_tps_array
+    offsets = [50.0 + 10 * j for j in range(121)] + [1250.0 + 20 * j for j in range(1, 40)]
+    record = RequestRecord(ttft_ms=50.0, ttfo_ms=1250.0, e2e_ms=offsets[-1], chunk_offsets_ms=offsets,
+                           output_tokens=160, reasoning_tokens=120, reasoning_chunks=120)
+    assert reasoning_tps(record) == pytest.approx(100.0) and answer_tps(record) == pytest.approx(50.0)
+    assert reasoning_tps_array(np.array([50.0, 50.0]), np.array([1250.0, 50.0]), np.array([120.0, 0.0]),
+                               np.array([120.0, 0.0]))[0] == pytest.approx(100.0)
+    hidden = RequestRecord(ttft_ms=900.0, ttfo_ms=900.0, e2e_ms=1000.0, output_tokens=500, reasoning_tokens=490)
+    assert reasoning_tps(hidden) is None         # reasoning never streamed: no span to time it by
