@@ -58,6 +58,7 @@ from fourfold.rundir.secrets import NO_SECRETS, Secrets
 from fourfold.rundir.secrets import for_request as secrets_for_request
 from fourfold.workloads.synthetic import estimate_tokens
 from fourfold.workloads.tokenizer import Tokenizer, count_record_tokens
+from fourfold.workloads.tools import offered_schemas
 
 _ERROR_BODY_CAP = 4096
 UNSENT = "unsent"    # record.extra key set when the run stopped a request before it reached the wire
@@ -384,7 +385,8 @@ def _finish(dialect: Dialect, request: HttpRequest, record: RequestRecord, t0: i
     if completion.extra:
         record.extra.update(completion.extra)
     if completion.tool_calls:
-        record.extra.update(tool_call_facts(completion.tool_calls, secrets.scrub))
+        schemas = offered_schemas(request.json)         # the tools the request offered: calls judged by them
+        record.extra.update(tool_call_facts(completion.tool_calls, secrets.scrub, schemas))
     record.error_class, record.error_detail = _classify(record, completion.error_class,
                                                         completion.error_detail, transport_error,
                                                         transport_detail)

@@ -160,6 +160,14 @@ METRICS: tuple[MetricDef, ...] = (
        "reasoning it never streamed)", report=True),
     _n("tokens_client_total", "count", "tokens", "the client's output counts of tokens_compared",
        report=True),
+    _n("tool_calls", "count", "calls", "tool calls the ok answers made (OpenAI tool_calls, Anthropic "
+       "tool_use, Responses function_call)", report=True),
+    _n("requests_tool_calls", "count", "requests", "ok answers that made a tool call", report=True),
+    _n("tool_calls_judged", "count", "calls", "of tool_calls, those of requests that offered tools (a "
+       "dataset item's tools): judged against them", report=True),
+    _n("tool_calls_invalid", "count", "calls", "of tool_calls_judged, those naming no offered tool, whose "
+       "arguments are no JSON object, or break the tool's JSON schema", report=True),
+    _n("tool_calls_valid", "count", "calls", "tool_calls_judged − tool_calls_invalid", report=True),
     _n("input_tokens_tokenizer", "count", "requests", "requests whose input count is the --tokenizer's count "
        "of the request's message texts (the server reported none)"),
     _n("conn_reused", "count", "requests", "requests sent on an already-open connection", report=True),
@@ -201,6 +209,10 @@ METRICS: tuple[MetricDef, ...] = (
        "discrepancy): the server's token count and the client's disagree", report=True),
     _n("token_count_ratio", "ratio", "fraction", "tokens_server_total / tokens_client_total: the server's "
        "count for each token the client counted (1: they agree)", report=True),
+    _n("tool_call_share", "ratio", "fraction", "requests_tool_calls / ok: the answers that were tool calls",
+       report=True),
+    _n("tool_call_valid_share", "ratio", "fraction", "tool_calls_valid / tool_calls_judged: the calls whose "
+       "arguments fit the tool the request offered (its name, a JSON object, its JSON schema)", report=True),
     _n("pulse_share", "ratio", "fraction", "stream rhythm: requests_pulsing / requests_rhythm, the share of "
        "the streams that pulse (the article: part of the long answers). Limits: the report estimates it from "
        "the evenly spread sample of up to 1,000 requests its ITL intervals use", report=True),

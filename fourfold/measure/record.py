@@ -59,6 +59,10 @@ UNSOLICITED_BEFORE = "unsolicited_before"     # bytes an idle pooled connection 
 INPUT_TOKENS_SOURCE = "input_tokens_source"   # with --tokenizer: "usage" (the server's count) or "tokenizer"
 TOOL_CALLS = "tool_calls"                     # the tool calls an answer made: [{"id", "name", "arguments"}]
 TOOL_CALLS_NOT_JSON = "tool_calls_not_json"   # of them, those whose arguments are no JSON object
+TOOL_CALL_COUNT = "tool_call_count"           # how many calls (a number: the report reads it from extra)
+# of them, those that do not fit the tools the request offered (unknown name, no JSON object, schema
+# broken: workloads.tools.call_problem); only when tools were offered, with the first problem
+TOOL_CALLS_INVALID, TOOL_CALL_PROBLEM = "tool_calls_invalid", "tool_call_problem"
 MAX_TOOL_CALLS = 64                           # calls kept per record (all are counted)
 
 

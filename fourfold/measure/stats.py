@@ -29,19 +29,18 @@ report uses too); the names, units and definitions are :mod:`fourfold.measure.me
 - ``conn_reuse`` = requests on an already-open connection / requests where that is known.
   ``conn_reconnects``: requests whose pooled connection the server had closed while idle, so
   they had to open a new one (``record.conn_reconnected``; a reconnect stall).
-- What a target got wrong beside the class: ``usage_implausible`` (its usage was not believed,
-  the record counts chunks), ``no_terminal_event`` (complete by a finish reason and a clean end of
-  the body, without ``[DONE]``/``message_stop``), ``unsolicited_responses`` (bytes nobody asked for
-  after a response, or on an idle kept-alive connection).
+- What a target got wrong beside the class: ``usage_implausible`` (its usage was not believed, the record
+  counts chunks), ``no_terminal_event`` (complete by a finish reason and a clean end of the body, without
+  ``[DONE]``/``message_stop``), ``unsolicited_responses`` (bytes after a response, or on an idle connection).
+- Tool calls (``tool_call_share``, ``tool_call_valid_share``): :mod:`fourfold.measure.toolcalls`.
 - wall time = ``last_end - first_start``: first send to last end (``started_at`` + e2e, or
   the last known offset) over the key's records.
 - Per-second series (Unix seconds): output tokens by the second their chunk arrived (usage
   tokens spread over the chunks in integers), requests finished and failed by their end second,
   stalls by the second the stalling gap ended, TTFT count/sum/max by the second the first token arrived.
 
-Percentiles are nearest-rank over log-bucket histograms (:mod:`fourfold.measure.histogram`): within
-``alpha`` (0.5 %, ``histogram_alpha`` in the summary) of the exact value; the report computes
-them exactly from records.jsonl.
+Percentiles are nearest-rank over log-bucket histograms (:mod:`fourfold.measure.histogram`): within ``alpha``
+(0.5 %, ``histogram_alpha`` in the summary) of the exact value; the report computes them from records.jsonl.
 
 Distributed: workers ``take_wire()`` (to_wire + reset) in ``report_to_master``, the master
 ``merge_wire``s; counts and histogram buckets merge exactly. The wire holds only
@@ -87,7 +86,8 @@ from fourfold.measure.record import (
     RequestRecord,
 )
 from fourfold.measure.rhythm import stall_count
-from fourfold.measure.tokentiming import add_token_timing
+from fourfold.measure.tokentiming import add_token_timing, token_rates
+from fourfold.measure.toolcalls import add_tool_calls, tool_rates
 
 __all__ = ["COUNTERS", "HISTOGRAMS", "QUANTILES", "SLO_METRICS", "GroupStats", "LLMStats", "check_slo",
            "end_s", "is_interrupted", "meets_slo", "tokens_by_second"]
@@ -102,7 +102,8 @@ COUNTERS = ("requests", "ok", "failures", "interrupted", "stalls", "requests_wit
             "usage_implausible", "no_terminal_event", "unsolicited_responses", "requests_pulsing",
             "requests_rhythm", "requests_reasoning", "reasoning_tokens_total", "cached_tokens_total",
             "cache_input_tokens", "content_chunks", "multi_token_chunks", "tokens_compared",
-            "tokens_discrepant", "tokens_server_total", "tokens_client_total")
+            "tokens_discrepant", "tokens_server_total", "tokens_client_total", "tool_calls",
+            "requests_tool_calls", "tool_calls_judged", "tool_calls_invalid", "tool_calls_valid")
 QUANTILES = (("p50", 0.50), ("p90", 0.90), ("p95", 0.95), ("p99", 0.99))
 DEFAULT_STALL_THRESHOLD_MS = 150.0
 TOTAL_LEVEL, TOTAL_SCENARIO = "Aggregated", ""
@@ -201,6 +202,7 @@ class GroupStats:
             h["output_tokens"].add(record.output_tokens)
             h["itl_ms"].add_all(gaps)
             add_token_timing(c, h["itl_token_ms"], record, gaps)
+            add_tool_calls(c, record)
             jitter = jitter_ms(record) if isinstance(gaps, list) else jitter_ms_of_gaps(gaps)
             if jitter is not None:
                 h["jitter_ms"].add(jitter)
@@ -310,9 +312,7 @@ class GroupStats:
                                "conn_reuse": ratio(c["conn_reused"], known_conn),
                                "reasoning_share": ratio(c["requests_reasoning"], c["ok"]),
                                "cache_hit_share": ratio(c["cached_tokens_total"], c["cache_input_tokens"]),
-                               "multi_token_chunk_share": ratio(c["multi_token_chunks"], c["content_chunks"]),
-                               "token_discrepancy_share": ratio(c["tokens_discrepant"], c["tokens_compared"]),
-                               "token_count_ratio": ratio(c["tokens_server_total"], c["tokens_client_total"])}
+                               **token_rates(c), **tool_rates(c)}
         for name in HISTOGRAMS:
             out[name] = _hist_summary(self.hists[name])
         pulse = self.hists[PULSE_HIST]

@@ -23,11 +23,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from fourfold.measure.histogram import LogHistogram
+from fourfold.measure.metrics import ratio
 from fourfold.measure.record import RequestRecord
 from fourfold.measure.rhythm import token_gaps
 
 __all__ = ["DISCREPANCY_SHARE", "add_token_timing", "is_discrepant", "is_discrepant_array",
-           "multi_token_chunks", "streamed_tokens", "streamed_tokens_array", "token_counts_array"]
+           "multi_token_chunks", "streamed_tokens", "streamed_tokens_array", "token_counts_array",
+           "token_rates"]
 
 DISCREPANCY_SHARE = 0.10     # a client count this far from the server's, either way, is a discrepancy
 
@@ -71,6 +73,13 @@ def is_discrepant_array(server: np.ndarray, client: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         return np.where(compared, (np.abs(server - client) > DISCREPANCY_SHARE * client).astype(np.float64),
                         np.nan)
+
+
+def token_rates(counts: dict[str, int]) -> dict[str, float | None]:
+    """summary.json's token-timing rates from LLMStats' counters."""
+    return {"multi_token_chunk_share": ratio(counts["multi_token_chunks"], counts["content_chunks"]),
+            "token_discrepancy_share": ratio(counts["tokens_discrepant"], counts["tokens_compared"]),
+            "token_count_ratio": ratio(counts["tokens_server_total"], counts["tokens_client_total"])}
 
 
 def token_counts_array(ok: np.ndarray, chunks: np.ndarray, multi: np.ndarray, output_tokens: np.ndarray,

@@ -114,9 +114,9 @@ from fourfold.reports.rows import (
 from fourfold.reports.verdict import Decision, benjamini_hochberg, decide, holm, min_effect_for
 
 __all__ = ["BETTER", "DEFAULT_GATE", "DEFAULT_SETTINGS", "DISCREPANCY_ROWS", "EQUIVALENT", "INCONCLUSIVE",
-           "METRICS", "NA", "NO_CHANGE", "REASONING_ROWS", "TOKEN_ROWS", "TOO_FEW", "WORSE", "GroupSample",
-           "ItlSample", "Metric", "Row", "CompareSettings", "adjust", "compare_groups", "is_gated", "pairs",
-           "telemetry_metrics"]
+           "METRICS", "NA", "NO_CHANGE", "REASONING_ROWS", "TOKEN_ROWS", "TOOL_ROWS", "TOO_FEW", "WORSE",
+           "GroupSample", "ItlSample", "Metric", "Row", "CompareSettings", "adjust", "compare_groups",
+           "is_gated", "pairs", "telemetry_metrics"]
 
 # rows shown only for a group where an answer of either side reasoned (summary.json has them always)
 REASONING_ROWS = ("ttfo_p50", "ttfo_p95", "ttfo_p99", "reasoning_p50", "reasoning_share", "answer_tps_p50",
@@ -125,6 +125,7 @@ REASONING_ROWS = ("ttfo_p50", "ttfo_p95", "ttfo_p99", "reasoning_p50", "reasonin
 # token counts of a request of either side disagreed
 TOKEN_ROWS = tuple(f"itl_token_{pct(q)}" for q in ITL_QUANTILES) + ("multi_token_chunk_share",)
 DISCREPANCY_ROWS = ("token_discrepancy_share", "token_count_ratio")
+TOOL_ROWS = ("tool_call_share", "tool_call_valid_share")      # ... where an answer of either side made a call
 ONE_RUN = "1 run a side: between-run variance unknown, no verdict (run >= 2 a side: fourfold repeat)"
 # the effect the "runs needed" figure is for: 5 bands (TTFT 10 %, tokens/s 5 %, rates 2.5 points)
 DETECT_BANDS = 5
@@ -153,6 +154,10 @@ METRICS: tuple[Metric, ...] = (
       for q in ITL_QUANTILES),
     Metric("multi_token_chunk_share", "chunks carrying several tokens", "%", "lower",
            rate("multi_token_chunks", "content_chunks"), descriptive=True),
+    Metric("tool_call_share", "answers that were tool calls", "%", "lower", rate("requests_tool_calls", "ok"),
+           descriptive=True),
+    Metric("tool_call_valid_share", "tool calls that fit the offered tools", "%", "higher",
+           rate("tool_calls_valid", "tool_calls_judged")),
     Metric("token_discrepancy_share", "token count: server vs client > 10 % apart", "%", "lower",
            rate("tokens_discrepant", "tokens_compared")),
     Metric("token_count_ratio", "token count: server / client", "%", "lower",
@@ -253,9 +258,11 @@ def compare_groups(group: str, baseline: GroupSample | Sequence[GroupSample],
     reasoned = any(g.requests_reasoning for g in (*base, *cand))
     multi = any(g.multi_token_chunks for g in (*base, *cand))
     discrepant = any(g.tokens_discrepant for g in (*base, *cand))
+    called = any(g.tool_calls for g in (*base, *cand))
     for metric in (*METRICS, *error_class_metrics(base, cand), *telemetry_metrics(base, cand)):
         if ((metric.key in REASONING_ROWS and not reasoned) or (metric.key in TOKEN_ROWS and not multi)
-                or (metric.key in DISCREPANCY_ROWS and not discrepant)):
+                or (metric.key in DISCREPANCY_ROWS and not discrepant)
+                or (metric.key in TOOL_ROWS and not called)):
             continue          # e.g. no answer reasoned: TTFO is TTFT, the reasoning rows have nothing to say
         row = _row(group, metric, base, cand, bs.row_rng(settings.seed, group, metric.key), settings, matched)
         if row is not None:

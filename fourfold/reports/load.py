@@ -59,6 +59,7 @@ from fourfold.measure.metrics import (
 )
 from fourfold.measure.record import SCHEMA_VERSION
 from fourfold.measure.tokentiming import token_counts_array
+from fourfold.measure.toolcalls import tool_counts_array
 from fourfold.reports.cache import RunCache, stamp
 from fourfold.reports.compare import GroupSample, ItlSample
 from fourfold.reports.records import (
@@ -324,6 +325,8 @@ def _sample(entries: list[Entry], variant: str | None, slo_ms: dict[str, float] 
     tokens = token_counts_array(ok, frame["n_chunks"].to_numpy(), col["multi_token_chunks"],
                                 col["output_tokens"], col["reasoning_tokens"], col["reasoning_chunks"],
                                 col["client_output_tokens"])
+    tokens.update(tool_counts_array(ok, frame["tool_call_count"].to_numpy(),
+                                    frame["tool_calls_invalid"].to_numpy()))
     for name, values in tokens.items():
         setattr(sample, name, type(getattr(sample, name))(values.sum()))
     cached = np.isfinite(col["cached_tokens"]) & (np.nan_to_num(col["input_tokens"]) > 0)

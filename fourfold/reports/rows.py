@@ -88,6 +88,11 @@ class GroupSample:
     tokens_discrepant: int = 0
     tokens_server_total: float = 0.0
     tokens_client_total: float = 0.0
+    tool_calls: float = 0.0                       # calls of ok answers (measure.toolcalls) ...
+    requests_tool_calls: int = 0
+    tool_calls_judged: float = 0.0                # ... judged against the tools the request offered
+    tool_calls_invalid: float = 0.0
+    tool_calls_valid: float = 0.0
     output_tokens_total: float = 0.0
     wall_s: float | None = None
     tokens_per_s: np.ndarray = field(default_factory=lambda: np.zeros(0))   # per 1-s interval

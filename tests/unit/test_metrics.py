@@ -209,7 +209,8 @@ def test_the_slo_grammar_takes_its_names_from_the_registry():
     assert {f"{b}_ms" for b in LATENCY_BASES} - per_run == set(m.SLO_METRICS)
     assert RATE_METRICS == ("error_rate", "interruption_rate", "stall_rate", "conn_reuse", "goodput_ratio",
                             "reasoning_share", "cache_hit_share", "multi_token_chunk_share",
-                            "token_discrepancy_share", "token_count_ratio", "pulse_share")
+                            "token_discrepancy_share", "token_count_ratio", "tool_call_share",
+                            "tool_call_valid_share", "pulse_share")
     assert THROUGHPUT_METRICS == \
         {"output_tps": "tok/s", "request_rps": "req/s", "goodput_rps": "req/s", "pulse_hz": "Hz"}
     assert QUALITY_METRICS == ("similarity_mean", "similarity_p5", "similarity_p50", "low_confidence_share",

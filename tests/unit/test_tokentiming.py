@@ -109,5 +109,6 @@ def test_reasoning_and_answer_speeds_are_each_parts_own():
     assert reasoning_tps(record) == pytest.approx(100.0) and answer_tps(record) == pytest.approx(50.0)
     assert reasoning_tps_array(np.array([50.0, 50.0]), np.array([1250.0, 50.0]), np.array([120.0, 0.0]),
                                np.array([120.0, 0.0]))[0] == pytest.approx(100.0)
-    hidden = RequestRecord(ttft_ms=900.0, ttfo_ms=900.0, e2e_ms=1000.0, output_tokens=500, reasoning_tokens=490)
+    hidden = RequestRecord(ttft_ms=900.0, ttfo_ms=900.0, e2e_ms=1000.0, output_tokens=500,
+                           reasoning_tokens=490)
     assert reasoning_tps(hidden) is None         # reasoning never streamed: no span to time it by

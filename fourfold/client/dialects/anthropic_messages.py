@@ -30,6 +30,7 @@ from fourfold.client.dialects.jsonevents import JsonEventParser, classify_error_
 from fourfold.client.dialects.openai_chat import cut_without_a_reason
 from fourfold.client.sse import DEFAULT_MAX_EVENT_BYTES, SSEEvent
 from fourfold.workloads.items import Item
+from fourfold.workloads.tools import anthropic_tools
 
 __all__ = ["ANTHROPIC_VERSION", "DEFAULT_MAX_TOKENS", "AnthropicMessages", "AnthropicMessagesParser",
            "anthropic_error_class"]
@@ -159,6 +160,8 @@ class AnthropicMessages:
             body["system"] = "\n\n".join(system)
         if options.temperature is not None:
             body["temperature"] = options.temperature
+        if item.meta.get("tools"):                      # the item's tools in the Messages API's shape
+            body["tools"] = anthropic_tools(item.meta["tools"])
         body.update(options.extra_body)
         headers = {"anthropic-version": ANTHROPIC_VERSION, **options.extra_headers}
         return HttpRequest("POST", self.path, json=body, headers=headers, stream=options.stream)

@@ -247,6 +247,8 @@ class OpenAIChat:
             body["ignore_eos"] = True
         if options.temperature is not None:
             body["temperature"] = options.temperature
+        if item.meta.get("tools"):                      # the item's tools, as the dataset gives them
+            body["tools"] = item.meta["tools"]
         body.update(options.extra_body)
         return HttpRequest("POST", self.path, json=body, headers=dict(options.extra_headers),
                            stream=options.stream)

@@ -28,6 +28,7 @@ from fourfold.client.dialects.base import HttpRequest, RequestOptions
 from fourfold.client.dialects.jsonevents import JsonEventParser, classify_error_message, error_message
 from fourfold.client.sse import DEFAULT_MAX_EVENT_BYTES, SSEEvent
 from fourfold.workloads.items import Item
+from fourfold.workloads.tools import responses_tools
 
 __all__ = ["OpenAIResponses", "OpenAIResponsesParser", "responses_error_class"]
 
@@ -174,6 +175,8 @@ class OpenAIResponses:
             body["ignore_eos"] = True
         if options.temperature is not None:
             body["temperature"] = options.temperature
+        if item.meta.get("tools"):                      # the item's tools in the Responses API's flat shape
+            body["tools"] = responses_tools(item.meta["tools"])
         body.update(options.extra_body)
         return HttpRequest("POST", self.path, json=body, headers=dict(options.extra_headers),
                            stream=options.stream)

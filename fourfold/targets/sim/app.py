@@ -36,6 +36,7 @@ from fourfold.targets.sim.sessions import (
     session_answer,
     session_rng,
 )
+from fourfold.targets.sim.toolcalls import choose_call
 from fourfold.targets.sim.wire import JSON_CONTENT_TYPE, ParsedRequest, WireError, dumps
 
 PLAN_HEADER = "x-fourfold-plan"
@@ -229,7 +230,11 @@ class SimApp:
             answer = Answer(turn.text, goal.id, None)
             session = {"id": goal.id, "new_facts": list(turn.new_facts),
                        "revealed_before": turn.revealed_before}
-        plan = make_plan(self.profile, answer, facts, self.seed, reword=goal is None)
+        profile = self.profile
+        call = (None if parsed.tool_result or goal is not None
+                else choose_call(parsed.tools, parsed.prompt, self.seed, occurrence, profile.tool_call_share,
+                                 profile.tool_call_invalid_rate))
+        plan = make_plan(profile, answer, facts, self.seed, reword=goal is None, tool_call=call)
         plan.messages, plan.session = len(parsed.messages), session
         counters.requests_total += 1
         counters.running += 1

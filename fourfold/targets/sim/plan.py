@@ -25,6 +25,7 @@ from fourfold.targets.sim.paraphrase import GenerationKnobs, Slip, generate
 from fourfold.targets.sim.perturb import QualityKnobs, perturb
 from fourfold.targets.sim.profile import MAX_REASONING_TOKENS, Profile
 from fourfold.targets.sim.tokens import cycle_tokens, tokenize
+from fourfold.targets.sim.toolcalls import ToolCall
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ class Plan:
     reasoning: int = 0            # the first `reasoning` tokens are reasoning, the rest the answer
     reasoning_field: str = "reasoning_content"   # the OpenAI delta field they go in (the profile's)
     tokens_per_event: int = 1     # tokens an event carries (the profile's; the encoders join them)
+    tool_call: ToolCall | None = None   # the answer is this call; its tokens are the arguments' text
 
     @property
     def output_tokens(self) -> int:
@@ -119,6 +121,8 @@ class Plan:
             out["reasoning_tokens"] = self.reasoning
             answer_ms = self.answer_ms
             out["answer_ms"] = round(answer_ms, 3) if answer_ms is not None else None
+        if self.tool_call is not None:
+            out["tool_call"] = {"name": self.tool_call.name, "broken": self.tool_call.broken}
         if self.prefill_ms or self.cached_tokens:
             out["prefill_ms"] = round(self.prefill_ms, 3)
             out["cached_tokens"] = self.cached_tokens
@@ -158,17 +162,23 @@ def choose_tokens(text: str, max_tokens: int | None, ignore_eos: bool) -> tuple[
     return tokens, "stop"
 
 
-def make_plan(profile: Profile, answer: Answer, facts: RequestFacts, seed: int, reword: bool = True) -> Plan:
+def make_plan(profile: Profile, answer: Answer, facts: RequestFacts, seed: int, reword: bool = True,
+              tool_call: ToolCall | None = None) -> Plan:
     """Decide tokens and timing for one request (see module docstring); ``reword`` False keeps the
-    answer's wording (a session turn, whose facts are found by their key phrases)."""
+    answer's wording (a session turn, whose facts are found by their key phrases); ``tool_call``: the
+    answer is that call (its arguments' tokens, no reasoning; cut at max_tokens, ``ignore_eos`` aside)."""
     rng = request_rng(seed, facts.prompt, facts.occurrence)
     text = perturb(answer.text, knobs_of(profile), rng, answer.requested_items)
     slips: list[Slip] = []
     if reword:
         text, slips = generate(text, generation_knobs(profile), rng, facts.prompt)
-    reasoning = reasoning_count(profile, seed, facts)
+    reasoning = reasoning_count(profile, seed, facts) if tool_call is None else 0
     answer_max = facts.max_tokens - reasoning if facts.max_tokens is not None else None
-    tokens, finish_reason = choose_tokens(text, answer_max, facts.ignore_eos)
+    if tool_call is None:
+        tokens, finish_reason = choose_tokens(text, answer_max, facts.ignore_eos)
+    else:
+        tokens, finish_reason = choose_tokens(tool_call.arguments, answer_max, False)
+        finish_reason, slips = ("tool_calls" if finish_reason == "stop" else finish_reason), []
     if reasoning:
         tokens = cycle_tokens(tokenize(thinking_text(facts.prompt)), reasoning) + tokens
     structured = profile.is_structured(facts.prompt)
@@ -212,6 +222,7 @@ def make_plan(profile: Profile, answer: Answer, facts: RequestFacts, seed: int, 
         reasoning=reasoning,
         reasoning_field=profile.reasoning_field,
         tokens_per_event=profile.tokens_per_event,
+        tool_call=tool_call,
     )
 
 

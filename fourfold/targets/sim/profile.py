@@ -87,6 +87,10 @@ class Profile:
     # group's tokens are all due when its last one is (reasoning and answer grouped apart); OpenAI chat,
     # Responses and Anthropic; the usage still counts every token
     tokens_per_event: int = 1
+    # a request that offers tools is answered by a call this share of the time; this share of the calls
+    # breaks the tool's schema (fourfold.targets.sim.toolcalls)
+    tool_call_share: float = 1.0
+    tool_call_invalid_rate: float = 0.0
     # quality
     drop_sentence_rate: float = 0.0
     filler_sentence_rate: float = 0.0
@@ -132,6 +136,9 @@ class Profile:
                 and 0 <= self.prefix_cache_discount <= 1):
             raise ProfileError(f"profile {self.name!r}: prefill_ms_per_1k_tokens and "
                                "prefix_cache_block_tokens must be >= 0 and prefix_cache_discount "
+                               "within [0, 1]")
+        if not (0 <= self.tool_call_share <= 1 and 0 <= self.tool_call_invalid_rate <= 1):
+            raise ProfileError(f"profile {self.name!r}: tool_call_share and tool_call_invalid_rate must be "
                                "within [0, 1]")
         if not 1 <= self.tokens_per_event <= MAX_TOKENS_PER_EVENT:
             raise ProfileError(f"profile {self.name!r}: tokens_per_event must be within "

@@ -115,6 +115,8 @@ class ParsedRequest:
     make_encoder: Callable[[Plan, str], Encoder] | None = None
     options: dict[str, Any] = field(default_factory=dict)
     messages: tuple[tuple[str, str], ...] = ()   # (role, text) of every chat message, in order
+    tools: tuple[tuple[str, str, dict[str, Any]], ...] = ()   # (name, description, schema) offered
+    tool_result: bool = False     # the conversation ends with a tool's result: answer in text
 
 
 def parse_json_object(body: bytes, error: Callable[[str], WireError]) -> dict[str, Any]:

@@ -12,10 +12,12 @@ answered 400 ``invalid_request_error`` "Unknown beta feature" (the article's fea
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fourfold.targets.sim.plan import Plan
 from fourfold.targets.sim.tokens import content_text, count_tokens
+from fourfold.targets.sim.toolcalls import ends_with_tool_result, offered_tools
 from fourfold.targets.sim.wire import (
     SSE_CONTENT_TYPE,
     ParsedRequest,
@@ -28,7 +30,7 @@ from fourfold.targets.sim.wire import (
     split_run,
 )
 
-STOP_REASONS = {"stop": "end_turn", "length": "max_tokens"}
+STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 
 
 def error(message: str, status: int = 400, err_type: str = "invalid_request_error") -> WireError:
@@ -72,6 +74,8 @@ def parse(body: bytes, headers: dict[str, str], default_model: str,
         ignore_eos=bool(data.get("ignore_eos")),
         make_encoder=lambda plan, request_id: MessagesEncoder(plan, request_id, model),
         messages=chat_history(messages),
+        tools=offered_tools(data),
+        tool_result=ends_with_tool_result(messages),
     )
 
 
@@ -92,6 +96,8 @@ class MessagesEncoder:
     _THINKING_PREFIX = (b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
                         b'"delta":{"type":"thinking_delta","thinking":')
     _TEXT_AFTER_THINKING = _DELTA_PREFIX.replace(b'"index":0', b'"index":1')
+    _CALL_PREFIX = (b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+                    b'"delta":{"type":"input_json_delta","partial_json":')
 
     def __init__(self, plan: Plan, request_id: str, model: str) -> None:
         self.plan = plan
@@ -113,7 +119,9 @@ class MessagesEncoder:
 
     def prelude(self) -> bytes:
         start = {"type": "message_start", "message": self._message([], None, 1)}
-        first = ({"type": "thinking", "thinking": ""} if self.plan.reasoning
+        call = self.plan.tool_call
+        first = ({"type": "tool_use", "id": "toolu_" + call.call_id[5:], "name": call.name, "input": {}}
+                 if call is not None else {"type": "thinking", "thinking": ""} if self.plan.reasoning
                  else {"type": "text", "text": ""})
         block = {"type": "content_block_start", "index": 0, "content_block": first}
         return (
@@ -125,6 +133,8 @@ class MessagesEncoder:
     def tokens(self, first: int, texts: list[str]) -> bytes:
         reasoning = self.plan.reasoning
         thoughts, answer = split_run(self.plan, first, texts)     # the events of this run
+        if self.plan.tool_call is not None:
+            return encode_run(self._CALL_PREFIX, answer, self._DELTA_SUFFIX)
         if not reasoning:
             return encode_run(self._DELTA_PREFIX, answer, self._DELTA_SUFFIX)
         thought = min(max(0, reasoning - first), len(texts))
@@ -159,6 +169,14 @@ class MessagesEncoder:
 
     def body(self) -> bytes:
         content: list[dict[str, Any]] = [{"type": "text", "text": self.plan.text}]
+        call = self.plan.tool_call
+        if call is not None:
+            try:
+                arguments = json.loads(self.plan.text)
+            except ValueError:          # cut at max_tokens: the API sends what it parsed, here nothing
+                arguments = {}
+            content = [{"type": "tool_use", "id": "toolu_" + call.call_id[5:], "name": call.name,
+                        "input": arguments}]
         if self.plan.reasoning:
             content.insert(0, {"type": "thinking", "thinking": self.plan.reasoning_text,
                                "signature": "c2ltdWxhdGVk"})

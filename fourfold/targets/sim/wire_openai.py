@@ -15,6 +15,7 @@ from typing import Any
 
 from fourfold.targets.sim.plan import Plan
 from fourfold.targets.sim.tokens import content_text, count_tokens
+from fourfold.targets.sim.toolcalls import ends_with_tool_result, offered_tools
 from fourfold.targets.sim.wire import (
     SSE_CONTENT_TYPE,
     ParsedRequest,
@@ -63,6 +64,8 @@ def parse(body: bytes, headers: dict[str, str], default_model: str) -> ParsedReq
         make_encoder=lambda plan, request_id: ChatEncoder(plan, request_id, model, include_usage),
         options={"include_usage": include_usage},
         messages=chat_history(messages),
+        tools=offered_tools(data),
+        tool_result=ends_with_tool_result(messages),
     )
 
 
@@ -79,7 +82,7 @@ class ChatEncoder:
 
     content_type = SSE_CONTENT_TYPE
     __slots__ = ("plan", "request_id", "model", "include_usage", "created", "_head", "_prefix", "_suffix",
-                 "_thought_prefix")
+                 "_thought_prefix", "_call_prefix", "_call_suffix")
 
     def __init__(self, plan: Plan, request_id: str, model: str, include_usage: bool) -> None:
         self.plan = plan
@@ -96,11 +99,24 @@ class ChatEncoder:
         self._suffix = b'},"logprobs":null,"finish_reason":null}]' + usage_tail + b"}\n\n"
         self._thought_prefix = (b"data: " + self._head + b',"choices":[{"index":0,"delta":{'
                                 + json_str(plan.reasoning_field) + b":")
+        # a tool call's argument pieces (the call's id and name come with the first)
+        self._call_prefix = (b"data: " + self._head + b',"choices":[{"index":0,"delta":{"tool_calls":'
+                             b'[{"index":0,"function":{"arguments":')
+        self._call_suffix = b'}}]},"logprobs":null,"finish_reason":null}]' + usage_tail + b"}\n\n"
 
     def prelude(self) -> bytes:
         return b""
 
     def tokens(self, first: int, texts: list[str]) -> bytes:
+        call = self.plan.tool_call
+        if call is not None:
+            run = encode_run(self._call_prefix, split_run(self.plan, first, texts)[1], self._call_suffix)
+            if first:
+                return run
+            opening = {"role": "assistant", "content": None, "tool_calls": [{
+                "index": 0, "id": call.call_id, "type": "function",
+                "function": {"name": call.name, "arguments": ""}}]}
+            return self._prefix[:-len(b'"content":')] + dumps(opening)[1:-1] + self._suffix + run
         thoughts, answer = split_run(self.plan, first, texts)    # the events of this run
         run = encode_run(self._prefix, answer, self._suffix)
         if thoughts:
@@ -137,9 +153,13 @@ class ChatEncoder:
 
     def body(self) -> bytes:
         plan = self.plan
-        message = {"role": "assistant", "content": plan.text}
+        message: dict[str, Any] = {"role": "assistant", "content": plan.text}
         if plan.reasoning:
             message[plan.reasoning_field] = plan.reasoning_text
+        if plan.tool_call is not None:
+            message = {"role": "assistant", "content": None, "tool_calls": [{
+                "id": plan.tool_call.call_id, "type": "function",
+                "function": {"name": plan.tool_call.name, "arguments": plan.text}}]}
         return dumps({
             "id": self.request_id,
             "object": "chat.completion",

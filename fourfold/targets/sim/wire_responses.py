@@ -25,6 +25,7 @@ from typing import Any
 
 from fourfold.targets.sim.plan import Plan
 from fourfold.targets.sim.tokens import content_text, count_tokens
+from fourfold.targets.sim.toolcalls import ends_with_tool_result, offered_tools
 from fourfold.targets.sim.wire import (
     SSE_CONTENT_TYPE,
     ParsedRequest,
@@ -61,6 +62,7 @@ def _messages(data: dict[str, Any]) -> list[dict[str, Any]]:
 def parse(body: bytes, headers: dict[str, str], default_model: str) -> ParsedRequest:
     data = parse_json_object(body, error)
     messages = _messages(data)
+    raw = data.get("input")
     max_tokens = positive_int(data.get("max_output_tokens"), "max_output_tokens", error)
     prompt = ""
     for message in reversed(messages):
@@ -79,6 +81,8 @@ def parse(body: bytes, headers: dict[str, str], default_model: str) -> ParsedReq
         ignore_eos=bool(data.get("ignore_eos")),
         make_encoder=lambda plan, request_id: ResponsesEncoder(plan, request_id, model, max_tokens),
         messages=chat_history(messages),
+        tools=offered_tools(data),
+        tool_result=ends_with_tool_result(raw if isinstance(raw, list) else messages),
     )
 
 
@@ -91,7 +95,7 @@ class ResponsesEncoder:
 
     content_type = SSE_CONTENT_TYPE
     __slots__ = ("plan", "response_id", "model", "max_tokens", "created", "seq", "_text_prefix",
-                 "_thought_prefix")
+                 "_thought_prefix", "_call_prefix")
 
     def __init__(self, plan: Plan, request_id: str, model: str, max_tokens: int | None) -> None:
         self.plan = plan
@@ -107,6 +111,9 @@ class ResponsesEncoder:
         self._thought_prefix = (b'event: response.reasoning_text.delta\ndata: {"type":'
                                 b'"response.reasoning_text.delta","item_id":' + json_str(f"rs_{request_id}")
                                 + b',"output_index":0,"content_index":0,"delta":')
+        self._call_prefix = (b'event: response.function_call_arguments.delta\ndata: {"type":'
+                             b'"response.function_call_arguments.delta","item_id":'
+                             + json_str(f"fc_{request_id}") + b',"output_index":0,"delta":')
 
     # ---- the items ----
     def _reasoning_item(self, done: bool) -> dict[str, Any]:
@@ -120,6 +127,13 @@ class ResponsesEncoder:
         return {"id": "msg_" + self.response_id[5:], "type": "message", "role": "assistant",
                 "status": "completed" if done else "in_progress", "content": content if done else []}
 
+    def _call_item(self, done: bool) -> dict[str, Any]:
+        call = self.plan.tool_call
+        assert call is not None
+        return {"id": "fc_" + self.response_id[5:], "type": "function_call",
+                "status": "completed" if done else "in_progress", "arguments": self.plan.text if done else "",
+                "call_id": call.call_id, "name": call.name}
+
     def _answers(self) -> bool:
         """The answer has a token (an answer cut during its reasoning has none)."""
         return self.plan.output_tokens > self.plan.reasoning
@@ -127,7 +141,9 @@ class ResponsesEncoder:
     def response(self, status: str) -> dict[str, Any]:
         plan = self.plan
         output: list[dict[str, Any]] = []
-        if status != "in_progress":
+        if status != "in_progress" and plan.tool_call is not None:
+            output.append(self._call_item(True))
+        elif status != "in_progress":
             if plan.reasoning:
                 output.append(self._reasoning_item(True))
             if self._answers():
@@ -161,6 +177,9 @@ class ResponsesEncoder:
     def prelude(self) -> bytes:
         head = (self._next("response.created", {"response": self.response("in_progress")})
                 + self._next("response.in_progress", {"response": self.response("in_progress")}))
+        if self.plan.tool_call is not None:
+            return head + self._next("response.output_item.added", {"output_index": 0,
+                                                                    "item": self._call_item(False)})
         if self.plan.reasoning:
             return head + self._next("response.output_item.added", {"output_index": 0,
                                                                     "item": self._reasoning_item(False)})
@@ -176,6 +195,8 @@ class ResponsesEncoder:
         reasoning = self.plan.reasoning
         thought = min(max(0, reasoning - first), len(texts))    # reasoning tokens of this run
         thoughts, answer = split_run(self.plan, first, texts)    # ... and its events
+        if self.plan.tool_call is not None:
+            return self._run(self._call_prefix, answer)
         out = self._run(self._thought_prefix, thoughts) if thought else b""
         if thought < len(texts):
             if reasoning and first + thought == reasoning:      # the answer starts in this run
@@ -193,6 +214,12 @@ class ResponsesEncoder:
     def closing(self) -> bytes:
         plan = self.plan
         status = "incomplete" if plan.finish_reason == "length" else "completed"
+        if plan.tool_call is not None:
+            item = self._call_item(True)
+            return (self._next("response.function_call_arguments.done", {
+                        "item_id": item["id"], "output_index": 0, "arguments": plan.text})
+                    + self._next("response.output_item.done", {"output_index": 0, "item": item})
+                    + self._next(f"response.{status}", {"response": self.response(status)}))
         if not self._answers():          # cut (or ended) inside its reasoning: no message item
             out = self._close_reasoning() if plan.reasoning else b""
             return out + self._next(f"response.{status}", {"response": self.response(status)})

@@ -1,0 +1,135 @@
+"""Tools a dataset item offers the model, and whether a call's arguments fit them (pure).
+
+A dataset item offers tools in OpenAI's chat format (``docs/datasets.md``, "Conversations with tools")::
+
+    {"id": "w1", "messages": [...], "tools": [{"type": "function", "function": {"name": "get_weather",
+      "description": "...", "parameters": {"type": "object", "properties": {...}, "required": [...]}}}]}
+
+:func:`check_tools` reads that list (ValueError naming what is wrong); each dialect sends it in its own
+shape (:func:`anthropic_tools`, :func:`responses_tools`). :func:`offered_schemas` reads the tools back
+out of any dialect's request body, and :func:`call_problem` says what is wrong with one call: its name
+is not an offered tool, its arguments are no JSON object, or they break the tool's JSON schema
+(``jsonschema``, the schema's own draft; Draft 2020-12 when it names none). A call is judged only when
+the request offered tools; an empty argument text is ``{}``.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
+
+__all__ = ["MAX_TOOLS", "anthropic_tools", "call_problem", "check_tools", "offered_schemas",
+           "responses_tools"]
+
+MAX_TOOLS = 128     # tools one item may offer
+
+
+def check_tools(raw: Any) -> list[dict[str, Any]]:
+    """An item's ``tools``: a non-empty list of ``{"type": "function", "function": {"name", "parameters"?,
+    "description"?}}``; names unique; parameters a JSON schema object. ValueError otherwise."""
+    if not isinstance(raw, list) or not raw or len(raw) > MAX_TOOLS:
+        raise ValueError(f"'tools' must be a list of 1 to {MAX_TOOLS} function tools")
+    names = set()
+    for i, tool in enumerate(raw):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if not (isinstance(tool, dict) and tool.get("type", "function") == "function"
+                and isinstance(name, str) and name.strip()):
+            raise ValueError(f"'tools'[{i}] must be {{\"type\": \"function\", \"function\": "
+                             "{\"name\": ...}}")
+        assert isinstance(function, dict)
+        schema = function.get("parameters", {"type": "object"})
+        if not isinstance(schema, dict):
+            raise ValueError(f"'tools'[{i}] ({name}): 'parameters' must be a JSON schema object")
+        problem = _schema_problem(json.dumps(schema, sort_keys=True))
+        if problem:
+            raise ValueError(f"'tools'[{i}] ({name}): 'parameters' is not a valid JSON schema: {problem}")
+        if name in names:
+            raise ValueError(f"'tools'[{i}]: the name {name!r} is offered twice")
+        names.add(name)
+    return raw
+
+
+def anthropic_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI chat tools in the Messages API's shape (``name``, ``description``, ``input_schema``)."""
+    out = []
+    for tool in tools:
+        function = tool["function"]
+        entry = {"name": function["name"], "input_schema": function.get("parameters", {"type": "object"})}
+        if function.get("description"):
+            entry["description"] = function["description"]
+        out.append(entry)
+    return out
+
+
+def responses_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI chat tools in the Responses API's flat shape (``type``, ``name``, ``parameters``, ...)."""
+    return [{"type": "function", **tool["function"]} for tool in tools]
+
+
+def offered_schemas(body: Any) -> dict[str, dict[str, Any]] | None:
+    """Tool name -> its argument schema, from a request body of any dialect (chat's ``function``,
+    the Responses API's flat tools, Anthropic's ``input_schema``); None when it offered no tools."""
+    tools = body.get("tools") if isinstance(body, dict) else None
+    if not isinstance(tools, list) or not tools:
+        return None
+    schemas: dict[str, dict[str, Any]] = {}
+    for tool in tools:
+        if not isinstance(tool, dict):
+            continue
+        nested = tool.get("function")
+        spec: dict[str, Any] = nested if isinstance(nested, dict) else tool
+        name = spec.get("name")
+        schema = spec.get("parameters", spec.get("input_schema", {"type": "object"}))
+        if isinstance(name, str) and isinstance(schema, dict):
+            schemas[name] = schema
+    return schemas
+
+
+def call_problem(name: str, arguments: str, schemas: dict[str, dict[str, Any]]) -> str:
+    """What is wrong with one tool call ("" when nothing is): an unknown tool, arguments that are no
+    JSON object, or arguments that break the tool's schema (the first violation, with its path)."""
+    if name not in schemas:
+        return f"no tool named {name[:64]!r} was offered"
+    try:
+        value = json.loads(arguments) if arguments.strip() else {}
+    except (ValueError, RecursionError):
+        return "arguments are not JSON"
+    if not isinstance(value, dict):
+        return "arguments are not a JSON object"
+    validator = _validator(json.dumps(schemas[name], sort_keys=True))
+    if validator is None:
+        return "the tool's schema is not a valid JSON schema"
+    error = next(iter(validator.iter_errors(value)), None)
+    if error is None:
+        return ""
+    where = "/".join(str(p) for p in error.absolute_path)
+    return f"arguments break the schema at /{where}: {error.message[:160]}"
+
+
+@lru_cache(maxsize=256)
+def _validator(schema_json: str) -> Any:
+    """A validator of one schema (cached by its text), or None when the schema itself is invalid."""
+    import jsonschema  # only when a tool call is judged (a run without tools never imports it)
+
+    schema = json.loads(schema_json)
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError:
+        return None
+    return cls(schema)
+
+
+@lru_cache(maxsize=256)
+def _schema_problem(schema_json: str) -> str:
+    import jsonschema
+
+    schema = json.loads(schema_json)
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        return exc.message[:160]
+    return ""
