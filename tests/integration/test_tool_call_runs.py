@@ -43,7 +43,7 @@ def test_calls_are_judged_counted_and_compared(tmp_path, locustfile, capsys, dia
         (call,) = r["extra"]["tool_calls"]
         assert r["extra"]["tool_call_count"] == 1 and r["ttft_ms"] == r["ttfo_ms"]
         assert r["extra"]["tool_calls_invalid"] == int("tool_call_problem" in r["extra"])
-        assert r["extra"]["tool_calls_invalid"] == r["plan"]["tool_call"]["broken"]   # the simulator's own word
+        assert r["extra"]["tool_calls_invalid"] == r["plan"]["tool_call"]["broken"]   # as the simulator says
         assert call["name"] == r["plan"]["tool_call"]["name"]
     total = json.loads((bad / "summary.json").read_text())["total"]
     broken = sum(r["extra"].get("tool_calls_invalid", 0) for r in records)
