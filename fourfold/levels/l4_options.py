@@ -49,6 +49,12 @@ class SessionSettings:
     sessions_per_user: int = option(0, "--sessions-per-user", "session", type=int, rule=within(0, 1e9),
                                     help="L4: each user stops after this many sessions (0 = until the run "
                                          "ends); a local run ends once every user has stopped")
+    tool_latency_ms: float = option(200.0, "--tool-latency-ms", "session", type=float, rule=within(0, 600000),
+                                    help="L4 agent (l4_agent.py): ms a user takes to run a tool the model "
+                                         "called before it sends the result back")
+    agent_max_rounds: int = option(6, "--agent-max-rounds", "session", type=int, rule=within(1, 1000),
+                                   help="L4 agent: requests a session may take before it ends at max_turns "
+                                        "(the model still calling tools)")
     ab_share_a: float | None = option(None, "--ab-split", "session", raw_default="", read=_ab_share,
                                       help="L4 sticky A/B: share of users on variant A (--host), the rest on "
                                            "B (--ab-host): 0.95, 95%%, 95/5 or 50/50; empty = no A/B")

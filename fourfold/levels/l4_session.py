@@ -168,12 +168,14 @@ class SessionUser(LLMUser):
     level = "l4"
     scenario = "session"
     level_listeners = (add_arguments, register)
+    default_dataset = DEFAULT_SESSIONS
+    dataset_hint = "L4 needs session scripts: see fourfold/data/sessions/README.md"
 
     def __init__(self, environment: Any) -> None:
         super().__init__(environment)
         self.session_run = get_session_run(environment)
         self.session_settings = self.session_run.settings
-        self.scripts = session_scripts(self.settings.dataset or str(DEFAULT_SESSIONS))
+        self.scripts = self.check_dataset(self.settings.dataset or str(self.default_dataset))
         runner = environment.runner
         worker = f"w{runner.worker_index}-" if isinstance(runner, WorkerRunner) else ""
         self.user_key = f"{worker}u{self.user_id}"
@@ -187,10 +189,15 @@ class SessionUser(LLMUser):
         self.sessions_started = 0
 
     @classmethod
+    def check_dataset(cls, path: str) -> dict[str, SessionScript]:
+        """The dataset's session scripts (ValueError naming the problem; a subclass reads its own kind)."""
+        return session_scripts(path)
+
+    @classmethod
     def check_inputs(cls, options: Any, settings: Settings) -> None:
         """At ``init`` (:mod:`fourfold.levels.inputs`): L4's options and the session scripts."""
         SessionSettings.from_options(options)
-        session_scripts(settings.dataset or str(DEFAULT_SESSIONS))
+        cls.check_dataset(settings.dataset or str(cls.default_dataset))
 
     @classmethod
     def start_embedded(cls, settings: Settings) -> tuple[str, list[Any]]:
@@ -220,7 +227,11 @@ class SessionUser(LLMUser):
             gevent.sleep(seconds)
 
     @task
+    def one_session(self) -> None:
+        self.session()
+
     def session(self) -> None:
+        """One session of the next script (a subclass plays its own kind: levels.l4_agent)."""
         item = self.next_item()
         script = self.script_of(item)
         self.sessions_started += 1
@@ -269,8 +280,13 @@ class SessionUser(LLMUser):
 
 
 # ---- Locust listeners (attached by SessionUser.register from the locustfile's init listener) ----
+def _l4_class(environment: Any) -> type[SessionUser] | None:
+    found = [c for c in environment.user_classes if isinstance(c, type) and issubclass(c, SessionUser)]
+    return found[0] if found else None
+
+
 def _is_l4(environment: Any) -> bool:
-    return any(isinstance(cls, type) and issubclass(cls, SessionUser) for cls in environment.user_classes)
+    return _l4_class(environment) is not None
 
 
 def _fail(message: str) -> None:
@@ -280,21 +296,22 @@ def _fail(message: str) -> None:
 
 
 def _on_init(environment: Any, **_kw: Any) -> None:
-    if not _is_l4(environment):
+    user_class = _l4_class(environment)
+    if user_class is None:
         return
     options = environment.parsed_options
     if options is not None and not getattr(options, "dataset", ""):
-        options.dataset = str(DEFAULT_SESSIONS)      # meta.json then names it, for `fourfold score`
-    path = getattr(options, "dataset", "") or str(DEFAULT_SESSIONS)
+        options.dataset = str(user_class.default_dataset)      # meta.json then names it, for `fourfold score`
+    path = getattr(options, "dataset", "") or str(user_class.default_dataset)
     try:
         run = get_session_run(environment)
     except (SplitError, ValueError) as exc:
         _fail(str(exc))
         return
     try:
-        session_scripts(path)
+        user_class.check_dataset(path)
     except (ValueError, OSError) as exc:      # ScriptError is a ValueError
-        _fail(f"--dataset {path}: {exc} (L4 needs session scripts: see fourfold/data/sessions/README.md)")
+        _fail(f"--dataset {path}: {exc} ({user_class.dataset_hint})")
         return
     ev = environment.events
     ev.report_to_master.add_listener(run.on_report_to_master)

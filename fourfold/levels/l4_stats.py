@@ -13,6 +13,8 @@ names, ``completion_rate`` and ``rounds_mean``):
 - ``completion_rate`` = completed / ended; ``abandonment_rate`` = abandoned / ended;
   ``max_turns_rate`` = max_turns / ended.
 - ``duration_ms``: first request sent → last response ended, think times included.
+- ``tool_calls_per_session``: the tool calls of the ended agentic sessions (:mod:`fourfold.levels.l4_agent`)
+  per such session; None without one.
 
 Rounds are exact counts per value (exact means after any merge); durations are log-bucketed
 histograms (≤ 1 % relative error). Workers ``take_wire()`` in ``report_to_master``; the master
@@ -28,7 +30,7 @@ from fourfold.measure.histogram import LogHistogram
 from fourfold.measure.metrics import ratio
 
 COUNTERS = ("started", "ended", "completed", "max_turns", "abandoned", "abandoned_ttft", "abandoned_e2e",
-            "abandoned_error", "cut")
+            "abandoned_error", "cut", "agent_ended", "tool_calls")
 TOTAL = "total"
 
 
@@ -45,9 +47,13 @@ class VariantSessions:
     def cut(self) -> None:
         self.counts["cut"] += 1
 
-    def ended(self, outcome: str, rounds: int, duration_ms: float, abandon_reason: str = "") -> None:
+    def ended(self, outcome: str, rounds: int, duration_ms: float, abandon_reason: str = "",
+              tool_calls: int | None = None) -> None:
         c = self.counts
         c["ended"] += 1
+        if tool_calls is not None:           # an agentic session (levels.l4_agent): the calls it made
+            c["agent_ended"] += 1
+            c["tool_calls"] += tool_calls
         c[outcome] += 1
         if outcome == "abandoned":
             c[f"abandoned_{abandon_reason or 'error'}"] += 1
@@ -95,6 +101,7 @@ class VariantSessions:
             "max_turns_rate": ratio(c["max_turns"], ended),
             "rounds_mean": mean_of_counts(self.rounds),
             "rounds_to_completion_mean": mean_of_counts(self.rounds_completed),
+            "tool_calls_per_session": ratio(c["tool_calls"], c["agent_ended"]),
             "rounds": {str(k): v for k, v in sorted(self.rounds.items())},
             "rounds_to_completion": {str(k): v for k, v in sorted(self.rounds_completed.items())},
             "duration_ms": {"count": hist.count, "mean": hist.mean, "p50": p50, "p95": p95, "max": hist.max},

@@ -289,6 +289,8 @@ METRICS: tuple[MetricDef, ...] = (
     _n("max_turns_rate", "ratio", "fraction", "L4: sessions_max_turns / sessions_ended", where=("sessions",)),
     _n("rounds_mean", "mean", "rounds", "L4: user turns (requests) per ended session, mean",
        where=("sessions",), report=True),
+    _n("tool_calls_per_session", "mean", "calls", "L4 agent: tool calls per ended agentic session, mean (the "
+       "model called, the user ran the tool and sent the result back)", where=("sessions",), report=True),
     _n("rounds_to_completion_mean", "mean", "rounds", "L4: user turns per completed session, mean (the "
        "article's \"mean interaction rounds\")", where=("sessions",)),
     _d("session_duration_ms", "ms", "L4: an ended session's first request sent → its last response ended, "

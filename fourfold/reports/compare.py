@@ -176,6 +176,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("completion_rate", "session completion", "%", "higher",
            rate("sessions_completed", "sessions_ended")),
     Metric("rounds_mean", "rounds per session", "rounds", "lower", mean_of("rounds")),
+    Metric("tool_calls_per_session", "tool calls per session", "calls", "lower",
+           mean_of("tool_calls_per_session")),
     Metric("recall_at_k", "retrieval recall@k", "%", "higher", mean_of("recall", 100.0),
            paired_items("recall", "recall_items", 100.0)),
     Metric("precision_at_k", "context precision@k", "%", "higher", mean_of("precision", 100.0),

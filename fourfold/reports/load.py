@@ -380,6 +380,8 @@ def _sample(entries: list[Entry], variant: str | None, slo_ms: dict[str, float] 
     sample.sessions_ended, sample.sessions_completed = int(has_session.sum()), int((ended == 1).sum())
     rounds = frame["rounds"].to_numpy(dtype=float)
     sample.rounds = rounds[has_session & np.isfinite(rounds)]
+    calls = frame["session_tool_calls"].to_numpy(dtype=float)      # an agentic session's (levels.l4_agent)
+    sample.tool_calls_per_session = calls[has_session & np.isfinite(calls)]
     items = frame["item_id"].to_numpy(dtype=object)
     for name in ("recall", "precision"):
         values = frame[f"{name}_at_k"].to_numpy(dtype=float)

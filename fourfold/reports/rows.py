@@ -101,6 +101,7 @@ class GroupSample:
     sessions_ended: int = 0
     sessions_completed: int = 0
     rounds: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    tool_calls_per_session: np.ndarray = field(default_factory=lambda: np.zeros(0))   # ended agentic sessions
     recall: np.ndarray = field(default_factory=lambda: np.zeros(0))          # L3 recall@k per request
     recall_items: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
     precision: np.ndarray = field(default_factory=lambda: np.zeros(0))       # L3 context precision@k

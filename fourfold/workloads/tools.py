@@ -6,7 +6,8 @@ A dataset item offers tools in OpenAI's chat format (``docs/datasets.md``, "Conv
       "description": "...", "parameters": {"type": "object", "properties": {...}, "required": [...]}}}]}
 
 :func:`check_tools` reads that list (ValueError naming what is wrong); each dialect sends it in its own
-shape (:func:`anthropic_tools`, :func:`responses_tools`). :func:`offered_schemas` reads the tools back
+shape (:func:`anthropic_tools`, :func:`responses_tools`), and a history that holds tool calls and their
+results too (:func:`anthropic_history`, :func:`responses_input`). :func:`offered_schemas` reads the tools back
 out of any dialect's request body, and :func:`call_problem` says what is wrong with one call: its name
 is not an offered tool, its arguments are no JSON object, or they break the tool's JSON schema
 (``jsonschema``, the schema's own draft; Draft 2020-12 when it names none). A call is judged only when
@@ -19,8 +20,8 @@ import json
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["MAX_TOOLS", "anthropic_tools", "call_problem", "check_tools", "offered_schemas",
-           "responses_tools"]
+__all__ = ["MAX_TOOLS", "anthropic_history", "anthropic_tools", "call_problem", "check_tools",
+           "offered_schemas", "responses_input", "responses_tools"]
 
 MAX_TOOLS = 128     # tools one item may offer
 
@@ -133,3 +134,53 @@ def _schema_problem(schema_json: str) -> str:
     except jsonschema.SchemaError as exc:
         return exc.message[:160]
     return ""
+
+
+def anthropic_history(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A chat history in OpenAI's shape (assistant ``tool_calls``, ``role: "tool"`` results) in the Messages
+    API's: ``tool_use`` blocks, and ``tool_result`` blocks in a user turn (consecutive results in one)."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        role, content = message.get("role"), message.get("content")
+        if role == "assistant" and message.get("tool_calls"):
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": content}] if content else []
+            for call in message["tool_calls"]:
+                function = call.get("function") or {}
+                try:
+                    arguments = json.loads(function.get("arguments") or "{}")
+                except ValueError:
+                    arguments = {}
+                blocks.append({"type": "tool_use", "id": call.get("id", ""),
+                               "name": function.get("name", ""),
+                               "input": arguments if isinstance(arguments, dict) else {}})
+            out.append({"role": "assistant", "content": blocks})
+        elif role == "tool":
+            result = {"type": "tool_result", "tool_use_id": message.get("tool_call_id", ""),
+                      "content": content}
+            if out and out[-1]["role"] == "user" and isinstance(out[-1]["content"], list):
+                out[-1]["content"].append(result)
+            else:
+                out.append({"role": "user", "content": [result]})
+        else:
+            out.append(dict(message))
+    return out
+
+
+def responses_input(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A chat history in OpenAI's chat shape as Responses ``input`` items: assistant ``tool_calls`` become
+    ``function_call`` items, ``role: "tool"`` results ``function_call_output`` items."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if message.get("role") == "assistant" and message.get("tool_calls"):
+            if message.get("content"):
+                out.append({"role": "assistant", "content": message["content"]})
+            for call in message["tool_calls"]:
+                function = call.get("function") or {}
+                out.append({"type": "function_call", "call_id": call.get("id", ""),
+                            "name": function.get("name", ""), "arguments": function.get("arguments") or "{}"})
+        elif message.get("role") == "tool":
+            out.append({"type": "function_call_output", "call_id": message.get("tool_call_id", ""),
+                        "output": message.get("content") or ""})
+        else:
+            out.append(dict(message))
+    return out

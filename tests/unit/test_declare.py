@@ -123,5 +123,5 @@ def test_check_number_and_option_refuse_what_they_should() -> None:
 
 
 def test_l4_shows_its_own_options_by_their_parsed_names() -> None:
-    assert l4_options.L4_DESTS == ("think_scale", "patience_scale", "sessions_per_user", "ab_split",
-                                   "ab_host", "ab_profile", "ab_seed")
+    assert l4_options.L4_DESTS == ("think_scale", "patience_scale", "sessions_per_user", "tool_latency_ms",
+                                   "agent_max_rounds", "ab_split", "ab_host", "ab_profile", "ab_seed")

@@ -30,7 +30,7 @@ from fourfold.client.dialects.jsonevents import JsonEventParser, classify_error_
 from fourfold.client.dialects.openai_chat import cut_without_a_reason
 from fourfold.client.sse import DEFAULT_MAX_EVENT_BYTES, SSEEvent
 from fourfold.workloads.items import Item
-from fourfold.workloads.tools import anthropic_tools
+from fourfold.workloads.tools import anthropic_history, anthropic_tools
 
 __all__ = ["ANTHROPIC_VERSION", "DEFAULT_MAX_TOKENS", "AnthropicMessages", "AnthropicMessagesParser",
            "anthropic_error_class"]
@@ -152,7 +152,7 @@ class AnthropicMessages:
         max_tokens = options.max_tokens if options.max_tokens is not None else item.max_tokens
         body: dict[str, Any] = {
             "model": options.model,
-            "messages": [dict(m) for m in item.messages if m.get("role") != "system"],
+            "messages": anthropic_history([m for m in item.messages if m.get("role") != "system"]),
             "max_tokens": max_tokens if max_tokens is not None else DEFAULT_MAX_TOKENS,
             "stream": options.stream,
         }

@@ -28,7 +28,7 @@ from fourfold.client.dialects.base import HttpRequest, RequestOptions
 from fourfold.client.dialects.jsonevents import JsonEventParser, classify_error_message, error_message
 from fourfold.client.sse import DEFAULT_MAX_EVENT_BYTES, SSEEvent
 from fourfold.workloads.items import Item
-from fourfold.workloads.tools import responses_tools
+from fourfold.workloads.tools import responses_input, responses_tools
 
 __all__ = ["OpenAIResponses", "OpenAIResponsesParser", "responses_error_class"]
 
@@ -163,7 +163,7 @@ class OpenAIResponses:
         system = [m.get("content", "") for m in item.messages if m.get("role") == "system"]
         body: dict[str, Any] = {
             "model": options.model,
-            "input": [dict(m) for m in item.messages if m.get("role") != "system"],
+            "input": responses_input([m for m in item.messages if m.get("role") != "system"]),
             "stream": options.stream,
         }
         if system:
