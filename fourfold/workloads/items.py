@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fourfold.errors import DatasetError
-from fourfold.workloads.tools import check_tools
+from fourfold.workloads.tools import check_tool_choice, check_tools
 
 KNOWN_FIELDS = frozenset({"id", "messages", "prompt", "references", "reference", "max_tokens"})
 
@@ -89,6 +89,8 @@ class Item:
             raise ValueError(f"'references' must be a list of texts, got {_kind(refs)}")
         if "tools" in data:
             check_tools(data["tools"])
+        if "tool_choice" in data:
+            check_tool_choice(data["tool_choice"], data.get("tools") or [])
         max_tokens = data.get("max_tokens")
         if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
                                        or max_tokens < 1):

@@ -20,8 +20,9 @@ import json
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["MAX_TOOLS", "anthropic_history", "anthropic_tools", "call_problem", "check_tools",
-           "offered_schemas", "responses_input", "responses_tools"]
+__all__ = ["MAX_TOOLS", "anthropic_history", "anthropic_tool_choice", "anthropic_tools", "call_problem",
+           "check_tool_choice", "check_tools", "offered_schemas", "responses_input", "responses_tool_choice",
+           "responses_tools"]
 
 MAX_TOOLS = 128     # tools one item may offer
 
@@ -50,6 +51,31 @@ def check_tools(raw: Any) -> list[dict[str, Any]]:
             raise ValueError(f"'tools'[{i}]: the name {name!r} is offered twice")
         names.add(name)
     return raw
+
+
+def check_tool_choice(raw: Any, tools: list[dict[str, Any]]) -> Any:
+    """An item's ``tool_choice`` (OpenAI chat's): ``"auto"``, ``"none"``, ``"required"`` or
+    ``{"type": "function", "function": {"name": <an offered tool>}}``. ValueError otherwise."""
+    names = {tool["function"]["name"] for tool in tools}
+    if raw in ("auto", "none", "required"):
+        return raw
+    function = raw.get("function") if isinstance(raw, dict) else None
+    if isinstance(function, dict) and function.get("name") in names:
+        return raw
+    raise ValueError("'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", "
+                     "\"function\": {\"name\": <one of the item's tools>}}")
+
+
+def anthropic_tool_choice(choice: Any) -> dict[str, Any]:
+    """OpenAI chat's ``tool_choice`` in the Messages API's shape (``none`` has none: ``auto``)."""
+    if isinstance(choice, dict):
+        return {"type": "tool", "name": choice["function"]["name"]}
+    return {"type": "any"} if choice == "required" else {"type": "auto"}
+
+
+def responses_tool_choice(choice: Any) -> Any:
+    """OpenAI chat's ``tool_choice`` in the Responses API's flat shape."""
+    return {"type": "function", "name": choice["function"]["name"]} if isinstance(choice, dict) else choice
 
 
 def anthropic_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -29,7 +29,7 @@ STREAMS = {"vllm_chat": "openai", "vllm_chat_reasoning": "openai", "llamacpp_cha
            "anthropic_thinking_tools": "anthropic", "triton_generate_stream": "triton",
            "deepseek_reasoner": "openai", "sglang_reasoning": "openai", "openai_tool_calls": "openai",
            "openai_responses_reasoning": "responses", "openai_responses_tool_call": "responses",
-           "vllm_responses_incomplete": "responses"}
+           "vllm_responses_incomplete": "responses", "llamacpp_captured_tool_call": "openai"}
 ITEM = Item(id="q", messages=({"role": "user", "content": "hi"},))
 SSE = "text/event-stream; charset=utf-8"
 

@@ -111,6 +111,13 @@ EXPECTED = {
         content_deltas=16, output_tokens=16, input_tokens=21, finish_reason="length", terminal=True,
         error_class="", first_answer_delta=10, reasoning_deltas=10, reasoning_tokens=10,
         cached_tokens=16), {}),
+    # captured from llama-cpp-python 0.3.36 --chat_format chatml-function-calling, tool_choice forced: every
+    # piece repeats the call's whole name (and a legacy function_call), no usage
+    "llamacpp_captured_tool_call": ("openai", dict(
+        text="", reasoning="", content_deltas=14, output_tokens=None, finish_reason="tool_calls",
+        terminal=True, error_class="", first_answer_delta=0, tool_calls=[
+            {"id": "call__0_get_weather_cmpl-c7f65003-8ab9-400d-bbaa-e013b52ae0c9", "name": "get_weather",
+             "arguments": '{ "location": "Paris", "unit":"celsius"}'}]), {}),
     "triton_generate_stream": ("triton", dict(
         text=" Machine learning is a branch of artificial intelligence.", content_deltas=9,
         output_tokens=None, input_tokens=None, finish_reason="", terminal=True, error_class=""), {}),

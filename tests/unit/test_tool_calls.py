@@ -117,3 +117,41 @@ def test_summary_and_report_agree_on_the_tool_call_figures(tmp_path):
     sample = group_samples([load_run(run)])["l1:saturation"]
     assert (sample.tool_calls, sample.requests_tool_calls) == (60, 50)
     assert (sample.tool_calls_judged, sample.tool_calls_valid) == (40, 30)
+
+
+def test_tool_choice_and_a_tool_history_go_out_in_each_dialects_shape():
+    followup = next(i for i in SAMPLE if i.id == "tool-followup")
+    choice = {"type": "function", "function": {"name": "get_weather"}}
+    forced = Item(id="f", messages=followup.messages, meta={"tools": followup.meta["tools"], "tool_choice": choice})
+    chat = get_dialect("openai").build(forced, RequestOptions()).json
+    assert chat["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
+    assert chat["messages"] == [dict(m) for m in followup.messages]            # OpenAI's own shape
+    messages = get_dialect("anthropic").build(forced, RequestOptions()).json
+    assert messages["tool_choice"] == {"type": "tool", "name": "get_weather"}
+    assert [m["role"] for m in messages["messages"]] == ["user", "assistant", "user"]
+    assert messages["messages"][1]["content"] == [{
+        "type": "tool_use", "id": "call_sample_1", "name": "get_weather",
+        "input": {"location": "Tokyo, Japan", "unit": "celsius"}}]
+    assert messages["messages"][2]["content"][0]["type"] == "tool_result"
+    responses = get_dialect("responses").build(forced, RequestOptions()).json
+    assert responses["tool_choice"] == {"type": "function", "name": "get_weather"}
+    assert [i.get("type", i.get("role")) for i in responses["input"]] == ["user", "function_call",
+                                                                          "function_call_output"]
+    for body in (chat, messages, responses):               # the simulator reads each as ending in a result
+        history = body.get("messages") or body.get("input")
+        assert ends_with_tool_result(history)
+
+
+def test_the_simulator_honours_tool_choice():
+    from fourfold.targets.sim.toolcalls import apply_choice
+    tools = (("a", "", {}), ("b", "", {}))
+    assert apply_choice(tools, "none") == ((), False)
+    assert apply_choice(tools, "auto") == (tools, False) and apply_choice(tools, None) == (tools, False)
+    assert apply_choice(tools, "required") == (tools, True)
+    assert apply_choice(tools, {"type": "any"}) == (tools, True)
+    for named in ({"type": "function", "function": {"name": "b"}}, {"type": "function", "name": "b"},
+                  {"type": "tool", "name": "b"}):
+        assert apply_choice(tools, named) == ((("b", "", {}),), True)
+    with pytest.raises(ValueError, match="tool_choice"):
+        Item.from_dict({"id": "x", "prompt": "hi", "tools": SAMPLE[0].meta["tools"],
+                        "tool_choice": {"type": "function", "function": {"name": "not_offered"}}})

@@ -30,7 +30,7 @@ from fourfold.client.dialects.jsonevents import JsonEventParser, classify_error_
 from fourfold.client.dialects.openai_chat import cut_without_a_reason
 from fourfold.client.sse import DEFAULT_MAX_EVENT_BYTES, SSEEvent
 from fourfold.workloads.items import Item
-from fourfold.workloads.tools import anthropic_history, anthropic_tools
+from fourfold.workloads.tools import anthropic_history, anthropic_tool_choice, anthropic_tools
 
 __all__ = ["ANTHROPIC_VERSION", "DEFAULT_MAX_TOKENS", "AnthropicMessages", "AnthropicMessagesParser",
            "anthropic_error_class"]
@@ -162,6 +162,8 @@ class AnthropicMessages:
             body["temperature"] = options.temperature
         if item.meta.get("tools"):                      # the item's tools in the Messages API's shape
             body["tools"] = anthropic_tools(item.meta["tools"])
+            if "tool_choice" in item.meta:
+                body["tool_choice"] = anthropic_tool_choice(item.meta["tool_choice"])
         body.update(options.extra_body)
         headers = {"anthropic-version": ANTHROPIC_VERSION, **options.extra_headers}
         return HttpRequest("POST", self.path, json=body, headers=headers, stream=options.stream)

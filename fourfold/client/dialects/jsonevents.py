@@ -362,7 +362,9 @@ class JsonEventParser:
 
     def _tool(self, index: Any, call_id: Any = None, name: Any = None, arguments: Any = None) -> bool:
         """A piece of tool call ``index``: its id and name (first seen) and a piece of its arguments'
-        JSON text. True when the piece is output (a name or argument text): answer output, as text is."""
+        JSON text. True when the piece is output (a name or argument text): answer output, as text is.
+        A name equal to the one the call has is a repeat, not more of it (llama-cpp-python's server
+        sends the whole name with every piece; OpenAI's once; a name split in pieces is joined)."""
         key = index if isinstance(index, (int, str)) else len(self._tools)
         if key not in self._tools and len(self._tools) >= MAX_CALLS:
             key = "(more calls)"                 # a server naming a new call per event: bounded
@@ -370,7 +372,7 @@ class JsonEventParser:
         if isinstance(call_id, str) and call_id and not call["id"]:
             call["id"] = call_id
         output = False
-        if isinstance(name, str) and name:
+        if isinstance(name, str) and name and name != call["name"]:
             call["name"] += name
             output = True
         if isinstance(arguments, str) and arguments:

@@ -249,6 +249,8 @@ class OpenAIChat:
             body["temperature"] = options.temperature
         if item.meta.get("tools"):                      # the item's tools, as the dataset gives them
             body["tools"] = item.meta["tools"]
+            if "tool_choice" in item.meta:
+                body["tool_choice"] = item.meta["tool_choice"]
         body.update(options.extra_body)
         return HttpRequest("POST", self.path, json=body, headers=dict(options.extra_headers),
                            stream=options.stream)

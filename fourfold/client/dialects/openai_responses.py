@@ -28,7 +28,7 @@ from fourfold.client.dialects.base import HttpRequest, RequestOptions
 from fourfold.client.dialects.jsonevents import JsonEventParser, classify_error_message, error_message
 from fourfold.client.sse import DEFAULT_MAX_EVENT_BYTES, SSEEvent
 from fourfold.workloads.items import Item
-from fourfold.workloads.tools import responses_input, responses_tools
+from fourfold.workloads.tools import responses_input, responses_tool_choice, responses_tools
 
 __all__ = ["OpenAIResponses", "OpenAIResponsesParser", "responses_error_class"]
 
@@ -177,6 +177,8 @@ class OpenAIResponses:
             body["temperature"] = options.temperature
         if item.meta.get("tools"):                      # the item's tools in the Responses API's flat shape
             body["tools"] = responses_tools(item.meta["tools"])
+            if "tool_choice" in item.meta:
+                body["tool_choice"] = responses_tool_choice(item.meta["tool_choice"])
         body.update(options.extra_body)
         return HttpRequest("POST", self.path, json=body, headers=dict(options.extra_headers),
                            stream=options.stream)

@@ -232,7 +232,8 @@ class SimApp:
                        "revealed_before": turn.revealed_before}
         profile = self.profile
         call = (None if parsed.tool_result or goal is not None
-                else choose_call(parsed.tools, parsed.prompt, self.seed, occurrence, profile.tool_call_share,
+                else choose_call(parsed.tools, parsed.prompt, self.seed, occurrence,
+                                 1.0 if parsed.tool_forced else profile.tool_call_share,
                                  profile.tool_call_invalid_rate))
         plan = make_plan(profile, answer, facts, self.seed, reword=goal is None, tool_call=call)
         plan.messages, plan.session = len(parsed.messages), session

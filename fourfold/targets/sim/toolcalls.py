@@ -21,8 +21,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ToolCall", "arguments_for", "break_arguments", "choose_call", "ends_with_tool_result",
-           "offered_tools"]
+__all__ = ["ToolCall", "apply_choice", "arguments_for", "break_arguments", "choose_call",
+           "ends_with_tool_result", "offered_tools"]
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]+")
 
@@ -49,6 +49,24 @@ def offered_tools(data: dict[str, Any]) -> tuple[tuple[str, str, dict[str, Any]]
         out.append((spec["name"], description if isinstance(description, str) else "",
                     schema if isinstance(schema, dict) else {"type": "object"}))
     return tuple(out)
+
+
+def apply_choice(tools: tuple[tuple[str, str, dict[str, Any]], ...],
+                 choice: Any) -> tuple[tuple[tuple[str, str, dict[str, Any]], ...], bool]:
+    """The tools a request's ``tool_choice`` leaves, and whether a call is forced: ``none`` leaves none;
+    ``required`` (Anthropic ``any``) forces one; a named tool (OpenAI ``{"function": {"name"}}``,
+    Responses ``{"name"}``, Anthropic ``{"type": "tool", "name"}``) forces that one."""
+    if choice == "none" or (isinstance(choice, dict) and choice.get("type") == "none"):
+        return (), False
+    if choice == "required" or (isinstance(choice, dict) and choice.get("type") == "any"):
+        return tools, True
+    if isinstance(choice, dict):
+        nested = choice.get("function")
+        spec: dict[str, Any] = nested if isinstance(nested, dict) else choice
+        named = tuple(t for t in tools if t[0] == spec.get("name"))
+        if named:
+            return named, True
+    return tools, False
 
 
 def ends_with_tool_result(messages: list[Any]) -> bool:

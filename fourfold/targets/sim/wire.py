@@ -117,6 +117,7 @@ class ParsedRequest:
     messages: tuple[tuple[str, str], ...] = ()   # (role, text) of every chat message, in order
     tools: tuple[tuple[str, str, dict[str, Any]], ...] = ()   # (name, description, schema) offered
     tool_result: bool = False     # the conversation ends with a tool's result: answer in text
+    tool_forced: bool = False     # tool_choice asks for a call (required, or a named tool)
 
 
 def parse_json_object(body: bytes, error: Callable[[str], WireError]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from fourfold.targets.sim.plan import Plan
 from fourfold.targets.sim.tokens import content_text, count_tokens
-from fourfold.targets.sim.toolcalls import ends_with_tool_result, offered_tools
+from fourfold.targets.sim.toolcalls import apply_choice, ends_with_tool_result, offered_tools
 from fourfold.targets.sim.wire import (
     SSE_CONTENT_TYPE,
     ParsedRequest,
@@ -64,6 +64,7 @@ def parse(body: bytes, headers: dict[str, str], default_model: str,
     texts = [t for m in messages for t in content_text(m.get("content"))]
     texts.extend(content_text(data.get("system")))
     model: str = data["model"] if isinstance(data.get("model"), str) else default_model
+    tools, forced = apply_choice(offered_tools(data), data.get("tool_choice"))
     return ParsedRequest(
         dialect="anthropic",
         model=model,
@@ -74,7 +75,8 @@ def parse(body: bytes, headers: dict[str, str], default_model: str,
         ignore_eos=bool(data.get("ignore_eos")),
         make_encoder=lambda plan, request_id: MessagesEncoder(plan, request_id, model),
         messages=chat_history(messages),
-        tools=offered_tools(data),
+        tools=tools,
+        tool_forced=forced,
         tool_result=ends_with_tool_result(messages),
     )
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from fourfold.targets.sim.plan import Plan
 from fourfold.targets.sim.tokens import content_text, count_tokens
-from fourfold.targets.sim.toolcalls import ends_with_tool_result, offered_tools
+from fourfold.targets.sim.toolcalls import apply_choice, ends_with_tool_result, offered_tools
 from fourfold.targets.sim.wire import (
     SSE_CONTENT_TYPE,
     ParsedRequest,
@@ -53,6 +53,7 @@ def parse(body: bytes, headers: dict[str, str], default_model: str) -> ParsedReq
     stream_options = data.get("stream_options") or {}
     include_usage = bool(isinstance(stream_options, dict) and stream_options.get("include_usage"))
     model: str = data["model"] if isinstance(data.get("model"), str) else default_model
+    tools, forced = apply_choice(offered_tools(data), data.get("tool_choice"))
     return ParsedRequest(
         dialect="openai",
         model=model,
@@ -64,7 +65,8 @@ def parse(body: bytes, headers: dict[str, str], default_model: str) -> ParsedReq
         make_encoder=lambda plan, request_id: ChatEncoder(plan, request_id, model, include_usage),
         options={"include_usage": include_usage},
         messages=chat_history(messages),
-        tools=offered_tools(data),
+        tools=tools,
+        tool_forced=forced,
         tool_result=ends_with_tool_result(messages),
     )
 
