@@ -122,7 +122,8 @@ def test_summary_and_report_agree_on_the_tool_call_figures(tmp_path):
 def test_tool_choice_and_a_tool_history_go_out_in_each_dialects_shape():
     followup = next(i for i in SAMPLE if i.id == "tool-followup")
     choice = {"type": "function", "function": {"name": "get_weather"}}
-    forced = Item(id="f", messages=followup.messages, meta={"tools": followup.meta["tools"], "tool_choice": choice})
+    forced = Item(id="f", messages=followup.messages,
+                  meta={"tools": followup.meta["tools"], "tool_choice": choice})
     chat = get_dialect("openai").build(forced, RequestOptions()).json
     assert chat["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
     assert chat["messages"] == [dict(m) for m in followup.messages]            # OpenAI's own shape
