@@ -120,9 +120,10 @@ def answer(kind: str, raw: bytes, profile: Profile, request_id: str) -> EmbedAns
     scored = scored[:top_n] if top_n else scored
     tokens = count_tokens(query) * len(docs) + sum(count_tokens(d) for d in docs)
     if kind == "rerank-cohere":
-        results = [{"index": i, "relevance_score": s} for s, i in scored]
-        return EmbedAnswer({"id": request_id, "results": results,
+        ranked = [{"index": i, "relevance_score": s} for s, i in scored]
+        return EmbedAnswer({"id": request_id, "results": ranked,
                             "meta": {"billed_units": {"search_units": 1}}}, len(docs), tokens)
-    results = [{"index": i, "document": {"text": docs[i]}, "relevance_score": s} for s, i in scored]
+    results: list[dict[str, Any]] = [{"index": i, "document": {"text": docs[i]}, "relevance_score": s}
+                                     for s, i in scored]
     return EmbedAnswer({"id": request_id, "model": model, "usage": {"total_tokens": tokens},
                         "results": results}, len(docs), tokens)
