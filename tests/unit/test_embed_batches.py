@@ -166,3 +166,17 @@ def test_the_simulator_s_vectors_scores_and_delay():
     for bad in ({"embed_dims": 0}, {"embed_ms": -1}, {"embed_ms_per_input": 1e300}):
         with pytest.raises(ProfileError, match="embed"):
             load_profile("flat", bad)
+
+
+def test_per_token_vectors_of_a_server_without_pooling():
+    body = {"data": [{"object": "embedding", "index": 0, "embedding": [[0.1, 0.2], [0.3, 0.4]]},
+                     {"object": "embedding", "index": 1, "embedding": [[0.5, 0.6]]}],
+            "usage": {"prompt_tokens": 3}}
+    done = parse("embeddings", body)           # llama-cpp-python's server with SmolLM2 (no pooling)
+    assert done.error_class == "" and done.extra == {"outputs": 2, "dims": 2, "per_token": True}
+    body["data"][1]["embedding"] = [[0.5, 0.6, 0.7]]
+    assert "different lengths" in parse("embeddings", body).error_detail
+    body["data"][1]["embedding"] = [0.5, 0.6]
+    assert "pooled and some per token" in parse("embeddings", body).error_detail
+    body["data"][1]["embedding"] = [[0.5, None]]
+    assert "finite numbers" in parse("embeddings", body).error_detail

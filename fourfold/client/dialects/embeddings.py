@@ -3,7 +3,9 @@
 - ``embeddings`` (OpenAI ``/v1/embeddings``, served by vLLM, llama.cpp, TEI, Ollama...): the item's
   ``meta["inputs"]`` (or its prompt) as ``input``; the answer's ``data[*].embedding`` are counted
   (``record.extra["outputs"]``) and checked (a list of finite numbers each, one length, the indexes
-  0..n-1), ``usage.prompt_tokens`` is the record's ``input_tokens``.
+  0..n-1), ``usage.prompt_tokens`` is the record's ``input_tokens``. A server without pooling
+  (llama-cpp-python's with a causal model such as SmolLM2) sends one vector per token for each input:
+  read as well, the record's ``extra["per_token"]`` saying so.
 - ``rerank`` (vLLM and Jina's ``/v1/rerank``): ``{"model", "query", "documents"}`` from the item's
   ``meta["query"]`` and ``meta["documents"]``; the answer's ``results[*]`` each need an integer
   ``index`` and a finite ``relevance_score``; ``usage.total_tokens`` is ``input_tokens``.
@@ -27,6 +29,7 @@ from fourfold.workloads.items import Item
 
 __all__ = ["EMBED_DIALECTS", "EmbedDialect", "EmbedParser"]
 
+PER_TOKEN = "per_token"     # record.extra: the vectors came one per token, not pooled (llama.cpp, no pooling)
 PATHS = {"embeddings": "/v1/embeddings", "rerank": "/v1/rerank", "rerank-cohere": "/v2/rerank"}
 
 
@@ -75,12 +78,20 @@ class EmbedParser:
             return "no list of embeddings in 'data'"
         lengths: set[int] = set()
         indexes: list[Any] = []
+        per_token = 0
         for entry in data:
             vector = entry.get("embedding") if isinstance(entry, dict) else None
+            if isinstance(vector, list) and vector and isinstance(vector[0], list):   # one per token
+                per_token += 1
+                lengths.update(len(row) if isinstance(row, list) else 0 for row in vector)
+                vector = [x for row in vector for x in (row if isinstance(row, list) else [None])]
             if not isinstance(vector, list) or not vector or not all(_finite(x) for x in vector):
                 return "an embedding that is not a non-empty list of finite numbers"
-            lengths.add(len(vector))
+            if not per_token:
+                lengths.add(len(vector))
             indexes.append(entry.get("index", len(indexes)))
+        if per_token not in (0, len(data)):
+            return "some embeddings are pooled and some per token"
         if len(lengths) > 1:
             return f"embeddings of different lengths: {sorted(lengths)}"
         if sorted(i for i in indexes if _whole(i) is not None) != list(range(len(data))):
@@ -88,6 +99,8 @@ class EmbedParser:
         done.extra[OUTPUTS] = len(data)
         if lengths:
             done.extra["dims"] = lengths.pop()
+        if per_token:
+            done.extra[PER_TOKEN] = True
         usage = body.get("usage")
         done.input_tokens = _whole(usage.get("prompt_tokens")) if isinstance(usage, dict) else None
         return ""
