@@ -12,6 +12,7 @@ import pytest
 from fourfold.client.dialects.base import RequestOptions
 from fourfold.client.dialects.embeddings import EmbedDialect
 from fourfold.errors import OptionError, ProfileError
+from fourfold.levels.declare import GROUPS, add_options, declared, read_options
 from fourfold.levels.embed_batches import EmbedOptions, parse_batches
 from fourfold.measure.embedstats import EmbedStats, count_mismatch
 from fourfold.measure.metric_names import METRICS, in_block
@@ -19,6 +20,7 @@ from fourfold.measure.record import RequestRecord
 from fourfold.targets.sim import wire_embed
 from fourfold.targets.sim.profile import load_profile
 from fourfold.workloads.items import Item
+from tests.unit.test_declare import SETTINGS, parser_with_every_option
 
 
 def parse(kind: str, body: object, split: int = 7):
@@ -180,3 +182,16 @@ def test_per_token_vectors_of_a_server_without_pooling():
     assert "pooled and some per token" in parse("embeddings", body).error_detail
     body["data"][1]["embedding"] = [[0.5, None]]
     assert "finite numbers" in parse("embeddings", body).error_detail
+
+
+def test_the_options_are_declared_once_with_unique_flags_and_parse_to_the_defaults():
+    parser = parser_with_every_option()
+    add_options(parser, EmbedOptions)
+    flags = [opt.flag for cls in (*SETTINGS, EmbedOptions) for _, opt in declared(cls)]
+    assert len(flags) == len(set(flags)) and {opt.group for _, opt in declared(EmbedOptions)} == {"embed"}
+    assert "embed" in GROUPS
+    assert EmbedOptions(**read_options(EmbedOptions, parser.parse_args([]))) == EmbedOptions()
+    given = EmbedOptions(**read_options(EmbedOptions, parser.parse_args(
+        ["--embed-kind", "rerank-cohere", "--embed-batch", "2,4", "--embed-step-s", "3"])))
+    assert (given.embed_kind, given.batches, given.embed_step_s) == ("rerank-cohere", (2, 4), 3.0)
+    assert {"embed_kind", "embed_batch"} <= set(parser.args_included_in_web_ui)
