@@ -172,18 +172,28 @@ def _on_init(environment: Any, **_kw: Any) -> None:
         return
     runtime = get_runtime(environment)
     embed = embed_options(environment)     # a bad --embed-batch stops the run here
-    runtime.extras.meta["dialect"] = embed.embed_kind
-    runtime.extras.meta["embed"] = {"kind": embed.embed_kind, "batches": list(embed.batches),
-                                    "step_s": embed.embed_step_s, "path": embed.dialect().path}
+    _describe(runtime, embed)
     if not runtime.is_worker:
         state_of(environment).put(EmbedStats())
         environment.events.worker_report.add_listener(
             lambda client_id, data, **_k: _on_worker_report(environment, data))
 
 
+def _describe(runtime: Any, embed: EmbedOptions) -> None:
+    runtime.extras.meta["dialect"] = embed.embed_kind
+    runtime.extras.meta["embed"] = {"kind": embed.embed_kind, "batches": list(embed.batches),
+                                    "step_s": embed.embed_step_s, "path": embed.dialect().path}
+
+
 def _on_test_start(environment: Any, **_kw: Any) -> None:
-    if _ours(environment) and not get_runtime(environment).is_worker:
+    """Options may have changed (the web UI's form; a worker gets the master's): read them again."""
+    if not _ours(environment):
+        return
+    embed = state_of(environment).put(EmbedOptions(**read_options(EmbedOptions, environment.parsed_options)))
+    runtime = get_runtime(environment)
+    if not runtime.is_worker:
         state_of(environment).put(EmbedStats())
+        _describe(runtime, embed)
 
 
 def _on_worker_report(environment: Any, data: dict[str, Any]) -> None:

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.conftest import only_run_dir, read_jsonl, run_locust
+from tests.conftest import only_run_dir, read_jsonl, run_distributed, run_locust
 
 pytestmark = pytest.mark.integration
 
@@ -69,3 +69,17 @@ def test_cohere_rerank_holds_each_batch_size_for_its_step(tmp_path, locustfile):
         mine = [r for r in records if r["user_id"] == user]
         assert max(r["started_at"] for r in mine if r["scenario"] == "rerank-cohere@b2") \
             < min(r["started_at"] for r in mine if r["scenario"] == "rerank-cohere@b5")
+
+
+def test_a_worker_sends_the_master_s_batch_sizes_and_the_master_keeps_the_block(tmp_path, locustfile):
+    run_distributed(["-f", locustfile("embeddings.py"), "--sim-profile", _profile(tmp_path)],
+                    ["-u", "2", "-r", "2", "-t", "3s", "--embed-batch", "2,6"], tmp_path, workers=1)
+    run = only_run_dir(tmp_path)
+    summary = json.loads((run / "summary.json").read_text())
+    records = [r for r in read_jsonl(run / "records.jsonl") if not r["warmup"] and r["error_class"] == "ok"]
+    assert {r["scenario"] for r in records} == {"embeddings@b2", "embeddings@b6"}   # not the defaults
+    assert json.loads((run / "meta.json").read_text())["embed"]["batches"] == [2, 6]
+    for scenario, batch in (("embeddings@b2", 2), ("embeddings@b6", 6)):
+        ok = [r for r in records if r["scenario"] == scenario]
+        assert summary["embed"][scenario]["ok"] == len(ok) > 5
+        assert summary["embed"][scenario]["inputs_total"] == batch * len(ok)
