@@ -19,6 +19,7 @@ reference RAG service (``python -m fourfold.targets.rag``) serves its retrieve a
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from dataclasses import dataclass
@@ -116,6 +117,9 @@ class EmbedUser(LLMUser):
         super().__init__(environment)
         self.embed = embed_options(environment)
         self.dialect = self.embed.dialect(self.settings.base_path)
+        # the path is whole (--embed-path, or the default under --base-path): LLMUser.request must not
+        # put --base-path in front of it again
+        self.settings = dataclasses.replace(self.settings, base_path="")
         self._sent = 0
         self._t0 = time.monotonic()
 
