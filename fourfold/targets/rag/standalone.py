@@ -14,6 +14,7 @@ model's word pieces. Bad bodies raise :class:`StageRequestError` (the handler an
 from __future__ import annotations
 
 import json
+import zlib
 from typing import Any
 
 from fourfold.targets.rag.retriever import Pipeline
@@ -82,7 +83,7 @@ def answer(kind: str, raw: bytes, pipeline: Pipeline) -> dict[str, Any]:
                                "--rerank lexical or --rerank dense")
     scores = pipeline.reranker.score_texts(query, docs)
     ranked = sorted(range(len(docs)), key=lambda i: (-scores[i], i))[:top_n or len(docs)]
-    return {"id": f"rerank-{abs(hash((query, len(docs)))) % 10**12:012d}", "model": model,
+    return {"id": f"rerank-{zlib.crc32(raw):08x}", "model": model,
             "usage": {"total_tokens": _tokens([query]) * len(docs) + _tokens(docs)},
             "results": [{"index": i, "document": {"text": docs[i]}, "relevance_score": round(scores[i], 6)}
                         for i in ranked]}
