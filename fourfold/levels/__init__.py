@@ -12,11 +12,12 @@ Importing this package changes nothing in Locust: no listener, no option, until 
 """
 
 from fourfold.levels.base import LLMUser
+from fourfold.levels.embed_batches import EmbedUser
 from fourfold.levels.l1_throughput import ThroughputUser
 from fourfold.levels.l2_gateway import GatewayUser, H1User, H2User, OpenLoopUser
 from fourfold.levels.l3_rag import RagUser
 from fourfold.levels.l4_session import SessionUser
 from fourfold.levels.ladder import LadderShape
 
-__all__ = ["GatewayUser", "H1User", "H2User", "LLMUser", "LadderShape", "OpenLoopUser", "RagUser",
-           "SessionUser", "ThroughputUser"]
+__all__ = ["EmbedUser", "GatewayUser", "H1User", "H2User", "LLMUser", "LadderShape", "OpenLoopUser",
+           "RagUser", "SessionUser", "ThroughputUser"]

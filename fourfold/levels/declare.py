@@ -53,6 +53,7 @@ GROUPS: dict[str, str] = {
     "scoring": "fourfold: live quality scoring",
     "gateway": "fourfold L2: ladder, closed and open loop, sweep",
     "session": "fourfold L4: session flow and sticky A/B",
+    "embed": "fourfold: embeddings and rerank (locustfiles/embeddings.py)",
 }
 _UNSET: Any = object()
 

@@ -20,6 +20,7 @@ LOCUSTFILES = {
     "l2-protocols": "l2_protocols.py",
     "l3": "l3_rag.py",
     "l4": "l4_session.py",
+    "embeddings": "embeddings.py",
 }
 
 

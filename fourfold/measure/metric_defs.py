@@ -17,7 +17,7 @@ RAG_STATS = ("count", "mean", "p50", "p95", "p99", "max")          # the rag blo
 SESSION_STATS = ("count", "mean", "p50", "p95", "max")
 QUALITY_STATS = ("mean", "p5", "p50")
 # where a metric is shown: summary.json's blocks, then the comparison report
-WHERE = ("summary", "sessions", "rag", "quality", "quality.rag", "report")
+WHERE = ("summary", "sessions", "rag", "embed", "quality", "quality.rag", "report")
 
 
 @dataclass(frozen=True)
@@ -119,9 +119,9 @@ METRICS: tuple[MetricDef, ...] = (
        "frequency was looked for"),
     # counts over measured requests (warm-up and cancelled ones are in no statistic)
     _n("requests", "count", "requests", "measured requests (not warm-up, not cancelled)",
-       where=("summary", "rag"), report=True),
+       where=("summary", "rag", "embed"), report=True),
     _n("ok", "count", "requests", "requests whose error class is not a failure (ok, truncated)",
-       where=("summary", "rag"), report=True),
+       where=("summary", "rag", "embed"), report=True),
     _n("failures", "count", "requests", "requests that failed: connect error, timeout, redirect, HTTP "
        "4xx/5xx, 429, context length, malformed or interrupted stream, too large, client error", "failed",
        "error requests", report=True),
@@ -186,11 +186,12 @@ METRICS: tuple[MetricDef, ...] = (
     _n("users", "count", "users", "an A/B arm's users with a measured request; when the two arms' counts "
        "differ the report compares output tokens/s per user (output_tps / users)", where=(), report=True),
     _n("wall_s", "time", "s", "first send → last end (start + e2e, else the last known offset) over the "
-       "requests", report=True),
+       "requests", where=("summary", "embed"), report=True),
     # per second of wall time
     _n("output_tps", "rate", "tok/s", "output_tokens_total / wall_s", "output throughput",
        "output token throughput", report=True),
-    _n("request_rps", "rate", "req/s", "requests / wall_s", "request throughput", "request throughput"),
+    _n("request_rps", "rate", "req/s", "requests / wall_s", "request throughput", "request throughput",
+       where=("summary", "embed")),
     _n("goodput_rps", "rate", "req/s", "good / wall_s", "goodput", "goodput", report=True),
     # shares of requests
     _n("error_rate", "ratio", "fraction", "failures / requests", report=True),
@@ -322,6 +323,18 @@ METRICS: tuple[MetricDef, ...] = (
        "overhead that no stage accounts for", where=("rag",), stats=RAG_STATS),
     _d("server_total_ms", "ms", "L3: the service's own total time (its `total` timing)", where=("rag",),
        stats=RAG_STATS),
+    # embeddings and rerank (summary.json "embed" block per batch size: levels/embed_batches.py)
+    _n("inputs_total", "count", "inputs", "embeddings / rerank: the texts embedded or documents ranked by "
+       "the ok requests, as sent", where=("embed",)),
+    _n("input_tokens_total", "count", "tokens", "embeddings / rerank: the input tokens of the ok requests as "
+       "the server's usage counted them (prompt_tokens, rerank total_tokens; none from Cohere's search "
+       "units)", where=("embed",)),
+    _n("inputs_per_request", "mean", "inputs", "embeddings / rerank: inputs_total / ok (the batch size, "
+       "when every request was answered)", where=("embed",)),
+    _n("inputs_per_s", "rate", "inputs/s", "embeddings / rerank: inputs_total / wall_s", "–",
+       where=("embed",)),
+    _n("input_tokens_per_s", "rate", "tok/s", "embeddings / rerank: input_tokens_total / wall_s", "–",
+       "input token throughput", where=("embed",)),
     # server telemetry (L1 sampler: summary.json "server_metrics" block, server_metrics.json): SLO names only
     _d("gpu_util", "%", "GPU utilisation: the share of time a kernel ran (DCGM_FI_DEV_GPU_UTIL from "
        "--metrics-url, nvidia-smi utilization.gpu), sampled once per --sample-interval; mean or max over the "

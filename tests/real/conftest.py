@@ -92,17 +92,19 @@ def engine_timings(log: str) -> list[dict[str, float]]:
 
 
 def start_llama_server(tmp: Path, *, n_threads: int = N_THREADS, n_ctx: int = N_CTX,
-                       interrupt_requests: bool = False) -> LlamaServer:
+                       interrupt_requests: bool = False, embedding: bool = False) -> LlamaServer:
     """The server on a free port, once it answers ``/v1/models``. ``interrupt_requests`` True is the
     server's own default: a request that arrives cuts the running stream short
     (test_tools.py::test_stock_server_cuts_a_running_stream_when_another_arrives); the tests' server
-    queues requests instead (False), as a load test against it should."""
+    queues requests instead (False), as a load test against it should. ``embedding``: the model loaded
+    with ``embedding=True`` (``/v1/embeddings``; tests/real/test_embeddings.py)."""
     port = free_port()
     log_path = tmp / f"llama-server-{port}.log"
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path()),
                "--model_alias", MODEL_ALIAS, "--host", "127.0.0.1", "--port", str(port),
                "--n_ctx", str(n_ctx), "--n_threads", str(n_threads), "--n_threads_batch", str(n_threads),
-               "--verbose", "true", "--interrupt_requests", str(interrupt_requests).lower()]
+               "--verbose", "true", "--interrupt_requests", str(interrupt_requests).lower(),
+               *(["--embedding", "true"] if embedding else [])]
     log = log_path.open("wb")
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -124,8 +126,10 @@ def start_llama_server(tmp: Path, *, n_threads: int = N_THREADS, n_ctx: int = N_
             time.sleep(0.3)
     # one tiny completion first: the first decode allocates llama.cpp's compute buffers
     # (seconds on a busy CPU)
-    warm = json.dumps({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}).encode()
-    with urllib.request.urlopen(urllib.request.Request(url + "/v1/chat/completions", data=warm, headers={
+    warm = json.dumps({"input": "Hi"} if embedding else
+                      {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}).encode()
+    path = "/v1/embeddings" if embedding else "/v1/chat/completions"
+    with urllib.request.urlopen(urllib.request.Request(url + path, data=warm, headers={
             "content-type": "application/json"}), timeout=START_TIMEOUT_S) as response:
         response.read()
     import llama_cpp

@@ -51,9 +51,13 @@ class DenseIndex:
         return np.divide(m, norms, out=np.zeros_like(m), where=norms > 0)
 
     def query_vector(self, question: str) -> np.ndarray:
+        return self.encode([question])[0]
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """Unit vectors of ``texts``, one forward pass under the lock (``POST /v1/embeddings``)."""
         with self._lock:
-            vector = self._query_encoder.encode([question])
-        return self._unit(np.asarray(vector, dtype=np.float32))[0]
+            vectors = self._query_encoder.encode(texts)
+        return self._unit(np.asarray(vectors, dtype=np.float32))
 
     def search(self, question: str, n: int) -> Candidates:
         sims = self.matrix @ self.query_vector(question)
@@ -73,3 +77,8 @@ class DenseReranker:
         q = self.index.query_vector(question)
         rescored = [(doc, float(self.index.matrix[doc] @ q)) for doc, _ in candidates]
         return sorted(rescored, key=lambda kv: (-kv[1], kv[0]))
+
+    def score_texts(self, question: str, texts: list[str]) -> list[float]:
+        """Cosine of the question's vector and each text's (``POST /v1/rerank``)."""
+        vectors = self.index.encode([question, *texts])
+        return [float(v @ vectors[0]) for v in vectors[1:]]

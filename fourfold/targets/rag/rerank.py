@@ -42,6 +42,17 @@ class PassageReranker:
         return max(sum(w for t, w in weights.items() if t in sent)
                    for sent in self.doc_sentences[doc]) / total
 
+    def score_texts(self, question: str, texts: Sequence[str]) -> list[float]:
+        """Best-sentence coverage of any texts (``POST /v1/rerank``): the corpus's IDF, no tie score."""
+        terms = list(dict.fromkeys(tokenize(question)))
+        weights = {t: self.idf(t) for t in terms}
+        total = sum(weights.values())
+        if total <= 0:
+            return [0.0] * len(texts)
+        return [max(sum(w for t, w in weights.items() if t in sent) for sent in
+                    [frozenset(tokenize(s)) for s in sentences(text)] or [frozenset()]) / total
+                for text in texts]
+
     def rerank(self, question: str, candidates: Candidates, **_: Any) -> Candidates:
         if not candidates:
             return []

@@ -39,6 +39,8 @@ class Reranker(Protocol):
 
     def rerank(self, question: str, candidates: Candidates) -> Candidates: ...
 
+    def score_texts(self, question: str, texts: list[str]) -> list[float]: ...
+
 
 class BM25Retriever:
     name = "bm25"
@@ -64,6 +66,7 @@ class Pipeline:
     reranker: Reranker | None = None
     top_k: int = 3
     candidates: int = 20
+    dense: Any = None          # the DenseIndex when a dense stage is loaded (POST /v1/embeddings)
 
     @classmethod
     def build(cls, docs: Sequence[Document], retriever: str = "bm25", rerank: str = "none", top_k: int = 3,
@@ -87,7 +90,8 @@ class Pipeline:
             reranker = PassageReranker([d.indexed_text for d in docs], bm25.idf)
         elif rerank == "dense":
             reranker = DenseReranker(dense)
-        return cls(docs, first, reranker, top_k, max(candidates, top_k))
+        return cls(docs, first, reranker, top_k, max(candidates, top_k),
+                   dense if "dense" in (retriever, rerank) else None)
 
     @property
     def config(self) -> dict[str, Any]:

@@ -6,6 +6,8 @@ Endpoints (JSON in, JSON or SSE out):
   retrieve, re-rank, assemble the prompt (the chunks in a system message, the bare question as
   the last user message), ask the upstream model, answer.
 - ``POST /v1/retrieve`` ``{"question": str, "top_k": int?}``: retrieval only.
+- ``POST /v1/embeddings``, ``POST /v1/rerank`` (and ``/rerank``): the dense stage's vectors and the
+  re-ranker's scores alone, in the OpenAI and vLLM / Jina shapes (:mod:`fourfold.targets.rag.standalone`).
 - ``GET /v1/rag/config``: the pipeline's configuration; ``GET /health``.
 
 Every ``/v1/rag`` response carries ``X-Retrieved-Ids: doc-0007,doc-0142,...`` and a standard
@@ -48,6 +50,7 @@ from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from fourfold.targets.rag import standalone
 from fourfold.targets.rag.corpus import Document
 from fourfold.targets.rag.retriever import Pipeline, Retrieval
 from fourfold.targets.rag.upstream import Delta, Upstream, UpstreamError, Usage
@@ -165,6 +168,9 @@ class RagHandler(BaseHTTPRequestHandler):
         try:
             body = self._body()
             t_start = time.perf_counter()
+            if self.path in standalone.STANDALONE_PATHS:
+                self._stage_alone(standalone.STANDALONE_PATHS[self.path], body)
+                return
             if self.path not in ("/v1/rag", "/v1/retrieve"):
                 self._error(404, f"no route for POST {self.path}; see POST /v1/rag, POST /v1/retrieve")
                 return
@@ -190,6 +196,25 @@ class RagHandler(BaseHTTPRequestHandler):
             self._stream(service, found, messages, max_tokens, t_start, ids_header)
         else:
             self._whole(service, found, messages, max_tokens, t_start, ids_header)
+
+    def _stage_alone(self, kind: str, body: bytes) -> None:
+        """``/v1/embeddings``, ``/v1/rerank``: one stage of the pipeline, timed in Server-Timing."""
+        t0 = time.perf_counter()
+        try:
+            answer = standalone.answer(kind, body, self.server.service.pipeline)
+        except standalone.StageRequestError as exc:
+            self._error(400, str(exc))
+            return
+        except standalone.StageUnavailable as exc:
+            self._error(404, str(exc))
+            return
+        except Exception as exc:  # noqa: BLE001 - a bug in a stage answers 500, never a dropped connection
+            log.exception("%s failed", kind)
+            self._error(500, f"{kind} failed: {type(exc).__name__}: {exc}")
+            return
+        stage = "embed" if kind == "embeddings" else "rerank"
+        self._send_json(200, answer, {"Server-Timing": server_timing(
+            {stage: round((time.perf_counter() - t0) * 1000, 3)})})
 
     def _generate(self, service: RagService, messages: list[dict[str, str]], max_tokens: int | None,
                   timings: dict[str, float], on_delta: Any) -> Usage:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from fourfold.targets.sim import wire_anthropic, wire_openai, wire_responses, wire_triton
+from fourfold.targets.sim import wire_anthropic, wire_embed, wire_openai, wire_responses, wire_triton
 from fourfold.targets.sim.answers import DEFAULT_PROMPTS_PATH, Answer, AnswerBook
 from fourfold.targets.sim.exposition import SimCounters, render_metrics
 from fourfold.targets.sim.faults import FaultInjector
@@ -69,6 +69,7 @@ class Reply:
     body: bytes = b""
     content_type: str = JSON_CONTENT_TYPE
     headers: list[tuple[str, str]] = field(default_factory=list)
+    delay_s: float = 0.0     # sent this long after the request arrived (embeddings, rerank)
 
 
 def json_reply(status: int, obj: Any, headers: list[tuple[str, str]] | None = None) -> Reply:
@@ -160,6 +161,9 @@ class SimApp:
             if path == "/v1/responses":
                 return self._need(method, "POST") or wire_responses.parse(
                     request.body, request.headers, self.profile.model)
+            if path in wire_embed.EMBED_PATHS:
+                return self._need(method, "POST") or self._embed(wire_embed.EMBED_PATHS[path],
+                                                                 request.body)
             if path == "/v1/models":
                 return self._need(method, "GET") or Reply(200, wire_openai.models_body(self.profile.model))
             if path in ("/health", "/v2/health/ready", "/v2/health/live", "/ping"):
@@ -179,7 +183,20 @@ class SimApp:
             return json_reply(exc.status, exc.body, list(exc.headers.items()))
         return error_reply(404, f"no route for {method} {path}; see GET /v1/models, "
                                 "POST /v1/chat/completions, /v1/messages, /v1/responses, "
+                                "/v1/embeddings, /v1/rerank, /v2/rerank, "
                                 "/v2/models/<m>/generate_stream|generate|infer")
+
+    def _embed(self, kind: str, body: bytes) -> Reply:
+        """Embeddings or rerank: the whole answer, due after the profile's delay (wire_embed)."""
+        try:
+            found = wire_embed.answer(kind, body, self.profile, f"rr-{self.counters.received_total:012x}")
+        except wire_embed.EmbedRequestError as exc:
+            return error_reply(400, str(exc))
+        counters = self.counters
+        counters.received_total += 1
+        counters.prompt_tokens_total += found.tokens
+        due_ms = wire_embed.delay_ms(self.profile, found.inputs, found.tokens)
+        return Reply(200, dumps(found.body), JSON_CONTENT_TYPE, delay_s=due_ms / 1000.0)
 
     def _route_v2(self, request: IncomingRequest, model: str, action: str) -> Reply | ParsedRequest:
         method = request.method

@@ -20,6 +20,7 @@ from fourfold.targets.sim.fault_spec import FaultSpec
 
 MAX_REASONING_TOKENS = 100_000   # one answer's reasoning (a plan holds every token: 1e300 would not fit)
 MAX_TOKENS_PER_EVENT = 64
+MAX_EMBED_DIMS = 8192
 PROFILES_DIR = Path(__file__).resolve().parents[1] / "profiles"
 
 DEFAULT_STRUCTURED_PATTERNS = (
@@ -119,6 +120,12 @@ class Profile:
     # the version's RAG configuration (fourfold.targets.rag --profile): first stage and re-ranker
     rag_retriever: str = "bm25"
     rag_rerank: str = "none"
+    # embeddings and rerank (fourfold.targets.sim.wire_embed): the reply is due after
+    # embed_ms + embed_ms_per_input x inputs + embed_ms_per_1k_tokens x input tokens / 1000
+    embed_ms: float = 5.0
+    embed_ms_per_input: float = 1.0
+    embed_ms_per_1k_tokens: float = 20.0
+    embed_dims: int = 384
     # API surface
     beta_features: tuple[str, ...] | None = None   # None: accept any anthropic-beta value
     # misbehaviour (fourfold.targets.sim.faults): rates per fault kind and their parameters
@@ -150,6 +157,13 @@ class Profile:
                                "reasoning_tokens and reasoning_tokens_jitter within "
                                f"[0, {MAX_REASONING_TOKENS}], reasoning_field 'reasoning_content' or "
                                "'reasoning'")
+
+        if not (self.embed_ms >= 0 and self.embed_ms_per_input >= 0 and self.embed_ms_per_1k_tokens >= 0
+                and self.embed_ms + self.embed_ms_per_input + self.embed_ms_per_1k_tokens <= 60_000
+                and 1 <= self.embed_dims <= MAX_EMBED_DIMS):
+            raise ProfileError(f"profile {self.name!r}: embed_ms, embed_ms_per_input and "
+                               "embed_ms_per_1k_tokens must be >= 0 (together at most 60000), embed_dims "
+                               f"within [1, {MAX_EMBED_DIMS}]")
 
     def is_structured(self, prompt: str) -> bool:
         """True when the prompt asks for a structure (points, steps, table, comparison)."""

@@ -184,7 +184,10 @@ class SimProtocol(asyncio.Protocol):
     def _handle(self, request: IncomingRequest, arrived_s: float | None = None) -> None:
         routed = self.app.route(request)
         if isinstance(routed, Reply):
-            self._send_reply(routed)
+            if routed.delay_s > 0:     # embeddings, rerank: the whole reply once it is due
+                self._send_later(routed, arrived_s if arrived_s is not None else self.app.loop.time())
+            else:
+                self._send_reply(routed)
             return
         forced = request.headers.get(_faults.FAULT_HEADER, "").strip()
         if forced and forced not in FAULT_KINDS:
@@ -266,6 +269,17 @@ class SimProtocol(asyncio.Protocol):
         self.job = job
         app.scheduler.add(_faults.wrap_job(job, fault) if fault else job,
                           job.dues[-1] if not parsed.stream else job.first_due_s)
+
+    def _send_later(self, reply: Reply, received_s: float) -> None:
+        """Send ``reply`` ``reply.delay_s`` after ``received_s`` (a timer: the loop serves others meanwhile;
+        the connection's loss cancels it)."""
+
+        def send() -> None:
+            self._fault_timer = None
+            if not self.closed:
+                self._send_reply(reply)
+
+        self._fault_timer = self.app.loop.call_at(received_s + reply.delay_s, send)
 
     def _send_reply(self, reply: Reply, fault: str = "") -> None:
         headers = [SERVER_HEADER, ("content-type", reply.content_type), *self.app.plain_headers(fault),
