@@ -92,19 +92,22 @@ def engine_timings(log: str) -> list[dict[str, float]]:
 
 
 def start_llama_server(tmp: Path, *, n_threads: int = N_THREADS, n_ctx: int = N_CTX,
-                       interrupt_requests: bool = False, embedding: bool = False) -> LlamaServer:
+                       interrupt_requests: bool = False, embedding: bool = False,
+                       chat_format: str = "") -> LlamaServer:
     """The server on a free port, once it answers ``/v1/models``. ``interrupt_requests`` True is the
     server's own default: a request that arrives cuts the running stream short
     (test_tools.py::test_stock_server_cuts_a_running_stream_when_another_arrives); the tests' server
     queues requests instead (False), as a load test against it should. ``embedding``: the model loaded
-    with ``embedding=True`` (``/v1/embeddings``; tests/real/test_embeddings.py)."""
+    with ``embedding=True`` (``/v1/embeddings``; tests/real/test_embeddings.py); ``chat_format``: the server's
+    chat handler (``chatml-function-calling``: tool calls; tests/real/test_tool_calls.py)."""
     port = free_port()
     log_path = tmp / f"llama-server-{port}.log"
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path()),
                "--model_alias", MODEL_ALIAS, "--host", "127.0.0.1", "--port", str(port),
                "--n_ctx", str(n_ctx), "--n_threads", str(n_threads), "--n_threads_batch", str(n_threads),
                "--verbose", "true", "--interrupt_requests", str(interrupt_requests).lower(),
-               *(["--embedding", "true"] if embedding else [])]
+               *(["--embedding", "true"] if embedding else []),
+               *(["--chat_format", chat_format] if chat_format else [])]
     log = log_path.open("wb")
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
