@@ -88,6 +88,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("reasoning_share", "reasoned %", "pct"),
     ("cache_hit_share", "prefix cache hit %", "pct"),
     ("token_discrepancy_share", "token count mismatch %", "pct"),
+    ("tool_call_valid_share", "tool calls valid %", "pct"),
     ("goodput_rps", "goodput req/s", "num"),
 )
 _PERCENTILE_KEY = re.compile(r"^([a-z0-9_]+)_(p\d+)_ms$")

@@ -138,6 +138,18 @@ def session_rows(sessions: dict[str, Any]) -> list[dict[str, str]]:
                  _row("L4", f"{name}: completion", one.get("completion_rate"), "pct"),
                  _row("L4", f"{name}: abandonment", one.get("abandonment_rate"), "pct"),
                  _row("L4", f"{name}: rounds per session", one.get("rounds_mean"), "ratio")]
+        if one.get("tool_calls_per_session") is not None:          # agentic sessions (levels.l4_agent)
+            rows.append(_row("L4", f"{name}: tool calls per session", one["tool_calls_per_session"], "ratio"))
+    return rows
+
+
+def embed_rows(embed: dict[str, Any]) -> list[dict[str, str]]:
+    """Embeddings / rerank (the ``embed`` block): per batch size, requests, inputs, input tokens a second."""
+    rows: list[dict[str, str]] = []
+    for scenario, one in embed.items():
+        rows += [_row("embed", f"{scenario}: requests/s", one.get("request_rps"), "num"),
+                 _row("embed", f"{scenario}: inputs/s", one.get("inputs_per_s"), "num"),
+                 _row("embed", f"{scenario}: input tokens/s", one.get("input_tokens_per_s"), "num")]
     return rows
 
 
@@ -150,6 +162,8 @@ def panel_rows(blocks: dict[str, Any], total: dict[str, Any]) -> list[dict[str, 
         rows += l2_rows(blocks["l2"])
     if blocks.get("sessions"):
         rows += session_rows(blocks["sessions"])
+    if blocks.get("embed"):
+        rows += embed_rows(blocks["embed"])
     rows += stream_rows(total)
     if blocks.get("server_metrics"):
         rows += telemetry_rows(blocks["server_metrics"])
@@ -177,5 +191,5 @@ def stage_colors(names: Iterable[str]) -> dict[str, str]:
     return {name: CHART_COLORS[i % len(CHART_COLORS)] for i, name in enumerate(dict.fromkeys(names))}
 
 
-__all__ = ["CHART_COLORS", "has_series", "panel_rows", "series_columns", "stage_colors", "stage_means",
-           "stream_rows"]
+__all__ = ["CHART_COLORS", "embed_rows", "has_series", "panel_rows", "series_columns", "stage_colors",
+           "stage_means", "stream_rows"]

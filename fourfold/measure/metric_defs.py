@@ -325,16 +325,16 @@ METRICS: tuple[MetricDef, ...] = (
        stats=RAG_STATS),
     # embeddings and rerank (summary.json "embed" block per batch size: levels/embed_batches.py)
     _n("inputs_total", "count", "inputs", "embeddings / rerank: the texts embedded or documents ranked by "
-       "the ok requests, as sent", where=("embed",)),
+       "the ok requests, as sent", where=("embed",), report=True),
     _n("input_tokens_total", "count", "tokens", "embeddings / rerank: the input tokens of the ok requests as "
        "the server's usage counted them (prompt_tokens, rerank total_tokens; none from Cohere's search "
-       "units)", where=("embed",)),
+       "units)", where=("embed",), report=True),
     _n("inputs_per_request", "mean", "inputs", "embeddings / rerank: inputs_total / ok (the batch size, "
        "when every request was answered)", where=("embed",)),
     _n("inputs_per_s", "rate", "inputs/s", "embeddings / rerank: inputs_total / wall_s", "–",
-       where=("embed",)),
+       where=("embed",), report=True),
     _n("input_tokens_per_s", "rate", "tok/s", "embeddings / rerank: input_tokens_total / wall_s", "–",
-       "input token throughput", where=("embed",)),
+       "input token throughput", where=("embed",), report=True),
     # server telemetry (L1 sampler: summary.json "server_metrics" block, server_metrics.json): SLO names only
     _d("gpu_util", "%", "GPU utilisation: the share of time a kernel ran (DCGM_FI_DEV_GPU_UTIL from "
        "--metrics-url, nvidia-smi utilization.gpu), sampled once per --sample-interval; mean or max over the "

@@ -63,6 +63,7 @@ import numpy as np
 from fourfold.fingerprint.rag import LOW_GROUNDEDNESS
 from fourfold.reports import bootstrap as bs
 from fourfold.reports import telemetry as tm
+from fourfold.reports.embedrows import EMBED_METRICS, EMBED_ROWS
 from fourfold.reports.estimators import (
     cache_hit_planned,
     goodput_total,
@@ -167,6 +168,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("pulse_hz", "pulse frequency of the pulsing streams", "Hz", "lower", pulse_frequency),
     Metric("pulse_share", "streams that pulse", "%", "lower", share_unpaired("pulse_hz", above=0.0)),
     Metric("output_tps", "output tokens/s", "tok/s", "higher", output_tps),
+    *EMBED_METRICS,                               # embeddings / rerank groups only (reports.embedrows)
     Metric("goodput_rps", "goodput", "req/s", "higher", per_second(goodput_total, lambda g: g.good_per_s)),
     Metric("error_rate", "error rate", "%", "lower", rate("failures", "requests")),
     Metric("interruption_rate", "interruption rate", "%", "lower", rate("interrupted", "requests")),
@@ -261,7 +263,11 @@ def compare_groups(group: str, baseline: GroupSample | Sequence[GroupSample],
     multi = any(g.multi_token_chunks for g in (*base, *cand))
     discrepant = any(g.tokens_discrepant for g in (*base, *cand))
     called = any(g.tool_calls for g in (*base, *cand))
-    for metric in (*METRICS, *error_class_metrics(base, cand), *telemetry_metrics(base, cand)):
+    embed = any(g.inputs_total for g in (*base, *cand))      # embeddings / rerank: inputs, no output tokens
+    metrics = (*METRICS, *error_class_metrics(base, cand), *telemetry_metrics(base, cand))
+    for metric in metrics:
+        if (metric.key in EMBED_ROWS) != embed and (metric.key in EMBED_ROWS or metric.key == "output_tps"):
+            continue
         if ((metric.key in REASONING_ROWS and not reasoned) or (metric.key in TOKEN_ROWS and not multi)
                 or (metric.key in DISCREPANCY_ROWS and not discrepant)
                 or (metric.key in TOOL_ROWS and not called)):

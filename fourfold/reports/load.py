@@ -62,6 +62,7 @@ from fourfold.measure.tokentiming import token_counts_array
 from fourfold.measure.toolcalls import tool_counts_array
 from fourfold.reports.cache import RunCache, stamp
 from fourfold.reports.compare import GroupSample, ItlSample
+from fourfold.reports.embedrows import embed_fields
 from fourfold.reports.records import (
     GAP_SAMPLE_RECORDS,
     GroupKey,
@@ -366,6 +367,7 @@ def _sample(entries: list[Entry], variant: str | None, slo_ms: dict[str, float] 
     t0, t1 = float(first.min()), float(end.max())
     sample.wall_s = wall_s(t0, t1)
     sample.tokens_per_s = _token_series(entries, t0, t1)
+    vars(sample).update(embed_fields(frame["inputs"].to_numpy(), col["input_tokens"], ok, end, t0, t1))
     try:
         slo = check_slo(slo_ms if slo_ms is not None else entries[0][0].slo_ms)
     except ValueError as exc:

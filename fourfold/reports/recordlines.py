@@ -57,7 +57,7 @@ REQUIRED = ("level", "scenario", "error_class", "started_at")
 # read from ``extra``: L4 on the record that ends a session, L3 retrieval quality and the conflict
 # flag (true/false: 1/0; :func:`fourfold.measure.rag.annotate`)
 EXTRA_KEYS = ("session_completed", "rounds", "recall_at_k", "precision_at_k", "conflict", "tool_call_count",
-              "tool_calls_invalid", "session_tool_calls")
+              "tool_calls_invalid", "session_tool_calls", "inputs")
 # the SCALARS as a block holds them: numbers (float64, NaN for null; a flag 0/1) and texts (str or None)
 NUMBER_COLUMNS = plausible.NUMBER_FIELDS     # ("started_at", "status", ..., "warmup", "terminal")
 FLAG_COLUMNS = ("warmup", "terminal")

@@ -101,6 +101,10 @@ class GroupSample:
     sessions_ended: int = 0
     sessions_completed: int = 0
     rounds: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    inputs_total: float = 0.0                     # embeddings / rerank (reports.embedrows): the ok requests'
+    input_tokens_total: float = 0.0               # inputs and input tokens, and by the second they ended
+    inputs_series: np.ndarray | None = None
+    input_tokens_series: np.ndarray | None = None
     tool_calls_per_session: np.ndarray = field(default_factory=lambda: np.zeros(0))   # ended agentic sessions
     recall: np.ndarray = field(default_factory=lambda: np.zeros(0))          # L3 recall@k per request
     recall_items: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))

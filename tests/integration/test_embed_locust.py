@@ -4,10 +4,12 @@ with the batch size as the profile says (docs/embeddings.md)."""
 
 from __future__ import annotations
 
+import csv
 import json
 
 import pytest
 
+from fourfold.cli import main
 from tests.conftest import only_run_dir, read_jsonl, run_distributed, run_locust
 
 pytestmark = pytest.mark.integration
@@ -53,6 +55,18 @@ def test_embeddings_by_batch_size_against_the_simulator(tmp_path, locustfile):
     b1, b16 = groups["embeddings@b1"]["e2e_ms"]["p50"], groups["embeddings@b16"]["e2e_ms"]["p50"]
     assert b1 >= 8 and b16 >= 53 and b16 > b1 + 30      # the profile's 3 ms per input
     assert summary["total"]["failures"] == 0
+    # the report: inputs/s and input tokens/s per batch size (as the embed block has them), no output tokens/s
+    run = only_run_dir(tmp_path)
+    assert main(["compare", str(run), str(run), "--out", str(tmp_path / "out"), "--no-plots"]) == 0
+    with open(tmp_path / "out" / "report.csv", newline="", encoding="utf-8") as fh:
+        rows = [row for row in csv.DictReader(fh)]
+    for scenario in ("embeddings@b1", "embeddings@b16"):
+        mine = {row["metric"]: row for row in rows if row["group"] == f"embed:{scenario}"}
+        assert "output_tps" not in mine and "ttft_p50" not in mine
+        assert float(mine["inputs_per_s"]["baseline_value"]) == pytest.approx(block[scenario]["inputs_per_s"],
+                                                                             rel=0.05)
+        assert float(mine["input_tokens_per_s"]["baseline_value"]) == pytest.approx(
+            block[scenario]["input_tokens_per_s"], rel=0.05)
 
 
 def test_cohere_rerank_holds_each_batch_size_for_its_step(tmp_path, locustfile):

@@ -137,6 +137,7 @@ def test_custom_scripts_reach_the_simulator_and_an_impatient_persona_abandons(tm
     assert all(r["extra"]["final"] and r["extra"]["abandon_reason"] == "ttft" for r in records)
     assert meta["settings"]["dataset"] == str(scripts)
     assert meta["l4"] == {"think_scale": 0.0, "patience_scale": 1.0, "sessions_per_user": 2,
+                          "tool_latency_ms": 200.0, "agent_max_rounds": 6,
                           "ab_share_a": None, "ab_host": "", "ab_profile": "candidate", "ab_seed": 0}
 
 

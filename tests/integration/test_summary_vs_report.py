@@ -31,10 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from fourfold.measure.metric_names import METRICS, WHERE, MetricDef, in_block, resolve, summary_value
-from fourfold.reports.compare import DISCREPANCY_ROWS, REASONING_ROWS, TOKEN_ROWS, GroupSample
+from fourfold.reports.compare import DISCREPANCY_ROWS, REASONING_ROWS, TOKEN_ROWS, TOOL_ROWS, GroupSample
 from fourfold.reports.load import RunData, base_scenario, load_run, run_variants
 from fourfold.reports.report import Side, build_report
 from tests.conftest import REPO, only_run_dir, run_locust
@@ -144,6 +145,8 @@ def views(summary: dict[str, Any], data: RunData) -> list[View]:
         out.append(view("sessions", "sessions[total]", sessions["total"], None, only_group("l4", None)))
     if "rag" in summary:
         out.append(view("rag", "rag", summary["rag"], None, only_group("l3", None)))
+    out += [view("embed", f"embed[{scenario}]", block, None, f"embed:{scenario}")
+            for scenario, block in (summary.get("embed") or {}).items()]
     quality = summary.get("quality")
     if quality:
         out += [group_view("quality", name, block) for name, block in quality["by_scenario"].items()]
@@ -184,6 +187,8 @@ def compare(summary: dict[str, Any], data: RunData) -> dict[str, dict[str, tuple
                 continue
             for shown in metric.report:
                 theirs = v.rows[shown] if shown in v.rows else getattr(v.sample, shown, None)
+                if isinstance(theirs, np.ndarray):      # a sample's per-request values, not a figure shown
+                    theirs = None
                 ours = summary_value(v.block, shown)
                 checked.add(shown)
                 if shown in not_in_report and v.where == "summary":
@@ -191,7 +196,9 @@ def compare(summary: dict[str, Any], data: RunData) -> dict[str, dict[str, tuple
                     continue
                 if ((shown in REASONING_ROWS and not v.sample.requests_reasoning)
                         or (shown in TOKEN_ROWS and not v.sample.multi_token_chunks)
-                        or (shown in DISCREPANCY_ROWS and not v.sample.tokens_discrepant)):
+                        or (shown in DISCREPANCY_ROWS and not v.sample.tokens_discrepant)
+                        or (shown in TOOL_ROWS and not v.sample.tool_calls)
+                        or (shown == "output_tps" and v.sample.inputs_total)):    # embeddings: none
                     assert theirs is None, f"{v.name} {shown}: a row the report shows only where it applies"
                     continue          # (e.g. the reasoning rows: only where an answer reasoned)
                 if ours is None and theirs is None:
@@ -244,7 +251,7 @@ def test_l1_every_group_metric_agrees(l1_run):
     # two tokens an event: per-token ITL about half the chunks', the client counted half the tokens
     assert compared["multi_token_chunk_share"][0] > 0.8
     assert compared["token_count_ratio"][0] == pytest.approx(2, rel=0.1)
-    assert set(compared) == shared("summary") and len(shared("summary")) >= 20
+    assert set(compared) == shared("summary") - set(TOOL_ROWS) and len(shared("summary")) >= 20
 
 
 def test_l4_sessions_agree_per_variant_and_in_total(l4_ab_run):
@@ -254,11 +261,11 @@ def test_l4_sessions_agree_per_variant_and_in_total(l4_ab_run):
     for name in ("l4:session@A", "l4:session@B"):
         # no SLO: no goodput; no reasoning: no reasoning rows; reads may merge events (34 users): the
         # per-token rows may show
-        optional = {*TOKEN_ROWS, *DISCREPANCY_ROWS}
+        optional = {*TOKEN_ROWS, *DISCREPANCY_ROWS, *TOOL_ROWS}
         expected = shared("summary") - GOODPUT - set(REASONING_ROWS) - optional
         assert set(result[name]) - optional == expected, name
-    for name in ("sessions[A]", "sessions[B]", "sessions[total]"):
-        assert set(result[name]) == shared("sessions"), name
+    for name in ("sessions[A]", "sessions[B]", "sessions[total]"):    # (scripted sessions: no tool calls)
+        assert set(result[name]) == shared("sessions") - {"tool_calls_per_session"}, name
     a, b, total = (result[f"sessions[{v}]"] for v in ("A", "B", "total"))
     assert a["sessions_ended"][0] + b["sessions_ended"][0] == total["sessions_ended"][0] == 34
     for block in (a, b):                   # some scripts run out of turns: completion is a real rate
@@ -272,7 +279,7 @@ def test_l3_rag_block_agrees(l3_run):
     assert sorted(result) == ["l3:rag", "rag"]
     # the reference RAG service reports no prefix cache: no cache_hit_share on either side; the per-token
     # rows show where its events carried several tokens
-    optional = {*TOKEN_ROWS, *DISCREPANCY_ROWS}
+    optional = {*TOKEN_ROWS, *DISCREPANCY_ROWS, *TOOL_ROWS}
     expected = shared("summary") - GOODPUT - set(REASONING_ROWS) - {"cache_hit_share"} - optional
     assert set(result["l3:rag"]) - optional == expected
     rag = result["rag"]
@@ -280,9 +287,26 @@ def test_l3_rag_block_agrees(l3_run):
     assert rag["requests"][0] >= 30 and 0 < rag["recall_at_k"][0] < 1 and 0 < rag["precision_at_k"][0] < 1
 
 
+@pytest.fixture(scope="module")
+def embed_run(tmp_path_factory):
+    base = tmp_path_factory.mktemp("embed")
+    profile = base / "embed.json"
+    profile.write_text(json.dumps({"extends": "flat", "embed_ms": 5, "embed_ms_per_input": 2}))
+    return _run(base, ["-f", locustfile("embeddings.py"), "--headless", "-u", "2", "-r", "2", "-t", "4s",
+                       "--sim-profile", str(profile), "--embed-batch", "1,8"])
+
+
+def test_embed_block_agrees(embed_run):
+    run, summary = embed_run
+    result = compare(summary, _load(run))
+    for scenario in ("embeddings@b1", "embeddings@b8"):
+        assert set(result[f"embed[{scenario}]"]) == shared("embed"), scenario
+        assert result[f"embed[{scenario}]"]["inputs_per_s"][0] > 0
+
+
 def test_every_block_of_summary_json_is_covered_by_a_run_here():
     blocks = set(WHERE) - {"report"}
-    covered = {"summary", "sessions", "rag", "quality", "quality.rag"}   # the tests of this module
+    covered = {"summary", "sessions", "rag", "embed", "quality", "quality.rag"}   # the tests of this module
     assert blocks == covered, f"a block of summary.json no test here compares: {sorted(blocks - covered)}"
 
 

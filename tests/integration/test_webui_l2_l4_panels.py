@@ -67,7 +67,9 @@ def test_l2_ladder_panel_is_merged_and_equals_the_summary_and_records(tmp_path, 
     user's first reconnects."""
     profile = tmp_path / "gateway.json"
     profile.write_text(json.dumps({"extends": "flat", "itl_ms": 30.0}))
-    args = ["-f", locustfile("l2_gateway.py"), "--ladder", "2,8", "--ladder-hold-s", "3",
+    # 6 s a step: the workers report every 3 s, so the first live ladder the master shows is still step 1
+    # on a loaded CI machine (with 3 s, one CI run first saw step 2)
+    args = ["-f", locustfile("l2_gateway.py"), "--ladder", "2,8", "--ladder-hold-s", "6",
             "--sim-profile", str(profile),
             "--max-tokens", "8", "--ignore-eos", "--sim-max-concurrency", "2", "--sim-over-limit", "queue",
             "--slo-ttft-p95-ms", "150", "--think-time-s", "0.4", "--sim-keepalive-timeout-s", "0.2"]

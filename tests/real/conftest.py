@@ -99,7 +99,7 @@ def start_llama_server(tmp: Path, *, n_threads: int = N_THREADS, n_ctx: int = N_
     (test_tools.py::test_stock_server_cuts_a_running_stream_when_another_arrives); the tests' server
     queues requests instead (False), as a load test against it should. ``embedding``: the model loaded
     with ``embedding=True`` (``/v1/embeddings``; tests/real/test_embeddings.py); ``chat_format``: the server's
-    chat handler (``chatml-function-calling``: tool calls; tests/real/test_tool_calls.py)."""
+    chat handler (``chatml-function-calling``: tool calls; tests/real/test_function_calling.py)."""
     port = free_port()
     log_path = tmp / f"llama-server-{port}.log"
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path()),

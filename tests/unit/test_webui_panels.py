@@ -41,11 +41,14 @@ def test_l2_l4_and_telemetry_panels():
           "open_loop": {"offered_rps": 10.0, "sent_rps": 9.5, "completed_rps": 9.0},
           "connections": {"h1": {"conn_reused": 90, "conn_new": 10, "conn_reconnects": 2}}}
     sessions = {"by_variant": {"A": {"ended": 4, "completion_rate": 0.75, "abandonment_rate": 0.25,
-                                     "rounds_mean": 2.5}},
-                "total": {"ended": 4, "completion_rate": 0.75, "abandonment_rate": 0.25, "rounds_mean": 2.5}}
+                                     "rounds_mean": 2.5, "tool_calls_per_session": None}},
+                "total": {"ended": 4, "completion_rate": 0.75, "abandonment_rate": 0.25, "rounds_mean": 2.5,
+                          "tool_calls_per_session": 1.25}}
+    embed = {"embeddings@b8": {"request_rps": 12.5, "inputs_per_s": 100.0, "input_tokens_per_s": 950.25}}
     telemetry = {"metrics": {"server.kv_cache_usage_pct": {"last": 0.4, "mean": 0.3, "max": 0.5}},
                  "errors": {}}
-    shown = _shown(panel_rows({"l2": l2, "sessions": sessions, "server_metrics": telemetry}, {}))
+    blocks = {"l2": l2, "sessions": sessions, "server_metrics": telemetry, "embed": embed}
+    shown = _shown(panel_rows(blocks, {}))
     assert shown[("L2", "ladder: current step")] == "4 users"
     assert shown[("L2", "ladder: 4 users TTFT p95 ms")] == "900.0" \
         and shown[("L2", "ladder: knee (users)")] == "4"
@@ -54,6 +57,10 @@ def test_l2_l4_and_telemetry_panels():
         and shown[("L2", "h1: reconnects")] == "2"
     assert shown[("L4", "A: completion")] == "75.00 %" and shown[("L4", "all: rounds per session")] == "2.500"
     assert shown[("telemetry", "server.kv_cache_usage_pct")] == "last 0.4  mean 0.3  max 0.5"
+    assert shown[("L4", "all: tool calls per session")] == "1.250"
+    assert ("L4", "A: tool calls per session") not in shown
+    assert shown[("embed", "embeddings@b8: inputs/s")] == "100.0"
+    assert shown[("embed", "embeddings@b8: input tokens/s")] == "950.2"
 
 
 def test_series_columns_put_the_telemetry_names_first_and_fill_gaps_with_none():
