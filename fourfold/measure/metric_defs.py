@@ -356,6 +356,9 @@ METRICS: tuple[MetricDef, ...] = (
     _d("gpu_mem_used", "MiB", "GPU memory in use, summed over the GPUs nvidia-smi sees (memory.used), "
        "sampled once per --sample-interval; mean or max (report rows only). Limits: the local machine's "
        "GPUs, so only when fourfold runs on the server", where=(), stats=("mean", "max")),
+    _d("gpu_power", "W", "GPU power draw, summed over the GPUs (DCGM_FI_DEV_POWER_USAGE from "
+       "--metrics-url, nvidia-smi power.draw; a GPU without a reading leaves the sum out), sampled once per "
+       "--sample-interval; mean or max over the samples (report rows only)", where=(), stats=("mean", "max")),
     _d("gpu_mem_total", "MiB", "GPU memory of the GPUs nvidia-smi sees (memory.total; report rows only)",
        where=(), stats=("mean", "max")),
 )
@@ -364,4 +367,5 @@ METRICS: tuple[MetricDef, ...] = (
 TELEMETRY_CANONICAL = {"gpu_util": "gpu_util_pct", "gpu_mem_bw_util": "mem_bw_util_pct",
                        "kv_cache_usage": "kv_cache_usage_pct"}
 TELEMETRY_REPORTED = {**TELEMETRY_CANONICAL, "server_running": "running", "server_waiting": "waiting",
-                      "gpu_mem_used": "gpu_mem_used_mib", "gpu_mem_total": "gpu_mem_total_mib"}
+                      "gpu_mem_used": "gpu_mem_used_mib", "gpu_mem_total": "gpu_mem_total_mib",
+                      "gpu_power": "power_w"}

@@ -13,6 +13,7 @@ samples with several label sets are summed for counts and averaged for percentag
 | generation_tokens_total | vllm:generation_tokens_total | sglang:generation_tokens_total | | | |
 | gpu_util_pct | | | | DCGM_FI_DEV_GPU_UTIL | utilization.gpu |
 | mem_bw_util_pct | | | | DCGM_FI_DEV_MEM_COPY_UTIL | utilization.memory |
+| power_w | | | | DCGM_FI_DEV_POWER_USAGE (summed over GPUs) | power.draw (summed) |
 
 ``mem_bw_util_pct`` is what the article calls GPU memory-bandwidth utilisation: the share of time
 the memory controller was busy (``nvidia-smi --query-gpu=utilization.memory``).
@@ -34,8 +35,9 @@ CANONICAL: dict[str, tuple[tuple[str, ...], float, str]] = {
                                 1.0, "sum"),
     "gpu_util_pct": (("DCGM_FI_DEV_GPU_UTIL",), 1.0, "mean"),
     "mem_bw_util_pct": (("DCGM_FI_DEV_MEM_COPY_UTIL",), 1.0, "mean"),
+    "power_w": (("DCGM_FI_DEV_POWER_USAGE",), 1.0, "sum"),
 }
-NVIDIA_SMI_QUERY = "utilization.gpu,utilization.memory,memory.used,memory.total"
+NVIDIA_SMI_QUERY = "utilization.gpu,utilization.memory,memory.used,memory.total,power.draw"
 NVIDIA_SMI_ARGS = ("nvidia-smi", f"--query-gpu={NVIDIA_SMI_QUERY}", "--format=csv,noheader,nounits")
 
 
@@ -121,9 +123,12 @@ def canonical_metrics(samples: list[Sample]) -> dict[str, float]:
 
 
 def parse_nvidia_smi(csv_text: str) -> dict[str, float]:
-    """``nvidia-smi --query-gpu=utilization.gpu,utilization.memory,memory.used,memory.total
-    --format=csv,noheader,nounits`` -> canonical metrics averaged (summed for memory) over GPUs."""
+    """``nvidia-smi --query-gpu=utilization.gpu,utilization.memory,memory.used,memory.total,power.draw
+    --format=csv,noheader,nounits`` -> canonical metrics averaged (summed for memory and power) over GPUs.
+    A GPU that reports no power (``[N/A]``, ``[Not Supported]``) keeps its other figures; the power is
+    left out unless every GPU reported one (a partial sum would read as a saving)."""
     rows = []
+    powers: list[float | None] = []
     for line in csv_text.strip().splitlines():
         cells = [c.strip() for c in line.split(",")]
         if len(cells) < 4:
@@ -132,16 +137,24 @@ def parse_nvidia_smi(csv_text: str) -> dict[str, float]:
             rows.append([float(c) for c in cells[:4]])
         except ValueError:
             continue   # "[N/A]" or "[Not Supported]"
+        try:
+            power = float(cells[4]) if len(cells) > 4 else None
+        except ValueError:
+            power = None
+        powers.append(power if power is not None and math.isfinite(power) else None)
     if not rows:
         return {}
     n = len(rows)
-    return {
+    out = {
         "gpu_util_pct": sum(r[0] for r in rows) / n,
         "mem_bw_util_pct": sum(r[1] for r in rows) / n,
         "gpu_mem_used_mib": sum(r[2] for r in rows),
         "gpu_mem_total_mib": sum(r[3] for r in rows),
         "gpus": float(n),
     }
+    if all(p is not None for p in powers):
+        out["power_w"] = sum(p for p in powers if p is not None)
+    return out
 
 
 def summarize_series(series: list[dict[str, float]]) -> dict[str, dict[str, float]]:

@@ -75,7 +75,7 @@ def gauge_names(*sides: dict[str, np.ndarray]) -> list[str]:
 _WORDS = {"mem_bw_util_pct": "memory-bandwidth util", "gpu_util_pct": "GPU util",
           "kv_cache_usage_pct": "KV-cache usage", "running": "requests running",
           "waiting": "requests waiting", "gpu_mem_used_mib": "GPU memory used",
-          "gpu_mem_total_mib": "GPU memory total"}
+          "gpu_mem_total_mib": "GPU memory total", "power_w": "GPU power"}
 _SOURCE_WORDS = {"server": "server", "nvidia_smi": "nvidia-smi"}
 
 
@@ -88,7 +88,7 @@ def label_of(name: str, stat: str) -> str:
 def unit_of(name: str) -> str:
     canonical = name.partition(".")[2]
     return "%" if canonical.endswith("_pct") else "MiB" if canonical.endswith("_mib") else \
-        "requests" if canonical in ("running", "waiting") else ""
+        "W" if canonical.endswith("_w") else "requests" if canonical in ("running", "waiting") else ""
 
 
 def better_of(name: str) -> str:
@@ -96,4 +96,4 @@ def better_of(name: str) -> str:
     answer). Higher for utilisation and the rest (the article reads more memory bandwidth used as
     better use of the GPU), lower for requests waiting and KV-cache usage (headroom before the engine
     has to preempt or evict)."""
-    return "lower" if name.endswith((".waiting", ".kv_cache_usage_pct")) else "higher"
+    return "lower" if name.endswith((".waiting", ".kv_cache_usage_pct", ".power_w")) else "higher"

@@ -61,6 +61,11 @@ def test_compare_shows_more_memory_bandwidth_on_the_candidate(runs, tmp_path):
     assert (float(top["candidate_value"]) > 85 >= 42 >= float(top["baseline_value"])
             and top["verdict"] == "n/a")
     assert "server: memory-bandwidth util mean" in (tmp_path / "report.md").read_text(encoding="utf-8")
+    # the simulated GPU's power follows its utilisation (90 W idle, 700 W at 100 %)
+    power = rows["telemetry.server.power_w.mean"]
+    assert power["unit"] == "W" and 90 <= float(power["baseline_value"]) <= 700
+    base_util = float(rows["telemetry.server.gpu_util_pct.mean"]["baseline_value"])
+    assert float(power["baseline_value"]) == pytest.approx(90 + 610 * base_util / 100, rel=0.02)
 
 
 def test_repeated_metrics_urls_are_each_sampled_and_a_failing_one_is_said_once(tmp_path):

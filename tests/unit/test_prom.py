@@ -16,6 +16,8 @@ vllm:gpu_cache_usage_perc{engine="1",model_name="m"} 0.25
 vllm:generation_tokens_total{model_name="m"} 12345.0 1700000000000
 DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-x",Hostname="h"} 97
 DCGM_FI_DEV_MEM_COPY_UTIL{gpu="0",UUID="GPU-x",Hostname="h"} 92
+DCGM_FI_DEV_POWER_USAGE{gpu="0",UUID="GPU-x",Hostname="h"} 612.5
+DCGM_FI_DEV_POWER_USAGE{gpu="1",UUID="GPU-y",Hostname="h"} 88.25
 weird line without value
 label_escape{path="a\\"b,c"} 1
 """
@@ -32,7 +34,8 @@ def test_parse_prometheus_keeps_labels_and_skips_junk():
 def test_canonical_metrics_sum_counts_and_average_percentages():
     found = canonical_metrics(parse_prometheus(VLLM))
     assert found == {"running": 16.0, "waiting": 3.0, "kv_cache_usage_pct": 37.5,
-                     "generation_tokens_total": 12345.0, "gpu_util_pct": 97.0, "mem_bw_util_pct": 92.0}
+                     "generation_tokens_total": 12345.0, "gpu_util_pct": 97.0, "mem_bw_util_pct": 92.0,
+                     "power_w": 700.75}          # the GPUs' power, summed
 
 
 def test_sglang_names():
@@ -47,6 +50,12 @@ def test_sglang_names():
     ("40, 80, 100, 200\n60, 90, 300, 200\n", {"gpu_util_pct": 50.0, "mem_bw_util_pct": 85.0,
                                               "gpu_mem_used_mib": 400.0, "gpu_mem_total_mib": 400.0,
                                               "gpus": 2.0}),
+    ("42, 79, 30000, 81559, 612.25\n40, 80, 100, 200, 95.5\n",           # power.draw: summed
+     {"gpu_util_pct": 41.0, "mem_bw_util_pct": 79.5, "gpu_mem_used_mib": 30100.0,
+      "gpu_mem_total_mib": 81759.0, "gpus": 2.0, "power_w": 707.75}),
+    ("42, 79, 30000, 81559, 612.25\n40, 80, 100, 200, [N/A]\n",          # one GPU without: no partial sum
+     {"gpu_util_pct": 41.0, "mem_bw_util_pct": 79.5, "gpu_mem_used_mib": 30100.0,
+      "gpu_mem_total_mib": 81759.0, "gpus": 2.0}),
     ("[N/A], [N/A], 1, 2\n", {}),
     ("", {}),
 ])

@@ -190,6 +190,9 @@ def render_metrics(profile: Profile, counters: SimCounters, now_s: float | None 
     _metric(lines, "DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", [(gpu, gauges.gpu_util_pct)])
     _metric(lines, "DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).",
             [(gpu, gauges.mem_bw_util_pct)])
+    idle_w, max_w = profile.gpu_power_idle_w, profile.gpu_power_max_w
+    power = idle_w + (max_w - idle_w) * gauges.gpu_util_pct / 100
+    _metric(lines, "DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", [(gpu, round(power, 3))])
     _metric(lines, "fourfold_sim_requests_total", "counter", "Requests admitted by the simulator.",
             [(model, counters.requests_total)])
     _metric(lines, "fourfold_sim_aborted_total", "counter", "Generations aborted by a client disconnect.",

@@ -113,6 +113,8 @@ class Profile:
     gpu_util_idle_pct: float = 0.0
     gpu_util_max_pct: float = 98.0
     mem_bw_max_pct: float = 42.0
+    gpu_power_idle_w: float = 90.0          # DCGM_FI_DEV_POWER_USAGE: idle, and at full GPU utilisation
+    gpu_power_max_w: float = 700.0          # (an H100 SXM's TDP), linear in the GPU utilisation between
     mem_bw_full_tokens_per_s: float = 0.0   # > 0: bandwidth follows output tokens/s, max at this rate
     # gateway defaults (fourfold.targets.sim.gateway; --keepalive-timeout-s / --keepalive-max-requests win)
     keepalive_timeout_s: float = 0.0        # close idle keep-alive connections after this long (0: never)
@@ -144,6 +146,9 @@ class Profile:
             raise ProfileError(f"profile {self.name!r}: prefill_ms_per_1k_tokens and "
                                "prefix_cache_block_tokens must be >= 0 and prefix_cache_discount "
                                "within [0, 1]")
+        if not 0 <= self.gpu_power_idle_w <= self.gpu_power_max_w <= 100_000:
+            raise ProfileError(f"profile {self.name!r}: gpu_power_idle_w and gpu_power_max_w must satisfy "
+                               "0 <= idle <= max <= 100000")
         if not (0 <= self.tool_call_share <= 1 and 0 <= self.tool_call_invalid_rate <= 1):
             raise ProfileError(f"profile {self.name!r}: tool_call_share and tool_call_invalid_rate must be "
                                "within [0, 1]")
