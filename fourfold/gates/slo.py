@@ -53,13 +53,15 @@ QUALITY_METRICS = tuple(f"{m.short}_{stat}" if m.kind == "distribution" else m.n
                         for m in names_where("quality") if m.kind != "count" for stat in (m.stats or ("",)))
 TELEMETRY_METRICS = {f"{short}_{stat}": (canonical, stat) for short, canonical in TELEMETRY_CANONICAL.items()
                      for stat in ("mean", "max")}      # SLO name -> (sampler's canonical name, statistic)
+# summary.json's cost block (measure.cost): the run's figures, each in its own unit (prices are options)
+COST_METRICS = {m.name: m.unit for m in names_where("cost") if not m.name.startswith("price_")}
 TELEMETRY_SOURCES = ("server", "nvidia_smi")          # the sampler's row prefixes: --metrics-url, nvidia-smi
 CLASS_RATE_METRICS = tuple(f"error_rate.{name}" for name in sorted(FAILURE_CLASSES))   # one class's share
 LOWER_QUALITY = ("fact_error_rate", "low_confidence_share")     # bad answers' shares: a ceiling, not a floor
 AGGREGATED = "Aggregated"
 PASS_EXIT_CODE, MISS_EXIT_CODE = 0, 3
 
-Kind = Literal["latency", "rate", "throughput", "quality", "telemetry"]
+Kind = Literal["latency", "rate", "throughput", "quality", "telemetry", "cost"]
 Status = Literal["pass", "miss", "no_data", "not_scored", "skipped"]
 FAILING: frozenset[str] = frozenset({"miss", "no_data", "not_scored"})
 
@@ -87,6 +89,8 @@ def metric_kind(metric: str) -> Kind | None:
         return "quality"
     if metric in TELEMETRY_METRICS:
         return "telemetry"
+    if metric in COST_METRICS:
+        return "cost"
     return None
 
 
@@ -97,7 +101,8 @@ def valid_metrics_text() -> str:
             f"{', '.join(sorted(FAILURE_CLASSES))} (% or a fraction); "
             f"throughput {', '.join(THROUGHPUT_METRICS)} (per second, no unit); "
             f"quality {', '.join(QUALITY_METRICS)} (% or a fraction, after `fourfold score`); "
-            f"server telemetry {', '.join(TELEMETRY_METRICS)} (% or a fraction, no @scope)")
+            f"server telemetry {', '.join(TELEMETRY_METRICS)} (% or a fraction, no @scope); "
+            f"cost {', '.join(COST_METRICS)} (USD, J, W: in the metric's unit, no @scope)")
 
 
 def _num(value: float) -> str:
@@ -123,7 +128,8 @@ class SLO:
     @property
     def target(self) -> str:
         """``scope`` or "Aggregated" ("server" for telemetry: the run's server, not a group of requests)."""
-        return "server" if metric_kind(self.metric) == "telemetry" else self.scope or AGGREGATED
+        kind = metric_kind(self.metric)
+        return "server" if kind == "telemetry" else "run" if kind == "cost" else self.scope or AGGREGATED
 
     def format_value(self, value: float | None) -> str:
         if value is None:
@@ -134,6 +140,8 @@ class SLO:
             return f"{100 * value:.2f} %"
         if self.kind == "throughput":
             return f"{value:.2f} {THROUGHPUT_METRICS[self.metric]}"
+        if self.kind == "cost":
+            return f"{value:.6g} {COST_METRICS[self.metric]}"
         return f"{value:.4f}"
 
     @property
@@ -230,6 +238,13 @@ def make_slo(metric: str, op: str, number: float, unit: str = "", scope: str = "
         if threshold > 1:
             raise SLOSpecError(f"{where}: {metric} is a fraction in [0, 1], got {number!r} "
                                f"(did you mean {_num(number)}%?)")
+    elif kind == "cost":
+        if scope:
+            raise SLOSpecError(f"{where}: {metric} is the whole run's; drop @{scope}")
+        if unit and unit != COST_METRICS[metric].lower():
+            raise SLOSpecError(f"{where}: {metric} is in {COST_METRICS[metric]}: give that or no unit, "
+                               f"not {unit!r}")
+        threshold = number
     else:
         if unit and unit != THROUGHPUT_METRICS[metric].lower():     # pulse_hz<2hz: its own unit is fine
             raise SLOSpecError(f"{where}: {metric} is per second and takes no unit, got {unit!r}")

@@ -73,6 +73,13 @@ def _telemetry(slo: SLO, summary: dict[str, Any]) -> Verdict:
 def _measure(slo: SLO, summary: dict[str, Any], quality: str) -> Verdict:
     if slo.kind == "telemetry":
         return _telemetry(slo, summary)
+    if slo.kind == "cost":
+        value = (summary.get("cost") or {}).get(slo.metric)
+        if value is None:
+            return Verdict(slo, "no_data", reason=f"no {slo.metric}: give --price-per-hour or "
+                           "--price-per-1m-input/--price-per-1m-output (energy: a power_w series from "
+                           "--metrics-url or nvidia-smi)")
+        return _judge(slo, value)
     if slo.kind == "quality":
         block = summary.get("quality")
         if not isinstance(block, dict):

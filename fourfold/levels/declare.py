@@ -46,6 +46,7 @@ GROUPS: dict[str, str] = {
     "timing": "fourfold: timing (warm-up, stalls, time-outs)",
     "run": "fourfold: the run directory",
     "telemetry": "fourfold: server telemetry",
+    "cost": "fourfold: prices (cost per token)",
     "mirror": "fourfold: mirrored requests (gray release)",
     "simulator": "fourfold: the embedded simulator (no --host)",
     "rag": "fourfold L3: the RAG endpoint and the embedded RAG service",

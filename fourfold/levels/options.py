@@ -240,6 +240,14 @@ class Settings:
                                    "answers reach no user")
     mirror_share: float = option(0.1, "--mirror-share", "mirror", type=float, rule=SHARE,
                                  help="Share of requests mirrored to --mirror-host (0..1)")
+    # cost (measure.cost): what the run's tokens cost
+    price_per_hour: float = option(0.0, "--price-per-hour", "cost", type=float, rule=within(0, 1e9),
+                                   help="Price of the deployment under test per hour (all its GPUs), USD: "
+                                        "cost per 1M output tokens, per request, per session")
+    price_per_1m_input: float = option(0.0, "--price-per-1m-input", "cost", type=float, rule=within(0, 1e9),
+                                       help="An API's price per 1M input tokens, USD")
+    price_per_1m_output: float = option(0.0, "--price-per-1m-output", "cost", type=float, rule=within(0, 1e9),
+                                        help="An API's price per 1M output tokens, USD")
     # the embedded simulator
     sim_profile: str = option("baseline", "--sim-profile", "simulator",
                               help="Profile of the embedded simulator started when no --host is given")

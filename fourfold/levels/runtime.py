@@ -39,6 +39,7 @@ from fourfold.levels.options import Settings, redacted
 from fourfold.levels.recorder import RunRecorder
 from fourfold.levels.shipping import Shipping
 from fourfold.levels.state import state_of
+from fourfold.measure.cost import Prices, cost_block
 from fourfold.measure.loadgen import GeneratorWatch
 from fourfold.measure.record import RequestRecord
 from fourfold.measure.stats import LLMStats
@@ -184,7 +185,7 @@ class Runtime:
         }
 
     def summary(self) -> dict[str, Any]:
-        return {
+        out = {
             "level": self.level,
             "target": self.environment.host or "",
             "started_at": self.started_at,
@@ -197,6 +198,8 @@ class Runtime:
             "generator": self.generator.health.block(),
             **self.extras.summary,
         }
+        block = cost_block(out, Prices.of(self.settings))       # prices given or power measured
+        return {**out, "cost": block} if block is not None else out
 
     def finish(self) -> dict[str, Any] | None:
         """Write summary.json and close the run directory (idempotent; not on workers)."""

@@ -17,7 +17,7 @@ RAG_STATS = ("count", "mean", "p50", "p95", "p99", "max")          # the rag blo
 SESSION_STATS = ("count", "mean", "p50", "p95", "max")
 QUALITY_STATS = ("mean", "p5", "p50")
 # where a metric is shown: summary.json's blocks, then the comparison report
-WHERE = ("summary", "sessions", "rag", "embed", "quality", "quality.rag", "report")
+WHERE = ("summary", "sessions", "rag", "embed", "cost", "quality", "quality.rag", "report")
 
 
 @dataclass(frozen=True)
@@ -335,6 +335,31 @@ METRICS: tuple[MetricDef, ...] = (
        where=("embed",), report=True),
     _n("input_tokens_per_s", "rate", "tok/s", "embeddings / rerank: input_tokens_total / wall_s", "–",
        "input token throughput", where=("embed",), report=True),
+    # cost and energy (summary.json "cost" block over the run, measure.cost; the report: each group's side)
+    _n("prompt_tokens_total", "count", "tokens", "input tokens of every request whose count is known (the "
+       "server's usage, or --tokenizer): what an API's input price applies to", report=True),
+    _n("price_per_hour", "rate", "USD/h", "--price-per-hour: the deployment under test, per hour of wall "
+       "time", where=("cost",)),
+    _n("price_per_1m_input", "mean", "USD", "--price-per-1m-input: an API's price per 1M input tokens",
+       where=("cost",)),
+    _n("price_per_1m_output", "mean", "USD", "--price-per-1m-output: an API's price per 1M output tokens",
+       where=("cost",)),
+    _n("cost_usd", "count", "USD", "price_per_hour × wall_s / 3600 + (prompt_tokens_total × "
+       "price_per_1m_input + output_tokens_total × price_per_1m_output) / 1e6 over the run's requests",
+       where=("cost",), decimals=6),
+    _n("cost_per_1m_output", "mean", "USD", "cost_usd per 1M output tokens (input tokens' price included). "
+       "The report: each side's group over its wall time, spread as output tokens/s's", where=("cost",),
+       report=True, decimals=6),
+    _n("cost_per_request", "mean", "USD", "cost_usd / ok: per request (on L3, per RAG answer)",
+       where=("cost",), decimals=6),
+    _n("cost_per_session", "mean", "USD", "cost_usd / sessions_ended (L4)", where=("cost",), decimals=6),
+    _n("power_w_mean", "mean", "W", "the GPUs' mean power over the run's telemetry samples (power_w: the "
+       "target's DCGM_FI_DEV_POWER_USAGE, else nvidia-smi power.draw)", where=("cost",)),
+    _n("joules_per_token", "mean", "J", "energy per output token: power_w_mean × wall_s / "
+       "output_tokens_total. The report: each side's mean power over its wall time and tokens, spread as "
+       "output tokens/s's",
+       where=("cost",), report=True, decimals=4),
+    _n("tokens_per_joule", "mean", "tokens/J", "1 / joules_per_token", where=("cost",), decimals=4),
     # server telemetry (L1 sampler: summary.json "server_metrics" block, server_metrics.json): SLO names only
     _d("gpu_util", "%", "GPU utilisation: the share of time a kernel ran (DCGM_FI_DEV_GPU_UTIL from "
        "--metrics-url, nvidia-smi utilization.gpu), sampled once per --sample-interval; mean or max over the "

@@ -33,8 +33,7 @@ report uses too); the names, units and definitions are :mod:`fourfold.measure.me
   counts chunks), ``no_terminal_event`` (complete by a finish reason and a clean end of the body, without
   ``[DONE]``/``message_stop``), ``unsolicited_responses`` (bytes after a response, or on an idle connection).
 - Tool calls (``tool_call_share``, ``tool_call_valid_share``): :mod:`fourfold.measure.toolcalls`.
-- wall time = ``last_end - first_start``: first send to last end (``started_at`` + e2e, or
-  the last known offset) over the key's records.
+- wall time = ``last_end - first_start``: first send to last end (started_at + e2e) over the key's records.
 - Per-second series (Unix seconds): output tokens by the second their chunk arrived (usage
   tokens spread over the chunks in integers), requests finished and failed by their end second,
   stalls by the second the stalling gap ended, TTFT count/sum/max by the second the first token arrived.
@@ -97,13 +96,14 @@ HISTOGRAMS = ("ttfb_ms", "ttft_ms", "ttfo_ms", "itl_ms", "tpot_ms", "e2e_ms", "o
               "reasoning_tps")
 PULSE_HIST = "pulse_hz"      # pulse frequency of each pulsing request; the summary shows its p50 as pulse_hz
 COUNTERS = ("requests", "ok", "failures", "interrupted", "stalls", "requests_with_stall", "good",
-            "output_tokens_total", "output_tokens_estimated", "output_tokens_tokenizer", "input_tokens_usage",
-            "input_tokens_tokenizer", "conn_reused", "conn_new", "conn_reconnects",
-            "usage_implausible", "no_terminal_event", "unsolicited_responses", "requests_pulsing",
-            "requests_rhythm", "requests_reasoning", "reasoning_tokens_total", "cached_tokens_total",
-            "cache_input_tokens", "content_chunks", "multi_token_chunks", "tokens_compared",
-            "tokens_discrepant", "tokens_server_total", "tokens_client_total", "tool_calls",
-            "requests_tool_calls", "tool_calls_judged", "tool_calls_invalid", "tool_calls_valid")
+            "output_tokens_total", "prompt_tokens_total", "output_tokens_estimated",
+            "output_tokens_tokenizer", "input_tokens_usage", "input_tokens_tokenizer", "conn_reused",
+            "conn_new", "conn_reconnects", "usage_implausible", "no_terminal_event", "unsolicited_responses",
+            "requests_pulsing", "requests_rhythm", "requests_reasoning", "reasoning_tokens_total",
+            "cached_tokens_total", "cache_input_tokens", "content_chunks", "multi_token_chunks",
+            "tokens_compared", "tokens_discrepant", "tokens_server_total", "tokens_client_total",
+            "tool_calls", "requests_tool_calls", "tool_calls_judged", "tool_calls_invalid",
+            "tool_calls_valid")
 QUANTILES = (("p50", 0.50), ("p90", 0.90), ("p95", 0.95), ("p99", 0.99))
 DEFAULT_STALL_THRESHOLD_MS = 150.0
 TOTAL_LEVEL, TOTAL_SCENARIO = "Aggregated", ""
@@ -164,6 +164,7 @@ class GroupStats:
                 if is_stall(gap, stall_threshold_ms):
                     self._slot(math.floor(record.started_at + chunk_ms[j + 1] / 1000))[_STALLS] += 1
         c["output_tokens_total"] += record.output_tokens
+        c["prompt_tokens_total"] += record.input_tokens or 0
         c["reasoning_tokens_total"] += record.reasoning_tokens
         if record.cached_tokens is not None and record.input_tokens:     # the server said what it cached
             c["cached_tokens_total"] += record.cached_tokens

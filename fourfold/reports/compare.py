@@ -63,6 +63,7 @@ import numpy as np
 from fourfold.fingerprint.rag import LOW_GROUNDEDNESS
 from fourfold.reports import bootstrap as bs
 from fourfold.reports import telemetry as tm
+from fourfold.reports.costrows import COST_METRICS
 from fourfold.reports.embedrows import EMBED_METRICS, EMBED_ROWS
 from fourfold.reports.estimators import (
     cache_hit_planned,
@@ -169,6 +170,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("pulse_share", "streams that pulse", "%", "lower", share_unpaired("pulse_hz", above=0.0)),
     Metric("output_tps", "output tokens/s", "tok/s", "higher", output_tps),
     *EMBED_METRICS,                               # embeddings / rerank groups only (reports.embedrows)
+    *COST_METRICS,                                # where a side has prices or power (reports.costrows)
     Metric("goodput_rps", "goodput", "req/s", "higher", per_second(goodput_total, lambda g: g.good_per_s)),
     Metric("error_rate", "error rate", "%", "lower", rate("failures", "requests")),
     Metric("interruption_rate", "interruption rate", "%", "lower", rate("interrupted", "requests")),

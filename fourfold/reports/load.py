@@ -2,8 +2,7 @@
 
 :func:`load_run` validates a run directory and reads it:
 
-- ``meta.json`` and ``summary.json`` (optional; when present they must be JSON objects, and a
-  ``record_schema`` newer than this fourfold's is refused);
+- ``meta.json`` and ``summary.json`` (optional; JSON objects when present; a newer ``record_schema`` refused);
 - ``records.jsonl`` through :func:`reports.records.read_record_table` (fast, bounded memory; a
   torn or damaged line is skipped with a warning, a record of a newer schema or a line that is
   not a fourfold record is refused);
@@ -62,6 +61,7 @@ from fourfold.measure.tokentiming import token_counts_array
 from fourfold.measure.toolcalls import tool_counts_array
 from fourfold.reports.cache import RunCache, stamp
 from fourfold.reports.compare import GroupSample, ItlSample
+from fourfold.reports.costrows import cost_fields
 from fourfold.reports.embedrows import embed_fields
 from fourfold.reports.records import (
     GAP_SAMPLE_RECORDS,
@@ -367,7 +367,8 @@ def _sample(entries: list[Entry], variant: str | None, slo_ms: dict[str, float] 
     t0, t1 = float(first.min()), float(end.max())
     sample.wall_s = wall_s(t0, t1)
     sample.tokens_per_s = _token_series(entries, t0, t1)
-    vars(sample).update(embed_fields(frame["inputs"].to_numpy(), col["input_tokens"], ok, end, t0, t1))
+    vars(sample).update(embed_fields(frame["inputs"].to_numpy(), col["input_tokens"], ok, end, t0, t1),
+                        **cost_fields(entries[0][0].meta, col["input_tokens"]))
     try:
         slo = check_slo(slo_ms if slo_ms is not None else entries[0][0].slo_ms)
     except ValueError as exc:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from fourfold.measure.cost import Prices
 from fourfold.measure.histogram import bucket_quantiles
 from fourfold.reports.replication import Spread
 from fourfold.reports.verdict import (
@@ -94,6 +95,8 @@ class GroupSample:
     tool_calls_invalid: float = 0.0
     tool_calls_valid: float = 0.0
     output_tokens_total: float = 0.0
+    prompt_tokens_total: float = 0.0              # input tokens of every request whose count is known
+    prices: Prices | None = None                  # the side's --price-* (measure.cost; reports.costrows)
     wall_s: float | None = None
     tokens_per_s: np.ndarray = field(default_factory=lambda: np.zeros(0))   # per 1-s interval
     good: int | None = None                       # None: no SLO known

@@ -75,7 +75,8 @@ def l1_run(tmp_path_factory):
                                    "reasoning_tokens_jitter": 3, "tokens_per_event": 2}))
     return _run(base, [
         "-f", locustfile("l1_throughput.py"), "--headless", "-u", "6", "-r", "6", "-t", "10s",
-        "--sim-profile", str(profile), "--no-ignore-eos", "--slo", SLO])  # whole answers: compliance judged
+        "--sim-profile", str(profile), "--no-ignore-eos", "--slo", SLO,   # whole answers: compliance judged
+        "--price-per-hour", "4", "--price-per-1m-input", "0.5", "--price-per-1m-output", "2"])  # cost
 
 
 @pytest.fixture(scope="module")
@@ -145,6 +146,8 @@ def views(summary: dict[str, Any], data: RunData) -> list[View]:
         out.append(view("sessions", "sessions[total]", sessions["total"], None, only_group("l4", None)))
     if "rag" in summary:
         out.append(view("rag", "rag", summary["rag"], None, only_group("l3", None)))
+    if summary.get("cost"):
+        out.append(view("cost", "cost", summary["cost"], None, only_group(summary["level"], None)))
     out += [view("embed", f"embed[{scenario}]", block, None, f"embed:{scenario}")
             for scenario, block in (summary.get("embed") or {}).items()]
     quality = summary.get("quality")
@@ -239,7 +242,7 @@ def _load(run: Path) -> RunData:
 def test_l1_every_group_metric_agrees(l1_run):
     run, summary = l1_run
     result = compare(summary, _load(run))
-    assert list(result) == ["l1:saturation"]
+    assert list(result) == ["l1:saturation", "cost"]
     compared = result["l1:saturation"]
     # the run exercised what it is meant to: stalls, a goodput split, percentiles, every shared count
     assert 0 < compared["requests_with_stall"][0] < compared["requests"][0]
@@ -252,6 +255,10 @@ def test_l1_every_group_metric_agrees(l1_run):
     assert compared["multi_token_chunk_share"][0] > 0.8
     assert compared["token_count_ratio"][0] == pytest.approx(2, rel=0.1)
     assert set(compared) == shared("summary") - set(TOOL_ROWS) and len(shared("summary")) >= 20
+    # the cost block: its prices over the run, the simulated GPU's power (telemetry) over its tokens
+    cost = result["cost"]
+    assert set(cost) == shared("cost")
+    assert cost["cost_per_1m_output"][0] > 2 and cost["joules_per_token"][0] > 0
 
 
 def test_l4_sessions_agree_per_variant_and_in_total(l4_ab_run):
@@ -306,7 +313,7 @@ def test_embed_block_agrees(embed_run):
 
 def test_every_block_of_summary_json_is_covered_by_a_run_here():
     blocks = set(WHERE) - {"report"}
-    covered = {"summary", "sessions", "rag", "embed", "quality", "quality.rag"}   # the tests of this module
+    covered = {"summary", "sessions", "rag", "embed", "cost", "quality", "quality.rag"}  # its tests
     assert blocks == covered, f"a block of summary.json no test here compares: {sorted(blocks - covered)}"
 
 
