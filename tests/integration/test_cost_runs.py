@@ -25,7 +25,8 @@ def test_the_cost_block_and_its_gate(tmp_path, locustfile):
     expected = (100 * total["wall_s"] / 3600
                 + (total["prompt_tokens_total"] * 1 + total["output_tokens_total"] * 4) / 1e6)
     assert cost["cost_usd"] == pytest.approx(expected, abs=1e-6) and total["prompt_tokens_total"] > 0
-    assert cost["cost_per_1m_output"] == pytest.approx(expected / total["output_tokens_total"] * 1e6, abs=1e-6)
+    per_1m = expected / total["output_tokens_total"] * 1e6
+    assert cost["cost_per_1m_output"] == pytest.approx(per_1m, abs=1e-6)
     assert cost["cost_per_request"] == pytest.approx(expected / total["ok"], abs=1e-6)
     power = summary["server_metrics"]["metrics"]["server.power_w"]["mean"]
     assert 90 <= power <= 700 and cost["power_w_mean"] == power
