@@ -22,7 +22,8 @@ from typing import Any
 
 from fourfold.measure.metrics import ratio
 
-__all__ = ["COST_DECIMALS", "Prices", "cost_block", "cost_usd", "joules_per_token", "power_mean"]
+__all__ = ["COST_DECIMALS", "POWER_SERIES", "Prices", "cost_block", "cost_usd", "joules_per_token",
+           "power_mean"]
 
 COST_DECIMALS = 6          # summary.json rounds the money figures (USD) to this many places
 ENERGY_DECIMALS = 4        # ... and the energy figures (J, tokens/J)

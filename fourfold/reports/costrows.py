@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from fourfold.measure.cost import Prices, cost_usd, joules_per_token
+from fourfold.measure.cost import POWER_SERIES, Prices, cost_usd, joules_per_token
 from fourfold.reports.estimators import output_tps
 from fourfold.reports.replication import Spread
 from fourfold.reports.rows import CompareSettings, GroupSample, Metric
 
 __all__ = ["COST_METRICS", "COST_ROWS", "cost_fields", "side_power"]
-
-POWER_SERIES = ("server.power_w", "nvidia_smi.power_w")
 
 
 def side_power(g: GroupSample) -> float | None:
