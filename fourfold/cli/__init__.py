@@ -10,6 +10,7 @@
     fourfold demo [--quick]                          # baseline vs candidate on the simulator, end to end
     fourfold sweep --slo 'ttft_p95<=500ms'           # the highest request rate that meets the SLO
     fourfold dataset inspect data.json     # what fourfold reads in a dataset file (convert: to JSONL)
+    fourfold history check runs/<run>      # a run against the last releases kept (add / list / show)
 
 Every subcommand returns an exit code: 0 done, 1 an error, 2 a usage error (bad arguments, a
 missing or damaged run directory, a malformed SLO spec), 3 a gate missed (an SLO, a quality floor,
@@ -84,6 +85,8 @@ COMMANDS: dict[str, Command] = {
                      "open-loop rate per run", "sweep", passthrough=True),
     "dataset": Command("inspect a dataset file (format, items, lengths) or convert it to fourfold JSONL",
                        "dataset"),
+    "history": Command("runs kept release by release: add, list, show a metric's trend, check a run against "
+                       "the last releases (exit 3 when worse)", "history"),
 }
 
 

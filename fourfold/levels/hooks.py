@@ -41,6 +41,7 @@ from fourfold.adapters.locust import send_stats_now
 from fourfold.errors import UsageError
 from fourfold.levels import abort, inputs, livequality, slogate, watchdog, webui, webui_report
 from fourfold.levels import options as _options
+from fourfold.levels.history_add import add_to_history
 from fourfold.levels.ledger import worker_lines
 from fourfold.levels.options import Settings
 from fourfold.levels.runtime import find_runtime, get_runtime
@@ -314,6 +315,10 @@ def finish_test(environment: Any) -> dict[str, Any] | None:
             if line:
                 print(line, flush=True)
         print(f"fourfold: run directory {runtime.writer.run_dir}", flush=True)
+        settings = runtime.settings
+        if settings.history_release:
+            add_to_history(runtime.writer.run_dir, settings.history_release, settings.history,
+                           settings.history_tags)
     slogate.finish(environment, runtime, summary)
     return summary
 

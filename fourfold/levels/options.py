@@ -225,6 +225,15 @@ class Settings:
     label: str = option("", "--label", "run", help="Label of this run (part of the run directory's name)")
     record_text: bool = option(True, "--no-record-text", "run", action="store_true", raw_default=False,
                                read=operator.not_, help="Do not keep answer text in records.jsonl")
+    # run history (fourfold history, docs/history.md): the run adds itself when it ends
+    history_release: str = option("", "--history-release", "run",
+                                  help="When the run ends, add it to the run history as this release "
+                                       "(fourfold history add; the store: --history)")
+    history: str = option("", "--history", "run", secret=True, env_var="FOURFOLD_HISTORY",
+                          help="The run history's store: a SQLite file or a postgresql:// URL (default: "
+                               "fourfold-history.sqlite in the current directory)")
+    history_tags: str = option("", "--history-tags", "run", help="Labels kept with the run in the history, "
+                                                                 "KEY=VALUE,... (e.g. gpu=h100,engine=vllm)")
     # telemetry
     metrics_url: str = option("", "--metrics-url", "telemetry", dest="metrics_url", action="append",
                               raw_default=(), env_var="LOCUST_METRICS_URL", read=_metrics_urls,

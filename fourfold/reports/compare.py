@@ -118,7 +118,8 @@ from fourfold.reports.verdict import Decision, benjamini_hochberg, decide, holm,
 __all__ = ["BETTER", "DEFAULT_GATE", "DEFAULT_SETTINGS", "DISCREPANCY_ROWS", "EQUIVALENT", "INCONCLUSIVE",
            "METRICS", "NA", "NO_CHANGE", "REASONING_ROWS", "TOKEN_ROWS", "TOOL_ROWS", "TOO_FEW", "WORSE",
            "GroupSample", "ItlSample", "Metric", "Row", "CompareSettings", "adjust", "compare_groups",
-           "is_gated", "pairs", "telemetry_metrics"]
+           "error_class_metrics", "group_flags", "hidden", "is_gated", "pairs", "row_of_spreads",
+           "telemetry_metrics"]
 
 # rows shown only for a group where an answer of either side reasoned (summary.json has them always)
 REASONING_ROWS = ("ttfo_p50", "ttfo_p95", "ttfo_p99", "reasoning_p50", "reasoning_share", "answer_tps_p50",
@@ -247,6 +248,30 @@ def _pooled_items(runs: list[GroupSample]) -> GroupSample:
     return pooled
 
 
+def group_flags(samples: Sequence[GroupSample]) -> frozenset[str]:
+    """What the samples hold that decides which rows :func:`hidden` leaves out: ``reasoned`` (an answer
+    reasoned), ``multi`` (a chunk carried several tokens), ``discrepant`` (a request's two token counts
+    disagreed), ``called`` (an answer was a tool call), ``embed`` (embeddings / rerank: inputs, no output
+    tokens)."""
+    found = {"reasoned": any(g.requests_reasoning for g in samples),
+             "multi": any(g.multi_token_chunks for g in samples),
+             "discrepant": any(g.tokens_discrepant for g in samples),
+             "called": any(g.tool_calls for g in samples), "embed": any(g.inputs_total for g in samples)}
+    return frozenset(name for name, present in found.items() if present)
+
+
+def hidden(key: str, flags: frozenset[str]) -> bool:
+    """A row left out of a group with these :func:`group_flags`: e.g. no answer reasoned: TTFO is TTFT,
+    the reasoning rows have nothing to say."""
+    embed = "embed" in flags
+    if (key in EMBED_ROWS) != embed and (key in EMBED_ROWS or key == "output_tps"):
+        return True
+    return ((key in REASONING_ROWS and "reasoned" not in flags)
+            or (key in TOKEN_ROWS and "multi" not in flags)
+            or (key in DISCREPANCY_ROWS and "discrepant" not in flags)
+            or (key in TOOL_ROWS and "called" not in flags))
+
+
 def compare_groups(group: str, baseline: GroupSample | Sequence[GroupSample],
                    candidate: GroupSample | Sequence[GroupSample],
                    settings: CompareSettings = DEFAULT_SETTINGS, matched: bool = False) -> list[Row]:
@@ -261,19 +286,11 @@ def compare_groups(group: str, baseline: GroupSample | Sequence[GroupSample],
     if not cand:
         cand = [GroupSample()]
     rows = []
-    reasoned = any(g.requests_reasoning for g in (*base, *cand))
-    multi = any(g.multi_token_chunks for g in (*base, *cand))
-    discrepant = any(g.tokens_discrepant for g in (*base, *cand))
-    called = any(g.tool_calls for g in (*base, *cand))
-    embed = any(g.inputs_total for g in (*base, *cand))      # embeddings / rerank: inputs, no output tokens
+    flags = group_flags((*base, *cand))
     metrics = (*METRICS, *error_class_metrics(base, cand), *telemetry_metrics(base, cand))
     for metric in metrics:
-        if (metric.key in EMBED_ROWS) != embed and (metric.key in EMBED_ROWS or metric.key == "output_tps"):
+        if hidden(metric.key, flags):
             continue
-        if ((metric.key in REASONING_ROWS and not reasoned) or (metric.key in TOKEN_ROWS and not multi)
-                or (metric.key in DISCREPANCY_ROWS and not discrepant)
-                or (metric.key in TOOL_ROWS and not called)):
-            continue          # e.g. no answer reasoned: TTFO is TTFT, the reasoning rows have nothing to say
         row = _row(group, metric, base, cand, bs.row_rng(settings.seed, group, metric.key), settings, matched)
         if row is not None:
             rows.append(row)
@@ -292,6 +309,16 @@ def _row(group: str, metric: Metric, base: list[GroupSample], cand: list[GroupSa
             return _paired_row(group, metric, paired, s, len(base), len(cand))
     spreads_b = [x for x in (metric.side(g, rng, s) for g in base) if x is not None]
     spreads_c = [x for x in (metric.side(g, rng, s) for g in cand) if x is not None]
+    arms = all(g.unit == "arm" for g in (*base, *cand))
+    return row_of_spreads(group, metric, spreads_b, spreads_c, s, label=label, arms=arms, matched=matched)
+
+
+def row_of_spreads(group: str, metric: Metric, spreads_b: list[Spread], spreads_c: list[Spread],
+                   s: CompareSettings, *, label: str | None = None, arms: bool = False,
+                   matched: bool = False) -> Row | None:
+    """A row from each side's runs' spreads (one per run; ``arms``: the two A/B arms of one run); None
+    when neither side has one. ``fourfold history check`` calls it with the spreads a history keeps."""
+    label = label or metric.label
     if not spreads_b and not spreads_c:
         return None
     side_b, side_c = combine(spreads_b), combine(spreads_c)
@@ -313,7 +340,6 @@ def _row(group: str, metric: Metric, base: list[GroupSample], cand: list[GroupSa
         return row(nothing, "", "a side has no data")
     if metric.descriptive:
         return row(nothing, "values only")
-    arms = all(g.unit == "arm" for g in (*base, *cand))
     test = _test_name(side_b, side_c, arms)
     delta = side_c.value - side_b.value
     tie = decide(delta, 0.0, math.inf, band, metric.better, s.alpha, side_b.value, side_c.value)

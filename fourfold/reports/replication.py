@@ -56,11 +56,12 @@ class Spread:
     too_few: str = ""                        # why the value is not fit for a test ("" when it is)
     blocks: int = 0                          # independent blocks behind the replicates
     no_interval: str = ""                    # why there are no replicates, while the value itself is sound
+    kept_var: float | None = None            # the replicates' variance kept without them (run history)
 
     @property
     def within_var(self) -> float | None:
         if self.replicates is None or self.replicates.size < 2:
-            return None
+            return self.kept_var
         return float(np.var(self.replicates, ddof=1))
 
 

@@ -86,11 +86,12 @@ def test_secrets_stay_out_of_repr() -> None:
 
 def test_the_secrets_the_start_form_guards_are_the_declared_secrets_it_shows() -> None:
     shown = parser_with_every_option().args_included_in_web_ui
-    assert options.SECRET_OPTIONS == {"api_key"}
+    assert options.SECRET_OPTIONS == {"api_key", "history"}          # a history URL may hold a password
     assert all(shown[name].is_secret for name in options.SECRET_OPTIONS)          # a password field
     assert {name for name, arg in shown.items() if arg.is_secret} == options.SECRET_OPTIONS
-    meta = options.redacted(Settings(api_key="sk-123", headers=(("X-Key", "v-456"),)))
-    assert meta["api_key"] == "***" and meta["headers"] == [["X-Key", "***"]]
+    meta = options.redacted(Settings(api_key="sk-123", headers=(("X-Key", "v-456"),),
+                                     history="postgresql://team:pw-789@db/fourfold"))
+    assert meta["api_key"] == "***" and meta["headers"] == [["X-Key", "***"]] and meta["history"] == "***"
 
 
 RULED = [(cls, item.name, opt.flag, opt.rule) for cls in SETTINGS for item, opt in declared(cls)

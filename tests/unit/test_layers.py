@@ -36,11 +36,13 @@ LAYERS: dict[str, frozenset[str]] = {
     "targets": frozenset({"errors", "data", "adapters", "fingerprint"}),
     "reports": frozenset({"errors", "data", "adapters", "measure", "workloads", "rundir",
                           "gates", "fingerprint"}),
+    "history": frozenset({"errors", "data", "adapters", "measure", "workloads", "rundir", "gates",
+                          "fingerprint", "reports"}),
     "levels": frozenset({"errors", "data", "adapters", "measure", "workloads", "rundir", "client", "gates",
                          "fingerprint", "targets"}),
     "locustfiles": frozenset({"errors", "data", "levels"}),
     "cli": frozenset({"errors", "data", "adapters", "measure", "workloads", "rundir", "client", "gates",
-                      "fingerprint", "targets", "reports", "levels", "locustfiles"}),
+                      "fingerprint", "targets", "reports", "history", "levels", "locustfiles"}),
     "__main__": frozenset({"cli"}),
     "__init__": frozenset(),
 }
@@ -57,6 +59,7 @@ LATE_IMPORTS: dict[str, str] = {
     "pandas": "~0.5 s to import: a level run reads Parquet and CSV datasets only when given one",
     "matplotlib": "~0.6 s to import: only a report with plots draws",
     "tqdm": "optional progress bars of `fourfold score`",
+    "psycopg": "optional (fourfold[postgres]): only a PostgreSQL history store needs it",
     # fourfold/adapters/ sits below every layer and imports nothing with side effects at the top
     # (test_adapters.py): importing Locust patches the standard library (gevent.monkey.patch_all)
     "locust": "in fourfold/adapters/ only: importing it patches the standard library",
