@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from fourfold.data import bundled
 from fourfold.measure.histogram import DEFAULT_ALPHA
 from fourfold.measure.promexport import bounds_ms
 from tests.conftest import free_port, only_run_dir, run_locust
@@ -135,3 +136,14 @@ def test_promql_p95_agrees_with_summary_json_within_the_bucket(tmp_path, locustf
     assert scalar('sum(fourfold_ttft_seconds_count{level="l1"})') == group["ttft_ms"]["count"]
     assert scalar('sum(fourfold_e2e_seconds_sum{level="l1"})') == pytest.approx(
         group["e2e_ms"]["mean"] * group["e2e_ms"]["count"] / 1000, rel=1e-9)
+
+    # the Grafana dashboard's queries are PromQL this Prometheus runs, and the load's panels have data
+    board = json.loads(bundled("grafana", "fourfold.json").read_text())
+    last_running = running[-1]
+    for panel in board["panels"]:
+        for target in panel["targets"]:
+            expr = (target["expr"].replace("$level", ".*").replace("$scenario", ".*")
+                    .replace("$__rate_interval", "5s"))
+            found = query(base, expr, last_running)
+            if panel["title"].split()[0] in ("TTFT", "ITL", "TPOT", "E2E", "Output", "Requests/s"):
+                assert found, (panel["title"], expr)
