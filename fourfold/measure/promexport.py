@@ -132,6 +132,12 @@ def bounds_ms(alpha: float) -> tuple[tuple[int, float], ...]:
         key += step
 
 
+@lru_cache(maxsize=8)
+def _le_values(alpha: float) -> tuple[str, ...]:
+    """The ``le`` label values of :func:`bounds_ms` (seconds), formatted once."""
+    return tuple(_number(bound / 1000.0) for _, bound in bounds_ms(alpha))
+
+
 def _number(value: float) -> str:
     if isinstance(value, int):
         return str(value)
@@ -149,16 +155,19 @@ def _labels(pairs: Iterable[tuple[str, str]]) -> str:
 
 def _histogram_lines(name: str, labels: str, hist: LogHistogram, out: list[str]) -> None:
     """Cumulative ``le`` buckets (seconds), ``_sum`` (s) and ``_count`` of one histogram."""
-    keys = sorted(hist.buckets)
-    counts = hist.buckets
-    cumulative = hist.zero_count           # values below ZERO_CUTOFF (0.001 ms): under every bound
-    i, n = 0, len(keys)
+    bounds = bounds_ms(hist.alpha)
+    last, step = len(bounds), bounds[1][0] - bounds[0][0]
+    per_bound = [0] * (last + 1)            # the internal buckets each exported one unites; +Inf last
+    per_bound[0] = hist.zero_count          # values below ZERO_CUTOFF (0.001 ms): under every bound
+    for key, count in hist.buckets.items():
+        index = -(-key // step) if key > 0 else 0      # the first bound key at or above this key
+        per_bound[index if index < last else last] += count
     prefix = labels[:-1] + "," if labels else "{"
-    for key, bound in bounds_ms(hist.alpha):
-        while i < n and keys[i] <= key:
-            cumulative += counts[keys[i]]
-            i += 1
-        out.append(f'{name}_bucket{prefix}le="{_number(bound / 1000.0)}"}} {cumulative}')
+    cumulative = 0
+    head = f"{name}_bucket{prefix}le="
+    for le, count in zip(_le_values(hist.alpha), per_bound, strict=False):
+        cumulative += count
+        out.append(f'{head}"{le}"}} {cumulative}')
     out.append(f'{name}_bucket{prefix}le="+Inf"}} {hist.count}')
     out.append(f"{name}_sum{labels} {_number(hist.sum / 1000.0)}")
     out.append(f"{name}_count{labels} {hist.count}")
