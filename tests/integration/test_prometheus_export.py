@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import time
 import urllib.parse
@@ -99,15 +100,16 @@ def bucket_around(value_s: float) -> tuple[float, float]:
 
 def test_promql_p95_agrees_with_summary_json_within_the_bucket(tmp_path, locustfile, prometheus) -> None:
     base, port = prometheus
-    proc = run_locust(["-f", locustfile("l1_throughput.py"), "--headless", "-u", "6", "-r", "6", "-t", "8s",
-                       "--sim-profile", "flat", "--max-tokens", "40", "--metrics-url", "off",
+    # the baseline profile: TTFTs spread over several exported buckets (~70..270 ms), not one
+    proc = run_locust(["-f", locustfile("l1_throughput.py"), "--headless", "-u", "8", "-r", "8", "-t", "8s",
+                       "--max-tokens", "40", "--metrics-url", "off",
                        "--prometheus-port", str(port), "--prometheus-linger", "4"], tmp_path, timeout=120)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     assert f"Prometheus metrics at http://127.0.0.1:{port}/metrics" in out
     summary = json.loads((only_run_dir(tmp_path) / "summary.json").read_text())
     (group,) = [g for g in summary["groups"] if g["level"] == "l1"]
-    assert group["requests"] >= 20, group["requests"]
+    assert group["requests"] >= 10, group["requests"]
 
     # the last scrape that saw the finished test: summary.json's figures exactly
     (series,) = query(base, "fourfold_test_finished[5m]")
@@ -122,8 +124,8 @@ def test_promql_p95_agrees_with_summary_json_within_the_bucket(tmp_path, locustf
     promql_s = float(p95["value"][1])
     summary_s = group["ttft_ms"]["p95"] / 1000
     lower, upper = bucket_around(summary_s)
-    print(f"TTFT p95: PromQL {promql_s:.6f} s, summary.json {summary_s:.6f} s, "
-          f"bucket ({lower:.6f}, {upper:.6f}]")
+    print(f"TTFT p95 over {group['ttft_ms']['count']} requests: PromQL {promql_s:.6f} s, "
+          f"summary.json {summary_s:.6f} s, bucket ({lower:.6f}, {upper:.6f}]")
     assert lower <= promql_s <= upper
 
     def scalar(promql: str) -> float:
@@ -147,3 +149,15 @@ def test_promql_p95_agrees_with_summary_json_within_the_bucket(tmp_path, locustf
             found = query(base, expr, last_running)
             if panel["title"].split()[0] in ("TTFT", "ITL", "TPOT", "E2E", "Output", "Requests/s"):
                 assert found, (panel["title"], expr)
+
+
+def test_a_port_taken_stops_the_run_at_start_up(tmp_path, locustfile) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = run_locust(["-f", locustfile("l1_throughput.py"), "--headless", "-t", "3s",
+                           "--prometheus-port", str(port)], tmp_path, timeout=60)
+    assert proc.returncode == 2, (proc.stdout + proc.stderr)[-3000:]
+    assert f"fourfold: error: --prometheus-port {port}: cannot listen on 127.0.0.1:{port}" in proc.stderr
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
