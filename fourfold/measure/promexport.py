@@ -14,7 +14,8 @@ docs (docs/prometheus.md) and the Grafana dashboard's test read.
   that holds the quantile's rank, the same bucket that holds the summary's percentile, so the two
   agree within that bucket (at most 22 % apart; the summary's own is within 0.5 % of exact).
   Values below 1 ms are in the first bucket; ``_sum`` and ``_count`` are the histogram's.
-- **Counters**: requests by ``class`` (``ok`` or the error class), responses by HTTP ``status``,
+- **Counters**: requests by ``class`` (``ok`` or the error class), failed requests (the classes that
+  count as failures: ``truncated`` is a class but no failure), responses by HTTP ``status``,
   output / input / reasoning tokens, stalls, requests with a stall, interrupted requests, requests
   meeting the SLO (goodput), reconnects; L4 sessions started, ended by outcome, and cut.
 - **Gauges**: users running, the ladder's step and knee (L2), recall@k, precision@k and the
@@ -55,6 +56,7 @@ HISTOGRAMS: dict[str, str] = {
 }
 # exported counter -> LLMStats' counter (the per-group ones without another label)
 _COUNTERS: dict[str, str] = {
+    "fourfold_failed_requests_total": "failures",
     "fourfold_output_tokens_total": "output_tokens_total",
     "fourfold_input_tokens_total": "prompt_tokens_total",
     "fourfold_reasoning_tokens_total": "reasoning_tokens_total",
@@ -73,6 +75,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "fourfold_queue_seconds": ("histogram", "Open-loop client queueing, intended arrival to send"),
     "fourfold_requests_total": ("counter", "Requests measured, by class (ok or the error class)"),
     "fourfold_responses_total": ("counter", "Requests measured, by HTTP status (0: no response)"),
+    "fourfold_failed_requests_total": ("counter", "Requests that failed (a class that counts as failure)"),
     "fourfold_output_tokens_total": ("counter", "Output tokens received (failed streams too)"),
     "fourfold_input_tokens_total": ("counter", "Prompt tokens sent (the server's usage or --tokenizer)"),
     "fourfold_reasoning_tokens_total": ("counter", "Reasoning tokens received"),

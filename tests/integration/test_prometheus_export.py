@@ -133,7 +133,7 @@ def test_promql_p95_agrees_with_summary_json_within_the_bucket(tmp_path, locustf
         return float(found["value"][1])
 
     assert scalar('sum(fourfold_requests_total{level="l1"})') == group["requests"]
-    assert scalar('sum(fourfold_requests_total{level="l1",class="ok"})') == group["ok"]
+    assert scalar('sum(fourfold_failed_requests_total{level="l1"})') == group["failures"]
     assert scalar('sum(fourfold_output_tokens_total{level="l1"})') == group["output_tokens_total"]
     assert scalar('sum(fourfold_ttft_seconds_count{level="l1"})') == group["ttft_ms"]["count"]
     assert scalar('sum(fourfold_e2e_seconds_sum{level="l1"})') == pytest.approx(

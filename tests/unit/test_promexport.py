@@ -110,7 +110,8 @@ def test_counters_by_class_and_status_and_the_tokens() -> None:
     group = GroupStats()
     group.errors = {"ok": 7, "timeout": 2, "http_5xx": 1}
     group.statuses = {200: 9, 503: 1}
-    group.counts.update(requests=10, output_tokens_total=321, prompt_tokens_total=55, stalls=3, good=6)
+    group.counts.update(requests=10, failures=3, output_tokens_total=321, prompt_tokens_total=55, stalls=3,
+                        good=6)
     text = render(stats_with({("l4", "chat@B"): group}))
     base = (("level", "l4"), ("scenario", "chat"), ("variant", "B"))
     assert samples_of(text, "fourfold_requests_total") == {(*base, ("class", "ok")): 7,
@@ -118,6 +119,7 @@ def test_counters_by_class_and_status_and_the_tokens() -> None:
                                                            (*base, ("class", "http_5xx")): 1}
     assert samples_of(text, "fourfold_responses_total") == {(*base, ("status", "200")): 9,
                                                             (*base, ("status", "503")): 1}
+    assert samples_of(text, "fourfold_failed_requests_total") == {base: 3}
     assert samples_of(text, "fourfold_output_tokens_total") == {base: 321}
     assert samples_of(text, "fourfold_input_tokens_total") == {base: 55}
     assert samples_of(text, "fourfold_stalls_total") == {base: 3}
