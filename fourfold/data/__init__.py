@@ -4,6 +4,7 @@
     rag/corpus.jsonl         the reference RAG service's corpus
     rag/questions.jsonl      L3 questions with gold document ids and reference answers
     sessions/sessions.jsonl  L4 multi-turn session scripts
+    grafana/fourfold.json    the Grafana dashboard of --prometheus-port's series (docs/prometheus.md)
 
 This module imports nothing of fourfold: every layer may use it.
 """

@@ -21,7 +21,8 @@ first; both are idempotent per parser and per environment.
   the test is finished: the levels' blocks, ``summary.json``, the LLM summary printed
   (:func:`finish_test`). Each web-UI test has its own run directory.
 - ``quitting``: users stopped, the current test finished (a headless run's only one; nothing when
-  the web UI's last test was stopped already), embedded targets stopped.
+  the web UI's last test was stopped already), embedded targets stopped; then ``--prometheus-port``'s
+  server stops (after ``--prometheus-linger``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from locust.runners import STATE_RUNNING, STATE_SPAWNING
 
 from fourfold.adapters.locust import send_stats_now
 from fourfold.errors import UsageError
-from fourfold.levels import abort, inputs, livequality, slogate, watchdog, webui, webui_report
+from fourfold.levels import abort, inputs, livequality, prometheus, slogate, watchdog, webui, webui_report
 from fourfold.levels import options as _options
 from fourfold.levels.history_add import add_to_history
 from fourfold.levels.ledger import worker_lines
@@ -97,6 +98,7 @@ def _on_init(environment: Any, **_kw: Any) -> None:
     inputs.check_or_exit(environment)        # options and datasets: one line, exit 2, before anything starts
     runtime = register_runtime(environment)
     abort.register(environment, runtime)     # --abort-on-error-rate: a run whose every request fails stops
+    prometheus.register(environment, runtime)   # --prometheus-port: /metrics (its quitting listener first)
     if not runtime.is_worker:                # writes the run directory: fail now, not at the first record
         try:
             check_run_base(runtime.settings.run_dir)

@@ -243,6 +243,17 @@ class Settings:
     sample_interval_s: float = option(1.0, "--sample-interval", "telemetry", type=float,
                                       rule=within(0.01, 3600),
                                       help="Seconds between /metrics and nvidia-smi samples")
+    prometheus_port: int = option(0, "--prometheus-port", "telemetry", type=int, rule=within(0, 65535),
+                                  web_ui=False,
+                                  help="Serve fourfold's own figures for Prometheus at "
+                                       "http://<--prometheus-host>:PORT/metrics (standalone or master; "
+                                       "0: off); docs/prometheus.md")
+    prometheus_host: str = option("127.0.0.1", "--prometheus-host", "telemetry", web_ui=False,
+                                  help="Address --prometheus-port listens on (0.0.0.0: every interface)")
+    prometheus_linger_s: float = option(0.0, "--prometheus-linger", "telemetry", type=float,
+                                        rule=within(0, 3600), web_ui=False,
+                                        help="Seconds /metrics stays up after the run has ended and "
+                                             "summary.json is written, for a last scrape")
     # mirror
     mirror_host: str = option("", "--mirror-host", "mirror",
                               help="Also send a share of requests to this second target (gray release); its "

@@ -90,7 +90,7 @@ def test_the_wheel_holds_one_package_with_its_data_and_extension(installed):
                      "fourfold/locustfiles/l1_throughput.py", "fourfold/data/datasets/sharegpt_sample.json",
                      "fourfold/data/datasets/sharegpt_sample.parquet",
                      "fourfold/data/datasets/openai_sample.jsonl",
-                     "fourfold/data/datasets/trace_sample.jsonl"):
+                     "fourfold/data/datasets/trace_sample.jsonl", "fourfold/data/grafana/fourfold.json"):
         assert expected in names, expected
     for extension in ("fourfold/reports/_records_scan.", "fourfold/client/_hotpath."):
         assert any(n.startswith(extension) and n.endswith(".so") for n in names), extension
