@@ -2,6 +2,7 @@
 (for tests/integration/test_tls.py).
 
     python tests/tls_sse_server.py CERT KEY   # prints "listening https://127.0.0.1:PORT", serves until killed
+    python tests/tls_sse_server.py --plain HEAD_DELAY_MS   # plain HTTP, each response head that late
 
 Every POST gets a short SSE chat completion (Content-Length framed, the connection kept open);
 ``GET /stats`` answers ``{"requests": N, "connections": M}`` (the POSTs answered and the TLS
@@ -14,9 +15,11 @@ import json
 import ssl
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 COUNTS = {"requests": 0, "connections": 0}
+HEAD_DELAY_S = [0.0]        # --plain: how long each POST waits before its response head
 LOCK = threading.Lock()
 
 
@@ -40,6 +43,7 @@ class Handler(BaseHTTPRequestHandler):
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         with LOCK:
             COUNTS["requests"] += 1
+        time.sleep(HEAD_DELAY_S[0])
         self._send(200, "text/event-stream", sse_body())
 
     def do_GET(self) -> None:  # noqa: N802
@@ -67,5 +71,15 @@ def main(cert: str, key: str) -> None:
     server.serve_forever()
 
 
+def main_plain(head_delay_ms: float) -> None:
+    HEAD_DELAY_S[0] = head_delay_ms / 1000
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    print(f"listening http://127.0.0.1:{server.server_address[1]}", flush=True)
+    server.serve_forever()
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    if sys.argv[1] == "--plain":
+        main_plain(float(sys.argv[2]))
+    else:
+        main(sys.argv[1], sys.argv[2])

@@ -10,7 +10,9 @@ How httpx gets to HTTP/2 (checked against hypercorn, httpx 0.29.0 / httpcore 1.0
 
 :class:`TracedTransport` wraps ``httpx.HTTPTransport`` and reads httpcore's ``trace`` request
 extension: a request that emitted ``connection.connect_tcp.started``/``complete`` opened a new
-connection (``reused=False``; ``connect_ms`` spans TCP connect plus TLS), any other reused one.
+connection (``reused=False``; ``connect_ms`` spans TCP connect plus TLS, ``tcp_ms`` and ``tls_ms``
+each), any other reused one; the request body's last byte sent and the response head received give
+its ``send_ms`` and ``wait_ms`` (:meth:`ConnFacts.phases`).
 When the pool held an idle connection to the same origin before the request and the request
 still had to connect, httpcore had found that connection closed by the server (an idle timeout
 or GOAWAY): that is a reconnect (``reconnected=True``), as in RawH1Transport. The facts go into
@@ -33,38 +35,47 @@ _DEFAULT_PORTS = {b"http": 80, b"https": 443}
 
 
 class _Trace:
-    """httpcore trace callback: remembers connection set-up of one request."""
+    """httpcore trace callback: the times of one request's events (``perf_counter_ns``) by name,
+    without the protocol prefix (``http2.send_request_body.complete`` -> ``send_request_body.complete``)."""
 
-    __slots__ = ("chained", "connect_started_ns", "connect_done_ns")
+    __slots__ = ("at", "chained")
 
     def __init__(self, chained: Any = None) -> None:
         self.chained = chained
-        self.connect_started_ns: int | None = None
-        self.connect_done_ns: int | None = None
+        self.at: dict[str, int] = {}
 
     def __call__(self, name: str, info: dict[str, Any]) -> None:
-        if name == "connection.connect_tcp.started":
-            self.connect_started_ns = time.perf_counter_ns()
-        elif name in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
-            self.connect_done_ns = time.perf_counter_ns()
+        self.at[name.split(".", 1)[1] if name.startswith(("http11.", "http2.")) else name] = \
+            time.perf_counter_ns()
         if self.chained is not None:
             self.chained(name, info)
 
+    def span_ms(self, start: str, end: str) -> float | None:
+        if start not in self.at or end not in self.at:
+            return None
+        return (self.at[end] - self.at[start]) / 1e6
+
     @property
     def connected(self) -> bool:
-        return self.connect_started_ns is not None
+        return "connection.connect_tcp.started" in self.at
 
     @property
     def connect_ms(self) -> float | None:
-        if self.connect_started_ns is None or self.connect_done_ns is None:
-            return None
-        return (self.connect_done_ns - self.connect_started_ns) / 1e6
+        end = ("connection.start_tls.complete" if "connection.start_tls.complete" in self.at
+               else "connection.connect_tcp.complete")
+        return self.span_ms("connection.connect_tcp.started", end)
 
 
 def connection_facts(trace: _Trace, t_start_ns: int, http_version: str, had_idle: bool) -> ConnFacts:
-    """The facts of one request from what its trace saw (pure)."""
+    """The facts of one request from what its trace saw (pure). httpcore resolves the name inside its
+    TCP connect: ``tcp_ms`` holds the lookup, ``dns_ms`` stays unknown."""
     return ConnFacts(reused=not trace.connected, connect_ms=trace.connect_ms, t_start_ns=t_start_ns,
-                     http_version=http_version, reconnected=trace.connected and had_idle)
+                     http_version=http_version, reconnected=trace.connected and had_idle,
+                     tcp_ms=trace.span_ms("connection.connect_tcp.started",
+                                          "connection.connect_tcp.complete"),
+                     tls_ms=trace.span_ms("connection.start_tls.started", "connection.start_tls.complete"),
+                     t_sent_ns=trace.at.get("send_request_body.complete"),
+                     t_head_ns=trace.at.get("receive_response_headers.complete"))
 
 
 class TracedTransport(httpx.BaseTransport):

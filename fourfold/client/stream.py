@@ -141,6 +141,7 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
                 record.conn_reconnected = facts.reconnected
                 if facts.unsolicited_bytes:   # the pooled connection held an answer nobody asked for
                     record.extra[UNSOLICITED_BEFORE] = facts.unsolicited_bytes
+                record.extra.update(facts.phases())     # dns, tcp, tls, send, wait (ms)
             record.http_version = response.http_version
             record.status = response.status_code
             record.ttfb_ms = (t_head - t0) / 1e6

@@ -39,6 +39,7 @@ import socket
 import ssl
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 from gevent import monkey
@@ -77,6 +78,26 @@ class ConnFacts:
     # bytes a pooled connection held that nobody asked for (an unsolicited response sent after the
     # previous answer on it ended): the connection was dropped and this request opened a new one
     unsolicited_bytes: int = 0
+    # the phases of a new connection (None on a reused one; tls_ms None over plain TCP): name lookup,
+    # TCP connect, TLS handshake; and when the request was sent: its one write began (a request under
+    # 64 KiB: the kernel takes it at once), or its body's write returned (the head stamped first: began)
+    dns_ms: float | None = None
+    tcp_ms: float | None = None
+    tls_ms: float | None = None
+    t_sent_ns: int | None = None
+
+    def phases(self) -> dict[str, float]:
+        """The request's phases in ms (measure.metrics' ``PHASES``): those of a new connection, the
+        request written (``send_ms``: from the connection ready, or taken from the pool) and the wait
+        for the response head (``wait_ms``: last byte written -> head)."""
+        out = {name: value for name, value in (("dns_ms", self.dns_ms), ("tcp_ms", self.tcp_ms),
+                                               ("tls_ms", self.tls_ms)) if value is not None}
+        if self.t_sent_ns is not None:
+            ready = self.t_start_ns + (self.connect_ms or 0.0) * 1e6
+            out["send_ms"] = max(0.0, (self.t_sent_ns - ready) / 1e6)
+            if self.t_head_ns is not None:
+                out["wait_ms"] = max(0.0, (self.t_head_ns - self.t_sent_ns) / 1e6)
+        return out
 
 
 class _Conn:
@@ -150,14 +171,19 @@ class RawH1Transport(httpx.BaseTransport):
             close_quietly(conn.sock)
         return None, stale, unsolicited
 
-    def _connect(self, key: tuple[str, str, int]) -> _Conn:
+    def _connect(self, key: tuple[str, str, int], phases: dict[str, float]) -> _Conn:
+        """A new connection; ``phases`` gets its ``dns_ms``, ``tcp_ms`` and (https) ``tls_ms``."""
         scheme, host, port = key
+        t0 = time.perf_counter_ns()
         try:
-            sock = socket.create_connection((host, port), timeout=self._connect_timeout_s)
-        except TimeoutError:
-            raise httpx.ConnectTimeout(f"connecting to {host}:{port} timed out") from None
+            addresses = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
         except OSError as exc:
-            raise httpx.ConnectError(f"cannot connect to {host}:{port}: {exc}") from None
+            raise httpx.ConnectError(f"cannot resolve {host}: {exc}") from None
+        t1 = time.perf_counter_ns()
+        phases["dns_ms"] = (t1 - t0) / 1e6
+        sock = self._open(host, port, addresses)
+        t2 = time.perf_counter_ns()
+        phases["tcp_ms"] = (t2 - t1) / 1e6
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if scheme != "https":
             enable_timestamps(sock)     # kernel receive stamps for the reactor (client.reactor)
@@ -168,8 +194,27 @@ class RawH1Transport(httpx.BaseTransport):
             except (ssl.SSLError, OSError) as exc:
                 close_quietly(sock)
                 raise httpx.ConnectError(f"TLS handshake with {host}:{port} failed: {exc}") from None
+            phases["tls_ms"] = (time.perf_counter_ns() - t2) / 1e6
         sock.settimeout(None if self._gevent else self._read_timeout_s)
         return _Conn(sock, key)
+
+    def _open(self, host: str, port: int, addresses: list[Any]) -> socket.socket:
+        """A TCP connection to the first of ``addresses`` that accepts (socket.create_connection's loop,
+        after the lookup it does inside, timed apart here)."""
+        error: OSError | None = None
+        for family, kind, proto, _, address in addresses:
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.settimeout(self._connect_timeout_s)
+                sock.connect(address)
+                return sock
+            except TimeoutError:
+                close_quietly(sock)
+                raise httpx.ConnectTimeout(f"connecting to {host}:{port} timed out") from None
+            except OSError as exc:
+                close_quietly(sock)
+                error = exc
+        raise httpx.ConnectError(f"cannot connect to {host}:{port}: {error or 'no address'}") from None
 
     # -- request --
     def handle_request(self, request: httpx.Request) -> httpx.Response:
@@ -188,10 +233,13 @@ class RawH1Transport(httpx.BaseTransport):
         conn, stale, unsolicited = self._take_idle(key)
         reused = conn is not None
         connect_ms = None
+        phases: dict[str, float] = {}
+        t_sent_ns: int | None = None
         for attempt in (0, 1):
             if conn is None:
                 t_connect = time.perf_counter_ns()
-                conn = self._connect(key)
+                phases = {}
+                conn = self._connect(key, phases)
                 connect_ms = (time.perf_counter_ns() - t_connect) / 1e6
                 reused = False
             read_timeout = timeouts.get("read")
@@ -210,15 +258,22 @@ class RawH1Transport(httpx.BaseTransport):
                 watchdog.reader = reader
             try:
                 if payload is not None:
+                    t_write_ns = time.perf_counter_ns()
                     conn.sock.sendall(payload)
                 else:
                     conn.sock.sendall(head)
+                    t_write_ns = time.perf_counter_ns()
                     conn.sock.sendall(body)
+                t_written_ns = time.perf_counter_ns()
                 if progress is not None:
                     progress["sent"] = True
                 read = (reader_read(reader, raw_errors=True) if reader is not None
                         else socket_read(conn.sock, watchdog, raw_errors=True))
                 status, headers, leftover, t_head_ns = read_head(read)
+                # one small write: the kernel took it as the call began (a late return is this process
+                # waiting for a core); a large body: its write's return, unless the head's kernel stamp
+                # came first (then the write's start)
+                t_sent_ns = (t_write_ns if payload is not None or t_written_ns > t_head_ns else t_written_ns)
                 break
             except StaleConnection:
                 if progress is not None:
@@ -251,7 +306,8 @@ class RawH1Transport(httpx.BaseTransport):
                            keep_alive, watchdog, t_head_ns, reader)
         facts = ConnFacts(reused=reused, connect_ms=connect_ms, t_start_ns=t_start_ns, recv_ns=stream.recv_ns,
                           reconnected=stale and not reused, t_head_ns=t_head_ns,
-                          unsolicited_bytes=unsolicited)
+                          unsolicited_bytes=unsolicited, dns_ms=phases.get("dns_ms"),
+                          tcp_ms=phases.get("tcp_ms"), tls_ms=phases.get("tls_ms"), t_sent_ns=t_sent_ns)
         return httpx.Response(status, headers=headers, stream=stream,
                               extensions={"http_version": b"HTTP/1.1", "fourfold": facts})
 

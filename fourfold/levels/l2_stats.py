@@ -21,6 +21,7 @@ from typing import Any
 from fourfold.levels.arrivals import GapStats
 from fourfold.levels.ladder import parse_step_scenario
 from fourfold.measure.histogram import LogHistogram
+from fourfold.measure.metrics import PHASES
 from fourfold.measure.record import RequestRecord
 
 SWEEP_BASE = "sweep"             # --sweep: each step's records are "sweep@<rate>/s" (levels.sweep_live)
@@ -41,6 +42,19 @@ class ScenarioFacts:
     e2e_from_arrival_ms: LogHistogram = field(default_factory=LogHistogram)
     retry_after_waits: int = 0
     retry_after_wait_s: float = 0.0
+    # "new.dns_ms", "reused.wait_ms", ...: the request phases (measure.metrics.PHASES) by connection kind
+    phases: dict[str, LogHistogram] = field(default_factory=dict)
+
+    def add_phases(self, record: RequestRecord) -> None:
+        kind = "reused" if record.conn_reused else "new"
+        for name in PHASES:
+            value = record.extra.get(name)
+            if isinstance(value, (int, float)):
+                key = f"{kind}.{name}"
+                hist = self.phases.get(key)
+                if hist is None:
+                    hist = self.phases[key] = LogHistogram()
+                hist.add(float(value))
 
     def merge(self, other: ScenarioFacts) -> None:
         for version, n in other.http_versions.items():
@@ -50,18 +64,22 @@ class ScenarioFacts:
         self.e2e_from_arrival_ms.merge(other.e2e_from_arrival_ms)
         self.retry_after_waits += other.retry_after_waits
         self.retry_after_wait_s += other.retry_after_wait_s
+        for key, hist in other.phases.items():
+            self.phases.setdefault(key, LogHistogram()).merge(hist)
 
     def to_wire(self) -> dict[str, Any]:
         return {"v": dict(self.http_versions), "c": self.connect_ms.to_wire(),
                 "ta": self.ttft_from_arrival_ms.to_wire(), "ea": self.e2e_from_arrival_ms.to_wire(),
-                "ra": [self.retry_after_waits, self.retry_after_wait_s]}
+                "ra": [self.retry_after_waits, self.retry_after_wait_s],
+                "p": {key: hist.to_wire() for key, hist in self.phases.items()}}
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> ScenarioFacts:
         waits, wait_s = data.get("ra", [0, 0.0])
         return cls({str(k): int(v) for k, v in data.get("v", {}).items()},
                    LogHistogram.from_wire(data["c"]), LogHistogram.from_wire(data["ta"]),
-                   LogHistogram.from_wire(data["ea"]), int(waits), float(wait_s))
+                   LogHistogram.from_wire(data["ea"]), int(waits), float(wait_s),
+                   {str(k): LogHistogram.from_wire(v) for k, v in (data.get("p") or {}).items()})
 
 
 @dataclass
@@ -130,6 +148,7 @@ class GatewayStats:
         facts.http_versions[version] = facts.http_versions.get(version, 0) + 1
         if record.connect_ms is not None:
             facts.connect_ms.add(record.connect_ms)
+        facts.add_phases(record)
         if from_arrival and record.ok:
             if record.ttft_ms is not None:
                 facts.ttft_from_arrival_ms.add(record.queue_ms + record.ttft_ms)
@@ -186,10 +205,32 @@ def connections_report(groups: list[dict[str, Any]], stats: GatewayStats) -> dic
         row["conn_reuse"] = row["conn_reused"] / known if known else None
         row["http_versions"] = dict(sorted(facts.http_versions.items()))
         row["connect_ms"] = _hist_summary(facts.connect_ms)
+        row["phases_ms"] = phases_report(facts)
         if facts.retry_after_waits:
             row["retry_after_waits"] = facts.retry_after_waits
             row["retry_after_wait_s"] = round(facts.retry_after_wait_s, 3)
     return dict(sorted(out.items()))
+
+
+def phases_report(facts: ScenarioFacts) -> dict[str, dict[str, Any]]:
+    """``{"new": {"dns_ms": {...}, ...}, "reused": {"send_ms": {...}, ...}}``: each phase seen, by
+    connection kind (count, mean, p50, p95, p99, max)."""
+    out: dict[str, dict[str, Any]] = {}
+    for kind in ("new", "reused"):
+        found = {name: _hist_summary(facts.phases[f"{kind}.{name}"]) for name in PHASES
+                 if f"{kind}.{name}" in facts.phases and facts.phases[f"{kind}.{name}"].count}
+        if found:
+            out[kind] = found
+    return out
+
+
+def format_phases(base: str, phases: dict[str, dict[str, Any]]) -> str | None:
+    """One console line: each connection kind's phase p50s."""
+    parts = []
+    for kind, found in phases.items():
+        text = ", ".join(f"{name.removesuffix('_ms')} {row['p50']:.2f}" for name, row in found.items())
+        parts.append(f"{kind} connections ({next(iter(found.values()))['count']}): {text}")
+    return f"L2 request phases {base}, p50 ms: " + "; ".join(parts) if parts else None
 
 
 def format_connections(report: dict[str, dict[str, Any]]) -> list[str]:
@@ -206,6 +247,9 @@ def format_connections(report: dict[str, dict[str, Any]]) -> list[str]:
         if row.get("retry_after_waits"):
             line += f"; Retry-After honoured {row['retry_after_waits']}x, {row['retry_after_wait_s']:g} s"
         lines.append(line)
+        phases = format_phases(base, row.get("phases_ms") or {})
+        if phases:
+            lines.append(phases)
     return lines
 
 

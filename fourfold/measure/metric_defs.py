@@ -84,6 +84,19 @@ METRICS: tuple[MetricDef, ...] = (
        "request latency", where=_L3, report=("e2e_p50", "e2e_p95", "e2e_p99")),
     _d("queue_ms", "ms", "open loop: intended arrival → send (client queueing), every request",
        "client queue time"),
+    # request phases (measure.metrics.PHASES, record.extra): summary.json's l2 block by connection kind
+    # (phases_ms.new / .reused), the report's rows for L2 groups (reports.phaserows)
+    _d("dns_ms", "ms", "a new connection's name lookup (k6: http_req_looking_up; over HTTP/2 inside tcp_ms)",
+       where=("report",), report=("dns_p95",)),
+    _d("tcp_ms", "ms", "a new connection's TCP connect (k6: http_req_connecting)", where=("report",),
+       report=("tcp_p95",)),
+    _d("tls_ms", "ms", "a new connection's TLS handshake (k6: http_req_tls_handshaking)", where=("report",),
+       report=("tls_p95",)),
+    _d("send_ms", "ms", "connection ready (new, or taken from the pool) → the request sent: its one write "
+       "began (under 64 KiB the kernel takes it at once; a late return is the client waiting for a core), "
+       "a larger body's write returned (k6: http_req_sending)", where=("report",), report=("send_p95",)),
+    _d("wait_ms", "ms", "request written → response head received (k6: http_req_waiting; fourfold's TTFT "
+       "follows from the head: ttft_ms − ttfb_ms)", where=("report",), report=("wait_p50", "wait_p95")),
     _d("output_tokens", "tokens", "the server's usage when it reports one, else the number of content deltas "
        "(counted as estimated)", "output len", "OSL"),
     _d("reasoning_ms", "ms", "ttfo − ttft of a request that reasoned before it answered (its first chunks "

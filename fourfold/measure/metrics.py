@@ -31,7 +31,8 @@ from fourfold.measure.rhythm import jitter_ms as gaps_jitter_ms
 if TYPE_CHECKING:
     from fourfold.measure.record import RequestRecord
 
-__all__ = ["NO_SECOND", "SLO_METRICS", "answer_tps", "answer_tps_array", "reasoning_ms", "reasoning_tps",
+__all__ = ["NO_SECOND", "PHASES", "SLO_METRICS", "answer_tps", "answer_tps_array", "reasoning_ms",
+           "reasoning_tps",
            "reasoning_tps_array", "reasoning_ms_array", "VACUOUS_SLO_METRICS", "check_slo", "end_offset_ms",
            "end_offset_ms_array", "end_s", "MIN_JITTER_CHUNKS", "MIN_PULSE_CHUNKS", "interrupted_array",
            "is_interrupted", "is_stall", "jitter_ms", "jitter_ms_of_gaps", "max_gap_ms", "pulse_hz",
@@ -58,6 +59,12 @@ def tpot_ms(record: RequestRecord) -> float | None:
         return None
     return (record.e2e_ms - record.ttft_ms) / (record.output_tokens - 1)
 
+
+# A request's phases, where the transport sees them (client.transport.ConnFacts.phases), in
+# record.extra, ms: a new connection's name lookup, TCP connect and TLS handshake; then the request
+# written (from the connection ready) and the wait for the response head (last byte written -> head).
+# k6's http_req_looking_up, _connecting, _tls_handshaking, _sending, _waiting (docs/metrics.md).
+PHASES = ("dns_ms", "tcp_ms", "tls_ms", "send_ms", "wait_ms")
 
 def tpot_ms_array(ttft_ms: np.ndarray, e2e_ms: np.ndarray, output_tokens: np.ndarray) -> np.ndarray:
     """:func:`tpot_ms` over columns (NaN where it is None: a missing time or fewer than 2 tokens)."""

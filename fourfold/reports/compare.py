@@ -85,6 +85,7 @@ from fourfold.reports.estimators import (
     telemetry_max,
     telemetry_mean,
 )
+from fourfold.reports.phaserows import PHASE_METRICS
 from fourfold.reports.replication import (
     SideValue,
     Spread,
@@ -177,6 +178,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("interruption_rate", "interruption rate", "%", "lower", rate("interrupted", "requests")),
     Metric("stall_rate", "stall rate", "%", "lower", rate("requests_with_stall", "requests")),
     Metric("conn_reuse", "connection reuse", "%", "higher", rate("conn_reused", "conn_known")),
+    *PHASE_METRICS,                               # L2 groups (reports.phaserows)
     Metric("ttft_structured_penalty", "TTFT structured - plain", "ms", "lower", penalty),
     Metric("completion_rate", "session completion", "%", "higher",
            rate("sessions_completed", "sessions_ended")),

@@ -185,6 +185,10 @@ def _group_section(report: Report, group: str) -> str:
         _img(plots.tokens_plot(f"output tokens/s over time: {group}", series), "tokens per second"),
         _img(plots.similarity_plot(f"similarity to the reference: {group}", series),
              "similarity distribution"),
+        _img(plots.phases_plot(f"request phases (means): {group}",
+                               [(f"{s.label}: {kind} connections", means) for s in series
+                                for kind, means in s.sample.phase_means.items()]),
+             "request phases: DNS, TCP connect, TLS, request written, waiting for the head"),
     ]
     return (f"<h3>{e(group)}</h3>\n<div class=\"plots\">{''.join(f for f in figures if f)}</div>\n"
             f"<h4>Stream waveforms</h4>\n{_waveforms(report, group)}")

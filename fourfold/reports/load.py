@@ -6,12 +6,10 @@
 - ``records.jsonl`` through :func:`reports.records.read_record_table` (fast, bounded memory; a
   torn or damaged line is skipped with a warning, a record of a newer schema or a line that is
   not a fourfold record is refused);
-- ``scores.jsonl`` when ``fourfold score`` has run, through :func:`reports.scores.read_scores`
-  (``similarity``, ``compliant``, ``groundedness`` per scored answer, with its level, scenario,
-  variant and item);
-- the run's dataset (``meta.json`` ``settings.dataset``, else the bundled prompts) to tell
-  *structured* prompts (tag ``structured``, or a ``requested_items`` count: "in three points",
-  "compare X and Y in a table") from plain ones, for the article's first-token probe.
+- ``scores.jsonl`` when ``fourfold score`` has run (:func:`reports.scores.read_scores`: ``similarity``,
+  ``compliant``, ``groundedness`` per scored answer, with its level, scenario, variant and item);
+- the run's dataset (``meta.json`` ``settings.dataset``, else the bundled prompts) to tell *structured*
+  prompts (tag ``structured``, or ``requested_items``) from plain ones, for the article's first-token probe.
 
 What it keeps of ``records.jsonl`` and ``scores.jsonl`` comes from the run's ``compare-cache.npz``
 (:mod:`reports.cache`) while valid for them, and is written there after a read (``cache=False``: neither).
@@ -63,6 +61,7 @@ from fourfold.reports.cache import RunCache, stamp
 from fourfold.reports.compare import GroupSample, ItlSample
 from fourfold.reports.costrows import cost_fields
 from fourfold.reports.embedrows import embed_fields
+from fourfold.reports.phaserows import add_phases
 from fourfold.reports.records import (
     GAP_SAMPLE_RECORDS,
     GroupKey,
@@ -369,6 +368,7 @@ def _sample(entries: list[Entry], variant: str | None, slo_ms: dict[str, float] 
     sample.tokens_per_s = _token_series(entries, t0, t1)
     vars(sample).update(embed_fields(frame["inputs"].to_numpy(), col["input_tokens"], ok, end, t0, t1),
                         **cost_fields(entries[0][0].meta, col["input_tokens"]))
+    add_phases(sample, frame, blocks)
     try:
         slo = check_slo(slo_ms if slo_ms is not None else entries[0][0].slo_ms)
     except ValueError as exc:

@@ -19,7 +19,8 @@ from fourfold.measure.histogram import bucket_values
 from fourfold.measure.rhythm import WAVEFORM_INTERVAL_MS, waveform
 from fourfold.reports.compare import GroupSample
 
-__all__ = ["CDF_POINTS", "COLORS", "WAVEFORM_LEGEND", "Series", "Waveform", "cdf_plot", "itl_plot",
+__all__ = ["CDF_POINTS", "COLORS", "PHASE_COLORS", "WAVEFORM_LEGEND", "Series", "Waveform", "cdf_plot",
+           "itl_plot", "phases_plot",
            "similarity_plot", "tokens_plot", "waveform_plot"]
 
 CDF_POINTS = 2000
@@ -175,4 +176,27 @@ def waveform_plot(title: str, waves: list[Waveform], color: str = COLORS[0]) -> 
     axes[-1, 0].set_xlabel("ms since the request was sent", fontsize=8)
     fig.suptitle(text(title), fontsize=10)
     fig.tight_layout()
+    return _data_uri(fig)
+
+
+# one colour per request phase, whatever the side (the sides are the bars' labels)
+PHASE_COLORS = {"dns_ms": "#8c564b", "tcp_ms": "#ff7f0e", "tls_ms": "#9467bd", "send_ms": "#2ca02c",
+                "wait_ms": "#7f7f7f"}
+
+
+def phases_plot(title: str, bars: list[tuple[str, dict[str, float]]]) -> str | None:
+    """Stacked horizontal bars: per (side, connection kind) label, the mean of each request phase (ms),
+    in the order a request meets them."""
+    if not bars:
+        return None
+    fig, ax = _figure(title, "mean time (ms)", "", size=(6.0, 0.5 * len(bars) + 1.4))
+    labels = [text(label) for label, _ in bars]
+    left = np.zeros(len(bars))
+    for name, color in PHASE_COLORS.items():
+        widths = np.array([means.get(name, 0.0) for _, means in bars])
+        if widths.any():
+            ax.barh(labels, widths, left=left, color=color, label=name.removesuffix("_ms"))
+            left += widths
+    ax.invert_yaxis()
+    ax.legend(fontsize=7, ncols=len(PHASE_COLORS), loc="upper center", bbox_to_anchor=(0.5, -0.25))
     return _data_uri(fig)

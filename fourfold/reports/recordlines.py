@@ -39,6 +39,7 @@ import numpy as np
 import orjson
 
 from fourfold.errors import RecordsFormatError, SchemaError
+from fourfold.measure.metrics import PHASES
 from fourfold.measure.record import SCHEMA_VERSION
 from fourfold.rundir import plausible
 
@@ -57,7 +58,7 @@ REQUIRED = ("level", "scenario", "error_class", "started_at")
 # read from ``extra``: L4 on the record that ends a session, L3 retrieval quality and the conflict
 # flag (true/false: 1/0; :func:`fourfold.measure.rag.annotate`)
 EXTRA_KEYS = ("session_completed", "rounds", "recall_at_k", "precision_at_k", "conflict", "tool_call_count",
-              "tool_calls_invalid", "session_tool_calls", "inputs")
+              "tool_calls_invalid", "session_tool_calls", "inputs", *PHASES)
 # the SCALARS as a block holds them: numbers (float64, NaN for null; a flag 0/1) and texts (str or None)
 NUMBER_COLUMNS = plausible.NUMBER_FIELDS     # ("started_at", "status", ..., "warmup", "terminal")
 FLAG_COLUMNS = ("warmup", "terminal")

@@ -109,6 +109,12 @@ class GroupSample:
     inputs_series: np.ndarray | None = None
     input_tokens_series: np.ndarray | None = None
     tool_calls_per_session: np.ndarray = field(default_factory=lambda: np.zeros(0))   # ended agentic sessions
+    dns_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))   # request phases (reports.phaserows), L2
+    tcp_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    tls_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    send_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    wait_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    phase_means: dict[str, dict[str, float]] = field(default_factory=dict)   # "new"/"reused" -> phase -> ms
     recall: np.ndarray = field(default_factory=lambda: np.zeros(0))          # L3 recall@k per request
     recall_items: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
     precision: np.ndarray = field(default_factory=lambda: np.zeros(0))       # L3 context precision@k

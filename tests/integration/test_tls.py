@@ -73,3 +73,18 @@ def test_an_l1_run_over_https_records_exactly_the_requests_the_server_saw(tls_se
     summary = json.loads((only_run_dir(tmp_path) / "summary.json").read_text())
     assert summary["total"]["failures"] == 0
 
+    # request phases (issue 34, part 3): a new TLS connection's lookup, connect and handshake add up to its
+    # connect time; every request was written and waited for, and those two fit in its time to the head
+    new = [r for r in records if r["conn_reused"] is False]
+    reused = [r for r in records if r["conn_reused"]]
+    assert new and reused
+    for r in new:
+        phases = r["extra"]
+        assert phases["tls_ms"] > 0 and phases["dns_ms"] >= 0 and phases["tcp_ms"] > 0
+        connect = phases["dns_ms"] + phases["tcp_ms"] + phases["tls_ms"]
+        assert connect == pytest.approx(r["connect_ms"], abs=0.5)
+    for r in reused:
+        assert not {"dns_ms", "tcp_ms", "tls_ms"} & r["extra"].keys()
+    for r in records:
+        assert r["extra"]["send_ms"] >= 0 and r["extra"]["wait_ms"] >= 0
+        assert r["extra"]["send_ms"] + r["extra"]["wait_ms"] <= r["ttfb_ms"] + 0.01
