@@ -40,20 +40,14 @@ from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 from fourfold.client.factory import make_http_client
 from fourfold.errors import OptionError
 from fourfold.levels import hooks, sweep_live
-from fourfold.levels.arrivals import arrivals_until, dispatcher_seed, trace_gaps, trace_offered, trace_share
+from fourfold.levels.arrivals import arrivals_until, dispatcher_seed, trace_gaps, trace_share
 from fourfold.levels.base import LLMUser, selected_items
+from fourfold.levels.l2_direct import DirectArm
 from fourfold.levels.l2_options import GatewaySettings
 from fourfold.levels.l2_options import register as register_options
-from fourfold.levels.l2_stats import (
-    DispatcherReport,
-    GatewayStats,
-    connections_report,
-    format_connections,
-    format_open_loop,
-    open_loop_report,
-    quarter_means,
-)
-from fourfold.levels.ladder import STEP_ATTR, format_ladder, ladder_report, step_scenario
+from fourfold.levels.l2_stats import DispatcherReport, GatewayStats, quarter_means
+from fourfold.levels.l2_summary import OPEN_SCENARIO, l2_report
+from fourfold.levels.ladder import STEP_ATTR, step_scenario
 from fourfold.levels.options import Settings
 from fourfold.levels.runtime import find_runtime, get_runtime
 from fourfold.levels.state import state_of
@@ -171,10 +165,24 @@ class ClosedLoopBase(GatewayBase):
     abstract = True
     step_base: ClassVar[str] = "ladder"   # records of a ladder step are "<step_base>@<users>"
 
+    def __init__(self, environment: Any) -> None:
+        super().__init__(environment)
+        direct = self.gateway.direct_host        # --direct-host: pairs through the gateway and direct
+        self.direct = DirectArm(self.settings, direct, self.user_index) if direct else None
+
     @task
     def send_next(self) -> None:
         step = getattr(self.environment.parsed_options, STEP_ATTR, None)
-        self.send_item(self.next_item(), scenario=step_scenario(self.step_base, step) if step else None)
+        scenario = step_scenario(self.step_base, step) if step else None
+        if self.direct is None:
+            self.send_item(self.next_item(), scenario=scenario)
+        else:
+            self.direct.send(self, scenario or self.scenario)
+
+    def on_stop(self) -> None:
+        if self.direct is not None:
+            self.direct.close()
+        super().on_stop()
 
 
 class GatewayUser(ClosedLoopBase):
@@ -204,7 +212,7 @@ class OpenLoopUser(GatewayBase):
     """The open-loop dispatcher (see the module docstring); ``-u`` beyond 1 adds nothing."""
 
     fixed_count = 1
-    scenario = "open"
+    scenario = OPEN_SCENARIO
 
     def __init__(self, environment: Any) -> None:
         super().__init__(environment)
@@ -392,53 +400,6 @@ def l2_block(environment: Any) -> dict[str, Any]:
     if runtime is None or state is None or runtime.is_worker:
         return {}
     return {"l2": l2_report(runtime.stats.summary(), state, environment.parsed_options)[0]}
-
-
-def l2_report(summary: dict[str, Any], state: L2State, options: Any) -> tuple[dict[str, Any], list[str]]:
-    """``summary.json``'s ``l2`` block and the console lines, from LLMStats' summary and GatewayStats."""
-    settings = state.settings
-    groups = [g for g in summary.get("groups", []) if g["level"] == "l2"]
-    report: dict[str, Any] = {}
-    notes: list[str] = []
-    ladders = ladder_report(groups, settings.slo_ttft_p95_ms)
-    if ladders:
-        report["ladder"] = {"hold_s": settings.ladder_hold_s, **ladders}
-        for base, ladder in ladders.items():
-            notes.extend(format_ladder(base, ladder, settings.ladder_hold_s))
-        knees = {base: ladder["knee_users"] for base, ladder in ladders.items()}
-        report["knee_users"] = knees.get("ladder", next(iter(knees.values())))
-    connections = connections_report(groups, state.stats)
-    if connections:
-        report["connections"] = connections
-        notes.extend(format_connections(connections))
-    statuses = (summary.get("total") or {}).get("statuses") or {}
-    limited = {code: statuses[code] for code in ("429", "503") if statuses.get(code)}
-    if limited:
-        report["rate_limited"] = limited
-        notes.append("L2 rate limits: " + ", ".join(f"HTTP {code} x{n}" for code, n in limited.items())
-                     + ("" if settings.honour_retry_after
-                        else " (Retry-After not honoured: --honour-retry-after)"))
-    if state.sweep is not None:
-        report["sweep"] = state.sweep.block()
-        notes.extend(state.sweep.lines())
-    if state.stats.dispatchers:
-        group = next((g for g in groups if g["scenario"] == OpenLoopUser.scenario), None)
-        arrivals = settings.arrivals
-        configured = {"process": arrivals.kind, "offered_rps": arrivals.rate_rps,
-                      "burstiness": arrivals.burstiness, "max_in_flight": settings.max_in_flight,
-                      "max_in_flight_policy": settings.max_in_flight_policy, "seed": settings.arrival_seed}
-        run = Settings.from_options(options)
-        items = selected_items(run.dataset, run)
-        if is_trace(items):
-            configured.update(trace_offered(arrival_offsets_s(items, run.trace_speed), run.trace_speed))
-        open_loop = open_loop_report(state.stats.dispatchers, group, state.stats.facts(OpenLoopUser.scenario),
-                                     configured)
-        report["open_loop"] = open_loop
-        notes.extend(format_open_loop(open_loop))
-        if "trace_entries" in open_loop:
-            notes.append(f"  trace: {open_loop['trace_entries']} entries over {open_loop['trace_span_s']:g} "
-                         f"s (--trace-speed {open_loop['trace_speed']:g}), each sent at its own time")
-    return report, notes
 
 
 __all__ = ["GatewayUser", "H1User", "H2User", "OpenLoopUser", "l2_block", "l2_report"]

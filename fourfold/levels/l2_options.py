@@ -54,6 +54,10 @@ def parse_ladder(text: str | Sequence[int] | None) -> tuple[int, ...]:
     return steps
 
 
+def _url(value: str) -> str:
+    return str(value).strip().rstrip("/")
+
+
 def register(parser: Any) -> None:
     """Add the L2 options to Locust's argument parser (an init_command_line_parser listener)."""
     add_options(parser, GatewaySettings)
@@ -80,6 +84,10 @@ class GatewaySettings:
     retry_after_cap_s: float = option(30.0, "--retry-after-cap-s", "gateway", type=float,
                                       rule=within(0, 86400),
                                       help="Longest Retry-After wait honoured (s)")
+    direct_host: str = option("", "--direct-host", "gateway", read=_url,
+                              help="Gateway overhead: the backend behind --host; each closed-loop user "
+                                   "alternates its requests between --host (variant gateway) and this "
+                                   "(variant direct), per ladder step (docs/l2-gateway.md)")
     arrival_process: str = option("poisson", "--arrival-process", "gateway", choices=list(PROCESSES),
                                   help="Open loop: gaps between arrivals (gamma uses --burstiness)")
     arrival_rate: float = option(10.0, "--arrival-rate", "gateway", type=float, rule=within(0.001, 100000),

@@ -33,11 +33,12 @@ from fourfold.reports.health import health_notes
 from fourfold.reports.html import render_html
 from fourfold.reports.load import RunData, group_names, group_samples, load_runs, run_variants
 from fourfold.reports.markdown import render_markdown
+from fourfold.reports.overhead import overhead_section
 
 __all__ = ["Comparison", "Report", "Section", "Side", "build_report", "report_from_paths",
            "report_from_sides", "verdict_notes", "write_report"]
 
-BASELINE_NAMES = ("baseline", "control", "a", "old", "base")
+BASELINE_NAMES = ("baseline", "control", "a", "old", "base", "direct")   # direct: L2 --direct-host
 
 
 def build_report(baseline: Side, candidates: list[Side], settings: CompareSettings = DEFAULT_SETTINGS,
@@ -245,7 +246,11 @@ def report_from_paths(paths: list[str | os.PathLike[str]], *, variants: list[str
         if len(chosen) < 2:
             raise UsageError("--variants needs two variant names: baseline first")
         sides = [Side(f"{run.label} variant {v}", [run], variant=v) for v in chosen]
-        return build_report(sides[0], sides[1:], settings, slo_ms)
+        report = build_report(sides[0], sides[1:], settings, slo_ms)
+        section = overhead_section(report)      # direct vs gateway (--direct-host): per ladder step
+        if section is not None:
+            report.sections.append(section)
+        return report
     sides = [Side(run.label, [run]) for run in runs]
     return build_report(sides[0], sides[1:], settings, slo_ms)
 
