@@ -69,6 +69,8 @@ def resolve(key: str) -> tuple[MetricDef, str | None] | None:
     """``"error_rate"`` -> (error_rate, None); ``"ttft_p95"`` -> (ttft_ms, "p95"); None if unknown."""
     if key in _BY_NAME:
         return _BY_NAME[key], None
+    if key.startswith("error_rate."):         # the report's error_rate.<class> rows
+        return _BY_NAME["error_class_rate"], None
     if key.startswith("telemetry."):          # the report's telemetry.<source>.<canonical>.<mean|max>
         series, _, stat = key.removeprefix("telemetry.").rpartition(".")
         canonical = series.partition(".")[2]
