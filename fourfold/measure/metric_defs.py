@@ -386,9 +386,9 @@ METRICS: tuple[MetricDef, ...] = (
        "--sample-interval; mean or max over the samples (report rows only)", where=(), stats=("mean", "max")),
     _d("gpu_mem_total", "MiB", "GPU memory of the GPUs nvidia-smi sees (memory.total; report rows only)",
        where=(), stats=("mean", "max")),
-    MetricDef("error_class_rate", "fraction", "ratio", "requests that failed with one error class / requests: "
-              "the report's `errors: <class>` rows (`error_rate.<class>`), one per class that occurred; "
-              "summary.json counts the classes in `errors`", where=("report",)),
+    MetricDef("error_class_rate", "fraction", "ratio", "requests that failed with one error class / "
+              "requests: the report's `errors: <class>` rows (`error_rate.<class>`), one per class that "
+              "occurred; summary.json counts the classes in `errors`", where=("report",)),
     # --mix (summary.json "mix" block: a row per tenant and per model, measure.mixstats)
     _n("weight", "ratio", "fraction", "--mix: the entry's weight, the weights normalised to sum 1 (the share "
        "of requests asked for)", where=("mix",)),
