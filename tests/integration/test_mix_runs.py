@@ -19,7 +19,7 @@ import pytest
 
 from fourfold.measure.mixstats import jain_index
 from fourfold.reports.load import group_samples, load_run
-from tests.conftest import REPO, locust_env, only_run_dir, read_jsonl, run_locust
+from tests.conftest import REPO, locust_env, only_run_dir, read_jsonl, run_distributed, run_locust
 
 pytestmark = pytest.mark.integration
 
@@ -60,9 +60,12 @@ def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[s
     out = proc.stdout + proc.stderr
     run = only_run_dir(tmp_path)
     assert proc.returncode == 0, out[-4000:]
-    records = [r for r in read_jsonl(run / "records.jsonl")
-               if not r["warmup"] and r["error_class"] != "cancelled"]
-    return out, json.loads((run / "summary.json").read_text()), records, run
+    return out, json.loads((run / "summary.json").read_text()), _measured(run), run
+
+
+def _measured(run: Path) -> list[dict]:
+    records = read_jsonl(run / "records.jsonl")
+    return [r for r in records if not r["warmup"] and r["error_class"] != "cancelled"]
 
 
 def _assert_no_secret(out: str, *folders: Path) -> None:
@@ -134,4 +137,24 @@ def test_sticky_per_user_keeps_each_user_on_one_tenant(tmp_path, monkeypatch):
         assert abs(row["share"] - WEIGHTS[row["name"]]) <= 0.03, row
         assert row["rate_limited"] == 0
     assert mix["fairness"]["jain_index"] > 0.99
+    _assert_no_secret(out, run)
+
+
+def test_a_master_counts_its_workers_tenants(tmp_path, monkeypatch):
+    """Two workers: the master's mix block counts every worker's records (it needs no shipping of its
+    own), and the run-wide user index spreads the users over the tenants as one process would."""
+    for name, value in KEYS.items():
+        monkeypatch.setenv(name, value)
+    (tmp_path / "mix.toml").write_text(MIX_TOML)
+    out = run_distributed(["-f", str(REPO / "locustfiles" / "l2_gateway.py"), *COMMON[1:],
+                           "--mix", str(tmp_path / "mix.toml")], ["-t", "6s"], tmp_path)
+    run = only_run_dir(tmp_path)
+    summary = json.loads((run / "summary.json").read_text())
+    records = _measured(run)
+    rows = {t["name"]: t for t in summary["mix"]["tenants"]}
+    assert summary["mix"]["requests"] == len(records) > 100
+    for name in WEIGHTS:
+        assert rows[name]["requests"] == sum(r["tenant"] == name for r in records)
+    users: dict[int, str] = {r["user_id"]: r["tenant"] for r in records}
+    assert {n: list(users.values()).count(n) for n in WEIGHTS} == {"a": 12, "b": 6, "c": 2}
     _assert_no_secret(out, run)
