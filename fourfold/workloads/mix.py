@@ -84,7 +84,7 @@ class MixEntry:
     def describe(self) -> dict[str, Any]:
         """What meta.json keeps of the entry: no key, no secret header value."""
         return {"name": self.name, "weight": round(self.weight, 6), "model": self.model or None,
-                "api_key": bool(self.api_key), "headers": [name for name, _ in self.headers],
+                "key_set": bool(self.api_key), "headers": [name for name, _ in self.headers],
                 "public_headers": [list(pair) for pair in self.public_headers]}
 
 

@@ -30,7 +30,7 @@ def test_inline_spec_normalises_weights_and_reads_keys_from_the_environment():
     assert b.request_headers("x-api-key") == {"X-Org": "acme", "x-api-key": "sk-unit-b-654321"}
     assert "sk-unit" not in repr(mix) and "acme" not in repr(mix)
     assert set(mix.secret_values()) == {"sk-unit-a-123456", "sk-unit-b-654321", "acme"}
-    assert a.describe() == {"name": "a", "weight": 0.6, "model": "lora-a", "api_key": True, "headers": [],
+    assert a.describe() == {"name": "a", "weight": 0.6, "model": "lora-a", "key_set": True, "headers": [],
                             "public_headers": []}
 
 
