@@ -144,7 +144,9 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
                 record.extra.update(facts.phases())     # dns, tcp, tls, send, wait (ms)
             record.http_version = response.http_version
             record.status = response.status_code
-            record.ttfb_ms = (t_head - t0) / 1e6
+            # a head answered at once (a gateway's 429) can be stamped a fraction of a ms before the send:
+            # the error of the kernel stamp's offset to perf_counter (client.reactor); 0, never negative
+            record.ttfb_ms = max(0.0, (t_head - t0) / 1e6)
             _read_headers(response.headers, record, secrets)
             if not 200 <= response.status_code < 300:
                 return secrets.scrub_record(

@@ -36,6 +36,7 @@ from fourfold.rundir.secrets import attach as attach_secrets
 from fourfold.targets.launch import start_simulator
 from fourfold.workloads.formats import load_items_as
 from fourfold.workloads.items import Item
+from fourfold.workloads.mix import MixPicker
 from fourfold.workloads.sampling import Selection
 from fourfold.workloads.synthetic import estimate_tokens, make_items, parse_synthetic
 from fourfold.workloads.tokenizer import Tokenizer, load_tokenizer
@@ -136,8 +137,7 @@ def token_counts_facts(settings: Settings) -> dict[str, Any]:
 
 
 def _note_token_counts(environment: Any, **_kw: Any) -> None:
-    runtime = get_runtime(environment)
-    facts = token_counts_facts(runtime.settings)
+    facts = token_counts_facts((runtime := get_runtime(environment)).settings)
     if facts:
         runtime.extras.summary["token_counts"] = facts
 
@@ -146,8 +146,7 @@ def global_user_index(environment: Any, local_id: int) -> int:
     """A user's index in the whole run: ``local_id`` on a local runner; on worker ``i`` of ``W``,
     ``local_id * W + i`` (Locust hands users to workers in turn, so with ``-u`` a multiple of ``W``
     the indices are those of a local run with the same ``-u``)."""
-    runner = getattr(environment, "runner", None)
-    options = getattr(environment, "parsed_options", None)
+    runner, options = getattr(environment, "runner", None), getattr(environment, "parsed_options", None)
     workers = int(getattr(options, WORKERS_ATTR, 0) or 0)
     index = int(getattr(runner, "worker_index", 0) or 0)
     if type(runner).__name__ != "WorkerRunner" or workers < 1:
@@ -170,6 +169,8 @@ def simulator_gateway_args(settings: Settings) -> list[str]:
                  "--over-limit", settings.sim_over_limit]
     if settings.sim_keepalive_timeout_s:
         args += ["--keepalive-timeout-s", f"{settings.sim_keepalive_timeout_s:g}"]
+    if settings.sim_key_rate_limit:
+        args += ["--key-rate-limit", f"{settings.sim_key_rate_limit:g}"]
     return args
 
 
@@ -220,6 +221,8 @@ class LLMUser(User):
         self._backoff_s = 0.0                # the last wait after a connect error (0: connected last time)
         self._backoff_until = 0.0            # time.monotonic() before which this user sends nothing
         self.mirror = Mirror(self.settings) if self.settings.mirror_host else None
+        self.mix = MixPicker.of(self.settings.mix_entries, self.settings.mix_sticky, self.settings.seed,
+                                self.user_index)
 
     @classmethod
     def add_arguments(cls, parser: Any, **_kw: Any) -> None:
@@ -319,16 +322,20 @@ class LLMUser(User):
         still one ``connect_error`` record, and the waits are counted (summary.json ``backoff``).
         """
         self._wait_out_backoff()
-        http_request = self.dialect.build(item, options or self.options)
+        entry = self.mix.next() if self.mix is not None else None     # --mix: the tenant / model
+        http_request = self.dialect.build(item, entry.options(options or self.options) if entry
+                                          else options or self.options)
         if self.settings.base_path and self.dialect.name != "rag":      # (L3 has --rag-path)
             http_request.path = with_base_path(http_request.path, self.settings.base_path)
+        if entry is not None:       # its key and headers (registered secrets: Settings.secrets)
+            http_request.headers.update(entry.request_headers(self.settings.api_key_header))
         if headers:
             http_request.headers.update(headers)
         record = RequestRecord(
             level=self.level, scenario=scenario or self.scenario, dialect=self.dialect.name,
             endpoint=http_request.path, item_id=item.id, request_id=uuid.uuid4().hex,
             user_id=self.user_index, variant=self.variant, warmup=self._warmups_left > 0,
-            extra=dict(extra or {}),
+            extra=dict(extra or {}), tenant=entry.name if entry is not None else "",
         )
         if record.warmup:
             self._warmups_left -= 1
@@ -419,6 +426,7 @@ class Mirror:
             level=original.level, scenario=f"{original.scenario}@mirror", dialect=original.dialect,
             endpoint=original.endpoint, item_id=original.item_id, request_id=uuid.uuid4().hex,
             user_id=original.user_id, variant="mirror", pair_id=original.pair_id, extra=dict(original.extra),
+            tenant=original.tenant,
         )
 
         def run() -> None:

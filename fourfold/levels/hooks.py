@@ -44,6 +44,7 @@ from fourfold.levels import abort, inputs, livequality, prometheus, slogate, wat
 from fourfold.levels import options as _options
 from fourfold.levels.history_add import add_to_history
 from fourfold.levels.ledger import worker_lines
+from fourfold.levels.mixrun import register as register_mix
 from fourfold.levels.options import Settings
 from fourfold.levels.runtime import find_runtime, get_runtime
 from fourfold.levels.runtime import register as register_runtime
@@ -377,6 +378,7 @@ def register(environment: Any, **_kw: Any) -> None:
     gevent.get_hub().loop.update_now()
 
     livequality.register(environment)      # --score-live: after the shared test_start (run directory open)
+    register_mix(environment)              # --mix: per-tenant figures
 
 
 def register_level(environment: Any, key: str, init: Any = None, finish: Any = None, block: Any = None,

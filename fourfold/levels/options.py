@@ -35,6 +35,7 @@ from fourfold.levels.l4_options import register as _register_l4
 from fourfold.rundir.secrets import REDACTED, Secrets
 from fourfold.targets.rag.retriever import RERANKERS, RETRIEVERS
 from fourfold.workloads.formats import FORMAT_NAMES, check_format_name, parse_columns
+from fourfold.workloads.mix import STICKY, Mix, parse_mix
 
 
 def register(parser: Any) -> None:
@@ -106,6 +107,21 @@ def _base_path(value: Any) -> str:
 
 def _api_key(value: str) -> str:
     return value or os.environ.get("FOURFOLD_API_KEY", "")
+
+
+def _mix_option(value: str) -> str:
+    mix_of(value)       # checked now (OptionError naming --mix); kept as given
+    return value or ""
+
+
+def mix_of(value: str) -> Mix:
+    """``--mix``'s entries, parsed once per process (keys read from their ``key_env`` then)."""
+    if value not in _MIXES:
+        _MIXES[value] = parse_mix(value)
+    return _MIXES[value]
+
+
+_MIXES: dict[str, Mix] = {}
 
 
 def _max_tokens(value: int) -> int | None:
@@ -205,6 +221,13 @@ class Settings:
                                       "(scoring structure needs it)")
     stream: bool = option(True, "--no-stream", "workload", action="store_true", raw_default=False,
                           read=operator.not_, help="Send non-streaming requests (TTFT = E2E)")
+    mix: str = option("", "--mix", "workload", read=_mix_option,
+                      help="A traffic mix of tenants / models / LoRA adapters with weights: a .toml or "
+                           ".json file, or 'a=0.6:key_env=KEY_A:model=lora-a,b=0.4' (docs/mix.md); keys "
+                           "are credentials, never recorded: records and reports show the names")
+    mix_sticky: str = option("user", "--mix-sticky", "workload", choices=list(STICKY),
+                             help="--mix: a user keeps the entry it drew first (user), or each request "
+                                  "draws (request)")
     # timing
     warmup_requests: int = option(1, "--warmup-requests", "timing", type=int, rule=within(0, 1e6),
                                   help="Requests each user sends before measuring (excluded from every "
@@ -281,6 +304,11 @@ class Settings:
                                             rule=within(0, 86400),
                                             help="Embedded simulator: close keep-alive connections idle this "
                                                  "long (0: never)")
+    sim_key_rate_limit: float = option(0.0, "--sim-key-rate-limit", "simulator", type=float,
+                                       rule=within(0, 1e6),
+                                       help="Embedded simulator: requests per second each API key may send "
+                                            "(a token bucket, burst of one second); over it: 429 with "
+                                            "Retry-After (0: no limit)")
     # the embedded RAG service (registered by levels/l3_rag.py, for L3 only)
     rag_retriever: str = option("", "--rag-retriever", "rag", choices=RETRIEVERS,
                                 help="Embedded RAG service: first stage (default: the --sim-profile's, bm25 "
@@ -325,9 +353,16 @@ class Settings:
 
     def secrets(self) -> Secrets:
         """The credentials to keep out of every record, log and meta.json: the API key and every
-        ``--header`` value (``--header-public`` ones are not secrets)."""
-        return _configured(self.api_key, tuple(value for _, value in self.headers),
-                           tuple(value for _, value in self.public_headers))
+        ``--header`` value (``--header-public`` ones are not secrets), each ``--mix`` key and secret
+        header value."""
+        mix = self.mix_entries
+        return _configured(self.api_key, tuple(value for _, value in self.headers) + mix.secret_values(),
+                           tuple(value for _, value in self.public_headers) + mix.public_values())
+
+    @property
+    def mix_entries(self) -> Mix:
+        """``--mix`` parsed (an empty Mix without one)."""
+        return mix_of(self.mix)
 
     def auth_headers(self) -> dict[str, str]:
         if not self.api_key:

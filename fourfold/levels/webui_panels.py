@@ -153,6 +153,29 @@ def embed_rows(embed: dict[str, Any]) -> list[dict[str, str]]:
     return rows
 
 
+def mix_rows(mix: dict[str, Any]) -> list[dict[str, str]]:
+    """``--mix`` (the ``mix`` block): per tenant its share of requests against its weight, goodput,
+    429s and TTFT / E2E p95; per model the same when the mix has more than one; Jain's index."""
+    rows: list[dict[str, str]] = []
+    for kind, name_key, entries in (("tenant", "name", mix.get("tenants") or []),
+                                    ("model", "model", mix.get("models") or [])):
+        if kind == "model" and len(entries) < 2:
+            continue
+        for one in entries:
+            name = f"{kind} {one.get(name_key)}"
+            rows += [_row("mix", f"{name}: requests, share (weight)",
+                          f"{one.get('requests')}, {show(one.get('share'), 'pct')} "
+                          f"({show(one.get('weight'), 'pct')})"),
+                     _row("mix", f"{name}: goodput req/s (share)",
+                          f"{show(one.get('goodput_rps'), 'num')} ({show(one.get('goodput_share'), 'pct')})"),
+                     _row("mix", f"{name}: 429s", one.get("rate_limited")),
+                     _row("mix", f"{name}: TTFT p95 ms", (one.get("ttft_ms") or {}).get("p95"), "ms"),
+                     _row("mix", f"{name}: E2E p95 ms", (one.get("e2e_ms") or {}).get("p95"), "ms")]
+    rows.append(_row("mix", "fairness (Jain, goodput share / weight)",
+                     (mix.get("fairness") or {}).get("jain_index"), "ratio"))
+    return rows
+
+
 def panel_rows(blocks: dict[str, Any], total: dict[str, Any]) -> list[dict[str, str]]:
     """The rows of the "LLM level" tab: the level's own panels, stream rhythm, telemetry."""
     rows: list[dict[str, str]] = []
@@ -164,6 +187,8 @@ def panel_rows(blocks: dict[str, Any], total: dict[str, Any]) -> list[dict[str, 
         rows += session_rows(blocks["sessions"])
     if blocks.get("embed"):
         rows += embed_rows(blocks["embed"])
+    if blocks.get("mix"):
+        rows += mix_rows(blocks["mix"])
     rows += stream_rows(total)
     if blocks.get("server_metrics"):
         rows += telemetry_rows(blocks["server_metrics"])
@@ -191,5 +216,5 @@ def stage_colors(names: Iterable[str]) -> dict[str, str]:
     return {name: CHART_COLORS[i % len(CHART_COLORS)] for i, name in enumerate(dict.fromkeys(names))}
 
 
-__all__ = ["CHART_COLORS", "embed_rows", "has_series", "panel_rows", "series_columns", "stage_colors",
-           "stage_means", "stream_rows"]
+__all__ = ["CHART_COLORS", "embed_rows", "has_series", "mix_rows", "panel_rows", "series_columns",
+           "stage_colors", "stage_means", "stream_rows"]

@@ -5,7 +5,7 @@ docstring says what the fields mean."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 __all__ = ["METRICS", "QUALITY_STATS", "RAG_STATS", "SESSION_STATS", "SUMMARY_STATS", "TELEMETRY_CANONICAL",
@@ -17,7 +17,7 @@ RAG_STATS = ("count", "mean", "p50", "p95", "p99", "max")          # the rag blo
 SESSION_STATS = ("count", "mean", "p50", "p95", "max")
 QUALITY_STATS = ("mean", "p5", "p50")
 # where a metric is shown: summary.json's blocks, then the comparison report
-WHERE = ("summary", "sessions", "rag", "embed", "cost", "quality", "quality.rag", "report")
+WHERE = ("summary", "sessions", "rag", "embed", "cost", "mix", "quality", "quality.rag", "report")
 
 
 @dataclass(frozen=True)
@@ -399,7 +399,27 @@ METRICS: tuple[MetricDef, ...] = (
        "--sample-interval; mean or max over the samples (report rows only)", where=(), stats=("mean", "max")),
     _d("gpu_mem_total", "MiB", "GPU memory of the GPUs nvidia-smi sees (memory.total; report rows only)",
        where=(), stats=("mean", "max")),
+    MetricDef("error_class_rate", "fraction", "ratio", "requests that failed with one error class / "
+              "requests: the report's `errors: <class>` rows (`error_rate.<class>`), one per class that "
+              "occurred; summary.json counts the classes in `errors`", where=("report",)),
+    # --mix (summary.json "mix" block: a row per tenant and per model, measure.mixstats)
+    _n("weight", "ratio", "fraction", "--mix: the entry's weight, the weights normalised to sum 1 (the share "
+       "of requests asked for)", where=("mix",)),
+    _n("share", "ratio", "fraction", "--mix: the tenant's (or model's) measured requests / the mix's",
+       where=("mix",)),
+    _n("goodput_share", "ratio", "fraction", "--mix: the tenant's (or model's) good requests / the mix's",
+       where=("mix",)),
+    _n("rate_limited", "count", "requests", "--mix: the tenant's (or model's) requests answered 429",
+       where=("mix",)),
+    _n("jain_index", "ratio", "fraction", "--mix: Jain's fairness index over the tenants of goodput_share / "
+       "weight, (Σx)² / (n·Σx²): 1 when every tenant's goodput is in proportion to its weight, 1/n when one "
+       "takes it all (the mix block's fairness; descriptive)", where=("mix",)),
 )
+# the figures of a group that a --mix tenant's row shows too (measure.mixstats.ROW_FIELDS, TTFT, E2E)
+_MIX_ROW = ("requests", "ok", "failures", "good", "goodput_rps", "request_rps", "output_tps", "error_rate",
+            "ttft_ms", "e2e_ms")
+METRICS = tuple(replace(m, where=(*m.where[:-1], "mix", "report") if m.where[-1:] == ("report",)
+                        else (*m.where, "mix")) if m.name in _MIX_ROW else m for m in METRICS)
 # the telemetry metrics above -> their canonical name in the sampler's rows (measure.prom.CANONICAL);
 # the SLO gate takes the first three (the utilisations, in %), the report shows a row per gauge
 TELEMETRY_CANONICAL = {"gpu_util": "gpu_util_pct", "gpu_mem_bw_util": "mem_bw_util_pct",

@@ -18,7 +18,8 @@ the block's own name already says it (the ``sessions`` block's ``ended`` is ``se
 ``where`` says where each is shown (:data:`WHERE`): ``summary`` (each ``level:scenario`` group and the
 Aggregated total of summary.json, the web UI and the SLO gate), ``sessions`` (L4: summary.json's ``sessions``
 block, per A/B variant and in total), ``rag`` (L3: summary.json's ``rag`` block), ``embed`` (embeddings and
-rerank: summary.json's ``embed`` block, per batch size), ``quality`` and
+rerank: summary.json's ``embed`` block, per batch size), ``mix`` (``--mix``: summary.json's ``mix`` block, a
+row per tenant and per model; the report's ``level:scenario#tenant`` groups), ``quality`` and
 ``quality.rag`` (summary.json's ``quality`` block per ``level:scenario`` and in total, and its ``rag`` part,
 after ``fourfold score``), ``report`` (``fourfold compare``: its rows, and the counts of each group).
 ``report`` names the report's rows or :class:`fourfold.reports.compare.GroupSample` fields that show the
@@ -68,6 +69,8 @@ def resolve(key: str) -> tuple[MetricDef, str | None] | None:
     """``"error_rate"`` -> (error_rate, None); ``"ttft_p95"`` -> (ttft_ms, "p95"); None if unknown."""
     if key in _BY_NAME:
         return _BY_NAME[key], None
+    if key.startswith("error_rate."):         # the report's error_rate.<class> rows
+        return _BY_NAME["error_class_rate"], None
     if key.startswith("telemetry."):          # the report's telemetry.<source>.<canonical>.<mean|max>
         series, _, stat = key.removeprefix("telemetry.").rpartition(".")
         canonical = series.partition(".")[2]

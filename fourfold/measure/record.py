@@ -79,6 +79,7 @@ class RequestRecord:
     user_id: int = -1
     variant: str = ""
     pair_id: str = ""
+    tenant: str = ""                 # --mix: the alias of the entry it went out as (never a key)
     warmup: bool = False
     started_at: float = 0.0          # Unix seconds (wall clock) when the request was sent
     sent_mono_s: float = 0.0         # the same instant on CLOCK_MONOTONIC (aligns with same-host servers)

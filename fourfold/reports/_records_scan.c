@@ -5,8 +5,8 @@
  * ``block`` holds whole lines of a records.jsonl (each with its "\n", except perhaps the file's
  * last one), ``start`` is its position in the file. ``columns`` are (name bytes, kind) pairs:
  * kind 0 a number, 1 a flag, 2 a text, 3 the chunk offsets, 4 the schema, 5 the object whose
- * ``extra_keys`` are read as numbers; a number or flag kind plus OPTIONAL (8) may be missing from a
- * line (NaN; a flag 0), as a field newer than the file is. Each line is walked once, as a JSON parser would, in any
+ * ``extra_keys`` are read as numbers; a number, flag or text kind plus OPTIONAL (8) may be missing from
+ * a line (NaN; a flag 0; a text None), as a field newer than the file is. Each line is walked once, as a JSON parser would, in any
  * key order. A line is *read* here when it is one JSON object whose every value is valid JSON
  * (strings: valid escapes, no control character, strict UTF-8; numbers: JSON's grammar; nesting
  * at most MAX_DEPTH deep) and where
@@ -313,7 +313,7 @@ typedef struct {
     const char *name;
     Py_ssize_t len;
     int kind, column; /* column: its index among the numbers (numbers and flags), the texts or the extras */
-    int optional;     /* a number or flag a line may leave out */
+    int optional;     /* a number, flag or text a line may leave out */
 } Column;
 
 typedef struct {
@@ -540,7 +540,8 @@ static int read_line(Schema *sc, const uchar *s, Py_ssize_t n, Buf *flat, Row *r
             continue;
         if (!col->optional)
             goto hand_back; /* a column missing: the fallback and the record checks decide */
-        row->nums[col->column] = col->kind == KIND_FLAG ? 0.0 : Py_NAN; /* as the fallback reads null */
+        if (col->kind != KIND_TEXT) /* (a missing text stays NULL: None) */
+            row->nums[col->column] = col->kind == KIND_FLAG ? 0.0 : Py_NAN; /* as the fallback reads null */
     }
     return 0;
 hand_back:
@@ -562,13 +563,14 @@ static int names_from(PyObject *pairs, Names *names, int with_kind, int counts[K
         if (with_kind ? !PyArg_ParseTuple(item, "y#i", &col.name, &col.len, &col.kind)
                       : !PyArg_Parse(item, "y#", &col.name, &col.len))
             return -1;
-        if (col.kind == (KIND_NUMBER | OPTIONAL) || col.kind == (KIND_FLAG | OPTIONAL)) {
+        if (col.kind == (KIND_NUMBER | OPTIONAL) || col.kind == (KIND_FLAG | OPTIONAL)
+            || col.kind == (KIND_TEXT | OPTIONAL)) {
             col.kind &= ~OPTIONAL;
             col.optional = 1;
         }
         if (col.kind < KIND_NUMBER || col.kind > KIND_EXTRA || col.len > MAX_KEY) {
-            PyErr_SetString(PyExc_ValueError, "a column's kind is 0 (number) to 5 (extra), a number or flag "
-                                              "+ 8 when optional; its name at most 64 bytes");
+            PyErr_SetString(PyExc_ValueError, "a column's kind is 0 (number) to 5 (extra), a number, flag or "
+                                              "text + 8 when optional; its name at most 64 bytes");
             return -1;
         }
         col.column = counts[col.kind == KIND_FLAG ? KIND_NUMBER : col.kind]++;

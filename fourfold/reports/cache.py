@@ -41,7 +41,8 @@ from fourfold.rundir.runlog import RECORDS_FILE
 __all__ = ["CACHE_FILE", "CACHE_VERSION", "CachedScores", "RunCache", "Stamp", "stamp"]
 
 CACHE_FILE = "compare-cache.npz"
-CACHE_VERSION = 13       # 13: request phases; 12: records' embeddings inputs; 11: tool-call counts;
+CACHE_VERSION = 14       # 14: records' --mix tenant, its groups; 13: request phases; 12: embeddings
+                         # inputs; 11: tool-call counts;
                          # 10: client token counts, per-token ITL; 9: records' ttfo, input/cached/
                          # reasoning tokens, reasoning chunks; 8: scores'
                          # low_confidence and char_f1 columns; 7: the L3 conflict flag (records'

@@ -114,6 +114,7 @@ from fourfold.reports.rows import (
     Row,
     SideMeasure,
 )
+from fourfold.reports.tenants import is_tenant_group
 from fourfold.reports.verdict import Decision, benjamini_hochberg, decide, holm, min_effect_for
 
 __all__ = ["BETTER", "DEFAULT_GATE", "DEFAULT_SETTINGS", "DISCREPANCY_ROWS", "EQUIVALENT", "INCONCLUSIVE",
@@ -334,8 +335,10 @@ def row_of_spreads(group: str, metric: Metric, spreads_b: list[Spread], spreads_
         delta_pct = delta / abs(vb) * 100 if delta is not None and vb else None
         return Row(group, metric.key, label, metric.unit, metric.better, vb, vc, delta, delta_pct,
                    decision.ci_low, decision.ci_high, decision.p_value, decision.verdict, test, n_b, n_c,
-                   band=band, gated=is_gated(metric.key, s) and not metric.descriptive,
-                   runs_baseline=len(spreads_b), runs_candidate=len(spreads_c), why=why, per_run_var=per_run)
+                   band=band, runs_baseline=len(spreads_b), runs_candidate=len(spreads_c), why=why,
+                   # a --mix tenant's own rows have verdicts but decide no --fail-on-worse (no Holm family)
+                   gated=is_gated(metric.key, s) and not (metric.descriptive or is_tenant_group(group)),
+                   per_run_var=per_run)
 
     nothing = Decision(NA, None, None, None)
     if side_b is None or side_c is None:

@@ -6,22 +6,20 @@
 - ``records.jsonl`` through :func:`reports.records.read_record_table` (fast, bounded memory; a
   torn or damaged line is skipped with a warning, a record of a newer schema or a line that is
   not a fourfold record is refused);
-- ``scores.jsonl`` when ``fourfold score`` has run (:func:`reports.scores.read_scores`: ``similarity``,
-  ``compliant``, ``groundedness`` per scored answer, with its level, scenario, variant and item);
+- ``scores.jsonl`` when ``fourfold score`` has run (:func:`reports.scores.read_scores`: similarity,
+  compliance, groundedness per scored answer, with its level, scenario, variant and item);
 - the run's dataset (``meta.json`` ``settings.dataset``, else the bundled prompts) to tell *structured*
-  prompts (tag ``structured``, or ``requested_items``) from plain ones, for the article's first-token probe.
+  prompts (tag ``structured``, or a ``requested_items`` count) from plain ones (the first-token probe).
 
 What it keeps of ``records.jsonl`` and ``scores.jsonl`` comes from the run's ``compare-cache.npz``
 (:mod:`reports.cache`) while valid for them, and is written there after a read (``cache=False``: neither).
-
 Anything wrong raises :class:`RunDirError` (exit code 2) naming the file and the problem.
 :func:`group_samples` turns a loaded run (or one variant of it) into :class:`reports.compare.GroupSample` s
-keyed ``level:scenario`` (L4's sticky A/B ``session@A`` / ``session@B`` meet in one group). Session facts
-come from the record that ends a session (``extra["session_completed"]``, ``extra["rounds"]``:
-:mod:`levels.l4_session`), L3 retrieval quality from ``extra["recall_at_k"]``, ``extra["precision_at_k"]``
-and ``extra["conflict"]`` (:mod:`measure.rag`). Every per-request value (TPOT, interrupted, end time,
-goodput, token timing) is a vectorised form from :mod:`measure.metrics` or :mod:`measure.tokentiming`, the
-formula summary.json's statistics use per record.
+keyed ``level:scenario`` (L4's sticky A/B ``session@A`` / ``session@B`` meet in one group; a ``--mix``
+tenant's records also make its own ``level:scenario#tenant``, without answer scores). Session facts come
+from the record that ends a session (``extra["session_completed"]``, ``extra["rounds"]``), L3 retrieval
+quality from ``extra["recall_at_k"]``, ``extra["precision_at_k"]``, ``extra["conflict"]``. Per-request
+values (TPOT, interrupted, end time, goodput, token timing) are summary.json's formulas, vectorised.
 """
 
 from __future__ import annotations
@@ -75,6 +73,7 @@ from fourfold.reports.scores import SCORES_FILE, add_answer_scores
 from fourfold.reports.scores import read_scores as _read_scores  # (a module global: tests replace it)
 from fourfold.reports.telemetry import join as join_telemetry
 from fourfold.reports.telemetry import read_telemetry
+from fourfold.reports.tenants import is_tenant_group, tenant_groups
 from fourfold.rundir.plausible import OPTIONAL_FIELDS
 from fourfold.rundir.runlog import META_FILE, RECORDS_FILE, SUMMARY_FILE
 from fourfold.rundir.runread import read_json_object as _read_json_object
@@ -267,14 +266,13 @@ def group_samples(runs: list[RunData], *, variant: str | None = None,
         if frame.empty:
             continue
         names = group_names(frame)
-        single = names.iloc[0]
-        groups = [(single, frame)] if (names == single).all() else frame.groupby(names, sort=True)
-        for name, sub in groups:      # (one group, the common case: no copy of the frame)
+        groups = [(names.iloc[0], frame)] if (names == names.iloc[0]).all() else frame.groupby(names)
+        for name, sub in [*groups, *tenant_groups(frame, names)]:    # (then --mix's level:scenario#tenant)
             keys = sorted(k for k in run.table.itl.keys() | run.table.tokens_per_s.keys()   # sorted: the
                           if f"{k[0]}:{base_scenario(k[1], k[2])}" == name   # ITL sample's order must not
                           and (variant is None or k[2] == variant))          # follow the hash seed
             parts.setdefault(str(name), []).append((run, sub, keys))
-    samples = {name: _sample(entries, variant, slo_ms) for name, entries in sorted(parts.items())}
+    samples = {n: _sample(v, variant, slo_ms, not is_tenant_group(n)) for n, v in sorted(parts.items())}
     # an A/B arm: how many users it had (its throughput is per user when arms differ)
     if variant is not None:
         users: dict[str, set[tuple[str, int]]] = {}
@@ -286,8 +284,9 @@ def group_samples(runs: list[RunData], *, variant: str | None = None,
     return samples
 
 
-def _sample(entries: list[Entry], variant: str | None, slo_ms: dict[str, float] | None) -> GroupSample:
-    """One side of one group; every per-request value is a :mod:`measure.metrics` vectorised form."""
+def _sample(entries: list[Entry], variant: str | None, slo_ms: dict[str, float] | None,
+            scored: bool = True) -> GroupSample:
+    """One side of one group (``scored``: with answer scores); per-request values: measure.metrics'."""
     frame = (pd.concat([e[1] for e in entries], ignore_index=True) if len(entries) > 1
              else entries[0][1].reset_index(drop=True))
     col = {name: frame[name].to_numpy(dtype=float)
@@ -393,7 +392,8 @@ def _sample(entries: list[Entry], variant: str | None, slo_ms: dict[str, float] 
         setattr(sample, f"{name}_items", items[known])
     conflict = frame["conflict"].to_numpy(dtype=float)      # L3: ok requests whose service reported ids
     sample.conflict = conflict[ok & np.isfinite(conflict)]
-    _add_scores(sample, entries, variant)
+    if scored:      # (scores.jsonl has no tenant: a tenant's own group has none)
+        _add_scores(sample, entries, variant)
     # each group: its runs' server
     sample.telemetry = join_telemetry([run.telemetry for run, _, _ in entries])
     return sample

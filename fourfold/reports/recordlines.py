@@ -67,11 +67,12 @@ OFFSETS = plausible.OFFSETS
 BLOCK_BYTES = 16 << 20
 
 # the scanner's columns: (name, kind) with kind 0 number, 1 flag, 2 text, 3 offsets, 4 schema, 5 extra
-# (+ 8: a number that may be missing)
-_OPTIONAL = 8         # a number or flag a line may leave out (plausible.OPTIONAL_FIELDS)
+# (+ 8: a number, flag or text that may be missing: plausible.OPTIONAL_FIELDS, OPTIONAL_TEXT_FIELDS)
+_OPTIONAL = 8
 _SCAN_COLUMNS = (*((name.encode(), (1 if name in FLAG_COLUMNS else 0)
                     + (_OPTIONAL if name in plausible.OPTIONAL_FIELDS else 0)) for name in NUMBER_COLUMNS),
-                 *((name.encode(), 2) for name in TEXT_COLUMNS), (OFFSETS.encode(), 3), (b"schema", 4),
+                 *((name.encode(), 2 + (_OPTIONAL if name in plausible.OPTIONAL_TEXT_FIELDS else 0))
+                   for name in TEXT_COLUMNS), (OFFSETS.encode(), 3), (b"schema", 4),
                  (b"extra", 5))
 _SCAN_EXTRA = tuple(name.encode() for name in EXTRA_KEYS)
 _NUMBER_TYPES = frozenset({int, float, bool})

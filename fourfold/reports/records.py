@@ -45,6 +45,7 @@ from fourfold.reports.recordlines import (
     loads_or_none,
     read_blocks,
 )
+from fourfold.reports.tenants import tenant_scenario
 from fourfold.rundir import plausible
 
 # L3 retrieval fractions stay float64, so their means equal summary.json's; rounds and session flags
@@ -54,7 +55,7 @@ EXACT_EXTRAS = ("recall_at_k", "precision_at_k")
 __all__ = ["GAP_SAMPLE_RECORDS", "GapHistogram", "RecordTable", "RecordsFormatError", "SchemaError",
            "loads_or_none", "merged_gaps", "read_record_table", "variant_users"]
 
-CATEGORIES = ("level", "scenario", "variant", "item_id", "error_class")
+CATEGORIES = ("level", "scenario", "variant", "item_id", "error_class", "tenant")
 GAP_SAMPLE_RECORDS = 2000
 FAR_S = 10**15          # a second of arrival beyond +-FAR_S is not a time (NaN or inf cast, a damaged line)
 
@@ -199,11 +200,12 @@ class _Accumulator:
         warm = col["warmup"] != 0
         error_class = np.array(text["error_class"], dtype=object)
         cancelled = error_class == "cancelled"
-        names = [f"{a}\x1f{b}\x1f{c or ''}"
-                 for a, b, c in zip(text["level"], text["scenario"], text["variant"])]
+        names = [f"{a}\x1f{b}\x1f{c or ''}\x1f{t or ''}"
+                 for a, b, c, t in zip(text["level"], text["scenario"], text["variant"], text["tenant"])]
         codes, uniques = pd.factorize(pd.Series(names, dtype=object))
-        usable = np.array([self._usable(str(a), str(b), str(c or ""))
-                           for a, b, c in (u.split("\x1f", 2) for u in uniques)], dtype=bool)
+        usable = np.array([self._usable(str(a), str(b), str(c or "")) and (not t or self._usable(
+                               str(a), tenant_scenario(str(b), str(c), str(t)), str(c)))
+                           for a, b, c, t in (u.split("\x1f", 3) for u in uniques)], dtype=bool)
         bad = ~usable[codes] if len(uniques) else np.zeros(len(codes), dtype=bool)
         if bad.any():
             self.unreadable += int(bad.sum())
@@ -271,6 +273,7 @@ class _Accumulator:
             "level": pd.Categorical(np.array(text["level"], dtype=object)[kept]),
             "scenario": pd.Categorical(np.array(text["scenario"], dtype=object)[kept]),
             "variant": pd.Categorical([text["variant"][i] or "" for i in kept.tolist()]),
+            "tenant": pd.Categorical([text["tenant"][i] or "" for i in kept.tolist()]),
             "item_id": pd.Categorical([text["item_id"][i] or "" for i in kept.tolist()]),
             "error_class": pd.Categorical(error_class[kept])})
 
@@ -278,14 +281,8 @@ class _Accumulator:
         started = col["started_at"]
         tokens = np.nan_to_num(col["output_tokens"])
         end = started + end_offset_ms_array(col["e2e_ms"], col["ttft_ms"], col["ttfb_ms"], last) / 1000
-        for code, name in enumerate(uniques):
-            if not usable[code]:
-                continue
-            level, scenario, variant = str(name).split("\x1f", 2)
-            key = (level, scenario, variant)
-            member = (codes == code) & keep
-            if not member.any():
-                continue
+
+        def add_group(key: GroupKey, member: np.ndarray) -> None:
             ok_member = member & ok
             self.itl.setdefault(key, GapHistogram()).add(gaps if ok_member.all()
                                                          else gaps[ok_member[gap_rec]])
@@ -299,6 +296,18 @@ class _Accumulator:
                 per_token, token_ends[gap_starts[with_gaps]],
                 token_ends[gap_starts[with_gaps + 1]])
             self._add_tokens(key, member, lens, flat, chunk_rec, started, tokens, end)
+
+        for code, name in enumerate(uniques):
+            if not usable[code]:
+                continue
+            level, scenario, variant, tenant = str(name).split("\x1f", 3)
+            member = (codes == code) & keep
+            if not member.any():
+                continue
+            # a --mix tenant's records count in their group and in the tenant's own (scenario#tenant)
+            for key in ((level, scenario, variant),
+                        *(((level, tenant_scenario(scenario, variant, tenant), variant),) if tenant else ())):
+                add_group(key, member)
         self.frames.append(frame)
 
     def _usable(self, level: str, scenario: str, variant: str) -> bool:

@@ -41,7 +41,8 @@ NUMBER_FIELDS = ("started_at", "status", "ttfb_ms", "ttft_ms", "e2e_ms", "queue_
 OPTIONAL_FIELDS = ("ttfo_ms", "input_tokens", "cached_tokens", "reasoning_tokens", "reasoning_chunks",
                    "client_output_tokens", "multi_token_chunks")
 TOKEN_FIELDS = ("output_tokens", "input_tokens", "cached_tokens", "reasoning_tokens", "client_output_tokens")
-TEXT_FIELDS = ("level", "scenario", "variant", "item_id", "error_class")   # a string or null
+TEXT_FIELDS = ("level", "scenario", "variant", "item_id", "error_class", "tenant")   # a string or null
+OPTIONAL_TEXT_FIELDS = ("tenant",)          # newer than schema 1's first records: missing reads as null
 OFFSETS = "chunk_offsets_ms"                                   # a list of numbers, or null
 _RANGES = (*((name, 0.0, FAR_MS) for name in LATENCY_FIELDS),
            *((name, 0.0, MAX_TOKENS) for name in TOKEN_FIELDS),
@@ -127,4 +128,4 @@ def impossible_rows(columns: Mapping[str, np.ndarray], flat: np.ndarray, lens: n
 
 
 __all__ = ["ANCHOR_RECORDS", "FAR_MS", "FAR_S", "LATENCY_FIELDS", "MAX_TOKENS", "NUMBER_FIELDS", "OFFSETS",
-           "TEXT_FIELDS", "anchor", "impossible", "impossible_rows", "wrong_kind"]
+           "OPTIONAL_TEXT_FIELDS", "TEXT_FIELDS", "anchor", "impossible", "impossible_rows", "wrong_kind"]

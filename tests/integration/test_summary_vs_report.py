@@ -10,6 +10,7 @@ The metrics come from the registry (measure.metric_names). Each block of summary
   variant A, group ``l4:session``;
 - ``sessions``: the L4 block per variant (the side of that variant) and its total (the whole run);
 - ``rag``: the L3 block (the run's L3 group);
+- ``mix``: each ``--mix`` tenant's row (the tenant's own group, ``level:scenario#tenant``);
 - ``quality`` / ``quality.rag``: after ``fourfold score``, the quality block of each group, and
   its L3 part (the L3 group).
 
@@ -96,6 +97,26 @@ def l3_run(tmp_path_factory):
         "-f", locustfile("l3_rag.py"), "--headless", "-u", "6", "-r", "6", "-t", "5s"])
 
 
+@pytest.fixture(scope="module")
+def mix_run(tmp_path_factory):
+    # three tenants, one throttled by the simulator's per-key limit (429s in its row)
+    mp = pytest.MonkeyPatch()
+    for name in "abc":
+        mp.setenv(f"FOURFOLD_TEST_MIX_KEY_{name}", f"sk-mix-summary-vs-report-{name}")
+    try:
+        return _run(tmp_path_factory.mktemp("mix"), [
+            "-f", locustfile("l2_gateway.py"), "--headless", "--ladder", "off", "-u", "12", "-r", "12",
+            "-t", "6s", "--sim-profile", "flat", "--max-tokens", "10", "--ignore-eos",
+            "--think-time-s", "0.3",
+            "--mix", "a=0.6:key_env=FOURFOLD_TEST_MIX_KEY_a,"
+            "b=0.3:model=lora-b:key_env=FOURFOLD_TEST_MIX_KEY_b,"
+            "c=0.1:key_env=FOURFOLD_TEST_MIX_KEY_c",
+            "--mix-sticky", "request", "--sim-key-rate-limit", "10", "--slo", SLO,
+            "--exit-code-on-error", "0"])          # (the 429s are the point)
+    finally:
+        mp.undo()
+
+
 # ---- views: a summary.json block and the report's value of the same requests ----
 @dataclass
 class View:
@@ -150,6 +171,10 @@ def views(summary: dict[str, Any], data: RunData) -> list[View]:
         out.append(view("cost", "cost", summary["cost"], None, only_group(summary["level"], None)))
     out += [view("embed", f"embed[{scenario}]", block, None, f"embed:{scenario}")
             for scenario, block in (summary.get("embed") or {}).items()]
+    for row in (summary.get("mix") or {}).get("tenants", []):
+        own = [g for g in sides[None][0] if g.endswith(f"#{row['name']}")]
+        assert len(own) == 1, own
+        out.append(view("mix", f"mix[{row['name']}]", row, None, own[0]))
     quality = summary.get("quality")
     if quality:
         out += [group_view("quality", name, block) for name, block in quality["by_scenario"].items()]
@@ -311,9 +336,20 @@ def test_embed_block_agrees(embed_run):
         assert result[f"embed[{scenario}]"]["inputs_per_s"][0] > 0
 
 
+def test_mix_tenants_agree_with_their_groups(mix_run):
+    run, summary = mix_run
+    result = compare(summary, _load(run))
+    assert set(result) == {"l2:closed", "mix[a]", "mix[b]", "mix[c]"}
+    for name in "abc":
+        assert set(result[f"mix[{name}]"]) == shared("mix"), name
+    assert result["mix[a]"]["error_rate"][0] > 0            # the throttled tenant: its 429s
+    assert result["mix[b]"]["error_rate"][0] == result["mix[c]"]["error_rate"][0] == 0
+    assert sum(result[f"mix[{n}]"]["requests"][0] for n in "abc") == result["l2:closed"]["requests"][0]
+
+
 def test_every_block_of_summary_json_is_covered_by_a_run_here():
     blocks = set(WHERE) - {"report"}
-    covered = {"summary", "sessions", "rag", "embed", "cost", "quality", "quality.rag"}  # its tests
+    covered = {"summary", "sessions", "rag", "embed", "cost", "mix", "quality", "quality.rag"}  # its tests
     assert blocks == covered, f"a block of summary.json no test here compares: {sorted(blocks - covered)}"
 
 

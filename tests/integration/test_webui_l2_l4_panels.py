@@ -1,4 +1,4 @@
-"""The L2 and L4 live panels (issue 19) in master + 2 workers web-UI runs: ``/fourfold/levels.json``
+"""The L2, L4 and ``--mix`` live panels in master + 2 workers web-UI runs: ``/fourfold/levels.json``
 and the "LLM level" tab show the workers' merged figures, the same as the test's summary.json and
 its records. The web UI is driven over HTTP as the browser does (``/swarm``, ``/stop``); the L3 and
 L1 panels: test_webui_levels.py, whose helpers these tests share.
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from fourfold.levels.webui_panels import l2_rows, session_rows
+from fourfold.levels.webui_panels import l2_rows, mix_rows, session_rows
 from fourfold.measure.histogram import LogHistogram
 from fourfold.measure.record import RequestRecord
 from tests.integration.test_webui_levels import _host, _records, _summaries
@@ -58,6 +58,33 @@ def _shown(base: str) -> dict[str, str]:
 
 def _measured(run: Path) -> list[dict[str, Any]]:
     return [r for r in _records(run) if not r.get("warmup") and r.get("error_class") != "cancelled"]
+
+
+def test_mix_panel_is_merged_and_equals_the_summary_and_records(tmp_path, locustfile):
+    """--mix 0.6/0.3/0.1 drawn per request on two workers: the live mix block counts both workers'
+    records, and after Stop it is summary.json's, its rows in the LLM level tab."""
+    args = ["-f", locustfile("l2_gateway.py"), "--ladder", "off", "--sim-profile", "flat",
+            "--max-tokens", "8", "--ignore-eos", "--think-time-s", "0.2",
+            "--mix", "a=0.6,b=0.3:model=lora-b,c=0.1", "--mix-sticky", "request"]
+    with _master_and_two_workers(args, tmp_path) as (base, host):
+        form = {"user_count": "8", "spawn_rate": "8", "host": host}
+        assert http_post_form(base + "/swarm", form)["success"]
+        wait_for(lambda: (x := _level(base, "mix")) and x[1]["requests"] >= 60 and x, 40,
+                 what="the live mix block")
+        assert http_post_form(base + "/stop", {})["success"] is True
+        summary_path = wait_for(lambda: _summaries(tmp_path), 30, what="summary.json after Stop")[0]
+        live, mix = _level(base, "mix") or ({}, {})
+        shown = _shown(base)
+    summary = json.loads(summary_path.read_text())
+    assert live["finished"] is True and mix == summary["mix"]
+    assert {r["metric"]: r["value"] for r in mix_rows(summary["mix"])}.items() <= shown.items()
+    records = _measured(summary_path.parent)
+    rows = {t["name"]: t for t in mix["tenants"]}
+    assert mix["requests"] == len(records) == sum(t["requests"] for t in rows.values())
+    for name, weight in (("a", 0.6), ("b", 0.3), ("c", 0.1)):
+        assert rows[name]["requests"] == sum(r["tenant"] == name for r in records)
+        assert abs(rows[name]["share"] - weight) <= 0.05, rows[name]
+    assert shown["model lora-b: 429s"] == "0" and "fairness (Jain, goodput share / weight)" in shown
 
 
 def test_l2_ladder_panel_is_merged_and_equals_the_summary_and_records(tmp_path, locustfile):

@@ -107,6 +107,31 @@ def test_a_line_from_before_the_optional_fields_reads_them_as_null_in_c(tmp_path
     assert frame["cached_tokens"].iloc[0] == 32 and frame["ttfo_ms"].iloc[0] == 12.5
 
 
+@needs_scanner
+def test_a_mix_tenant_reads_alike_and_a_line_without_one_too(tmp_path):
+    """``tenant`` (--mix) is an optional text: a line from before it is read in C as null; a tenant's
+    records also make its own group, ``scenario#tenant``, in the ITL and token tables."""
+    run = write_run(tmp_path, RunSpec("base", seed=5, n=30), scores=False)
+    path = run / "records.jsonl"
+    lines = []
+    for i, line in enumerate(path.read_bytes().splitlines()):
+        data = json.loads(line)
+        data.pop("tenant", None)
+        if i % 3:
+            data["tenant"] = "a" if i % 3 == 1 else "b"
+        lines.append(json.dumps(data).encode())
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    assert handed_back(lines) == []
+    table = both(path)
+    tenants = table.frame["tenant"].astype(str).tolist()
+    assert tenants == [("", "a", "b")[i % 3] for i in range(len(tenants))]
+    scenarios = {key[1] for key in table.itl}
+    base = next(s for s in scenarios if "#" not in s)
+    assert scenarios == {base, f"{base}#a", f"{base}#b"}
+    assert sum(table.ok_with_gaps[k] for k in table.ok_with_gaps if "#" in k[1]) <= table.ok_with_gaps[
+        next(k for k in table.ok_with_gaps if k[1] == base)]
+
+
 def awkward_records() -> list[str]:
     """Lines that take every branch: escapes and non-ASCII in the texts the scanner keeps and in
     those it skips, nulls, numbers in every spelling JSON allows, extras (L3, L4), nested keys

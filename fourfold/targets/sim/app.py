@@ -23,7 +23,7 @@ from fourfold.targets.sim import wire_anthropic, wire_embed, wire_openai, wire_r
 from fourfold.targets.sim.answers import DEFAULT_PROMPTS_PATH, Answer, AnswerBook
 from fourfold.targets.sim.exposition import SimCounters, render_metrics
 from fourfold.targets.sim.faults import FaultInjector
-from fourfold.targets.sim.gateway import Gateway, GatewayConfig
+from fourfold.targets.sim.gateway import Gateway, GatewayConfig, KeyRateLimit
 from fourfold.targets.sim.httpio import IncomingRequest
 from fourfold.targets.sim.plan import Plan, RequestFacts, make_plan
 from fourfold.targets.sim.prefix import PrefixCache
@@ -98,6 +98,7 @@ class SimApp:
         self.answers = answers if answers is not None else AnswerBook.load(config.prompt_paths)
         self.counters = SimCounters()
         self.gateway = Gateway(config.gateway)
+        self.key_limit = KeyRateLimit(config.gateway.key_rate_limit)
         self.scheduler = TokenScheduler(loop)
         self.faults = FaultInjector(config.profile.faults, config.seed)
         self._occurrences: dict[str, int] = {}

@@ -62,6 +62,9 @@ def build_parser(prog: str = "python -m fourfold.targets.sim") -> argparse.Argum
                         help="gateway limit on generations in flight (0: none)")
     parser.add_argument("--over-limit", choices=OVER_LIMIT_MODES, default="queue",
                         help="what happens above the limit")
+    parser.add_argument("--key-rate-limit", type=float, default=0.0, metavar="RPS",
+                        help="requests per second each API key may send (token bucket, burst of one second); "
+                             "over it: 429 with Retry-After (0: no limit)")
     parser.add_argument("--keepalive-timeout-s", type=float, default=None,
                         help="close keep-alive connections idle this long (0: never; default: the profile's "
                              "keepalive_timeout_s)")
@@ -91,7 +94,8 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         keepalive_timeout_s=(profile.keepalive_timeout_s if args.keepalive_timeout_s is None
                              else args.keepalive_timeout_s),
         keepalive_max_requests=(profile.keepalive_max_requests if args.keepalive_max_requests is None
-                                else args.keepalive_max_requests))
+                                else args.keepalive_max_requests),
+        key_rate_limit=args.key_rate_limit)
     return SimConfig(
         profile=profile,
         seed=args.seed,

@@ -16,12 +16,14 @@ endless stream).
 from __future__ import annotations
 
 import asyncio
+import math
 from bisect import bisect_right
 from collections.abc import Callable
 
 from fourfold.targets.sim import faults as _faults
 from fourfold.targets.sim.app import PLAN_DETAIL_HEADER, PLAN_HEADER, Reply, SimApp, error_reply
 from fourfold.targets.sim.fault_spec import FAULT_KINDS
+from fourfold.targets.sim.gateway import api_key_of
 from fourfold.targets.sim.httpio import (
     LAST_CHUNK,
     HttpParseError,
@@ -188,6 +190,12 @@ class SimProtocol(asyncio.Protocol):
                 self._send_later(routed, arrived_s if arrived_s is not None else self.app.loop.time())
             else:
                 self._send_reply(routed)
+            return
+        wait_s = self.app.key_limit.take(api_key_of(request.headers), self.app.loop.time())
+        if wait_s > 0:      # --key-rate-limit: this key's bucket is empty (never names the key)
+            self.app.counters.rejected_total += 1
+            self._send_reply(error_reply(429, "the simulated gateway's rate limit for this API key is spent",
+                                         [("retry-after", str(max(1, math.ceil(wait_s))))]))
             return
         forced = request.headers.get(_faults.FAULT_HEADER, "").strip()
         if forced and forced not in FAULT_KINDS:
