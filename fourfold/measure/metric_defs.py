@@ -401,7 +401,7 @@ METRICS: tuple[MetricDef, ...] = (
        where=(), stats=("mean", "max")),
     MetricDef("error_class_rate", "fraction", "ratio", "requests that failed with one error class / "
               "requests: the report's `errors: <class>` rows (`error_rate.<class>`), one per class that "
-              "occurred; summary.json counts the classes in `errors`", where=("report",)),
+              "occurred; summary.json counts the classes in `errors`", where=()),     # (rows named per class)
     # --mix (summary.json "mix" block: a row per tenant and per model, measure.mixstats)
     _n("weight", "ratio", "fraction", "--mix: the entry's weight, the weights normalised to sum 1 (the share "
        "of requests asked for)", where=("mix",)),
