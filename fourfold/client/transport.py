@@ -203,7 +203,10 @@ class RawH1Transport(httpx.BaseTransport):
         after the lookup it does inside, timed apart here)."""
         error: OSError | None = None
         for family, kind, proto, _, address in addresses:
-            sock = socket.socket(family, kind, proto)
+            try:
+                sock = socket.socket(family, kind, proto)      # (out of descriptors: EMFILE)
+            except OSError as exc:
+                raise httpx.ConnectError(f"cannot connect to {host}:{port}: {exc}") from None
             try:
                 sock.settimeout(self._connect_timeout_s)
                 sock.connect(address)

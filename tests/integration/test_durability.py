@@ -279,7 +279,7 @@ def test_a_request_stopped_before_it_left_is_marked_unsent_and_one_that_left_is_
     for case in ("connecting", "waiting"):
         transport = RawH1Transport(read_timeout_s=30)
         if case == "connecting":
-            monkeypatch.setattr(transport, "_connect", lambda key: gevent.sleep(30))
+            monkeypatch.setattr(transport, "_connect", lambda key, phases: gevent.sleep(30))
         client = httpx.Client(base_url=url, transport=transport)
         records[case] = RequestRecord()
         greenlet = gevent.spawn(send, client, dialect, request, records[case])
