@@ -49,7 +49,7 @@ MIN_STEP_REQUESTS = 20     # between steps: requests each step needs
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Saturation:
     saturated: bool
     reason: str = ""          # why (saturated), or why no verdict / why not (otherwise)
     judged: bool = True       # False: too early, too few requests
@@ -120,44 +120,45 @@ def fit(xs: Sequence[float], ys: Sequence[float]) -> Trend | None:
 
 def judge_trend(points: Sequence[tuple[float, float]], elapsed_s: float, min_s: float, *,
                 in_flight: Sequence[tuple[float, float]] = (), what: str = "TTFT",
-                min_requests: int = MIN_REQUESTS) -> Verdict:
+                min_requests: int = MIN_REQUESTS) -> Saturation:
     """Within a step (module docstring). ``points``: (seconds since the step began, latency ms) per
     request; ``in_flight``: (seconds since the step began, requests in flight) samples, or none."""
     if elapsed_s < min_s:
-        return Verdict(False, f"{elapsed_s:.1f} s into the step (judged from {min_s:g} s)", judged=False)
+        return Saturation(False, f"{elapsed_s:.1f} s into the step (judged from {min_s:g} s)", judged=False)
     start = elapsed_s / 3
     window = sorted((x, y) for x, y in points if start <= x <= elapsed_s and y > 0)
     if len(window) < min_requests:
-        return Verdict(False, f"{len(window)} requests since {start:.1f} s (judged from {min_requests})",
+        return Saturation(False, f"{len(window)} requests since {start:.1f} s (judged from {min_requests})",
                        judged=False)
     xs = [x for x, _ in window]
     trend = fit(xs, [math.log(y) for _, y in window])      # multiplicative noise, growth in %/s
     if trend is None:
-        return Verdict(False, "every request arrived at one time", judged=False)
+        return Saturation(False, "every request arrived at one time", judged=False)
     x0, x1 = xs[0], xs[-1]
     first, last = math.exp(trend.intercept + trend.slope * x0), math.exp(trend.intercept + trend.slope * x1)
     text = (f"{what} rose {first:.0f} -> {last:.0f} ms over {x1 - x0:.1f} s ({_pct(trend.slope)}/s, "
             f"95% CI [{_pct(trend.low)}, {_pct(trend.high)}]/s)")
     if not (trend.low > 0 and trend.low * (x1 - x0) > math.log1p(GROWTH_FRACTION)):
-        return Verdict(False, f"not growing: {text.replace(' rose ', ' ')}")
+        return Saturation(False, f"not growing: {text.replace(' rose ', ' ')}")
     half = (x0 + x1) / 2
     for part in ([w for w in window if w[0] < half], [w for w in window if w[0] >= half]):
         again = fit([x for x, _ in part], [math.log(y) for _, y in part])
         if again is None or again.low <= 0:
-            return Verdict(False, f"{text}, but not in each half of the window")
+            return Saturation(False, f"{text}, but not in each half of the window")
     medians = quarter_medians(window, x0, x1)
     early = sorted(y for x, y in window if x < x0 + (x1 - x0) / 4)
     if not all(a < b for a, b in zip(medians, medians[1:])) or medians[-1] <= early[int(0.9 * len(early))]:
-        return Verdict(False, f"{text}, but not above the first quarter's p90 quarter after quarter (medians "
-                              + " -> ".join(f"{m:.0f}" for m in medians) + " ms)")
+        steps = " -> ".join(f"{m:.0f}" for m in medians)
+        return Saturation(False, f"{text}, but not quarter after quarter above the first quarter's p90 "
+                                 f"(medians {steps} ms)")
     flight = ""
     if in_flight:
         samples = [(x, n) for x, n in in_flight if start <= x <= elapsed_s]
         grows = fit([x for x, _ in samples], [n for _, n in samples])
         if grows is None or grows.low <= 0:
-            return Verdict(False, f"{text}, but the requests in flight are not growing")
+            return Saturation(False, f"{text}, but the requests in flight are not growing")
         flight = f"; {samples[-1][1]:.0f} requests in flight and growing ({grows.slope:+.1f}/s)"
-    return Verdict(True, f"over-saturated: {text}{flight}")
+    return Saturation(True, f"over-saturated: {text}{flight}")
 
 
 def quarter_medians(window: Sequence[tuple[float, float]], x0: float, x1: float) -> list[float]:
@@ -177,24 +178,24 @@ def _pct(log_slope: float) -> str:
 
 
 def judge_steps(previous: StepFigures, current: StepFigures,
-                min_requests: int = MIN_STEP_REQUESTS) -> Verdict:
+                min_requests: int = MIN_STEP_REQUESTS) -> Saturation:
     """Between two closed-loop steps (module docstring): is ``current`` past saturation?"""
     if min(previous.requests, current.requests) < min_requests:
-        return Verdict(False, f"{min(previous.requests, current.requests)} requests in a step (judged from "
-                              f"{min_requests})", judged=False)
+        fewest = min(previous.requests, current.requests)
+        return Saturation(False, f"{fewest} requests in a step (judged from {min_requests})", judged=False)
     growth = current.users / previous.users if previous.users else 0.0
     if growth < USERS_GROWTH_MIN or previous.output_tps <= 0 or previous.ttft_p50_ms <= 0:
-        return Verdict(False, f"users x{growth:.2f} (judged from x{USERS_GROWTH_MIN:g})", judged=False)
+        return Saturation(False, f"users x{growth:.2f} (judged from x{USERS_GROWTH_MIN:g})", judged=False)
     gain = current.output_tps / previous.output_tps
     rise = current.ttft_p50_ms / previous.ttft_p50_ms
     text = (f"users {previous.users} -> {current.users} (x{growth:.1f}) but output tokens/s "
             f"{previous.output_tps:.0f} -> {current.output_tps:.0f} ({100 * (gain - 1):+.0f} %) "
             f"while TTFT p50 rose {previous.ttft_p50_ms:.0f} -> {current.ttft_p50_ms:.0f} ms (x{rise:.1f})")
     if gain - 1 < THROUGHPUT_GAIN_MAX * (growth - 1) and rise > TTFT_RISE_MIN:
-        return Verdict(True, f"past saturation: {text}: the added users wait in the server's queue "
+        return Saturation(True, f"past saturation: {text}: the added users wait in the server's queue "
                              "(Little's law)")
-    return Verdict(False, "not past saturation: " + text.replace(" but ", ", "))
+    return Saturation(False, "not past saturation: " + text.replace(" but ", ", "))
 
 
-__all__ = ["GROWTH_FRACTION", "MIN_REQUESTS", "StepFigures", "Trend", "Verdict", "fit", "judge_steps",
+__all__ = ["GROWTH_FRACTION", "MIN_REQUESTS", "StepFigures", "Trend", "Saturation", "fit", "judge_steps",
            "judge_trend", "min_compare_s", "min_judge_s"]
