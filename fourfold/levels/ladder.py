@@ -122,7 +122,9 @@ def format_ladder(base: str, report: dict[str, Any], hold_s: float | None = None
                      f"TTFT p95 <= {slo:g} ms")
     else:
         top = report["steps"][-1]["users"]
-        tail = " (the top step: the knee may lie higher)" if knee == top else ""
+        stopped = report.get("stopped")
+        tail = (f" (the ladder stopped at {stopped['step']} users: past saturation)" if stopped
+                else " (the top step: the knee may lie higher)" if knee == top else "")
         lines.append(f"knee: {knee} users - the highest step whose TTFT p95 meets {slo:g} ms, "
                      f"every lower step meeting it too{tail}")
     return lines
