@@ -21,7 +21,7 @@ import pytest
 from fourfold.cli import main
 from fourfold.levels.arrivals import ArrivalProcess, arrival_offsets
 from fourfold.levels.l2_probe import PROBE_SEED_OFFSET
-from tests.conftest import only_run_dir, read_jsonl, run_locust
+from tests.conftest import only_run_dir, read_jsonl, run_distributed, run_locust
 
 pytestmark = pytest.mark.integration
 ANSWER = ["--sim-profile", "flat", "--max-tokens", "20", "--ignore-eos", "--sim-over-limit", "queue"]
@@ -121,3 +121,17 @@ def test_the_probe_is_a_group_of_its_own_beside_a_ladder(tmp_path, locustfile):
     assert ("l2:ladder@4", "ttft_p50") in rows
     print(f"probe TTFT p50 {probe_ttft:.1f} ms; ladder@2 {groups['ladder@2']['ttft_ms']['p50']:.1f}, "
           f"ladder@4 {groups['ladder@4']['ttft_ms']['p50']:.1f} ms")
+
+
+def test_on_a_master_with_two_workers_one_worker_sends_the_probe(tmp_path, locustfile):
+    """Worker 0 alone: the run's probes match one seeded schedule over its ~6 s, not two."""
+    common = ["-f", locustfile("l2_gateway.py"), "--ladder", "off", "--probe-request-rate", "4", *ANSWER]
+    run_distributed(common, ["-u", "2", "-r", "2", "-t", "6s"], tmp_path, workers=2, timeout=90)
+    run = only_run_dir(tmp_path)
+    probes = [r for r in read_jsonl(run / "records.jsonl") if r["scenario"] == "probe"]
+    schedule = arrival_offsets(ArrivalProcess("poisson", 4.0), 10.0, PROBE_SEED_OFFSET)
+    assert len([t for t in schedule if t <= 4.5]) - 1 <= len(probes) <= len([t for t in schedule if t <= 8.0])
+    assert len({r["user_id"] for r in probes}) == 1          # one sender
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["l2"]["probe"]["requests"] == len([r for r in probes if not r["warmup"]
+                                                      and r["error_class"] != "cancelled"])
