@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from dataclasses import replace
 from typing import Any, ClassVar, NoReturn
 
 import gevent
@@ -45,6 +46,8 @@ from fourfold.levels.base import LLMUser, selected_items
 from fourfold.levels.l2_direct import DirectArm
 from fourfold.levels.l2_options import GatewaySettings
 from fourfold.levels.l2_options import register as register_options
+from fourfold.levels.l2_probe import PROBE_SCENARIO, PROBE_SEED_OFFSET, ProbeSource
+from fourfold.levels.l2_saturation import SaturationWatch, watch_of
 from fourfold.levels.l2_stats import DispatcherReport, GatewayStats, quarter_means
 from fourfold.levels.l2_summary import OPEN_SCENARIO, l2_report
 from fourfold.levels.ladder import STEP_ATTR, step_scenario
@@ -66,6 +69,8 @@ class L2State:
         self.stats = GatewayStats()
         self.sweep: sweep_live.Controller | None = None  # --sweep: this test's search (local runner, master)
         self.step_box = sweep_live.StepBox()              # --sweep: the step a dispatcher offers next
+        self.probe: ProbeSource | None = None             # --probe-request-rate: this process's source
+        self.saturation = SaturationWatch()               # --stop-on-saturation: the steps' series
 
     def on_report_to_master(self, client_id: str, data: dict[str, Any]) -> None:
         data["fourfold_l2"] = self.stats.take_wire()
@@ -80,6 +85,7 @@ def get_state(environment: Any) -> L2State:
     state = state_of(environment).get(L2State)
     if state is None:
         state = state_of(environment).put(L2State(_settings_or_exit(environment.parsed_options)))
+        state.saturation = watch_of(environment)
         environment.events.report_to_master.add_listener(state.on_report_to_master)
         environment.events.worker_report.add_listener(state.on_worker_report)
     return state
@@ -103,7 +109,7 @@ def add_arguments(parser: Any, **_kw: Any) -> None:
 def register(environment: Any, **_kw: Any) -> None:
     """``init`` listener: the shared listeners, then L2's (its ``l2`` block: a finish listener)."""
     hooks.register_level(environment, "l2", _on_init, finish=_on_finish, block=l2_block,
-                         test_start=_on_test_start)
+                         test_start=_on_test_start, test_stop=_on_test_stop)
 
 
 # ---- users ----
@@ -206,6 +212,22 @@ class H2User(ClosedLoopBase):
     scenario = "h2"
     step_base = "h2"
     force_http2 = True
+
+
+class ProbeUser(GatewayBase):
+    """The interference probe's sender (:mod:`fourfold.levels.l2_probe`); never spawned by Locust."""
+
+    abstract = True
+    scenario = PROBE_SCENARIO
+
+    def __init__(self, environment: Any) -> None:
+        super().__init__(environment)
+        self.options = replace(self.options, max_tokens=self.gateway.probe_max_tokens)
+
+
+def _probe_user(environment: Any) -> ProbeUser:
+    ProbeUser.host = environment.host or next((c.host for c in environment.user_classes if c.host), None)
+    return ProbeUser(environment)
 
 
 class OpenLoopUser(GatewayBase):
@@ -343,6 +365,7 @@ def _on_init(environment: Any, **_kw: Any) -> None:
     sweep_live.register(environment, get_state(environment))
     get_runtime(environment).extras.meta["l2"] = get_state(environment).settings.meta_block(
         bool(_open_loop_classes(environment)))
+    get_runtime(environment).extras.on_record(watch_of(environment).on_record)
     options = environment.parsed_options
     if (options is not None and getattr(options, "fourfold_embedded", False)
             and getattr(options, "http2", False)):
@@ -364,8 +387,10 @@ def _on_test_start(environment: Any, **_kw: Any) -> None:
         log.error("fourfold: %s (keeping the previous L2 settings)", exc)
     state.step_box = sweep_live.StepBox()   # --sweep: no step of a previous test (web UI) is offered again
     runner = environment.runner
+    _start_probe(environment, state)
     if isinstance(runner, WorkerRunner) or options is None:
         return
+    state.saturation.reset(state.settings.stop_on_saturation)
     state.stats = GatewayStats()             # each test its own (web UI: Stop, then New)
     dispatchers = 1
     if isinstance(runner, MasterRunner):
@@ -378,6 +403,24 @@ def _on_test_start(environment: Any, **_kw: Any) -> None:
         cls.fixed_count = dispatchers
     setattr(options, DISPATCHERS_ATTR, dispatchers)     # forwarded to workers with the spawn message
     sweep_live.begin(environment, state, str(getattr(options, "slo", "") or ""), dispatchers)
+
+
+def _start_probe(environment: Any, state: L2State) -> None:
+    """The interference probe's one source: the local runner or worker 0 (:mod:`fourfold.levels.l2_probe`)."""
+    _on_test_stop(environment)
+    runner, rate = environment.runner, state.settings.probe_request_rate
+    worker_index = int(getattr(runner, "worker_index", 0) or 0)
+    if rate > 0 and not isinstance(runner, MasterRunner) and worker_index == 0:
+        state.probe = ProbeSource(lambda: _probe_user(environment), rate,
+                                  state.settings.arrival_seed + PROBE_SEED_OFFSET)
+        state.probe.start()
+
+
+def _on_test_stop(environment: Any, **_kw: Any) -> None:
+    state = state_of(environment).get(L2State)
+    if state is not None and state.probe is not None:
+        state.probe.stop()
+        state.probe = None
 
 
 def _on_finish(environment: Any, **_kw: Any) -> None:

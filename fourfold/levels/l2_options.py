@@ -116,6 +116,17 @@ class GatewaySettings:
     sweep_max_steps: int = option(12, "--sweep-max-steps", "gateway", type=int,
                                   help="--sweep: rates offered at most")
 
+    stop_on_saturation: bool = option(False, "--stop-on-saturation", "gateway", action="store_true",
+                                      help="Ladder: end the run at the first step past saturation (latency "
+                                           "still climbing, or users up with tokens/s flat); --sweep: such a "
+                                           "step misses, with the reason (docs/l2-gateway.md)")
+    probe_request_rate: float = option(0.0, "--probe-request-rate", "gateway", type=float,
+                                       rule=within(0, 1000),
+                                       help="Interference probe: small requests at this Poisson rate (per "
+                                            "second) beside the main load, scenario 'probe' (0: off)")
+    probe_max_tokens: int = option(8, "--probe-max-tokens", "gateway", type=int, rule=within(1, 100000),
+                                   help="Interference probe: max_tokens of each probe request")
+
     def __post_init__(self) -> None:
         check_rules(self)
         if not (1 <= self.sweep_step_s <= 86400 and 0 < self.sweep_tolerance < 1

@@ -13,6 +13,8 @@ from typing import Any
 from fourfold.levels.arrivals import trace_offered
 from fourfold.levels.base import selected_items
 from fourfold.levels.l2_direct import format_overhead, overhead_report
+from fourfold.levels.l2_probe import PROBE_SCENARIO
+from fourfold.levels.l2_saturation import stopped_lines
 from fourfold.levels.l2_stats import (
     connections_report,
     format_connections,
@@ -34,11 +36,20 @@ def l2_report(summary: dict[str, Any], state: Any, options: Any) -> tuple[dict[s
     notes: list[str] = []
     ladders = ladder_report(groups, settings.slo_ttft_p95_ms)
     if ladders:
+        stopped = getattr(state.saturation, "stopped", None)
+        if stopped and stopped["base"] in ladders:       # --stop-on-saturation ended the ladder there
+            ladders[stopped["base"]]["stopped"] = {k: stopped[k]
+                                                   for k in ("step", "at_s", "in_step_s", "reason")}
         report["ladder"] = {"hold_s": settings.ladder_hold_s, **ladders}
         for base, ladder in ladders.items():
             notes.extend(format_ladder(base, ladder, settings.ladder_hold_s))
+        notes.extend(stopped_lines(stopped))
         knees = {base: ladder["knee_users"] for base, ladder in ladders.items()}
         report["knee_users"] = knees.get("ladder", next(iter(knees.values())))
+    probe = next((g for g in groups if g["scenario"] == PROBE_SCENARIO), None)
+    if probe is not None and settings.probe_request_rate > 0:
+        report["probe"] = probe_block(probe, settings)
+        notes.append(format_probe(report["probe"]))
     overhead = overhead_report(groups, settings.direct_host) if settings.direct_host else None
     if overhead:
         report["overhead"] = overhead
@@ -77,4 +88,22 @@ def l2_report(summary: dict[str, Any], state: Any, options: Any) -> tuple[dict[s
     return report, notes
 
 
-__all__ = ["OPEN_SCENARIO", "l2_report"]
+def probe_block(probe: dict[str, Any], settings: Any) -> dict[str, Any]:
+    """``l2.probe``: the interference probe's settings, requests and latency (its group, ``l2:probe``,
+    holds the rest; the main load's groups are beside it)."""
+    figures = {name: {q: probe[name][q] for q in ("p50", "p95", "p99")} for name in ("ttft_ms", "e2e_ms")}
+    return {"rate_rps": settings.probe_request_rate, "max_tokens": settings.probe_max_tokens,
+            "requests": probe["requests"], "failures": probe["failures"], **figures}
+
+
+def format_probe(block: dict[str, Any]) -> str:
+    def ms(value: float | None) -> str:
+        return "-" if value is None else f"{value:.1f}"
+
+    ttft, e2e = block["ttft_ms"], block["e2e_ms"]
+    return (f"L2 interference probe ({block['rate_rps']:g}/s, {block['max_tokens']} tokens, group l2:probe): "
+            f"{block['requests']} requests, TTFT p50 {ms(ttft['p50'])} p95 {ms(ttft['p95'])} ms, "
+            f"E2E p50 {ms(e2e['p50'])} p95 {ms(e2e['p95'])} ms")
+
+
+__all__ = ["OPEN_SCENARIO", "format_probe", "l2_report", "probe_block"]

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 from locust import LoadTestShape
 
 from fourfold.levels.l2_options import GatewaySettings
+from fourfold.levels.l2_saturation import check_ladder
 
 STEP_ATTR = "fourfold_ladder_step"       # parsed_options attribute: the current step (None: no ladder)
 _SCENARIO_RE = re.compile(r"^(?P<base>.+)@(?P<users>\d+)$")
@@ -121,7 +122,9 @@ def format_ladder(base: str, report: dict[str, Any], hold_s: float | None = None
                      f"TTFT p95 <= {slo:g} ms")
     else:
         top = report["steps"][-1]["users"]
-        tail = " (the top step: the knee may lie higher)" if knee == top else ""
+        stopped = report.get("stopped")
+        tail = (f" (the ladder stopped at {stopped['step']} users: past saturation)" if stopped
+                else " (the top step: the knee may lie higher)" if knee == top else "")
         lines.append(f"knee: {knee} users - the highest step whose TTFT p95 meets {slo:g} ms, "
                      f"every lower step meeting it too{tail}")
     return lines
@@ -136,7 +139,9 @@ class LadderShape(LoadTestShape):
 
     Each tick also stores the current step in ``parsed_options.fourfold_ladder_step``: users read
     it to tag their records (``ladder@32``), and Locust forwards it to workers with every spawn
-    message, which is sent exactly when the step changes.
+    message, which is sent exactly when the step changes. With ``--stop-on-saturation`` each tick
+    asks :func:`fourfold.levels.l2_saturation.check_ladder` whether the step has saturated; the
+    first step that has ends the run (None: Locust stops, headless it quits).
     """
 
     use_common_options: ClassVar[bool] = True
@@ -159,6 +164,9 @@ class LadderShape(LoadTestShape):
                     float(getattr(options, "spawn_rate", None) or 1))
         ladder = Ladder(settings.ladder, settings.ladder_hold_s)
         tick = ladder.tick(elapsed)
+        if (tick is not None and settings.stop_on_saturation
+                and check_ladder(self.runner.environment, ladder.steps, ladder.hold_s, elapsed)):
+            tick = None              # a step past saturation: the run ends here (l2.ladder.<base>.stopped)
         setattr(options, STEP_ATTR, tick[0] if tick else None)
         return tick
 

@@ -5,7 +5,9 @@ starting at ``--arrival-rate``. Each *step* offers one rate for ``--sweep-step-s
 its own scenario name (``sweep@12.5/s``; a rate run again ``sweep@12.5/s#2``), so LLMStats keeps the
 steps apart; then no arrival comes until the step's requests are back (at most one more
 ``--sweep-step-s``: whatever is still in flight then is cancelled, and the step counts as
-saturated). The step is judged from its own records only (:func:`step_summary` ->
+saturated; with ``--stop-on-saturation`` also a step whose TTFT from arrival and requests in
+flight kept growing, :func:`fourfold.levels.l2_saturation.judge_sweep_step`, with that reason).
+The step is judged from its own records only (:func:`step_summary` ->
 :func:`fourfold.gates.sweep.rate_point`), the next rate is chosen, and when the search is done
 the test stops (headless: the run ends; web UI: Stop).
 
@@ -47,6 +49,7 @@ from fourfold.gates.sweep import (
 )
 from fourfold.levels.arrivals import ArrivalProcess, dispatcher_seed
 from fourfold.levels.base import selected_items
+from fourfold.levels.l2_saturation import judge_sweep_step
 from fourfold.levels.l2_stats import SWEEP_BASE as STEP_BASE
 from fourfold.levels.runtime import get_runtime
 from fourfold.workloads.trace import is_trace
@@ -112,6 +115,7 @@ class Controller:
         self.stopped = ""
         self.finished = False
         self.greenlet: gevent.Greenlet | None = None
+        self.step_started = 0.0          # time.time() when the current step was sent
 
     def start(self) -> None:
         self.greenlet = gevent.spawn(self._run)
@@ -145,6 +149,7 @@ class Controller:
             self.current, self.answers = step, []
             self.answered.clear()
             log.info("fourfold sweep: offering %g/s for %g s (%s)", rate, step.duration_s, step.scenario)
+            self.step_started = time.time()
             runner.send_message(STEP_MSG, asdict(step))
             self.answered.wait(timeout=step.duration_s + step.drain_s + 10)
             self.points.append(self.judge(step))
@@ -161,6 +166,11 @@ class Controller:
                                sum(int(a.get("cut", 0)) for a in answers),
                                step.duration_s, missing=max(0, self.dispatchers - len(answers)))
         point = replace(rate_point(step.rate_rps, summary, self.slos), scenario=step.scenario)
+        if self.settings.stop_on_saturation:      # the step's latency and requests in flight kept growing
+            verdict = judge_sweep_step(self.environment, step.scenario, self.step_started, step.duration_s)
+            if verdict.saturated:
+                point = replace(point, passed=False, saturated=True,
+                                reason="; ".join(r for r in (point.reason, verdict.reason) if r))
         log.info("fourfold sweep: %g/s offered, %.2f/s achieved: %s", step.rate_rps,
                  point.achieved_rps or 0.0, "meets the SLO" if point.passed else f"MISSES ({point.reason})")
         return point

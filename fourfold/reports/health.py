@@ -5,7 +5,8 @@ load, merged on a master: :mod:`fourfold.measure.loadgen`). A side whose generat
 measured its own waiting as well as the target's, so a "regression" there may be the client
 machine's contention. :func:`starved` is the verdict the run wrote into its block (one
 definition, in the measure layer that writes it; its docstring gives the thresholds and why);
-:func:`health_notes` turns a side's summary into the warning a report prints. Pure: no Locust,
+:func:`health_notes` turns a side's summary into the warning a report prints; :func:`stopped_notes`
+says where ``--stop-on-saturation`` ended a ladder (``l2.ladder.<base>.stopped``). Pure: no Locust,
 no files.
 """
 
@@ -15,7 +16,7 @@ from typing import Any
 
 from fourfold.measure.loadgen import starved
 
-__all__ = ["health_notes", "starved"]
+__all__ = ["health_notes", "starved", "stopped_notes"]
 
 CONSEQUENCE = "its latencies include the client's own waiting, not only the target's"
 
@@ -31,3 +32,19 @@ def health_notes(label: str, summary: dict[str, Any] | None) -> list[str]:
     if not is_starved:
         return []
     return [f"{label}: the load generator was starved ({why}): {CONSEQUENCE}"]
+
+
+def stopped_notes(label: str, summary: dict[str, Any] | None) -> list[str]:
+    """One note per ladder that ``--stop-on-saturation`` ended early: at which step and why."""
+    l2 = summary.get("l2") if isinstance(summary, dict) else None
+    ladders = l2.get("ladder") if isinstance(l2, dict) else None
+    if not isinstance(ladders, dict):
+        return []
+    notes = []
+    for base, ladder in ladders.items():
+        stopped = ladder.get("stopped") if isinstance(ladder, dict) else None
+        if isinstance(stopped, dict):
+            notes.append(f"{label}: ladder '{base}' stopped early at {stopped.get('step')} users, "
+                         f"{stopped.get('at_s')} s into the run (--stop-on-saturation): "
+                         f"{stopped.get('reason')}")
+    return notes

@@ -29,7 +29,7 @@ from fourfold.reports.compare import (
 )
 from fourfold.reports.csvout import write_csv
 from fourfold.reports.document import Comparison, Report, Section, Side
-from fourfold.reports.health import health_notes
+from fourfold.reports.health import health_notes, stopped_notes
 from fourfold.reports.html import render_html
 from fourfold.reports.load import RunData, group_names, group_samples, load_runs, run_variants
 from fourfold.reports.markdown import render_markdown
@@ -106,6 +106,7 @@ def _check_comparable(report: Report) -> None:
             if run.path not in seen:
                 seen.add(run.path)
                 report.warnings += health_notes(f"{side.label} ({run.path.name})", run.summary)
+                report.notes += stopped_notes(f"{side.label} ({run.path.name})", run.summary)
 
 
 def matched_runs(baseline: Side, candidate: Side) -> list[tuple[int, int]] | None:
