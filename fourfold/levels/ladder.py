@@ -167,7 +167,8 @@ class LadderShape(LoadTestShape):
         if (tick is not None and settings.stop_on_saturation
                 and check_ladder(self.runner.environment, ladder.steps, ladder.hold_s, elapsed)):
             tick = None              # a step past saturation: the run ends here (l2.ladder.<base>.stopped)
-        setattr(options, STEP_ATTR, tick[0] if tick else None)
+        if tick is not None:     # at the end the last step stays: a user whose wait ends while the
+            setattr(options, STEP_ATTR, tick[0])     # run stops sends one more request of that step
         return tick
 
 

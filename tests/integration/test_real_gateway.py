@@ -255,10 +255,11 @@ def test_rate_limit_accounting_matches_the_config(stack, tmp_path):
                                                        for r in measured if not r.get("warmup"))}
     # the config: nginx's leaky bucket at LIMIT_RPS, burst 0: no two answered requests arrived (nginx's
     # own clock, ms resolution) closer than 1/rate, so at most rate x span + 1 in the span; with 4 users
-    # always asking, the bucket is never idle long: at least 80 % of that
+    # always asking, the bucket is never idle long: at least 80 % of that. An arrival is $msec minus
+    # $request_time, two ms-rounded numbers, so a gap read from the log is off by up to 2 ms (CI saw 199)
     interval_ms = 1000 / LIMIT_RPS
     gaps_ms = [(b[2] - a[2]) * 1000 for a, b in zip(answered, answered[1:])]
-    assert min(gaps_ms) >= interval_ms - 1, sorted(gaps_ms)[:5]
+    assert min(gaps_ms) >= interval_ms - 2.5, sorted(gaps_ms)[:5]
     span_s = answered[-1][2] - answered[0][2]
     assert 0.8 * span_s * LIMIT_RPS <= len(answered) <= span_s * LIMIT_RPS + 1, (len(answered), span_s)
     # the key never lands in what fourfold writes

@@ -114,3 +114,25 @@ def test_format_ladder_exact_text():
     none = ladder_report([_group("ladder@8", None)], 200.0)["ladder"]
     assert format_ladder("ladder", none)[-1] == ("knee: none - the first step (8 users) already misses "
                                                   "TTFT p95 <= 200 ms")
+
+
+def test_the_shape_tags_each_step_and_keeps_the_last_one_after_the_ladder_ends():
+    # a user whose wait ends while the run stops sends one more request: it belongs to the last step,
+    # not to an untagged "closed" scenario (CI saw two such records when the locust start was slow)
+    from argparse import Namespace
+    from types import SimpleNamespace
+
+    from fourfold.levels.ladder import STEP_ATTR, LadderShape
+
+    options = Namespace(ladder="4,8", ladder_hold_s=3, run_time=None)
+    shape = LadderShape()
+    shape.runner = SimpleNamespace(environment=SimpleNamespace(parsed_options=options))
+    seen = []
+    for elapsed in (0.0, 2.9, 3.0, 5.9, 6.0, 9.0):
+        shape.get_run_time = lambda elapsed=elapsed: elapsed       # type: ignore[method-assign]
+        seen.append((shape.tick(), getattr(options, STEP_ATTR)))
+    assert [tick for tick, _ in seen] == [(4, 4.0), (4, 4.0), (8, 8.0), (8, 8.0), None, None]
+    assert [step for _, step in seen] == [4, 4, 8, 8, 8, 8]
+    options.ladder = "off"
+    options.num_users, options.spawn_rate = 3, 1
+    assert shape.tick() == (3, 1.0) and getattr(options, STEP_ATTR) is None
