@@ -155,7 +155,8 @@ def embed_rows(embed: dict[str, Any]) -> list[dict[str, str]]:
 
 def mix_rows(mix: dict[str, Any]) -> list[dict[str, str]]:
     """``--mix`` (the ``mix`` block): per tenant its share of requests against its weight, goodput,
-    429s and TTFT / E2E p95; per model the same when the mix has more than one; Jain's index."""
+    429s, Retry-After answers and TTFT / E2E p95; per model the same when the mix has more than one;
+    Jain's index."""
     rows: list[dict[str, str]] = []
     for kind, name_key, entries in (("tenant", "name", mix.get("tenants") or []),
                                     ("model", "model", mix.get("models") or [])):
@@ -169,6 +170,9 @@ def mix_rows(mix: dict[str, Any]) -> list[dict[str, str]]:
                      _row("mix", f"{name}: goodput req/s (share)",
                           f"{show(one.get('goodput_rps'), 'num')} ({show(one.get('goodput_share'), 'pct')})"),
                      _row("mix", f"{name}: 429s", one.get("rate_limited")),
+                     *([_row("mix", f"{name}: Retry-After answers (s asked)",
+                             f"{one['retry_after']} ({show(one.get('retry_after_s'), 'num')})")]
+                       if "retry_after" in one else []),
                      _row("mix", f"{name}: TTFT p95 ms", (one.get("ttft_ms") or {}).get("p95"), "ms"),
                      _row("mix", f"{name}: E2E p95 ms", (one.get("e2e_ms") or {}).get("p95"), "ms")]
     rows.append(_row("mix", "fairness (Jain, goodput share / weight)",

@@ -411,6 +411,10 @@ METRICS: tuple[MetricDef, ...] = (
        where=("mix",)),
     _n("rate_limited", "count", "requests", "--mix: the tenant's (or model's) requests answered 429",
        where=("mix",)),
+    _n("retry_after", "count", "requests", "--mix: the tenant's throttled answers (429, 503) that named a "
+       "Retry-After", where=("mix",)),
+    _n("retry_after_s", "time", "s", "--mix: the seconds the tenant's Retry-After answers asked for (a "
+       "closed-loop L2 user waits them with --honour-retry-after)", where=("mix",)),
     _n("jain_index", "ratio", "fraction", "--mix: Jain's fairness index over the tenants of goodput_share / "
        "weight, (Σx)² / (n·Σx²): 1 when every tenant's goodput is in proportion to its weight, 1/n when one "
        "takes it all (the mix block's fairness; descriptive)", where=("mix",)),

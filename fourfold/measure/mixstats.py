@@ -9,7 +9,9 @@ figure is the same formula as the run's own rows. :func:`mix_block` turns them i
 - ``tenants``: per entry its ``weight`` (the asked share), ``requests`` and ``share`` (of all the
   mix's measured requests), ``ok``, ``good`` (ok and meeting the SLO; every ok request without an
   SLO), ``goodput_rps``, ``goodput_share`` (of all good requests), ``rate_limited`` (429 answers),
-  ``error_rate``, ``output_tps``, TTFT and E2E p50/p95/p99 (ms, ok requests);
+  ``error_rate``, ``output_tps``, TTFT and E2E p50/p95/p99 (ms, ok requests), ``retry_after``: the
+  throttled answers (429, 503) that named a ``Retry-After``, and ``retry_after_s``: the seconds they
+  asked for (a closed-loop L2 user waits them before its next request with ``--honour-retry-after``);
 - ``models``: the same per model (an entry without a model sends ``--model``), tenants of one model
   merged;
 - ``fairness``: Jain's index over the tenants of ``x_i = goodput_share_i / weight_i``,
@@ -47,6 +49,7 @@ class MixStats:
         self.stall_threshold_ms = stall_threshold_ms
         self.slo_ms = dict(slo_ms)
         self.tenants: dict[str, GroupStats] = {}
+        self.retry_after: dict[str, list[float]] = {}     # per tenant: [answers, seconds asked]
 
     @classmethod
     def like(cls, stats: LLMStats) -> MixStats:
@@ -60,6 +63,11 @@ class MixStats:
         if group is None:
             group = self.tenants[record.tenant] = GroupStats()
         group.add(record, self.stall_threshold_ms, self.slo_ms)
+        asked = record.extra.get("retry_after_s")
+        if asked is not None and record.status in (429, 503):
+            facts = self.retry_after.setdefault(record.tenant, [0, 0.0])
+            facts[0] += 1
+            facts[1] += max(float(asked), 0.0)
 
 
 def _row(group: GroupStats) -> dict[str, Any]:
@@ -81,6 +89,8 @@ def mix_block(stats: MixStats, weights: dict[str, float], models: dict[str, str]
     tenants = []
     for name, weight in weights.items():
         row = _row(groups[name])
+        answers, asked_s = stats.retry_after.get(name, (0, 0.0))
+        row.update(retry_after=int(answers), retry_after_s=round(asked_s, 3))
         tenants.append({"name": name, "model": models.get(name) or None, "weight": round(weight, 6),
                         "share": row["requests"] / requests if requests else None,
                         "goodput_share": row["good"] / good if good else None, **row})

@@ -33,6 +33,7 @@ from fourfold.reports.health import health_notes, stopped_notes
 from fourfold.reports.html import render_html
 from fourfold.reports.load import RunData, group_names, group_samples, load_runs, run_variants
 from fourfold.reports.markdown import render_markdown
+from fourfold.reports.mixsection import mix_section
 from fourfold.reports.overhead import overhead_section
 
 __all__ = ["Comparison", "Report", "Section", "Side", "build_report", "report_from_paths",
@@ -72,6 +73,8 @@ def build_report(baseline: Side, candidates: list[Side], settings: CompareSettin
     notes += skipped_lines_notes([run for side in (baseline, *candidates) for run in side.runs])
     report = Report(comparisons, settings, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), notes)
     _check_comparable(report)
+    if (mix := mix_section([baseline, *candidates])) is not None:     # --mix: tenants vs weights, fairness
+        report.sections.append(mix)
     return report
 
 

@@ -91,6 +91,8 @@ def test_a_weighted_mix_gives_per_tenant_rows_and_the_throttled_tenant_shows(tmp
         assert row["requests"] == len(by_tenant[name])
         assert abs(row["share"] - weight) <= 0.03, (name, row["share"])
         assert row["rate_limited"] == sum(r["status"] == 429 for r in by_tenant[name])
+        # the simulator's 429 names Retry-After (whole seconds, at least 1): each one is counted
+        assert row["retry_after"] == row["rate_limited"] <= row["retry_after_s"]
         assert row["ok"] + row["failures"] == row["requests"]
     # the gateway throttles a (its key sends ~19/s against 13/s), never b or c
     assert rows["a"]["rate_limited"] >= 20 and rows["b"]["rate_limited"] == rows["c"]["rate_limited"] == 0
@@ -120,6 +122,16 @@ def test_a_weighted_mix_gives_per_tenant_rows_and_the_throttled_tenant_shows(tmp
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = (report / "report.md").read_text()
     assert all(f"### l2:closed#{name}" in text for name in WEIGHTS)
+    # the traffic-mix section: each side's tenants (one run on both sides: the same figures twice)
+    table = text.split("## Traffic mix", 1)[1].split("\n\n", 2)[1]         # the heading, its table
+    lines = [line for line in table.splitlines() if "---" not in line][1:]
+    cells = [line.split(" | ")[1:] for line in lines]
+    assert len(lines) == 6 and cells[:3] == cells[3:], lines
+    row_a = lines[0].split(" | ")
+    assert row_a[1:4] == ["a", "60.0 %", str(rows["a"]["requests"])], row_a
+    assert row_a[6:8] == [str(rows["a"]["rate_limited"]), f"{rows['a']['retry_after']} "
+                          f"({rows['a']['retry_after_s']:g})"]
+    assert row_a[8].rstrip(" |") == f"{mix['fairness']['jain_index']:.3f}"
     _assert_no_secret(out + proc.stdout + proc.stderr, run, report)
 
 

@@ -4,6 +4,7 @@ index, a tenant's group in reports, the simulator's per-key bucket, the web UI's
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -13,6 +14,8 @@ from fourfold.levels.options import Settings, redacted
 from fourfold.levels.webui_panels import mix_rows
 from fourfold.measure.mixstats import MixStats, jain_index, mix_block
 from fourfold.measure.record import RequestRecord
+from fourfold.reports.document import Side
+from fourfold.reports.mixsection import mix_section, pool_mix
 from fourfold.reports.tenants import is_tenant_group, tenant_groups, tenant_scenario
 from fourfold.targets.sim.gateway import KeyRateLimit, api_key_of
 from fourfold.workloads.mix import MixPicker, parse_mix
@@ -106,22 +109,27 @@ def test_the_mix_block_counts_per_tenant_and_model_and_gives_the_fairness():
         stats.add(_record("a"))
     for status in (200, 200, 429, 429):
         stats.add(_record("b", status))
+    stats.add(_record("b", 429, extra={"retry_after_s": 2.0}))      # a throttled answer asking 2 s
+    stats.add(_record("b", 200, extra={"retry_after_s": 9.0}))      # not a throttled answer
     stats.add(_record("c", warmup=True))          # left out, as LLMStats leaves it out
     stats.add(_record(""))                        # not a mix request
     block = mix_block(stats, {"a": 0.5, "b": 0.4, "c": 0.1}, {"a": "m", "b": "lora", "c": "m"}, "request")
     rows = {t["name"]: t for t in block["tenants"]}
-    assert block["requests"] == 10 and block["sticky"] == "request"
-    assert (rows["a"]["requests"], rows["a"]["share"], rows["a"]["goodput_share"]) == (6, 0.6, 0.75)
-    assert (rows["b"]["rate_limited"], rows["b"]["ok"], rows["b"]["error_rate"]) == (2, 2, 0.5)
+    assert block["requests"] == 12 and block["sticky"] == "request"
+    assert (rows["a"]["requests"], rows["a"]["share"]) == (6, 0.5)
+    assert rows["a"]["goodput_share"] == pytest.approx(6 / 9)
+    assert (rows["b"]["rate_limited"], rows["b"]["ok"], rows["b"]["error_rate"]) == (3, 3, 0.5)
+    assert (rows["b"]["retry_after"], rows["b"]["retry_after_s"], rows["a"]["retry_after"]) == (1, 2.0, 0)
     assert rows["c"]["requests"] == 0 and rows["c"]["goodput_share"] == 0.0
     assert rows["a"]["ttft_ms"]["p50"] == pytest.approx(50.0, rel=0.01)
-    assert block["fairness"]["jain_index"] == pytest.approx(jain_index([0.75 / 0.5, 0.25 / 0.4, 0.0]))
+    assert block["fairness"]["jain_index"] == pytest.approx(jain_index([6 / 9 / 0.5, 3 / 9 / 0.4, 0.0]))
     models = {m["model"]: m for m in block["models"]}
     assert models["m"]["tenants"] == ["a", "c"] and models["m"]["weight"] == 0.6
-    assert models["lora"]["requests"] == 4 and models["lora"]["rate_limited"] == 2
+    assert models["lora"]["requests"] == 6 and models["lora"]["rate_limited"] == 3
     panel = {r["metric"]: r["value"] for r in mix_rows(block)}
-    assert panel["tenant a: requests, share (weight)"] == "6, 60.00 % (50.00 %)"
-    assert panel["tenant b: 429s"] == "2"
+    assert panel["tenant a: requests, share (weight)"] == "6, 50.00 % (50.00 %)"
+    assert panel["tenant b: 429s"] == "3"
+    assert panel["tenant b: Retry-After answers (s asked)"] == "1 (2.0)"
     assert panel["fairness (Jain, goodput share / weight)"] == f"{block['fairness']['jain_index']:.3f}"
     assert "model lora: 429s" in panel
 
@@ -158,3 +166,38 @@ def test_a_mix_key_is_a_secret_of_the_run(monkeypatch):
     assert "sk-inline-abcdef" not in json.dumps(redacted(inline))
     with pytest.raises(OptionError, match="--mix"):
         Settings.from_options(type("Options", (), {"mix": "a=0"})())
+
+
+def _tenant(name: str, weight: float, requests: int, good: int, limited: int = 0, asked: float = 0.0) -> dict:
+    return {"name": name, "weight": weight, "requests": requests, "good": good, "rate_limited": limited,
+            "retry_after": limited if asked else 0, "retry_after_s": asked}
+
+
+def test_pooled_runs_sum_the_counts_and_take_the_shares_and_fairness_from_the_sums():
+    first = {"tenants": [_tenant("a", 0.75, 30, 20, 10, 10.0), _tenant("b", 0.25, 10, 10)]}
+    second = {"tenants": [_tenant("a", 0.75, 50, 50), _tenant("b", 0.25, 10, 10)]}
+    pooled = pool_mix([first, second])
+    rows = {t["name"]: t for t in pooled["tenants"]}
+    assert (rows["a"]["requests"], rows["a"]["share"], rows["a"]["goodput_share"]) == (80, 0.8, 70 / 90)
+    assert (rows["a"]["rate_limited"], rows["a"]["retry_after"], rows["a"]["retry_after_s"]) == (10, 10, 10.0)
+    assert pooled["jain_index"] == pytest.approx(jain_index([70 / 90 / 0.75, 20 / 90 / 0.25]))
+    assert pool_mix([])["jain_index"] is None
+
+
+def test_the_report_section_shows_each_side_once_and_each_run_of_two_variants_once(tmp_path):
+    mix = {"tenants": [_tenant("a", 0.5, 6, 6), _tenant("b", 0.5, 4, 2, 2, 3.0)]}
+    run = SimpleNamespace(path=tmp_path / "r1", label="r1", summary={"mix": mix})
+    plain = SimpleNamespace(path=tmp_path / "r2", label="r2", summary={"total": {}})
+    section = mix_section([Side("base", [run]), Side("cand", [run, plain])])     # type: ignore[list-item]
+    assert section is not None
+    rows = [line for line in section.markdown.splitlines() if line.startswith("| ") and "---" not in line]
+    jain = f"{jain_index([0.75 / 0.5, 0.25 / 0.5]):.3f}"
+    assert rows[1:] == [f"| base | a | 50.0 % | 6 | 60.0 % | 75.0 % | 0 | 0 (0) | {jain} |",
+                        "|  | b | 50.0 % | 4 | 40.0 % | 25.0 % | 2 | 2 (3) |  |",
+                        f"| cand | a | 50.0 % | 6 | 60.0 % | 75.0 % | 0 | 0 (0) | {jain} |",
+                        "|  | b | 50.0 % | 4 | 40.0 % | 25.0 % | 2 | 2 (3) |  |"]
+    assert "<td>cand</td>" in section.html
+    variants = [Side("r1 variant A", [run], variant="A"), Side("r1 variant B", [run], variant="B")]
+    shown = mix_section(variants)                                                 # type: ignore[arg-type]
+    assert shown is not None and shown.markdown.count("| r1 |") == 1 and shown.markdown.count(" | b | ") == 1
+    assert mix_section([Side("x", [plain])]) is None                             # type: ignore[list-item]
