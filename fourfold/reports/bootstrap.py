@@ -64,18 +64,37 @@ def clustered_quantile_replicates(keys: np.ndarray, cluster: np.ndarray, n_clust
     ``keys[i]`` is the bucket (0..K-1, ascending value) of value ``i`` and ``cluster[i]`` its
     cluster (0..n_clusters-1); ``values[k]`` is bucket k's representative. Returns the quantiles
     of the sample (len(qs),) and the replicates (resamples, len(qs)).
+
+    A replicate draws ``n_clusters`` clusters with replacement (uniform indices counted per row: the
+    multinomial weights, several times faster than ``rng.multinomial`` row by row) and pools their
+    bucket counts (weights @ the clusters' bucket counts); when every value is its own cluster the
+    drawn values' buckets are counted directly.
     """
+    keys = np.asarray(keys, dtype=np.int64)
+    cluster = np.asarray(cluster, dtype=np.int64)
     n_keys = len(values)
-    table = np.zeros((n_clusters, n_keys), dtype=np.float32)
-    np.add.at(table, (cluster, keys), 1.0)
-    point = _bucket_quantiles(table.sum(axis=0, keepdims=True), values, qs)[0]
+    point = _bucket_quantiles(np.bincount(keys, minlength=n_keys)[None, :], values, qs)[0]
     out = np.empty((resamples, len(qs)))
-    rows = max(1, _CHUNK_CELLS // max(n_clusters, 1))
-    p = np.full(n_clusters, 1.0 / n_clusters)
+    singletons = keys.size == n_clusters and np.array_equal(np.sort(cluster), np.arange(n_clusters))
+    if singletons:
+        key_of = np.empty(n_clusters, dtype=np.int64)
+        key_of[cluster] = keys
+    else:
+        table = np.zeros((n_clusters, n_keys), dtype=np.float32)
+        np.add.at(table, (cluster, keys), 1.0)
+    rows = max(1, _CHUNK_CELLS // max(n_clusters, n_keys, 1))
     for start in range(0, resamples, rows):
         stop = min(resamples, start + rows)
-        weights = rng.multinomial(n_clusters, p, size=stop - start).astype(np.float32)
-        out[start:stop] = _bucket_quantiles(weights @ table, values, qs)
+        size = stop - start
+        drawn = rng.integers(0, n_clusters, size=(size, n_clusters))
+        if singletons:
+            flat = (key_of[drawn] + np.arange(size, dtype=np.int64)[:, None] * n_keys).ravel()
+            counts: np.ndarray = np.bincount(flat, minlength=size * n_keys).reshape(size, n_keys)
+        else:
+            flat = (drawn + np.arange(size, dtype=np.int64)[:, None] * n_clusters).ravel()
+            weights = np.bincount(flat, minlength=size * n_clusters).reshape(size, n_clusters)
+            counts = weights.astype(np.float32) @ table
+        out[start:stop] = _bucket_quantiles(counts, values, qs)
     return point, out
 
 

@@ -27,7 +27,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy import stats as _stats
+from scipy import special as _special
 
 from fourfold.errors import UsageError
 
@@ -136,10 +136,12 @@ def parse_min_effects(texts: Sequence[str]) -> tuple[tuple[str, MinEffect], ...]
 
 
 def t_quantile(p: float, df: float) -> float:
-    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (the normal's for df = inf)."""
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (the normal's for df = inf).
+    scipy.special's functions are what ``scipy.stats.t.ppf`` / ``norm.ppf`` / ``t.sf`` call, without
+    their argument checks (~50x faster: a report computes thousands)."""
     if not math.isfinite(df) or df > 1e6:
-        return float(_stats.norm.ppf(p))
-    return float(_stats.t.ppf(p, max(df, 1.0)))
+        return float(_special.ndtri(p))
+    return float(_special.stdtrit(max(df, 1.0), p))
 
 
 @dataclass(frozen=True)
@@ -167,7 +169,7 @@ def decide(delta: float, se: float, df: float, band: float, better: str, alpha: 
     if se == 0:
         p = 0.0 if abs(delta) > band else 1.0
     else:
-        p = (float(min(1.0, 2 * _stats.t.sf((abs(delta) - band) / se, max(df, 1.0)))) if abs(delta) > band
+        p = (float(min(1.0, 2 * _special.stdtr(max(df, 1.0), -(abs(delta) - band) / se))) if abs(delta) > band
              else 1.0)
     if low > band or high < -band:
         up = low > band

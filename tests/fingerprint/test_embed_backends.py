@@ -56,7 +56,7 @@ def test_cache_id_carries_the_backend(tmp_path) -> None:
     assert cached.model_id == bf16.model_id and cached.describe() == bf16.describe()
 
 
-def bundled_pairs(per_language: int = 8) -> list[tuple[str, str]]:
+def bundled_pairs(per_language: int = 4) -> list[tuple[str, str]]:
     """(answer, reference) for the first ``per_language`` Chinese and English items: the answer is
     the reference as the simulator's paraphrasing candidate words it."""
     items = load_items(DATA_DIR / "prompts" / "prompts.jsonl")
