@@ -41,14 +41,27 @@ def pytest_configure(config: pytest.Config) -> None:
             queue._has_items_event = _PolledEvent()
 
 
+# The files that took longest on .ci/tests' workers (seconds, summed over their tests, at bb2625c's
+# parent), longest first; the sweeps lead the timing step
+LONGEST_FILES = (
+    "integration/test_sweep.py", "integration/test_verdicts_real.py", "hostile/test_wire.py",
+    "packaging/test_wheel.py", "integration/test_history.py", "integration/test_summary_vs_report.py",
+    "calibration/test_calibration.py", "integration/test_sweep_live.py", "real/test_tools.py",
+    "real/test_levels.py", "calibration/test_history_calibration.py", "integration/test_l2_saturation.py",
+    "integration/test_bad_dataset_runs.py", "integration/test_l3_locust.py", "hostile/test_streams.py",
+    "integration/test_generator_health_runs.py", "integration/test_synthetic_prefill.py",
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The files with a ``slow`` or ``real`` test first (each file keeps its order and stays
-    together), so that on .ci/tests' four workers (a file per worker at a time) the longest files
-    do not start last (its effect on the step's wall time was not measurable beside the VM's
-    ~20 % run-to-run spread)."""
+    """The longest files first (:data:`LONGEST_FILES`), then the other files with a ``slow`` or
+    ``real`` test, then the rest; each file keeps its order and stays together. .ci/tests hands
+    files to its workers in this order (``--no-loadscope-reorder``: pytest-xdist's own order, by
+    number of tests, started the long files of few tests last, to run alone at the end)."""
+    rank = {Path(__file__).parent / name: i for i, name in enumerate(LONGEST_FILES)}
     heavy = {item.path for item in items
              if item.get_closest_marker("slow") or item.get_closest_marker("real")}
-    items.sort(key=lambda item: item.path not in heavy)       # stable
+    items.sort(key=lambda item: (rank.get(item.path, len(rank)), item.path not in heavy))    # stable
 
 
 class _PolledEvent:

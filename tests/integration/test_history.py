@@ -74,8 +74,11 @@ def _acceptance(runs: dict[str, Path], store: list[str], cwd: Path, added: tuple
             values[parts[0]] = float(parts[2])
     assert list(values) == list(RELEASES), show.stdout
     others = [v for r, v in values.items() if r != SLOW]
-    assert min(values[SLOW] - v for v in others) > 80, values        # 120 ms slower to the first token
-    assert max(others) - min(others) < 20, values
+    gap = min(values[SLOW] - v for v in others)
+    assert gap > 80, values                                           # 120 ms slower to the first token
+    # the same version's releases lie closer to each other than any of them to the slow one (a busy CI
+    # machine once gave v1 198 ms against 160 for the others: a 5 s run's p95 moves with the CPU)
+    assert max(others) - min(others) < gap, values
     summary = json.loads((runs["v1"] / "summary.json").read_text())     # its p95 from a 0.5 % histogram
     assert values["v1"] == pytest.approx(summary["groups"][0]["ttft_ms"]["p95"], rel=0.01)
     svg = (cwd / "trend" / "trend-ttft_p95.svg").read_text()
