@@ -4,8 +4,9 @@
 
 Runs a real L1 Locust run (embedded simulator, ``--sample-interval 0.5``) while this process puts
 the GPU through known phases: idle, a 16 GiB allocation held idle, a memory-bound copy loop, a
-compute-bound bf16 matrix-product loop, idle again. An NVML reader thread (``pynvml``, the library
-nvidia-smi itself reads) samples every 0.1 s on its own. At the end the run's
+compute-bound bf16 matrix-product loop, idle again (utilisation, memory and power draw: nvidia-smi's
+power.draw against NVML's power usage, and summary.json's energy per token from it). An NVML reader
+thread (``pynvml``, the library nvidia-smi itself reads) samples every 0.1 s on its own. At the end the run's
 ``server_metrics.json`` (the ``nvidia_smi.*`` columns our sampler wrote) is compared phase by phase
 with NVML and with what each phase must show; every check prints PASS or FAIL and the exit code is
 the number of failures. Results go to ``OUTDIR/gpu_sampler_check.json``.
@@ -50,7 +51,8 @@ class NvmlReader(threading.Thread):
             mem = nv.nvmlDeviceGetMemoryInfo(self.handle)
             self.rows.append({"t_s": time.time(), "gpu_util_pct": float(util.gpu),
                               "mem_bw_util_pct": float(util.memory),
-                              "gpu_mem_used_mib": mem.used / (1 << 20)})
+                              "gpu_mem_used_mib": mem.used / (1 << 20),
+                              "power_w": nv.nvmlDeviceGetPowerUsage(self.handle) / 1000.0})
             time.sleep(self.period_s)
 
 
@@ -148,7 +150,7 @@ def main() -> int:
         row: dict[str, object] = {"phase": p["name"],
                                   "seconds": round(float(p["end"]) - float(p["start"]), 1),
                                   "samples": sum(1 for r in ours if lo <= r["t_s"] <= hi)}
-        for key in ("gpu_util_pct", "mem_bw_util_pct", "gpu_mem_used_mib"):
+        for key in ("gpu_util_pct", "mem_bw_util_pct", "gpu_mem_used_mib", "power_w"):
             row[f"ours.{key}"] = window_mean(ours, f"nvidia_smi.{key}", lo, hi)
             row[f"nvml.{key}"] = window_mean(nvml.rows, key, lo, hi)
         table.append(row)
@@ -190,20 +192,49 @@ def main() -> int:
             a, b = r[f"ours.{key}"], r[f"nvml.{key}"]
             ok = a is not None and b is not None and abs(float(a) - float(b)) <= tol
             check(f"{r['phase']}: {key} within {tol:.0f} of NVML", ok, f"ours {a} NVML {b}")
+    # power (issue 35's energy): nvidia-smi's power.draw against NVML's, phase by phase; the matrix
+    # products draw well above idle; summary.json's cost block turns the mean into J per token
+    for r in table:
+        a, b = r["ours.power_w"], r["nvml.power_w"]
+        tol = max(30.0, 0.10 * float(b)) if b is not None else 0.0
+        ok = a is not None and b is not None and abs(float(a) - float(b)) <= tol
+        check(f"{r['phase']}: power_w within {tol:.0f} W of NVML", ok, f"ours {a} NVML {b}")
+    rise = val("matmul_loop", "ours.power_w") - val("idle", "ours.power_w")
+    check("matmul loop draws >= 100 W above idle", rise >= 100, f"+{rise:.0f} W")
+    # the cost block takes the target's power series first (server.power_w: here the embedded
+    # simulator's, which follows its load), nvidia-smi's where the target exports none
+    cost = summary.get("cost") or {}
+    metrics = sm.get("metrics", {})
+    series = next((n for n in ("server.power_w", "nvidia_smi.power_w") if n in metrics), None)
+    power_mean = (metrics.get(series) or {}).get("mean") if series else None
+    wall, tokens = (summary.get("total") or {}).get("wall_s"), (summary.get("total") or {}).get(
+        "output_tokens_total")
+    expected = power_mean * wall / tokens if power_mean and wall and tokens else None
+    check(f"summary.json cost: power_w_mean = {series}'s mean, joules_per_token = it x wall / tokens",
+          expected is not None and cost.get("power_w_mean") == power_mean
+          and abs(cost.get("joules_per_token", -1) - expected) <= 1e-4 + 1e-6 * expected,
+          f"cost={json.dumps(cost)} expected J/token {expected}")
+    smi_mean = (metrics.get("nvidia_smi.power_w") or {}).get("mean")
+    sampled = [r["t_s"] for r in ours if "nvidia_smi.power_w" in r]
+    nvml_mean = window_mean(nvml.rows, "power_w", min(sampled), max(sampled)) if sampled else None
+    check("summary.json nvidia_smi.power_w mean within 5 % of NVML's over the same seconds",
+          smi_mean is not None and nvml_mean is not None and abs(smi_mean - nvml_mean) <= 0.05 * nvml_mean,
+          f"ours {smi_mean} NVML {nvml_mean}")
     for name, least_max in (("nvidia_smi.gpu_util_pct", 90.0), ("nvidia_smi.mem_bw_util_pct", 50.0)):
         m = sm.get("metrics", {}).get(name, {})
         check(f"summary.json has mean/max of {name} (max >= {least_max:g})",
               "mean" in m and "max" in m and m["max"] >= least_max, json.dumps(m))
 
     print(f"{'phase':18} {'s':>5} {'n':>3} | {'gpu% ours':>9} {'NVML':>6} | "
-          f"{'membw% ours':>11} {'NVML':>6} | {'used MiB ours':>13} {'NVML':>8}")
+          f"{'membw% ours':>11} {'NVML':>6} | {'used MiB ours':>13} {'NVML':>8} | {'W ours':>7} {'NVML':>6}")
     for r in table:
         def f(v: object) -> str:
             return "-" if v is None else f"{float(v):.1f}"
         print(f"{r['phase']:18} {r['seconds']:>5} {r['samples']:>3} | "
               f"{f(r['ours.gpu_util_pct']):>9} {f(r['nvml.gpu_util_pct']):>6} | "
               f"{f(r['ours.mem_bw_util_pct']):>11} {f(r['nvml.mem_bw_util_pct']):>6} | "
-              f"{f(r['ours.gpu_mem_used_mib']):>13} {f(r['nvml.gpu_mem_used_mib']):>8}")
+              f"{f(r['ours.gpu_mem_used_mib']):>13} {f(r['nvml.gpu_mem_used_mib']):>8} | "
+              f"{f(r['ours.power_w']):>7} {f(r['nvml.power_w']):>6}")
     failures = 0
     for name, ok, detail in checks:
         failures += not ok
