@@ -18,6 +18,7 @@ from fourfold.reports.document import Section, Side
 
 __all__ = ["mix_section", "pool_mix"]
 
+
 def mix_section(sides: list[Side]) -> Section | None:
     """The report's "traffic mix" section: per side (its runs pooled) each ``--mix`` tenant's weight,
     share of requests, goodput share, 429s and Retry-After answers, and Jain's index of goodput share /
