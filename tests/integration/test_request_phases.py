@@ -48,7 +48,10 @@ def test_the_wait_is_the_server_s_and_the_phases_add_up(slow_head_server, tmp_pa
         assert phases["send_ms"] < HEAD_DELAY_MS / 2, phases           # the delay is not the send's
         if r["conn_reused"] is False:
             assert "tls_ms" not in phases
-            assert phases["dns_ms"] + phases["tcp_ms"] == pytest.approx(r["connect_ms"], abs=0.5)
+            # the two lie inside the connect; what is left between them is the greenlet's own work,
+            # which a busy CI machine stretched to 0.7 ms once (3.46 of 4.18)
+            inside = phases["dns_ms"] + phases["tcp_ms"]
+            assert inside <= r["connect_ms"] + 0.05 and r["connect_ms"] - inside < 2.0, (phases, r)
     summary = json.loads((run / "summary.json").read_text())
     connections = summary["l2"]["connections"]["ladder"]
     phases = connections["phases_ms"]
