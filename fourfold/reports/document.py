@@ -5,13 +5,14 @@ read it and nothing else of the report's making."""
 
 from __future__ import annotations
 
+import html as _html
 from dataclasses import dataclass, field
 
 from fourfold.reports.comparability import MetaDifference
 from fourfold.reports.load import RunData
 from fourfold.reports.rows import CompareSettings, GroupSample, Row
 
-__all__ = ["Comparison", "Report", "Section", "Side"]
+__all__ = ["Comparison", "Report", "Section", "Side", "table_section"]
 
 
 @dataclass
@@ -60,6 +61,18 @@ class Section:
 
     markdown: str
     html: str = ""
+
+
+def table_section(title: str, head: list[str], cells: list[list[str]], footer: str = "",
+                  align: str = "---") -> Section:
+    """A section of one table under a ``##`` title (``align``: each column's Markdown rule), an
+    optional paragraph after it in the Markdown; the HTML escapes every cell."""
+    markdown = [f"## {title}", "", "| " + " | ".join(head) + " |", "|" + f"{align}|" * len(head)]
+    markdown += ["| " + " | ".join(row) + " |" for row in cells] + (["", footer] if footer else [])
+    body = "".join("<tr>" + "".join(f"<td>{_html.escape(c)}</td>" for c in row) + "</tr>" for row in cells)
+    table = ("<table><thead><tr>" + "".join(f"<th>{_html.escape(h)}</th>" for h in head)
+             + f"</tr></thead><tbody>{body}</tbody></table>")
+    return Section("\n".join(markdown) + "\n", f"<h2>{_html.escape(title)}</h2>{table}")
 
 
 @dataclass

@@ -9,12 +9,11 @@ goodput share / weight. The tenants' latency rows and verdicts are those of thei
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 from typing import Any
 
 from fourfold.measure.mixstats import jain_index
-from fourfold.reports.document import Section, Side
+from fourfold.reports.document import Section, Side, table_section
 
 __all__ = ["mix_section", "pool_mix"]
 
@@ -43,16 +42,10 @@ def mix_section(sides: list[Side]) -> Section | None:
                           _ratio(pooled["jain_index"]) if i == 0 else ""])
     if not cells:
         return None
-    title = "Traffic mix: tenants' shares against their weights"
-    markdown = "\n".join([f"## {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-                         + ["| " + " | ".join(c) + " |" for c in cells]
-                         + ["", "Fairness is Jain's index of goodput share / weight: 1 when every tenant's "
-                            "goodput follows its weight, towards 1/n as one tenant takes it all "
-                            "(descriptive: no test stands behind it)."])
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in cells)
-    table = ("<table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head)
-             + f"</tr></thead><tbody>{body}</tbody></table>")
-    return Section(markdown + "\n", f"<h2>{html.escape(title)}</h2>{table}")
+    return table_section("Traffic mix: tenants' shares against their weights", head, cells,
+                         "Fairness is Jain's index of goodput share / weight: 1 when every tenant's goodput "
+                         "follows its weight, towards 1/n as one tenant takes it all (descriptive: no test "
+                         "stands behind it).")
 
 
 def pool_mix(blocks: list[dict[str, Any]]) -> dict[str, Any]:

@@ -11,11 +11,10 @@ lays them out step by step: the same numbers, no statistics of its own.
 
 from __future__ import annotations
 
-import html
 import re
 from dataclasses import dataclass
 
-from fourfold.reports.document import Report, Section
+from fourfold.reports.document import Report, Section, table_section
 from fourfold.reports.rows import Row
 
 DIRECT, GATEWAY = "direct", "gateway"
@@ -70,12 +69,7 @@ def overhead_section(report: Report) -> Section | None:
     cells = [[str(r.users), r.label, _num(r.direct), _num(r.gateway), _num(r.overhead, sign=True),
               _ci(r), f"{r.n_direct}/{r.n_gateway}"] for r in rows]
     title = "Gateway overhead per ladder step (gateway - direct, the same items interleaved)"
-    markdown = "\n".join([f"## {title}", "", "| " + " | ".join(head) + " |",
-                          "|" + "---:|" * len(head)] + ["| " + " | ".join(c) + " |" for c in cells])
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in cells)
-    table = ("<table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head)
-             + f"</tr></thead><tbody>{body}</tbody></table>")
-    return Section(markdown + "\n", f"<h2>{html.escape(title)}</h2>{table}")
+    return table_section(title, head, cells, align="---:")
 
 
 def _num(value: float | None, *, sign: bool = False) -> str:
