@@ -103,28 +103,30 @@ def locust_env() -> dict[str, str]:
 
 
 def run_locust(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """Run ``locust`` to completion in ``cwd`` (a tmp dir: run directories land there)."""
-    return subprocess.run([*LOCUST, *args], cwd=cwd, env=locust_env(), capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    """Run ``locust`` to completion in ``cwd`` (a tmp dir: run directories land there): a child of
+    the test worker's fork server (tests/forkserver.py), as ``python -m locust`` would run."""
+    from tests import forkserver
+
+    return forkserver.run(args, cwd, locust_env(), timeout)
 
 
 def run_distributed(common: list[str], master_args: list[str], cwd: Path, workers: int = 2,
                     timeout: float = 90) -> str:
     """A headless run on a master and ``workers`` workers on 127.0.0.1 (``common`` given to all of them);
     the master's output. Fails the test when the master does not exit 0; kills what is left."""
+    from tests import forkserver
+
     port = free_port()
-    master = subprocess.Popen([*LOCUST, *common, "--master", "--master-bind-host", "127.0.0.1",
-                               "--master-bind-port", str(port), "--headless",
-                               "--expect-workers", str(workers), *master_args], cwd=cwd,
-                              env=locust_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    procs = [subprocess.Popen([*LOCUST, *common, "--worker", "--master-host", "127.0.0.1",
-                               "--master-port", str(port)],
-                              cwd=cwd, env=locust_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    master = forkserver.popen([*common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
+                               str(port), "--headless", "--expect-workers", str(workers), *master_args],
+                              cwd, locust_env(), merge=True)
+    procs = [forkserver.popen([*common, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
+                              cwd, locust_env(), merge=True)
              for _ in range(workers)]
     try:
         out, _ = master.communicate(timeout=timeout)
         for proc in procs:
-            proc.wait(timeout=30)
+            proc.communicate(timeout=30)
     finally:
         for proc in (master, *procs):
             if proc.poll() is None:

@@ -63,6 +63,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests import forkserver
+
 REPO = Path(__file__).resolve().parents[2]
 LOCUSTFILES = REPO / "fourfold" / "locustfiles"
 
@@ -319,15 +321,14 @@ def run_level(host: str, base: Path, *, locustfile: str = "l1_throughput.py", us
     after ``kill_after_s``. Without ``preflight``, ``--no-preflight``: these tests hold the load loop
     to a misbehaving server (one record per request it saw), which the preflight would refuse first."""
     base.mkdir(parents=True, exist_ok=True)
-    args = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILES / locustfile), "--headless",
+    args = ["-f", str(LOCUSTFILES / locustfile), "--headless",
             "-u", str(users), "-r", str(users), "-t", f"{seconds:g}s", "--host", host,
             "--run-dir", str(base / "runs"), "--warmup-requests", str(warmup), "--metrics-url", "off",
             "--stop-timeout", "2", *([] if preflight else ["--no-preflight"]), *(extra or [])]
     if csv_html:
         args += ["--csv", str(base / "locust"), "--html", str(base / "locust.html")]
     t0 = time.monotonic()
-    proc = subprocess.Popen(args, cwd=base, env=locust_env(env), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=preexec_fn, start_new_session=True)
+    proc = forkserver.popen(args, base, locust_env(env), session=True, preexec_fn=preexec_fn)
     try:
         stdout, stderr = proc.communicate(timeout=kill_after_s)
         rc: int | None = proc.returncode

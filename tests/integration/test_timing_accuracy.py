@@ -78,7 +78,7 @@ def test_ttfo_is_the_planned_answer_start_at_64_streams(thinking_sim, dialect_na
     """64 reasoning streams at once (20 reasoning tokens, then the answer, 10 ms apart): each
     record's TTFO is its first answer chunk, received when the simulator planned to send the first
     answer token (``answer_ms`` after it admitted the request): within 1 ms in the median on a quiet
-    machine, 2.5 ms beside two busy loops."""
+    machine; beside two busy loops within the 5 ms the first token's receive delay is held to above."""
     import gevent
     from gevent.pool import Pool
 
@@ -111,6 +111,7 @@ def test_ttfo_is_the_planned_answer_start_at_64_streams(thinking_sim, dialect_na
     assert len(lags) >= 16, f"only {len(lags)} of 64 streams read their first answer token alone"
     print(f"{dialect_name}: TTFO - planned answer start, ms: median {statistics.median(lags):.3f}, "
           f"max {max(lags):.3f} over {len(lags)} streams")
-    # 1 ms on a quiet machine (docs/benchmarks.md); beside two busy loops the simulator itself sends up to
-    # ~1.7 ms late in the median (seen in 1 of 12 runs)
-    assert min(lags) > -0.5 and abs(statistics.median(lags)) <= 2.5, sorted(lags)
+    # 1 ms on a quiet machine (docs/benchmarks.md); beside two busy loops the simulator itself sends late
+    # (it waits for a core too): 1.7 ms in the median in 1 of 12 runs, 2.96 ms (every stream 0.6 to 4.4 ms)
+    # in one CI run; the bound of test_measured_ttft_and_itl_match_the_plan's receive delay
+    assert min(lags) > -0.5 and abs(statistics.median(lags)) < 5.0, sorted(lags)

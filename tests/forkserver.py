@@ -1,0 +1,311 @@
+"""Real ``locust`` processes without paying for Python's start-up each time: a fork server.
+
+Starting ``python -m locust`` costs ~1.4 s of CPU before the run's first line (the interpreter,
+Locust, gevent, Flask, numpy, fourfold's levels), most of what a test's short run costs. On CI's two
+cores the suite starts a few hundred such processes. A fork server is one process per test worker
+that imported all of that once (``python -u -m tests.forkserver``, started on first use); each run is
+a child forked from it that changes to the run's directory and environment, points its standard
+streams at files and calls Locust's own ``main()`` with the run's arguments: Locust's start-up,
+the locustfile's import, the run, the exit code and the ``atexit`` handlers (the embedded target's
+stop) are the process's own, as with ``python -m locust``.
+
+:func:`run` is ``subprocess.run([python, "-m", "locust", *args], capture_output=True, text=True)``;
+:func:`popen` a :class:`subprocess.Popen` look-alike (pid, poll, wait, communicate, send_signal,
+terminate, kill, returncode). What a forked child cannot get from its parent falls back to a real
+process: a ``preexec_fn``, or an environment that differs from the server's in what the interpreter
+reads only when it starts (``PYTHONPATH``, ``PYTHONHASHSEED``...). ``FOURFOLD_TEST_NO_FORKSERVER=1``
+turns it off (every run a real process).
+
+The protocol, one JSON object a line: the test process writes ``{"id", "argv", "cwd", "env",
+"stdout", "stderr", "session"}``; the server answers ``{"id", "pid"}`` once it forked and
+``{"pid", "rc"}`` when that child ended (``rc`` as subprocess gives it: negative for a signal).
+The server's loop uses the original (not gevent's) ``select``, ``fork`` and ``waitpid``: no hub
+runs in it, so a child starts with no greenlet of its parent's.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+# what the interpreter reads only at start-up: a child that needs other values is a real process
+STARTUP_ENV = ("PYTHONPATH", "PYTHONHASHSEED", "PYTHONOPTIMIZE", "PYTHONWARNINGS", "PYTHONSAFEPATH",
+               "PYTHONNOUSERSITE", "PYTHONUTF8", "PYTHONIOENCODING", "PYTHONHOME", "PYTHONDEVMODE",
+               "PYTHONMALLOC", "PYTHONTRACEMALLOC", "PYTHONFAULTHANDLER", "PYTHONPLATLIBDIR",
+               "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
+               "LOCUST_SKIP_MONKEY_PATCH", "LOCUST_PLAYWRIGHT")
+LOCUST_ARGV0 = "locust"
+
+
+# ---------------------------------------------------------------- the server (its own process)
+
+def _serve() -> None:
+    import locust.main  # noqa: F401   (patches the standard library with gevent, as `python -m locust` does)
+    from gevent import monkey
+
+    import fourfold.levels  # noqa: F401
+    import fourfold.locustfiles  # noqa: F401
+
+    select = monkey.get_original("select", "select")
+    fork = monkey.get_original("os", "fork")
+    waitpid = monkey.get_original("os", "waitpid")
+    read = monkey.get_original("os", "read")
+    write = monkey.get_original("os", "write")
+    pending = b""
+
+    def say(message: dict[str, Any]) -> None:
+        write(1, (json.dumps(message) + "\n").encode())
+
+    while True:
+        ready, _, _ = select([0], [], [], 0.02)
+        if ready:
+            data = read(0, 65536)
+            if not data:
+                return                                    # the test worker closed the pipe: done
+            pending += data
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                request = json.loads(line)
+                pid = fork()
+                if pid == 0:
+                    _child(request)                       # never returns
+                say({"id": request["id"], "pid": pid})
+        while True:
+            try:
+                pid, status = waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            rc = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+            say({"pid": pid, "rc": rc})
+
+
+def _child(request: dict[str, Any]) -> None:
+    """In the forked child: the run's directory, environment and streams, then Locust's main()."""
+    import traceback
+
+    code: int = 1
+    try:
+        if request.get("session"):
+            os.setsid()
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+            if path is None:                              # stderr into stdout (subprocess.STDOUT)
+                os.dup2(1, fd)
+                continue
+            target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.dup2(target, fd)
+            os.close(target)
+        sys.argv = [LOCUST_ARGV0, *request["argv"]]
+        sys.path[0] = os.getcwd()                        # as `python -m locust` run in that directory
+        import gevent
+
+        gevent.reinit()
+        from locust.main import main
+
+        try:
+            main()
+            code = 0
+        except SystemExit as stop:
+            if stop.code is None:
+                code = 0
+            elif isinstance(stop.code, int):
+                code = stop.code & 0xFF
+            else:
+                print(stop.code, file=sys.stderr)
+                code = 1
+        except BaseException:                             # noqa: BLE001 (as the interpreter: print, exit 1)
+            traceback.print_exc()
+            code = 1
+        try:
+            atexit._run_exitfuncs()
+        except BaseException:                             # noqa: BLE001
+            traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:                             # noqa: BLE001
+                pass
+        os._exit(code)
+
+
+# ---------------------------------------------------------------- the test process's side
+
+class _Server:
+    """One fork server for this test process, started on first use; a reader thread collects its
+    answers (a gevent-patched thread: a greenlet of this process's hub)."""
+
+    def __init__(self) -> None:
+        self.env = _base_env()
+        self.tmp = tempfile.mkdtemp(prefix="fourfold-forkserver-")    # the children's captured streams
+        atexit.register(shutil.rmtree, self.tmp, ignore_errors=True)
+        self.proc = subprocess.Popen([sys.executable, "-u", "-m", "tests.forkserver"], cwd=REPO, env=self.env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+        self.lock = threading.Lock()
+        self.next_id = 0
+        self.pids: dict[int, _Waiter] = {}
+        self.exits: dict[int, _Waiter] = {}
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            message = json.loads(line)
+            if "id" in message:
+                self.pids.pop(message["id"]).set(message["pid"])
+            else:
+                self.exits.setdefault(message["pid"], _Waiter()).set(message["rc"])
+
+    def spawn(self, argv: list[str], cwd: Path, env: dict[str, str], stdout: str, stderr: str | None,
+              session: bool) -> int:
+        with self.lock:
+            self.next_id += 1
+            waiter = self.pids[self.next_id] = _Waiter()
+            line = json.dumps({"id": self.next_id, "argv": argv, "cwd": str(cwd), "env": env,
+                               "stdout": stdout, "stderr": stderr, "session": session}) + "\n"
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(line.encode())
+        pid = waiter.get(60)
+        assert pid is not None, "the fork server did not answer"
+        return pid
+
+    def exit_of(self, pid: int) -> _Waiter:
+        return self.exits.setdefault(pid, _Waiter())
+
+    def accepts(self, env: dict[str, str]) -> bool:
+        return all(env.get(name) == self.env.get(name) for name in STARTUP_ENV)
+
+
+class _Waiter:
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.value: int | None = None
+
+    def set(self, value: int) -> None:
+        self.value = value
+        self.event.set()
+
+    def get(self, timeout: float | None) -> int | None:
+        self.event.wait(timeout)
+        return self.value
+
+
+def _base_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("LOCUST_HOST", None)
+    return env
+
+
+_server: _Server | None = None
+_server_lock = threading.Lock()
+
+
+def _get_server() -> _Server | None:
+    global _server
+    if os.environ.get("FOURFOLD_TEST_NO_FORKSERVER") == "1":
+        return None
+    with _server_lock:
+        if _server is None or _server.proc.poll() is not None:
+            _server = _Server()
+        return _server
+
+
+class Forked:
+    """A :class:`subprocess.Popen` look-alike for a child of the fork server (text streams)."""
+
+    def __init__(self, server: _Server, args: list[str], cwd: Path, env: dict[str, str],
+                 session: bool, merge: bool) -> None:
+        self.args = [sys.executable, "-m", "locust", *args]
+        self._server = server
+        self._dir = tempfile.mkdtemp(prefix="run-", dir=server.tmp)
+        self._out, self._err = os.path.join(self._dir, "stdout"), os.path.join(self._dir, "stderr")
+        self._merged = merge
+        self.pid = server.spawn(list(args), cwd, env, self._out, None if merge else self._err, session)
+        self._exit = server.exit_of(self.pid)
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self._exit.event.is_set():
+            self.returncode = self._exit.value
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self._exit.event.wait(timeout):
+            raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        self.returncode = self._exit.value
+        assert self.returncode is not None
+        return self.returncode
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str | None]:
+        """(stdout, stderr) once the child ended (stderr None when it went into stdout); each
+        stream's text is returned once, as subprocess's, then "" (the files are removed)."""
+        self.wait(timeout)
+        texts = []
+        for path in (self._out, None if self._merged else self._err):
+            if path is None:
+                texts.append(None)
+            elif os.path.exists(path):
+                texts.append(Path(path).read_text(encoding="utf-8", errors="replace"))
+                os.unlink(path)
+            else:
+                texts.append("")
+        if os.path.isdir(self._dir) and not os.listdir(self._dir):
+            os.rmdir(self._dir)
+        return texts[0] or "", texts[1]
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(15)
+
+    def kill(self) -> None:
+        self.send_signal(9)
+
+
+def popen(args: list[str], cwd: Path, env: dict[str, str], *, session: bool = False, merge: bool = False,
+          preexec_fn: Any = None) -> Any:
+    """``[python, -m, locust, *args]`` started in ``cwd`` with ``env``, stdout and stderr captured
+    (text; ``merge``: stderr into stdout; ``session``: in a session of its own): a :class:`Forked`
+    child of the fork server, or a real :class:`subprocess.Popen` where a fork cannot give the
+    child what it asks for."""
+    server = _get_server() if preexec_fn is None else None
+    if server is not None and server.accepts(env):
+        return Forked(server, args, cwd, env, session, merge)
+    return subprocess.Popen([sys.executable, "-m", "locust", *args], cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merge else subprocess.PIPE,
+                            text=True, preexec_fn=preexec_fn, start_new_session=session)
+
+
+def run(args: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run([python, -m, locust, *args], capture_output=True, text=True, timeout=timeout)``."""
+    proc = popen(args, cwd, env)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
+    assert proc.returncode is not None
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+if __name__ == "__main__":
+    _serve()
