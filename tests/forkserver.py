@@ -1,26 +1,29 @@
-"""Real ``locust`` processes without paying for Python's start-up each time: a fork server.
+"""Real ``locust`` and ``fourfold`` processes without paying for Python's start-up each time: fork servers.
 
 Starting ``python -m locust`` costs ~1.4 s of CPU before the run's first line (the interpreter,
-Locust, gevent, Flask, numpy, fourfold's levels), most of what a test's short run costs. On CI's two
-cores the suite starts a few hundred such processes. A fork server is one process per test worker
-that imported all of that once (``python -u -m tests.forkserver``, started on first use); each run is
-a child forked from it that changes to the run's directory and environment, points its standard
-streams at files and calls Locust's own ``main()`` with the run's arguments: Locust's start-up,
-the locustfile's import, the run, the exit code and the ``atexit`` handlers (the embedded target's
-stop) are the process's own, as with ``python -m locust``.
+Locust, gevent, Flask, numpy, fourfold's levels), ``python -m fourfold history ...`` ~1.5 s (pandas,
+scipy, the report's modules): most of what a test's short run or command costs, and the suite starts
+a few hundred of them on CI's two cores. A fork server is one process per test worker and module that
+imported all of that once (``python -u -m tests.forkserver locust|fourfold``, started on first use);
+each process is a child forked from it that changes to its directory and environment, points its
+standard streams at files and calls the module's own ``main()`` with its arguments: Locust's
+start-up, the locustfile's import, the run, the exit code and the ``atexit`` handlers (the embedded
+target's stop) are the process's own, as with ``python -m locust``. The ``fourfold`` server imports
+no gevent (the command line runs unpatched, as it does for a user).
 
-:func:`run` is ``subprocess.run([python, "-m", "locust", *args], capture_output=True, text=True)``;
+:func:`run` is ``subprocess.run([python, "-m", module, *args], capture_output=True, text=True)``;
 :func:`popen` a :class:`subprocess.Popen` look-alike (pid, poll, wait, communicate, send_signal,
 terminate, kill, returncode). What a forked child cannot get from its parent falls back to a real
 process: a ``preexec_fn``, or an environment that differs from the server's in what the interpreter
 reads only when it starts (``PYTHONPATH``, ``PYTHONHASHSEED``...). ``FOURFOLD_TEST_NO_FORKSERVER=1``
-turns it off (every run a real process).
+turns it off (every process a real one); ``FOURFOLD_FORKSERVER_CPU_LOG=FILE`` appends each child's
+CPU seconds to FILE with the test that started it.
 
 The protocol, one JSON object a line: the test process writes ``{"id", "argv", "cwd", "env",
 "stdout", "stderr", "session"}``; the server answers ``{"id", "pid"}`` once it forked and
-``{"pid", "rc"}`` when that child ended (``rc`` as subprocess gives it: negative for a signal).
-The server's loop uses the original (not gevent's) ``select``, ``fork`` and ``waitpid``: no hub
-runs in it, so a child starts with no greenlet of its parent's.
+``{"pid", "rc", "cpu_s"}`` when that child ended (``rc`` as subprocess gives it: negative for a
+signal). The server's loop uses the original (not gevent's) ``select``, ``fork`` and ``wait4``: no
+hub runs in it, so a child starts with no greenlet of its parent's.
 """
 
 from __future__ import annotations
@@ -37,29 +40,54 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+# a file to which each child's CPU seconds are appended, with the test that started it (profiling the suite)
+CPU_LOG = os.environ.get("FOURFOLD_FORKSERVER_CPU_LOG", "")
 # what the interpreter reads only at start-up: a child that needs other values is a real process
 STARTUP_ENV = ("PYTHONPATH", "PYTHONHASHSEED", "PYTHONOPTIMIZE", "PYTHONWARNINGS", "PYTHONSAFEPATH",
                "PYTHONNOUSERSITE", "PYTHONUTF8", "PYTHONIOENCODING", "PYTHONHOME", "PYTHONDEVMODE",
                "PYTHONMALLOC", "PYTHONTRACEMALLOC", "PYTHONFAULTHANDLER", "PYTHONPLATLIBDIR",
                "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
                "LOCUST_SKIP_MONKEY_PATCH", "LOCUST_PLAYWRIGHT")
-LOCUST_ARGV0 = "locust"
 
 
 # ---------------------------------------------------------------- the server (its own process)
 
-def _serve() -> None:
-    import locust.main  # noqa: F401   (patches the standard library with gevent, as `python -m locust` does)
+def _preload(module: str) -> None:
+    """What a child of this server would import first, imported once here."""
+    if module == "locust":
+        import locust.main  # noqa: F401   (patches the standard library with gevent, as `python -m locust` does)
+
+        import fourfold.levels  # noqa: F401
+        import fourfold.locustfiles  # noqa: F401
+    else:                                         # `python -m fourfold`: the report and history commands
+        import fourfold.cli
+        import fourfold.cli.compare  # noqa: F401
+        import fourfold.cli.history  # noqa: F401
+        import fourfold.cli.repeat  # noqa: F401
+        import fourfold.reports.html  # noqa: F401
+
+        assert "gevent.monkey" not in sys.modules or not _patched(), "the fourfold server must not be patched"
+
+
+def _patched() -> bool:
     from gevent import monkey
 
-    import fourfold.levels  # noqa: F401
-    import fourfold.locustfiles  # noqa: F401
+    return monkey.is_module_patched("socket")
 
-    select = monkey.get_original("select", "select")
-    fork = monkey.get_original("os", "fork")
-    waitpid = monkey.get_original("os", "waitpid")
-    read = monkey.get_original("os", "read")
-    write = monkey.get_original("os", "write")
+
+def _serve(module: str) -> None:
+    _preload(module)
+    if "gevent.monkey" in sys.modules and _patched():
+        from gevent import monkey
+
+        select = monkey.get_original("select", "select")
+        fork = monkey.get_original("os", "fork")
+        read = monkey.get_original("os", "read")
+        write = monkey.get_original("os", "write")
+    else:
+        import select as select_module
+
+        select, fork, read, write = select_module.select, os.fork, os.read, os.write
     pending = b""
 
     def say(message: dict[str, Any]) -> None:
@@ -77,21 +105,22 @@ def _serve() -> None:
                 request = json.loads(line)
                 pid = fork()
                 if pid == 0:
-                    _child(request)                       # never returns
+                    _child(module, request)               # never returns
                 say({"id": request["id"], "pid": pid})
         while True:
             try:
-                pid, status = waitpid(-1, os.WNOHANG)
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
             except ChildProcessError:
                 break
             if pid == 0:
                 break
             rc = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-            say({"pid": pid, "rc": rc})
+            say({"pid": pid, "rc": rc, "cpu_s": round(usage.ru_utime + usage.ru_stime, 3)})
 
 
-def _child(request: dict[str, Any]) -> None:
-    """In the forked child: the run's directory, environment and streams, then Locust's main()."""
+def _child(module: str, request: dict[str, Any]) -> None:
+    """In the forked child: the run's directory, environment and streams, then the module's main()
+    (Locust's, or fourfold's command line)."""
     import traceback
 
     code: int = 1
@@ -110,16 +139,17 @@ def _child(request: dict[str, Any]) -> None:
             target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             os.dup2(target, fd)
             os.close(target)
-        sys.argv = [LOCUST_ARGV0, *request["argv"]]
-        sys.path[0] = os.getcwd()                        # as `python -m locust` run in that directory
-        import gevent
+        sys.argv = [module, *request["argv"]]
+        sys.path[0] = os.getcwd()                        # as `python -m MODULE` run in that directory
+        if module == "locust":
+            import gevent
 
-        gevent.reinit()
-        from locust.main import main
-
+            gevent.reinit()
+            from locust.main import main
+        else:
+            from fourfold.cli import main
         try:
-            main()
-            code = 0
+            code = (main() or 0) & 0xFF
         except SystemExit as stop:
             if stop.code is None:
                 code = 0
@@ -150,16 +180,18 @@ class _Server:
     """One fork server for this test process, started on first use; a reader thread collects its
     answers (a gevent-patched thread: a greenlet of this process's hub)."""
 
-    def __init__(self) -> None:
+    def __init__(self, module: str) -> None:
+        self.module = module
         self.env = _base_env()
         self.tmp = tempfile.mkdtemp(prefix="fourfold-forkserver-")    # the children's captured streams
         atexit.register(shutil.rmtree, self.tmp, ignore_errors=True)
-        self.proc = subprocess.Popen([sys.executable, "-u", "-m", "tests.forkserver"], cwd=REPO, env=self.env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+        self.proc = subprocess.Popen([sys.executable, "-u", "-m", "tests.forkserver", module], cwd=REPO,
+                                     env=self.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
         self.lock = threading.Lock()
         self.next_id = 0
         self.pids: dict[int, _Waiter] = {}
         self.exits: dict[int, _Waiter] = {}
+        self.tests: dict[int, str] = {}
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
 
@@ -171,6 +203,10 @@ class _Server:
                 self.pids.pop(message["id"]).set(message["pid"])
             else:
                 self.exits.setdefault(message["pid"], _Waiter()).set(message["rc"])
+                if CPU_LOG:                             # which test's child used how much CPU
+                    test = self.tests.pop(message["pid"], "?")
+                    with open(CPU_LOG, "a", encoding="utf-8") as log:
+                        log.write(f"{test}\t{self.module}\t{message['cpu_s']}\n")
 
     def spawn(self, argv: list[str], cwd: Path, env: dict[str, str], stdout: str, stderr: str | None,
               session: bool) -> int:
@@ -183,6 +219,7 @@ class _Server:
             self.proc.stdin.write(line.encode())
         pid = waiter.get(60)
         assert pid is not None, "the fork server did not answer"
+        self.tests[pid] = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0]
         return pid
 
     def exit_of(self, pid: int) -> _Waiter:
@@ -212,18 +249,18 @@ def _base_env() -> dict[str, str]:
     return env
 
 
-_server: _Server | None = None
+_servers: dict[str, _Server] = {}
 _server_lock = threading.Lock()
 
 
-def _get_server() -> _Server | None:
-    global _server
+def _get_server(module: str) -> _Server | None:
     if os.environ.get("FOURFOLD_TEST_NO_FORKSERVER") == "1":
         return None
     with _server_lock:
-        if _server is None or _server.proc.poll() is not None:
-            _server = _Server()
-        return _server
+        server = _servers.get(module)
+        if server is None or server.proc.poll() is not None:
+            server = _servers[module] = _Server(module)
+        return server
 
 
 class Forked:
@@ -231,7 +268,7 @@ class Forked:
 
     def __init__(self, server: _Server, args: list[str], cwd: Path, env: dict[str, str],
                  session: bool, merge: bool) -> None:
-        self.args = [sys.executable, "-m", "locust", *args]
+        self.args = [sys.executable, "-m", server.module, *args]
         self._server = server
         self._dir = tempfile.mkdtemp(prefix="run-", dir=server.tmp)
         self._out, self._err = os.path.join(self._dir, "stdout"), os.path.join(self._dir, "stderr")
@@ -281,22 +318,23 @@ class Forked:
 
 
 def popen(args: list[str], cwd: Path, env: dict[str, str], *, session: bool = False, merge: bool = False,
-          preexec_fn: Any = None) -> Any:
-    """``[python, -m, locust, *args]`` started in ``cwd`` with ``env``, stdout and stderr captured
-    (text; ``merge``: stderr into stdout; ``session``: in a session of its own): a :class:`Forked`
-    child of the fork server, or a real :class:`subprocess.Popen` where a fork cannot give the
-    child what it asks for."""
-    server = _get_server() if preexec_fn is None else None
+          preexec_fn: Any = None, module: str = "locust") -> Any:
+    """``[python, -m, module, *args]`` (``locust`` or ``fourfold``) started in ``cwd`` with ``env``,
+    stdout and stderr captured (text; ``merge``: stderr into stdout; ``session``: in a session of
+    its own): a :class:`Forked` child of the module's fork server, or a real
+    :class:`subprocess.Popen` where a fork cannot give the child what it asks for."""
+    server = _get_server(module) if preexec_fn is None else None
     if server is not None and server.accepts(env):
         return Forked(server, args, cwd, env, session, merge)
-    return subprocess.Popen([sys.executable, "-m", "locust", *args], cwd=cwd, env=env,
+    return subprocess.Popen([sys.executable, "-m", module, *args], cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merge else subprocess.PIPE,
                             text=True, preexec_fn=preexec_fn, start_new_session=session)
 
 
-def run(args: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
-    """``subprocess.run([python, -m, locust, *args], capture_output=True, text=True, timeout=timeout)``."""
-    proc = popen(args, cwd, env)
+def run(args: list[str], cwd: Path, env: dict[str, str], timeout: float,
+        module: str = "locust") -> subprocess.CompletedProcess[str]:
+    """``subprocess.run([python, -m, module, *args], capture_output=True, text=True, timeout=timeout)``."""
+    proc = popen(args, cwd, env, module=module)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -308,4 +346,4 @@ def run(args: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subp
 
 
 if __name__ == "__main__":
-    _serve()
+    _serve(sys.argv[1])

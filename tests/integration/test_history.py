@@ -10,12 +10,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from tests import forkserver
 from tests.conftest import REPO, run_locust
 from tests.postgres_server import postgres_server
 
@@ -27,8 +27,8 @@ SLOW = "v3"
 
 def fourfold(args: list[str], cwd: Path, env: dict[str, str] | None = None
              ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "fourfold", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, check=False, env=env)
+    """``python -m fourfold *args`` (a child of the test worker's fork server: tests/forkserver.py)."""
+    return forkserver.run(args, cwd, dict(os.environ) if env is None else env, 300, module="fourfold")
 
 
 @pytest.fixture(scope="module")

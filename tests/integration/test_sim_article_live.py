@@ -68,8 +68,9 @@ def test_rag_recall_differs_by_profile():
 
 @pytest.mark.slow
 def test_generated_answers_land_near_the_articles_fingerprint():
-    """The real MiniLM: mean cosine of each profile's answers (seeds 0 and 1, every bundled prompt)
-    to the references, near the article's 0.79 (baseline) and 0.82 (candidate)."""
+    """The real MiniLM: mean cosine of each profile's answers (seed 0, every bundled prompt) to the
+    references, near the article's 0.79 (baseline) and 0.82 (candidate): 0.790 and 0.822 (seeds 1 to
+    3 give 0.778 to 0.817 and 0.801 to 0.836; each seed's embeddings cost ~9 s of CPU)."""
     import numpy as np
 
     from fourfold.fingerprint.embedder import MiniLMEmbedder
@@ -87,11 +88,11 @@ def test_generated_answers_land_near_the_articles_fingerprint():
         vectors = np.asarray(embedder.encode(texts), dtype=np.float64)
         return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
-    texts = {name: [make_plan(load_profile(name), book.answer(p), RequestFacts(p, 5), seed).text
-                    for seed in (0, 1) for p in prompts] for name in ("baseline", "candidate", "reference")}
+    texts = {name: [make_plan(load_profile(name), book.answer(p), RequestFacts(p, 5), 0).text
+                    for p in prompts] for name in ("baseline", "candidate", "reference")}
     # the reference profile says the reference word for word (so its cosine is 1 without embedding it)
-    assert texts["reference"] == [book.answer(p).text for _ in (0, 1) for p in prompts]
-    references = np.tile(unit([book.answer(p).text for p in prompts]), (2, 1))
+    assert texts["reference"] == [book.answer(p).text for p in prompts]
+    references = unit(texts["reference"])
     means = {name: float((unit(texts[name]) * references).sum(axis=1).mean())
              for name in ("baseline", "candidate")}
     assert 0.76 <= means["baseline"] <= 0.82 and 0.79 <= means["candidate"] <= 0.85, means

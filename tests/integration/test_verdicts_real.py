@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests import forkserver
 from tests.conftest import locust_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -32,12 +31,10 @@ def repeat(tmp_path: Path, level: str, count: int, *side_args: str, users: int |
     if users is not None:
         load = ["-u", str(users), "-r", str(users), *load[4:]]
     out = tmp_path / f"repeat-{level}-{len(list(tmp_path.iterdir()))}"
-    command = [sys.executable, "-m", "fourfold", "repeat", str(count), "--out", str(out), "--label", level,
-               *side_args, "--", "locust",
+    command = ["repeat", str(count), "--out", str(out), "--label", level, *side_args, "--", "locust",
                "-f", str(Path(__file__).resolve().parents[2] / "locustfiles" / locustfile),
                "--headless", *load]
-    proc = subprocess.run(command, cwd=tmp_path, env=locust_env(), capture_output=True, text=True,
-                          timeout=280, check=False)
+    proc = forkserver.run(command, tmp_path, locust_env(), 280, module="fourfold")
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     return json.loads((out / "repeat.json").read_text())
 
@@ -45,10 +42,9 @@ def repeat(tmp_path: Path, level: str, count: int, *side_args: str, users: int |
 def compare(tmp_path: Path, baseline: list[str], candidate: list[str],
             *extra: str) -> tuple[int, str, list[dict]]:
     out = tmp_path / "report"
-    proc = subprocess.run([sys.executable, "-m", "fourfold", "compare", "--baseline", *baseline,
-                           "--candidate", *candidate, "--out", str(out), "--no-html", "--fail-on-worse",
-                           *extra], cwd=tmp_path,
-                          env=locust_env(), capture_output=True, text=True, timeout=120, check=False)
+    proc = forkserver.run(["compare", "--baseline", *baseline, "--candidate", *candidate, "--out", str(out),
+                           "--no-html", "--fail-on-worse", *extra], tmp_path, locust_env(), 120,
+                          module="fourfold")
     with open(out / "report.csv", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     return proc.returncode, proc.stdout + proc.stderr, rows
