@@ -33,16 +33,16 @@ def fourfold(args: list[str], cwd: Path, env: dict[str, str] | None = None
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
-    """Six runs of 5 s: v1..v5 (v3's simulator 120 ms slower to the first token; v5 added to the SQLite
+    """Six runs of 6 s: v1..v5 (v3's simulator 300 ms slower to the first token; v5 added to the SQLite
     history by itself, --history-release), and "same", a new run of v1's version."""
     base = tmp_path_factory.mktemp("history")
     slow = json.loads((REPO / "fourfold" / "targets" / "profiles" / "baseline.json").read_text())
-    slow["ttft_ms"] += 120.0
+    slow["ttft_ms"] += 300.0      # (120 ms drowned in a CI run on six workers: same-version p95s 195-267 ms)
     (base / "slow.json").write_text(json.dumps(slow))
     out = {}
     for name in (*RELEASES, "same"):
         args = ["-f", str(REPO / "locustfiles" / "l1_throughput.py"), "--headless", "-u", "24", "-r", "24",
-                "-t", "5s", "--max-tokens", "8", "--label", name]
+                "-t", "6s", "--max-tokens", "8", "--label", name]     # v3: >= 200 TTFTs for its p95
         if name == SLOW:
             args += ["--sim-profile", str(base / "slow.json")]
         if name == "v5":
@@ -75,9 +75,9 @@ def _acceptance(runs: dict[str, Path], store: list[str], cwd: Path, added: tuple
     assert list(values) == list(RELEASES), show.stdout
     others = [v for r, v in values.items() if r != SLOW]
     gap = min(values[SLOW] - v for v in others)
-    assert gap > 80, values                                           # 120 ms slower to the first token
+    assert gap > 150, values                                          # 300 ms slower to the first token
     # the same version's releases lie closer to each other than any of them to the slow one (a busy CI
-    # machine once gave v1 198 ms against 160 for the others: a 5 s run's p95 moves with the CPU)
+    # machine once gave v1 198 ms against 160 for the others: a short run's p95 moves with the CPU)
     assert max(others) - min(others) < gap, values
     summary = json.loads((runs["v1"] / "summary.json").read_text())     # its p95 from a 0.5 % histogram
     assert values["v1"] == pytest.approx(summary["groups"][0]["ttft_ms"]["p95"], rel=0.01)

@@ -124,13 +124,15 @@ def test_the_probe_is_a_group_of_its_own_beside_a_ladder(tmp_path, locustfile):
 
 
 def test_on_a_master_with_two_workers_one_worker_sends_the_probe(tmp_path, locustfile):
-    """Worker 0 alone: the run's probes match one seeded schedule over its ~6 s, not two."""
+    """Worker 0 alone: the run's probes match one seeded schedule over its ~6 s, not two (at least
+    its first 3 s: on a busy machine the workers start late and the run's 6 s count from the master's
+    start; one CI run on six workers probed for 4 s)."""
     common = ["-f", locustfile("l2_gateway.py"), "--ladder", "off", "--probe-request-rate", "4", *ANSWER]
     run_distributed(common, ["-u", "2", "-r", "2", "-t", "6s"], tmp_path, workers=2, timeout=90)
     run = only_run_dir(tmp_path)
     probes = [r for r in read_jsonl(run / "records.jsonl") if r["scenario"] == "probe"]
     schedule = arrival_offsets(ArrivalProcess("poisson", 4.0), 10.0, PROBE_SEED_OFFSET)
-    assert len([t for t in schedule if t <= 4.5]) - 1 <= len(probes) <= len([t for t in schedule if t <= 8.0])
+    assert len([t for t in schedule if t <= 3.0]) - 1 <= len(probes) <= len([t for t in schedule if t <= 8.0])
     assert len({r["user_id"] for r in probes}) == 1          # one sender
     summary = json.loads((run / "summary.json").read_text())
     assert summary["l2"]["probe"]["requests"] == len([r for r in probes if not r["warmup"]

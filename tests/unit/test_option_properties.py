@@ -5,6 +5,7 @@ exception, no hang: the run would print that line and exit 2 before anything sta
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from typing import Any
@@ -41,6 +42,14 @@ def _parser(level: str) -> LocustArgumentParser:
     return parser
 
 
+@functools.cache
+def _level_parser(level: str) -> tuple[LocustArgumentParser, list[Any]]:
+    """The level's parser and fourfold's options in it, built once for all of a test's examples
+    (parsing leaves a parser as it was; building one costs more than the example itself)."""
+    parser = _parser(level)
+    return parser, _ours(parser)
+
+
 def _ours(parser: LocustArgumentParser) -> list[Any]:
     """fourfold's options (the actions Locust's own parser does not have)."""
     locust_only = {a.dest for a in LocustArgumentParser()._actions}
@@ -62,8 +71,8 @@ def _typed(action: Any) -> Any:
 def test_any_value_of_any_option_is_accepted_or_one_usage_error(level: str, data: Any) -> None:
     """As the command line reaches init: argparse converts the text (refusing what its type does not
     read, Locust's own usage error), then fourfold checks every option and dataset."""
-    parser = _parser(level)
-    action = data.draw(st.sampled_from(_ours(parser)), label="option")
+    parser, ours = _level_parser(level)
+    action = data.draw(st.sampled_from(ours), label="option")
     text = data.draw(_typed(action), label=action.option_strings[0])
     argv = [action.option_strings[0]] + ([] if text is None else [text])
     try:
