@@ -18,6 +18,8 @@ from pathlib import Path  # noqa: E402
 import gevent  # noqa: E402
 import pytest  # noqa: E402
 
+from tests import forkserver  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 
 @pytest.hookimpl(tryfirst=True)
@@ -105,8 +107,6 @@ def locust_env() -> dict[str, str]:
 def run_locust(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run ``locust`` to completion in ``cwd`` (a tmp dir: run directories land there): a child of
     the test worker's fork server (tests/forkserver.py), as ``python -m locust`` would run."""
-    from tests import forkserver
-
     return forkserver.run(args, cwd, locust_env(), timeout)
 
 
@@ -114,8 +114,6 @@ def run_distributed(common: list[str], master_args: list[str], cwd: Path, worker
                     timeout: float = 90) -> str:
     """A headless run on a master and ``workers`` workers on 127.0.0.1 (``common`` given to all of them);
     the master's output. Fails the test when the master does not exit 0; kills what is left."""
-    from tests import forkserver
-
     port = free_port()
     master = forkserver.popen([*common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
                                str(port), "--headless", "--expect-workers", str(workers), *master_args],

@@ -32,6 +32,7 @@ import atexit
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -132,6 +133,7 @@ def _child(module: str, request: dict[str, Any]) -> None:
         os.environ.update(request["env"])
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
+        os.close(null)
         for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
             if path is None:                              # stderr into stdout (subprocess.STDOUT)
                 os.dup2(1, fd)
@@ -219,7 +221,8 @@ class _Server:
             self.proc.stdin.write(line.encode())
         pid = waiter.get(60)
         assert pid is not None, "the fork server did not answer"
-        self.tests[pid] = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0]
+        if CPU_LOG:
+            self.tests[pid] = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0]
         return pid
 
     def exit_of(self, pid: int) -> _Waiter:
@@ -269,7 +272,6 @@ class Forked:
     def __init__(self, server: _Server, args: list[str], cwd: Path, env: dict[str, str],
                  session: bool, merge: bool) -> None:
         self.args = [sys.executable, "-m", server.module, *args]
-        self._server = server
         self._dir = tempfile.mkdtemp(prefix="run-", dir=server.tmp)
         self._out, self._err = os.path.join(self._dir, "stdout"), os.path.join(self._dir, "stderr")
         self._merged = merge
@@ -290,31 +292,26 @@ class Forked:
         return self.returncode
 
     def communicate(self, timeout: float | None = None) -> tuple[str, str | None]:
-        """(stdout, stderr) once the child ended (stderr None when it went into stdout); each
-        stream's text is returned once, as subprocess's, then "" (the files are removed)."""
+        """(stdout, stderr) once the child ended (stderr None when it went into stdout); the files
+        are removed, so a second call gets "" (subprocess's gets nothing more either)."""
         self.wait(timeout)
-        texts = []
-        for path in (self._out, None if self._merged else self._err):
-            if path is None:
-                texts.append(None)
-            elif os.path.exists(path):
-                texts.append(Path(path).read_text(encoding="utf-8", errors="replace"))
-                os.unlink(path)
-            else:
-                texts.append("")
-        if os.path.isdir(self._dir) and not os.listdir(self._dir):
-            os.rmdir(self._dir)
-        return texts[0] or "", texts[1]
+
+        def text(path: str) -> str:
+            return Path(path).read_text(encoding="utf-8", errors="replace") if os.path.exists(path) else ""
+
+        out, err = text(self._out), None if self._merged else text(self._err)
+        shutil.rmtree(self._dir, ignore_errors=True)
+        return out, err
 
     def send_signal(self, sig: int) -> None:
         if self.poll() is None:
             os.kill(self.pid, sig)
 
     def terminate(self) -> None:
-        self.send_signal(15)
+        self.send_signal(signal.SIGTERM)
 
     def kill(self) -> None:
-        self.send_signal(9)
+        self.send_signal(signal.SIGKILL)
 
 
 def popen(args: list[str], cwd: Path, env: dict[str, str], *, session: bool = False, merge: bool = False,

@@ -4,10 +4,10 @@ it ends by itself, no traceback, one record per request the server saw, in the e
 
 from __future__ import annotations
 
-import functools
 import gzip
 import itertools
 import json
+from pathlib import Path
 
 import pytest
 
@@ -89,23 +89,17 @@ async def not_hex_chunk_sizes(conn: h.Conn, req: h.Request) -> None:
     conn.close()
 
 
-def make_bomb(path) -> str:
+def make_bomb(path: Path) -> str:
     """256 MiB of text in ~250 KiB, written to ``path`` (2 s of CPU to make: made once, by the test
     that sends it, not on import by every server process that imports this module for a handler)."""
     path.write_bytes(gzip.compress(b"data: " + b"0" * (256 << 20) + b"\n\n"))
     return str(path)
 
 
-@functools.cache
-def _read(path: str) -> bytes:
-    with open(path, "rb") as fh:
-        return fh.read()
-
-
 async def gzip_bomb(conn: h.Conn, req: h.Request) -> None:
     """A gzip'd event stream well under the raw cap that inflates to 256 MiB (fourfold#32: 2.2 GB
     of memory per MiB sent): inflated no further than the response cap, ``too_large``."""
-    bomb = _read(conn.param)
+    bomb = Path(conn.param).read_bytes()
     await conn.send_head(200, {"Content-Type": "text/event-stream", "Content-Encoding": "gzip"}, chunked=True)
     for start in range(0, len(bomb), 16384):
         await conn.send_chunk(bomb[start:start + 16384])
