@@ -12,15 +12,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tests import forkserver
-from tests.conftest import free_port, locust_env
+from tests.conftest import LOCUST, free_port, locust_env
 
 T = TypeVar("T")
 
 
 def start_locust(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    """``locust *args`` in ``cwd``, stderr into stdout (a fork server's child: tests/forkserver.py)."""
-    return forkserver.popen(args, cwd, {**locust_env(), **(env or {})}, merge=True)
+    """``locust *args`` in ``cwd``, stderr into stdout: a fresh process, not a fork server's child
+    (tests/forkserver.py): two web-UI tests (a second test's worker count, the L2 ladder panel's
+    knee) failed in fresh-clone CI runs with forked masters and workers, not yet explained."""
+    return subprocess.Popen([*LOCUST, *args], cwd=cwd, env={**locust_env(), **(env or {})},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def start_master_and_workers(args: list[str], cwd: Path, workers: int = 2, master_args: tuple[str, ...] = ()
