@@ -60,9 +60,11 @@ def _pyplot():  # type: ignore[no-untyped-def]
     return plt
 
 
-def _data_uri(fig) -> str:  # type: ignore[no-untyped-def]
+def _data_uri(fig, crop: bool = True) -> str:  # type: ignore[no-untyped-def]
+    """``fig`` as an SVG data URI; ``crop``: cut to what is drawn (one more drawing pass: a figure laid
+    out by ``tight_layout`` already fits its page)."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    fig.savefig(buffer, format="svg", bbox_inches="tight" if crop else None, metadata={"Date": None})
     _pyplot().close(fig)
     return "data:image/svg+xml;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
@@ -176,7 +178,7 @@ def waveform_plot(title: str, waves: list[Waveform], color: str = COLORS[0]) -> 
     axes[-1, 0].set_xlabel("ms since the request was sent", fontsize=8)
     fig.suptitle(text(title), fontsize=10)
     fig.tight_layout()
-    return _data_uri(fig)
+    return _data_uri(fig, crop=False)
 
 
 # one colour per request phase, whatever the side (the sides are the bars' labels)

@@ -40,6 +40,7 @@ from fourfold.adapters import flask as flask_adapter
 from fourfold.adapters import gevent as gevent_adapter
 from fourfold.adapters import httpx as httpx_adapter
 from fourfold.adapters import locust as locust_adapter
+from tests.unit.syntax import nodes
 
 PACKAGE_DIR = Path(fourfold.__file__).resolve().parent
 ADAPTERS_DIR = PACKAGE_DIR / "adapters"
@@ -347,9 +348,9 @@ ATTRIBUTE_ONLY = {"include_in_web_ui": "locust"}     # an attribute; the add_arg
 ASSIGNED_ATTRIBUTES = {"form": "flask"}              # request.form = ...
 
 
-def _docstrings(tree: ast.AST) -> set[int]:
+def _docstrings(walked: tuple[ast.AST, ...]) -> set[int]:
     found = set()
-    for node in ast.walk(tree):
+    for node in walked:
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             first = node.body[0]
             if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
@@ -357,12 +358,13 @@ def _docstrings(tree: ast.AST) -> set[int]:
     return found
 
 
-def inside_uses(source: str) -> list[tuple[int, str, str]]:
-    """(line, name, library) of every use of another library's insides in ``source``."""
-    tree = ast.parse(source)
-    docstrings = _docstrings(tree)
+def inside_uses(source: str | Path) -> list[tuple[int, str, str]]:
+    """(line, name, library) of every use of another library's insides in ``source`` (a module's
+    text, or a module of fourfold's, read through tests/unit/syntax.py)."""
+    walked = nodes(source) if isinstance(source, Path) else tuple(ast.walk(ast.parse(source)))
+    docstrings = _docstrings(walked)
     found = []
-    for node in ast.walk(tree):
+    for node in walked:
         if isinstance(node, ast.Attribute):
             owner = node.value.id if isinstance(node.value, ast.Name) else ""
             if node.attr in PRIVATE_ATTRIBUTES and owner not in ("self", "cls"):
@@ -394,7 +396,7 @@ def test_no_module_outside_the_adapters_uses_another_librarys_insides() -> None:
     for path in sorted(PACKAGE_DIR.rglob("*.py")):
         if ADAPTERS_DIR in path.parents:
             continue
-        for line, name, library in inside_uses(path.read_text(encoding="utf-8")):
+        for line, name, library in inside_uses(path):
             found.append(f"{path.relative_to(PACKAGE_DIR.parent)}:{line}: {name} ({library}): "
                          f"use fourfold/adapters/{library}.py")
     assert found == [], "\n".join(found)

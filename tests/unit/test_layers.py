@@ -10,13 +10,13 @@ for the optional or slow libraries listed in :data:`LATE_IMPORTS`, each with its
 from __future__ import annotations
 
 import ast
-import functools
 import re
 from pathlib import Path
 
 import pytest
 
 import fourfold
+from tests.unit.syntax import imports, in_functions, parsed
 
 PACKAGE_DIR = Path(fourfold.__file__).resolve().parent
 OLD_TOP_LEVEL = ("measure", "levels", "reports", "fingerprint", "targets", "client", "workloads",
@@ -86,17 +86,6 @@ MAX_LINES = 450
 LONG_MODULES: dict[str, str] = {}
 
 
-@functools.cache
-def _parsed(path: Path, size: int, mtime_ns: int) -> ast.Module:
-    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-
-
-def parsed(path: Path) -> ast.Module:
-    """``path``'s syntax tree, parsed once for every check of this file (while it is unchanged)."""
-    stat = path.stat()
-    return _parsed(path, stat.st_size, stat.st_mtime_ns)
-
-
 def module_name(path: Path, root: Path = PACKAGE_DIR) -> str:
     parts = list(path.relative_to(root.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
@@ -116,10 +105,10 @@ def imported_modules(path: Path, root: Path = PACKAGE_DIR) -> list[tuple[int, st
     module = module_name(path, root)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: list[tuple[int, str]] = []
-    for node in ast.walk(parsed(path)):
+    for node in imports(path):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
+        else:
             if node.level:
                 base = package.split(".")
                 base = base[:len(base) - (node.level - 1)]
@@ -245,13 +234,11 @@ def test_no_two_modules_share_a_name_across_the_client_side_rooms() -> None:
 def late_imports(path: Path) -> list[tuple[int, str]]:
     """(line, module) of every import inside a function of ``path``."""
     found = []
-    for node in ast.walk(parsed(path)):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for inner in ast.walk(node):
-                if isinstance(inner, ast.Import):
-                    found += [(inner.lineno, alias.name) for alias in inner.names]
-                elif isinstance(inner, ast.ImportFrom):
-                    found.append((inner.lineno, "." * inner.level + (inner.module or "")))
+    for inner in in_functions(path):
+        if isinstance(inner, ast.Import):
+            found += [(inner.lineno, alias.name) for alias in inner.names]
+        else:
+            found.append((inner.lineno, "." * inner.level + (inner.module or "")))
     return sorted(set(found))
 
 
@@ -279,17 +266,15 @@ def module_graph(root: Path = PACKAGE_DIR) -> dict[str, set[str]]:
     for module, path in paths.items():
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
         targets: set[str] = set()
-        for node in ast.walk(parsed(path)):
+        for node in imports(path):
             if isinstance(node, ast.Import):
                 sources = [(alias.name, []) for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
+            else:
                 base = package.split(".")
                 source = (".".join(base[:len(base) - (node.level - 1)]
                                    + ([node.module] if node.module else []))
                           if node.level else node.module or "")
                 sources = [(source, [alias.name for alias in node.names])]
-            else:
-                continue
             for source, names in sources:
                 submodules = [f"{source}.{name}" for name in names if f"{source}.{name}" in known]
                 targets.update(submodules)
