@@ -2,7 +2,7 @@
 and an incremental ``Transfer-Encoding: chunked`` decoder.
 
 :class:`~fourfold.client.transport.RawH1Transport` sends and reads; everything here is bytes in,
-values out, so it is tested on recorded and torn bytes (``tests/unit/test_client_fuzz.py``).
+values out, so it is tested on recorded and torn bytes (``tests/properties/test_client_fuzz.py``).
 A response the peer breaks raises ``httpx.RemoteProtocolError`` (callers classify one exception
 tree, see :mod:`~fourfold.client.transport`). :func:`read_head` takes a ``read() ->
 (perf_counter_ns, bytes)`` function, so it runs the same on a socket, the reactor or a test list.

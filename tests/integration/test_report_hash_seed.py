@@ -1,5 +1,5 @@
 """`fourfold compare` in two processes with different string hashing gives the same report (the
-loading and its errors, in one process, are in tests/unit/test_report_load.py)."""
+loading and its errors, in one process, are in tests/reports/test_report_load.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.unit.test_report_data import RunSpec, write_run
+from tests.rundirs import RunSpec, write_run
 
 pytestmark = pytest.mark.integration
 

@@ -392,9 +392,12 @@ def inside_uses(source: str | Path) -> list[tuple[int, str, str]]:
 
 
 def test_no_module_outside_the_adapters_uses_another_librarys_insides() -> None:
+    # a use spells its name in the module's text: the modules that spell none are not parsed
+    names = {*PRIVATE_ATTRIBUTES, *INSIDE_NAMES, *INSIDE_STRINGS, *ATTRIBUTE_ONLY, *ASSIGNED_ATTRIBUTES}
+    spelled = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(names))) + r")\b")
     found = []
     for path in sorted(PACKAGE_DIR.rglob("*.py")):
-        if ADAPTERS_DIR in path.parents:
+        if ADAPTERS_DIR in path.parents or not spelled.search(path.read_text(encoding="utf-8")):
             continue
         for line, name, library in inside_uses(path):
             found.append(f"{path.relative_to(PACKAGE_DIR.parent)}:{line}: {name} ({library}): "

@@ -129,7 +129,7 @@ def test_two_runs_of_one_version_reproduce_nothing(tmp_path):
     fingerprint's about-equal row is non-inferior, as two equal versions are."""
     from fourfold.reports.load import load_run
     from fourfold.reports.report import build_report
-    from tests.unit.test_report_data import RunSpec, write_dataset, write_run
+    from tests.rundirs import RunSpec, write_dataset, write_run
 
     dataset = write_dataset(tmp_path / "items.jsonl")
     runs = [load_run(write_run(tmp_path / "runs", RunSpec(label, seed=seed, n=400, pause_every=30),

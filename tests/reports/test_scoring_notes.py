@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 import math
 
-from test_report_data import RunSpec, write_run
-
 from fourfold.reports.compare import CompareSettings
 from fourfold.reports.html import render_html
 from fourfold.reports.markdown import render_markdown
 from fourfold.reports.report import report_from_paths
 from fourfold.reports.scores import read_scores
+from tests.rundirs import RunSpec, write_run
 
 FP32 = {"name": "all-MiniLM-L6-v2", "weights_sha256": "ca23fb4b4077" + "0" * 52,
         "backend": "torch-fp32", "id": "m"}

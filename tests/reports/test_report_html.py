@@ -6,13 +6,13 @@ import base64
 import re
 
 import pytest
-from test_report_data import RunSpec, write_run
 
 from fourfold.reports import html as html_module
 from fourfold.reports import plots
 from fourfold.reports.compare import CompareSettings
 from fourfold.reports.html import code_spans, render_html
 from fourfold.reports.report import report_from_paths
+from tests.rundirs import RunSpec, write_run
 
 ATTACK = "<script>alert(1)</script>"
 

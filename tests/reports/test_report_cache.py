@@ -8,7 +8,6 @@ import os
 
 import pandas as pd
 import pytest
-from test_report_data import RunSpec, write_run
 from test_report_load import _session_run
 
 import fourfold.reports.cache  # noqa: F401  (reports.cache below)
@@ -19,6 +18,7 @@ from fourfold.reports.compare import CompareSettings
 from fourfold.reports.csvout import write_csv
 from fourfold.reports.load import load_run
 from fourfold.reports.report import report_from_paths
+from tests.rundirs import RunSpec, write_run
 
 SETTINGS = CompareSettings(resamples=300)
 

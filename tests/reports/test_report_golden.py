@@ -15,12 +15,12 @@ import os
 from pathlib import Path
 
 import pytest
-from test_report_data import RunSpec, write_dataset, write_run
 
 from fourfold.cli import main
 from fourfold.reports.compare import CompareSettings
 from fourfold.reports.markdown import render_markdown
 from fourfold.reports.report import report_from_paths, report_from_sides
+from tests.rundirs import RunSpec, write_dataset, write_run
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 BASELINE_T1 = 1_700_000_600.0

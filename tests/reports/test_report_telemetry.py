@@ -7,12 +7,12 @@ import json
 
 import numpy as np
 import pytest
-from test_report_data import RunSpec, write_run
 
 from fourfold.reports.article import CLAIMS, find_row
 from fourfold.reports.compare import NA, CompareSettings, GroupSample, compare_groups
 from fourfold.reports.load import group_samples, load_run
 from fourfold.reports.telemetry import read_telemetry
+from tests.rundirs import RunSpec, write_run
 
 SETTINGS = CompareSettings(resamples=2000, seed=0)
 # first and last samples are partial ticks: steady() drops them (0 and 100 here)

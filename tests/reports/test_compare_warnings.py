@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from test_report_data import RunSpec, write_dataset, write_run
-
 from fourfold.cli import main
 from fourfold.reports.report import report_from_paths
+from tests.rundirs import RunSpec, write_dataset, write_run
 
 
 def _with_meta(run: Path, **fields: object) -> Path:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_report_data import RunSpec, write_run
 
 from fourfold.cli import main
 from fourfold.reports.compare import CompareSettings
 from fourfold.reports.load import RunDirError, load_run
 from fourfold.reports.report import report_from_paths
+from tests.rundirs import RunSpec, write_run
 
 
 @pytest.fixture
