@@ -1,6 +1,7 @@
 """The records reader's fast path (the compiled scanner, reports/_records_scan.c, with the exact
 fallback for the lines it hands back) against the fallback alone (every line decoded whole): the
-same table, row for row, on ordinary, awkward and randomly damaged files."""
+same table, row for row, on ordinary, awkward and damaged files (random damage and random numbers:
+tests/properties/test_native_fuzz.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,6 @@ import random
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from fourfold.errors import RecordsFormatError, SchemaError
 from fourfold.measure.record import RequestRecord
@@ -328,18 +327,6 @@ def scanned_offsets(text: str) -> np.ndarray:
 
 
 @needs_scanner
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(st.floats(allow_nan=False, allow_infinity=False),
-                          st.integers(-10**20, 10**20),
-                          st.decimals(allow_nan=False, allow_infinity=False, places=3).map(float)),
-                max_size=40))
-def test_numbers_parse_as_json_does(values):
-    parsed = scanned_offsets(",".join(json.dumps(v) for v in values))
-    expected = np.array([float(json.loads(json.dumps(v))) for v in values], dtype=np.float64)
-    assert parsed.tobytes() == expected.tobytes()              # bit for bit, -0.0 included
-
-
-@needs_scanner
 @pytest.mark.parametrize("text", ["-0", "-0.0", "-0e0", "0E-0", "1E2", "-1e-400", "123456789012345678901234",
                                   "9007199254740993", "0.1000000000000000055511151231257827",
                                   "2.2250738585072011e-308"])
@@ -355,41 +342,3 @@ def test_every_spelling_reads_as_json_does(text):
 def test_what_is_not_a_json_number_is_handed_back(text):
     with pytest.raises(ValueError, match="handed back"):
         scanned_offsets(text)
-
-
-@needs_scanner
-@pytest.mark.parametrize("seed", range(24))
-def test_damaged_lines_read_the_same(tmp_path, seed):
-    """Random damage (a byte replaced, dropped or added in one line of ten): both paths give the
-    same table, or both refuse the file the same way (a line that still parses as JSON but is no
-    longer a record). Blocks of 16 KiB cut the ~50 KB file in four, so damage also falls next to
-    a block's edge (smaller blocks cost ~10 ms each on both paths; the ordinary and awkward files
-    above are read in blocks down to 700 bytes)."""
-    rng = random.Random(seed)
-    out = []
-    for line in awkward_records():
-        data = bytearray(line.encode())
-        if data and rng.random() < 0.1:
-            i = rng.randrange(len(data))
-            op = rng.random()
-            if op < 0.4:
-                data[i] = rng.choice(b'"\\,:{}[]0123456789.eE-ntf \xff\x01')
-            elif op < 0.7:
-                del data[i]
-            else:
-                data.insert(i, rng.choice(b'"\\,:{}[]09.e-\xc3'))
-        out.append(bytes(data))
-    path = tmp_path / "records.jsonl"
-    path.write_bytes(b"\n".join(out) + b"\n")
-    results = []
-    for native in (True, False):
-        try:
-            results.append(read_record_table(path, native=native, block_bytes=16384))
-        except Exception as exc:  # noqa: BLE001 - compared below
-            results.append(exc)
-    native_result, fallback_result = results
-    if isinstance(native_result, Exception) or isinstance(fallback_result, Exception):
-        assert type(native_result) is type(fallback_result), (native_result, fallback_result)
-        assert str(native_result) == str(fallback_result)
-    else:
-        assert_same_table(native_result, fallback_result)
