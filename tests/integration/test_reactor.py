@@ -96,8 +96,10 @@ def test_bytes_get_their_arrival_time_not_the_time_they_were_read(pair):
     assert data == b"first token"
     assert read_ns - sent_ns >= 30e6
     # the kernel's stamp: when the bytes arrived (within a few ms of the send even on a busy
-    # machine), not when they were read 30 ms later
-    assert 0 <= t - sent_ns < 10e6 and read_ns - t >= 20e6
+    # machine), not when they were read 30 ms later. The stamp is the kernel's CLOCK_REALTIME turned
+    # into perf_counter time: beside two CPU hogs it read 36 us, then twice ~450 us, before the send
+    # (the clock offset read at its tightest: reactor.realtime_offset_ns), so 2 ms are allowed
+    assert -2e6 <= t - sent_ns < 10e6 and read_ns - t >= 20e6
 
 
 def _paced_body(client: socket.socket, server: socket.socket) -> tuple[int, list, list[int]]:
