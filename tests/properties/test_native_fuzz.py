@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 
 from fourfold.client import native as client
 from fourfold.reports.records import read_record_table
-from tests.unit.test_hotpath import INT64, same, vllm
+from tests.unit.test_hotpath import same, vllm
 from tests.unit.test_records_native import assert_same_table, awkward_records, needs_scanner, scanned_offsets
 
+INT64 = st.integers(-(2**63), 2**63 - 1)
 needs_hotpath = pytest.mark.skipif(client._hotpath is None, reason="fourfold.client._hotpath was not built")
 # (absurd times in the damaged lines: measure.metrics casts them to int64, the reader drops them)
 pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered in cast:RuntimeWarning")

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import strategies as st
 
 from fourfold.client import native
 from fourfold.client.dialects import get_dialect, jsonevents
@@ -37,9 +36,6 @@ def test_offsets_round_as_python_rounds() -> None:
     assert got == want
     assert [str(x) for x in got] == [str(x) for x in want]               # -0.0 stays -0.0
     assert native._hotpath.offsets_ms([t0 + 1_500], [1], t0) == [0.002]
-
-
-INT64 = st.integers(-(2**63), 2**63 - 1)
 
 
 def test_offsets_of_what_is_no_int_are_computed_or_refused_as_python_does() -> None:
