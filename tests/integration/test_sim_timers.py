@@ -93,18 +93,20 @@ async def main():
                b"Content-Length: %d\r\n\r\n" % len(body)) + body
     socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(N)]
     await asyncio.sleep(0.05)                        # every connection accepted
-    busy = threading.Event()
+    busy, done = threading.Event(), threading.Event()
     sent = []
     def client():
         busy.wait()
         for s in socks:                              # sent while the loop is busy: one poll finds all
             sent.append(time.monotonic())
             s.sendall(request)
+        done.set()
     thread = threading.Thread(target=client)
     thread.start()
-    def hold_loop():
-        busy.set()
-        spin(0.03)
+    def hold_loop():                                 # the loop does not poll until all four are sent
+        busy.set()                                   # (waited for, not a fixed spin: a client thread
+        done.wait(10.0)                              # held off its core by other processes sent them
+        spin(0.005)                                  # across several polls, 48 ms apart beside hogs)
     loop.call_soon(hold_loop)
     await asyncio.sleep(0)
     heads = []
