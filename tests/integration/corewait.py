@@ -48,6 +48,10 @@ class CoreWait:
     def p99_ms(self) -> float:
         return self.quantile_ms(0.99)
 
+    @property
+    def max_ms(self) -> float:
+        return max(self.late_ms, default=0.0)
+
 
 @contextmanager
 def core_wait() -> Iterator[CoreWait]:

