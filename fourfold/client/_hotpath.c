@@ -522,6 +522,10 @@ on_ready(PyObject *reader, int fd, long long offset, long long dense_gap, long l
     int got = read_stamped(fd, offset, &t, &data, &now);
     if (got <= 0)
         return got;
+    if (get_ll(reader, s_last_ns, &last))
+        goto error;
+    if (t < last)              /* a stamp before the previous read's: the clocks disagreed */
+        t = last;
     PyObject *queue = PyObject_GetAttr(reader, s_queue);
     PyObject *pair = queue == NULL ? NULL : Py_BuildValue("(LO)", t, data);
     PyObject *appended = pair == NULL ? NULL : PyObject_CallMethodOneArg(queue, s_append, pair);
@@ -530,7 +534,7 @@ on_ready(PyObject *reader, int fd, long long offset, long long dense_gap, long l
     if (appended == NULL)
         goto error;
     Py_DECREF(appended);
-    if (get_ll(reader, s_last_ns, &last) || set_ll(reader, s_last_ns, t))
+    if (set_ll(reader, s_last_ns, t))
         goto error;
     if (last && t - last < dense_gap)
         (*short_gaps)++;

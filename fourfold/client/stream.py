@@ -51,8 +51,15 @@ from fourfold.client.encoding import IDENTITY, decode_pieces
 from fourfold.client.h1wire import MalformedResponse
 from fourfold.client.native import offsets_ms
 from fourfold.client.reactor import drain as drain_reactor
+from fourfold.client.reactor import not_before
 from fourfold.client.transport import RawH1Transport, read_pieces
-from fourfold.measure.record import NO_TERMINAL_EVENT, UNSOLICITED, UNSOLICITED_BEFORE, RequestRecord
+from fourfold.measure.record import (
+    NO_TERMINAL_EVENT,
+    STAMPS_BEFORE_SEND,
+    UNSOLICITED,
+    UNSOLICITED_BEFORE,
+    RequestRecord,
+)
 from fourfold.measure.tokentiming import multi_token_chunks, streamed_tokens
 from fourfold.rundir.secrets import NO_SECRETS, Secrets
 from fourfold.rundir.secrets import for_request as secrets_for_request
@@ -205,6 +212,8 @@ def send(client: httpx.Client, dialect: Dialect, request: HttpRequest, record: R
     recv_ns = facts.recv_ns if facts is not None else None
     if recv_ns is not None and len(recv_ns) >= len(times):
         times = recv_ns[:len(times)]      # the transport's receive times (also when the body broke off)
+    if times and times[0] < t0:           # a receive stamp before the send (client.reactor.not_before)
+        times, record.extra[STAMPS_BEFORE_SEND] = not_before(times, t0)
     try:
         _finish(dialect, request, record, t0, times, chunks, transport_error, transport_detail, secrets,
                 tokenizer)

@@ -56,6 +56,9 @@ UNSOLICITED = "unsolicited_bytes"             # bytes after this response's end 
                                               # (malformed_stream)
 UNSOLICITED_BEFORE = "unsolicited_before"     # bytes an idle pooled connection held before this request
                                               # (dropped)
+# receive stamps that read before the request was sent (the kernel's clock and ours disagreeing, not
+# the target): raised to the send, so no latency is negative (client.stream)
+STAMPS_BEFORE_SEND = "stamps_before_send"
 INPUT_TOKENS_SOURCE = "input_tokens_source"   # with --tokenizer: "usage" (the server's count) or "tokenizer"
 TOOL_CALLS = "tool_calls"                     # the tool calls an answer made: [{"id", "name", "arguments"}]
 TOOL_CALLS_NOT_JSON = "tool_calls_not_json"   # of them, those whose arguments are no JSON object

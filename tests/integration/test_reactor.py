@@ -102,6 +102,22 @@ def test_bytes_get_their_arrival_time_not_the_time_they_were_read(pair):
     assert -2e6 <= t - sent_ns < 10e6 and read_ns - t >= 20e6
 
 
+def test_a_read_is_never_stamped_before_the_connection_s_previous_read(pair):
+    """Where the kernel's clock and perf_counter disagree, a read's stamp can come out before the
+    previous read's (or its request's send): the reader keeps its times in order, so no gap between
+    two reads of a stream is negative. Here the previous read is made to lie 5 s ahead."""
+    client, server = pair
+    reader = reactor_mod.reader_for(client)
+    assert reader is not None
+    try:
+        ahead = reader.last_ns = time.perf_counter_ns() + 5_000_000_000
+        server.sendall(b"next token")
+        t, data = reader.read()
+    finally:
+        reader.close()
+    assert data == b"next token" and t == ahead == reader.last_ns
+
+
 def _paced_body(client: socket.socket, server: socket.socket) -> tuple[int, list, list[int]]:
     """Send a chunked body of 20 tokens 4 ms apart and read it through the reactor: the reader's
     wake-ups, its reads (stamp, bytes) and the send times."""

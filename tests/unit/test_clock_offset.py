@@ -1,5 +1,8 @@
 """The offset that turns a kernel receive stamp (CLOCK_REALTIME) into perf_counter time
-(client/reactor.py, ``realtime_offset_ns``): a try preempted between its clock reads is passed over."""
+(client/reactor.py, ``realtime_offset_ns``): a try preempted between its clock reads is passed over.
+And where the two clocks still disagree, no receive time reads before its request's send
+(``reactor.not_before``, applied by client/stream.py; the reactor keeps a connection's reads in order:
+tests/integration/test_reactor.py)."""
 
 from __future__ import annotations
 
@@ -31,3 +34,11 @@ def test_three_wide_tries_give_the_narrowest_midpoint(monkeypatch):
 def test_on_this_machine_it_is_the_plain_difference_within_a_millisecond():
     plain = time.perf_counter_ns() - time.time_ns()
     assert abs(reactor.realtime_offset_ns() - plain) < 1_000_000
+
+
+def test_receive_times_before_the_send_are_raised_to_it_and_counted():
+    t0 = 5_000_000
+    assert reactor.not_before([t0 - 39_000, t0 - 1, t0 + 700_000, t0 + 900_000], t0) == (
+        [t0, t0, t0 + 700_000, t0 + 900_000], 2)
+    assert reactor.not_before([t0 - 2, t0 - 1], t0) == ([t0, t0], 2)     # a head and its body, both early
+    assert reactor.not_before([t0, t0 + 1], t0) == ([t0, t0 + 1], 0)
