@@ -19,7 +19,7 @@ from fourfold.client.dialects import RequestOptions, get_dialect
 from fourfold.client.factory import make_http_client
 from fourfold.client.stream import send
 from fourfold.measure.metrics import PHASES
-from fourfold.measure.record import RequestRecord
+from fourfold.measure.record import STAMPS_BEFORE_SEND, RequestRecord
 from fourfold.workloads.items import Item
 
 pytestmark = [pytest.mark.integration,
@@ -116,6 +116,28 @@ def test_a_read_is_never_stamped_before_the_connection_s_previous_read(pair):
     finally:
         reader.close()
     assert data == b"next token" and t == ahead == reader.last_ns
+
+
+def test_a_stamp_that_reads_before_the_send_gives_no_negative_latency(pair, monkeypatch):
+    """The kernel's clock made to read 1 s behind perf_counter (what a disagreement of the two clocks
+    does, magnified): every stamped read of the answer comes out before its request was sent. The
+    record keeps its latencies at 0 or more and says how many receive times were raised."""
+    true_offset = reactor_mod.realtime_offset_ns
+    monkeypatch.setattr(reactor_mod, "realtime_offset_ns", lambda: true_offset() - 1_000_000_000)
+    listener = _one_shot_server(_HEAD + _chunks(3) + _END)
+    host, port = listener.getsockname()
+    dialect = get_dialect("openai")
+    item = Item(id="q", messages=({"role": "user", "content": "hi"},))
+    try:
+        with make_http_client(f"http://{host}:{port}", read_timeout_s=5) as client:
+            record = send(client, dialect, dialect.build(item, RequestOptions(max_tokens=5)), RequestRecord())
+    finally:
+        listener.close()
+    assert record.error_class == "ok" and record.content_chunks == 3
+    assert record.extra[STAMPS_BEFORE_SEND] >= 1           # (the pair fixture made the host stamp)
+    offsets = record.chunk_offsets_ms
+    assert record.ttft_ms == offsets[0] >= 0 and record.ttfb_ms >= 0 and record.e2e_ms >= offsets[-1]
+    assert offsets == sorted(offsets)
 
 
 def _paced_body(client: socket.socket, server: socket.socket) -> tuple[int, list, list[int]]:
