@@ -8,6 +8,7 @@ client's own receive delay.
 
 from __future__ import annotations
 
+import functools
 import statistics
 
 import pytest
@@ -78,22 +79,44 @@ def test_ttfo_is_the_planned_answer_start_at_64_streams(thinking_sim, dialect_na
     """64 reasoning streams at once (20 reasoning tokens, then the answer, 10 ms apart): each
     record's TTFO is its first answer chunk, received when the simulator planned to send the first
     answer token (``answer_ms`` after it admitted the request): within 1 ms in the median on a quiet
-    machine; beside two busy loops within the 5 ms the first token's receive delay is held to above."""
+    machine; beside two busy loops within the 5 ms the first token's receive delay is held to above.
+
+    A stream whose first read held its answer too (the process did not run for the 150 ms of
+    reasoning: twice in fresh-clone CI beside two hogs, and once 44 of 64 streams) cannot be
+    measured: such streams are counted, and when more than half of them were, the 64 are sent again
+    (up to three times; a client that joins reads itself misses on every try)."""
     import gevent
     from gevent.pool import Pool
 
     dialect = get_dialect(dialect_name)
-    records: list[RequestRecord] = []
 
-    def one(_: int) -> None:
+    def one(records: list[RequestRecord], _: int) -> None:
         with make_http_client(thinking_sim) as client:
             request = dialect.build(ITEM, RequestOptions(max_tokens=30))
             request.headers["x-fourfold-plan-detail"] = "1"
             records.append(send(client, dialect, request, RequestRecord()))
 
-    pool = Pool(64)
-    with gevent.Timeout(60):
-        pool.map(one, range(64))
+    for _ in range(3):
+        records: list[RequestRecord] = []
+        pool = Pool(64)
+        with gevent.Timeout(60):
+            pool.map(functools.partial(one, records), range(64))
+        lags, joined = _answer_lags(records, dialect_name)
+        if joined <= 32 and len(lags) >= 16:
+            break
+    assert joined <= 32, f"{joined} of 64 streams read their whole reasoning in their first read"
+    assert len(lags) >= 16, f"only {len(lags)} of 64 streams read their first answer token alone"
+    print(f"{dialect_name}: TTFO - planned answer start, ms: median {statistics.median(lags):.3f}, "
+          f"max {max(lags):.3f} over {len(lags)} streams; {joined} joined")
+    # 1 ms on a quiet machine (docs/benchmarks.md); beside two busy loops the simulator itself sends late
+    # (it waits for a core too): 1.7 ms in the median in 1 of 12 runs, 2.96 ms (every stream 0.6 to 4.4 ms)
+    # in one CI run; the bound of test_measured_ttft_and_itl_match_the_plan's receive delay
+    assert min(lags) > -0.5 and abs(statistics.median(lags)) < 5.0, sorted(lags)
+
+
+def _answer_lags(records: list[RequestRecord], dialect_name: str) -> tuple[list[float], int]:
+    """Each measurable stream's TTFO minus its planned answer start (ms), and how many streams were
+    joined (the first read held the answer: TTFO == TTFT)."""
     lags, joined = [], 0
     for record in records:
         assert record.error_class == "truncated", record.error_detail          # max_tokens: "length"
@@ -101,8 +124,6 @@ def test_ttfo_is_the_planned_answer_start_at_64_streams(thinking_sim, dialect_na
             ((20, "chunks") if dialect_name == "anthropic" else (20, "usage"))
         assert record.plan["reasoning_tokens"] == 20
         if record.ttfo_ms == record.ttft_ms:
-            # the stream's first read held its answer too: the process did not run for the 150 ms of
-            # reasoning (twice in fresh-clone CI beside two hogs); counted, the others measured
             joined += 1
             continue
         assert record.ttfo_ms > record.ttft_ms + 150
@@ -114,11 +135,4 @@ def test_ttfo_is_the_planned_answer_start_at_64_streams(thinking_sim, dialect_na
             continue
         admitted_ms = (record.plan["t0_monotonic_s"] - record.sent_mono_s) * 1000
         lags.append(record.ttfo_ms - (admitted_ms + record.plan["answer_ms"]))
-    assert joined <= 32, f"{joined} of 64 streams read their whole reasoning in their first read"
-    assert len(lags) >= 16, f"only {len(lags)} of 64 streams read their first answer token alone"
-    print(f"{dialect_name}: TTFO - planned answer start, ms: median {statistics.median(lags):.3f}, "
-          f"max {max(lags):.3f} over {len(lags)} streams")
-    # 1 ms on a quiet machine (docs/benchmarks.md); beside two busy loops the simulator itself sends late
-    # (it waits for a core too): 1.7 ms in the median in 1 of 12 runs, 2.96 ms (every stream 0.6 to 4.4 ms)
-    # in one CI run; the bound of test_measured_ttft_and_itl_match_the_plan's receive delay
-    assert min(lags) > -0.5 and abs(statistics.median(lags)) < 5.0, sorted(lags)
+    return lags, joined
