@@ -39,6 +39,7 @@ from locust.exception import StopUser
 from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 
 from fourfold.client.factory import make_http_client
+from fourfold.client.reactor import realtime_offset_ns
 from fourfold.errors import OptionError
 from fourfold.levels import hooks, sweep_live
 from fourfold.levels.arrivals import arrivals_until, dispatcher_seed, trace_gaps, trace_share
@@ -284,7 +285,8 @@ class OpenLoopUser(GatewayBase):
         drop = self.gateway.max_in_flight_policy == "drop"
         now = time.perf_counter_ns
         due = self._start_ns = now()
-        self._start_wall, self._trace_end_ns = time.time(), 0
+        # by the tightest clock offset: time.time() after now() was late by a preemption (sends read early)
+        self._start_wall, self._trace_end_ns = (due - realtime_offset_ns()) / 1e9, 0
         self._last_send_ns = 0
         while True:
             gap_s = next(gaps, None)
