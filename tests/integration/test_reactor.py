@@ -125,12 +125,8 @@ def test_a_stamp_that_reads_before_the_send_gives_no_negative_latency(pair, monk
     true_offset = reactor_mod.realtime_offset_ns
     monkeypatch.setattr(reactor_mod, "realtime_offset_ns", lambda: true_offset() - 1_000_000_000)
     listener = _one_shot_server(_HEAD + _chunks(3) + _END)
-    host, port = listener.getsockname()
-    dialect = get_dialect("openai")
-    item = Item(id="q", messages=({"role": "user", "content": "hi"},))
     try:
-        with make_http_client(f"http://{host}:{port}", read_timeout_s=5) as client:
-            record = send(client, dialect, dialect.build(item, RequestOptions(max_tokens=5)), RequestRecord())
+        record = _ask(listener, read_timeout_s=5)
     finally:
         listener.close()
     assert record.error_class == "ok" and record.content_chunks == 3
@@ -189,6 +185,15 @@ def test_a_body_wakes_its_reader_once_and_keeps_every_read_apart(pair):
         assert 0 <= t - t_sent < 10e6
 
 
+def _ask(listener: socket.socket, read_timeout_s: float) -> RequestRecord:
+    """One streamed chat request (openai dialect, 5 tokens at most) to the server on ``listener``."""
+    host, port = listener.getsockname()
+    dialect = get_dialect("openai")
+    item = Item(id="q", messages=({"role": "user", "content": "hi"},))
+    with make_http_client(f"http://{host}:{port}", read_timeout_s=read_timeout_s) as client:
+        return send(client, dialect, dialect.build(item, RequestOptions(max_tokens=5)), RequestRecord())
+
+
 def _stalling_server(tokens: int) -> tuple[socket.socket, gevent.Greenlet]:
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
@@ -214,12 +219,8 @@ def _stalling_server(tokens: int) -> tuple[socket.socket, gevent.Greenlet]:
 @pytest.mark.timing
 def test_a_read_timeout_keeps_the_tokens_that_came_before_it():
     listener, server = _stalling_server(tokens=3)
-    host, port = listener.getsockname()
-    dialect = get_dialect("openai")
-    item = Item(id="q", messages=({"role": "user", "content": "hi"},))
     try:
-        with make_http_client(f"http://{host}:{port}", read_timeout_s=0.3) as client:
-            record = send(client, dialect, dialect.build(item, RequestOptions(max_tokens=5)), RequestRecord())
+        record = _ask(listener, read_timeout_s=0.3)
     finally:
         server.kill()
         listener.close()
