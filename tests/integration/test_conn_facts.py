@@ -86,9 +86,11 @@ def test_the_body_is_read_by_the_transport_in_one_loop(monkeypatch):
     assert calls == [True, True]                 # the reactor's queue, read in one loop, twice
     assert [(r.error_class, r.output_tokens, r.terminal) for r in records] == [("ok", 20, True)] * 2
     # one offset per read that carried content: 20 tokens 10 ms apart are 20 reads on a quiet
-    # machine, but two tokens that arrive while this process waits for a core are read (and timed)
-    # as one; every token is still counted (output_tokens, from the usage)
-    assert all(15 <= r.content_chunks == len(r.chunk_offsets_ms) <= 20 for r in records)
+    # machine, but tokens that arrive while this process or the simulator waits for a core are
+    # written or read (and timed) as one (in CI beside two hogs the simulator once wrote 30 tokens in
+    # 20 chunks); every token is still counted (output_tokens, from the usage). That each read is
+    # kept apart is test_reactor's; here the body must come in more than one read
+    assert all(1 < r.content_chunks == len(r.chunk_offsets_ms) <= 20 for r in records)
     assert records[1].conn_reused                # the body was read to its end: the connection went back
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from fourfold.levels.arrivals import ArrivalProcess, GapStats, arrival_offsets, dispatcher_seed, gaps_of
+from fourfold.levels.l2_stats import QUEUE_P99_WARN_MS
 from tests.conftest import REPO, free_port, locust_env, only_run_dir, read_jsonl, run_locust
 
 pytestmark = pytest.mark.integration
@@ -85,8 +86,15 @@ def test_open_loop_poisson_sends_on_its_schedule(tmp_path, locustfile):
         ["-f", locustfile("l2_open_loop.py"), "--headless", "-t", "7s", "--arrival-rate", "20",
          "--sim-profile", "flat", "--max-tokens", "10", "--ignore-eos"], tmp_path)
     loop = summary["l2"]["open_loop"]
-    assert loop["generator_kept_up"] and loop["target_kept_up"] and loop["warnings"] == [], loop
-    assert "ok: the load generator kept up" in out
+    assert loop["target_kept_up"], loop
+    # a generator whose event loop stood still as long as the queueing limit (a CI machine's stall:
+    # 524 ms once) rightly says it fell behind; otherwise it kept up, with its queue p99 in bounds
+    if summary["generator"]["loop_lag_ms_max"] < QUEUE_P99_WARN_MS:
+        assert loop["generator_kept_up"] and loop["warnings"] == [], loop
+        assert "ok: the load generator kept up" in out
+        assert summary["groups"][0]["queue_ms"]["p99"] < QUEUE_P99_WARN_MS
+    else:
+        assert loop["generator_kept_up"] == (loop["warnings"] == []), loop
     # the live dispatcher made exactly the pure generator's arrivals (same seed, same window)
     schedule = arrival_offsets(ArrivalProcess("poisson", 20.0), loop["window_s"], dispatcher_seed(0, 0))
     assert abs(loop["arrivals"] - len(schedule)) <= 1
@@ -107,7 +115,6 @@ def test_open_loop_poisson_sends_on_its_schedule(tmp_path, locustfile):
         len(schedule) / schedule[-1], rel=0.05)
     queue = summary["groups"][0]["queue_ms"]
     assert summary["groups"][0]["scenario"] == "open" and queue["count"] == len(_measured(records))
-    assert queue["p99"] < 100
     assert loop["ttft_from_arrival_ms"]["p50"] >= summary["groups"][0]["ttft_ms"]["p50"]
 
 

@@ -475,11 +475,12 @@ def test_gateway_limit_429_queue_and_idle_timeout() -> None:
         holder.close()
     with start_simulator("flat",
                          extra_args=["--max-concurrency", "1", "--keepalive-timeout-s", "0.3"]) as sim:
-        holder = Conn(sim)
-        holder.sock.sendall(request_bytes("POST", "/v1/chat/completions", chat(SKY, max_tokens=10)))
-        time.sleep(0.02)
+        holder = Conn(sim)                                 # admitted (its head read): 50 + 39 x 10 ms
+        holder.sock.sendall(request_bytes("POST", "/v1/chat/completions",
+                                          chat(SKY, stream=True, max_tokens=40, ignore_eos=True)))
+        holder.sock.recv(4096)
         queued = call(sim, "POST", "/v1/chat/completions", chat(SKY, max_tokens=1))
-        assert queued.status == 200 and queued.plan["queued_ms"] > 100
+        assert queued.status == 200 and queued.plan["queued_ms"] > 200   # 440 less any stall of ours
         idle = Conn(sim)
         assert idle.exchange(request_bytes("GET", "/health")).status == 200
         time.sleep(0.6)
