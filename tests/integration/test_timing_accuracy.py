@@ -19,6 +19,7 @@ from fourfold.client.stream import send
 from fourfold.measure.record import RequestRecord
 from fourfold.targets.launch import start_simulator
 from fourfold.workloads.items import Item
+from tests.integration.corewait import core_wait
 
 pytestmark = [pytest.mark.integration, pytest.mark.timing]
 ITEM = Item(id="qa-brief", messages=({"role": "user", "content": "Briefly explain quantum annealing."},))
@@ -35,7 +36,7 @@ def test_measured_ttft_and_itl_match_the_plan(flat_sim, dialect_name):
     dialect = get_dialect(dialect_name)
     ttft_lag, ttft_err, itl_err = [], [], []
     clean = joined = 0
-    with make_http_client(flat_sim) as client:
+    with make_http_client(flat_sim) as client, core_wait() as wait:
         for i in range(12):
             request = dialect.build(ITEM, RequestOptions(max_tokens=30))
             request.headers["x-fourfold-plan-detail"] = "1"
@@ -60,11 +61,15 @@ def test_measured_ttft_and_itl_match_the_plan(flat_sim, dialect_name):
                 break
     assert clean == 5, f"only {clean} of {i + 1} requests had each token read alone ({joined} did not)"
     # receive delay of the first token: never negative (beyond clock rounding), small
+    # (the typical figures, plus what this machine typically added to a wake-up meanwhile: the
+    # simulator sends each token when its process is woken; beside two hogs ~0.1 to 1 ms)
+    late_ms = wait.quantile_ms(0.5)
+    print(f"\nmedian ITL error {statistics.median(itl_err):.2f} ms, wake-ups late {late_ms:.2f} ms (p50)")
     assert min(ttft_lag) > -0.5
-    assert statistics.median(ttft_lag) < 5.0
+    assert statistics.median(ttft_lag) < 5.0 + late_ms
     # end to end (request transit + admission included): the 50 ms plan, within a few ms
-    assert 0 < statistics.median(ttft_err) < 8.0
-    assert statistics.median(itl_err) < 2.0
+    assert 0 < statistics.median(ttft_err) < 8.0 + late_ms
+    assert statistics.median(itl_err) < 2.0 + late_ms, (statistics.median(itl_err), late_ms)
 
 
 @pytest.fixture(scope="module")
