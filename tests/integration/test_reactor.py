@@ -317,8 +317,13 @@ def test_busy_streams_are_drained_from_a_timer_without_restarting_the_io_watcher
     # (a spent libev timer started again fires immediately: the reactor makes a new one per tick)
     ticks = [b[0] - a[0] for a, b in zip(drains, drains[1:]) if a[2] and b[1]]
     assert len(ticks) > 20 and sorted(ticks)[len(ticks) // 2] >= 0.8e6
-    # ~250 busy ticks; the watcher restarted only when a tick found nothing (the old code: every tick)
-    assert reactor.watcher_starts - starts_before <= 48
+    # ~250 busy ticks; the watcher restarted only when a tick found nothing (the old code: every
+    # tick). How many ticks are quiet is the talker's luck with a core: 0 on a quiet machine, 25 of
+    # 276 beside five hogs, each one restart (and the one at the end)
+    timer_drains = [found for _, from_timer, found in drains if from_timer]
+    quiet = timer_drains.count(0)
+    restarts = reactor.watcher_starts - starts_before
+    assert len(timer_drains) - quiet > 100 and restarts <= quiet + 2, (len(timer_drains), quiet, restarts)
 
 
 def _one_shot_server(response: bytes, pause_after: int = 0,
