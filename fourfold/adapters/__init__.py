@@ -8,7 +8,7 @@ package and nowhere else, one module per library:
   response stream, the connection pool of ``httpx.HTTPTransport``;
 - :mod:`fourfold.adapters.gevent`: the OS socket inside a gevent socket;
 - :mod:`fourfold.adapters.locust`: a User's wait state, a worker's stats report, the web UI's
-  template arguments and start form;
+  template arguments and start form, Locust's option defaults built once;
 - :mod:`fourfold.adapters.flask`: replacing a request's parsed form (Flask / Werkzeug);
 - :mod:`fourfold.adapters.argparse`: a parser's list of actions.
 

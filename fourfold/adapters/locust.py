@@ -5,7 +5,9 @@
 - the web UI's template arguments: the extra tabs, tables and downloads
   (:func:`add_web_ui_tabs`, the shape of Locust's ``examples/extend_web_ui.py``) and the start
   form's option defaults (:func:`hide_secret_defaults_in_start_form`);
-- the ``include_in_web_ui`` mark Locust's parser puts on each option (:func:`show_in_web_ui`).
+- the ``include_in_web_ui`` mark Locust's parser puts on each option (:func:`show_in_web_ui`);
+- Locust's own options' defaults, built once per process instead of once per option of every
+  spawn message a worker handles (:func:`build_default_args_once`).
 
 Locust is imported inside the functions: importing it patches the standard library with gevent
 (``locust/__init__.py``), which a module that merely imports this one must not do.
@@ -21,7 +23,8 @@ import gevent
 
 from fourfold.adapters.argparse import actions
 
-__all__ = ["add_web_ui_tabs", "hide_secret_defaults", "hide_secret_defaults_in_start_form", "send_stats_now",
+__all__ = ["add_web_ui_tabs", "build_default_args_once", "hide_secret_defaults",
+           "hide_secret_defaults_in_start_form", "send_stats_now",
            "show_in_web_ui", "user_waiting"]
 
 
@@ -117,3 +120,34 @@ def show_in_web_ui(parser: Any, dests: Collection[str]) -> None:
     for action in actions(parser):
         if action.dest in dests:
             action.include_in_web_ui = True  # type: ignore[attr-defined]
+
+
+def build_default_args_once() -> None:
+    """Make ``locust.argument_parser.default_args_dict`` build its dict once per process.
+
+    A worker handles each spawn message (the test's start, and every change of the user count: a
+    ladder step, an edit in the web UI) by keeping the master's options that are not Locust's own,
+    and it asks ``default_args_dict()`` once per option: each call builds Locust's whole parser
+    (~2.4 ms). With fourfold's options a worker's event loop stood still 210 to 270 ms at each
+    spawn message (gevent's blocking monitor showed where), while its users' streams were in
+    flight. The dict is Locust's own options' defaults (no event hook adds to that parser) read
+    with the process's environment, so one build serves the process; each caller gets a copy.
+    Idempotent.
+
+    Private name: the module attribute ``locust.argument_parser.default_args_dict``, which
+    ``WorkerRunner.handle_message`` and ``ui_extra_args_dict`` look up through the module at each
+    call; checked against locust 2.47.0."""
+    from locust import argument_parser
+
+    build = argument_parser.default_args_dict
+    if getattr(build, "fourfold_once", False):
+        return
+    built: list[dict[str, Any]] = []
+
+    def default_args_dict() -> dict[str, Any]:
+        if not built:
+            built.append(build())
+        return dict(built[0])
+
+    default_args_dict.fourfold_once = True  # type: ignore[attr-defined]
+    argument_parser.default_args_dict = default_args_dict

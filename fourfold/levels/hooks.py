@@ -38,7 +38,7 @@ from typing import Any
 import gevent
 from locust.runners import STATE_RUNNING, STATE_SPAWNING
 
-from fourfold.adapters.locust import send_stats_now
+from fourfold.adapters.locust import build_default_args_once, send_stats_now
 from fourfold.errors import UsageError
 from fourfold.levels import abort, inputs, livequality, prometheus, slogate, watchdog, webui, webui_report
 from fourfold.levels import options as _options
@@ -96,6 +96,7 @@ def _deliver_sigint_to_main() -> None:
 
 def _on_init(environment: Any, **_kw: Any) -> None:
     _deliver_sigint_to_main()
+    build_default_args_once()                # a worker's spawn messages: no 250 ms stall each
     inputs.check_or_exit(environment)        # options and datasets: one line, exit 2, before anything starts
     runtime = register_runtime(environment)
     abort.register(environment, runtime)     # --abort-on-error-rate: a run whose every request fails stops

@@ -9,6 +9,7 @@ import pytest
 
 from fourfold.measure.loadgen import LAG_INTERVAL_S, starved
 from tests.conftest import only_run_dir, run_distributed, run_locust
+from tests.integration.corewait import core_wait
 
 pytestmark = [pytest.mark.integration, pytest.mark.timing]
 
@@ -52,3 +53,20 @@ def test_the_master_merges_its_workers_health_and_adds_none_of_its_own(tmp_path,
     # in CI beside the hogs the worker's last report came after the master wrote summary.json, and
     # the block held the first report's alone (one CPU reading)
     assert_plausible(summary["generator"], processes=1, fewest=1)
+
+
+def test_a_worker_s_loop_does_not_stand_still_when_the_ladder_steps(tmp_path, locustfile):
+    """Each ladder step is a spawn message to the workers; Locust's handling of one built its whole
+    argument parser once per option (fourfold.adapters.locust.build_default_args_once), and held
+    the worker's event loop 210 to 270 ms per step on a quiet machine, 524 ms once in CI, while its
+    users' streams were in flight. Two step changes, with the machine's own wake-up delays measured
+    beside them (corewait)."""
+    with core_wait() as wait:
+        run_distributed(["-f", locustfile("l2_gateway.py"), "--sim-profile", "flat", "--max-tokens", "16",
+                         "--ignore-eos"],
+                        ["--ladder", "2,4,8", "--ladder-hold-s", "2"], tmp_path, workers=1, timeout=60)
+    summary = json.loads((only_run_dir(tmp_path) / "summary.json").read_text())
+    assert [s["users"] for s in summary["l2"]["ladder"]["ladder"]["steps"]] == [2, 4, 8]
+    block = summary["generator"]
+    assert block["processes"] == 1 and block["samples"] >= 30           # 6 s, a wake-up each 100 ms
+    assert block["loop_lag_ms_max"] < 100.0 + wait.max_ms, (block, wait.max_ms)

@@ -75,6 +75,16 @@ def _worker_send_stats() -> bool:
     return callable(getattr(WorkerRunner, "_send_stats", None))
 
 
+def _worker_reads_default_args_through_the_module() -> bool:
+    """``WorkerRunner.handle_message`` calls ``argument_parser.default_args_dict()`` at each call,
+    through the module (so the adapter's replacement is the one it calls)."""
+    from locust import argument_parser
+    from locust.runners import WorkerRunner
+
+    return (callable(getattr(argument_parser, "default_args_dict", None))
+            and "argument_parser.default_args_dict()" in inspect.getsource(WorkerRunner.handle_message))
+
+
 def _web_ui_update() -> bool:
     from locust.web import WebUI
 
@@ -103,6 +113,8 @@ NAMES: list[tuple[str, str, Callable[[], bool]]] = [
     ("locust", "User._state and locust.user.task.LOCUST_STATE_*", _user_state_names),
     ("locust", "WorkerRunner._send_stats", _worker_send_stats),
     ("locust", "WebUI.update_template_args", _web_ui_update),
+    ("locust", "argument_parser.default_args_dict, read by WorkerRunner.handle_message",
+     _worker_reads_default_args_through_the_module),
     ("argparse", "ArgumentParser._actions", _argparse_actions),
 ]
 
@@ -247,6 +259,26 @@ def test_locust_send_stats_now_on_a_worker_only() -> None:
     assert locust_adapter.send_stats_now(object()) is False
 
 
+def test_locust_default_args_are_built_once_and_each_caller_gets_its_own_copy(monkeypatch) -> None:
+    from locust import argument_parser
+
+    builds: list[int] = []
+    original = argument_parser.default_args_dict
+
+    def counted() -> dict:
+        builds.append(1)
+        return original()
+
+    monkeypatch.setattr(argument_parser, "default_args_dict", counted)    # restored after the test
+    locust_adapter.build_default_args_once()
+    locust_adapter.build_default_args_once()                              # idempotent: wrapped once
+    first = argument_parser.default_args_dict()
+    assert first == original() and "num_users" in first and "host" in first
+    first["num_users"] = "changed by a caller"
+    assert [argument_parser.default_args_dict() for _ in range(50)] == [original()] * 50
+    assert builds == [1]
+
+
 def test_locust_web_ui_template_args() -> None:
     from locust.argument_parser import UIExtraArgOptions
     from locust.web import WebUI
@@ -340,7 +372,7 @@ PRIVATE_ATTRIBUTES = {
 # names of another library's insides, wherever code (not a docstring) uses them
 INSIDE_NAMES = {
     "LOCUST_STATE_RUNNING": "locust", "LOCUST_STATE_STOPPING": "locust", "LOCUST_STATE_WAITING": "locust",
-    "update_template_args": "locust", "template_args": "locust",
+    "update_template_args": "locust", "template_args": "locust", "default_args_dict": "locust",
 }
 INSIDE_STRINGS = {"extended_tabs": "locust", "extended_tables": "locust", "extended_csv_files": "locust",
                   "extra_options": "locust"}
