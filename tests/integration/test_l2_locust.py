@@ -87,8 +87,8 @@ def test_open_loop_poisson_sends_on_its_schedule(tmp_path, locustfile):
          "--sim-profile", "flat", "--max-tokens", "10", "--ignore-eos"], tmp_path)
     loop = summary["l2"]["open_loop"]
     assert loop["target_kept_up"], loop
-    # a generator whose event loop stood still as long as the queueing limit (a CI machine's stall:
-    # 524 ms once) rightly says it fell behind; otherwise it kept up, with its queue p99 in bounds
+    # a generator whose event loop stood still as long as the queueing limit (a stall of a busy
+    # machine) rightly says it fell behind; otherwise it kept up, with its queue p99 in bounds
     if summary["generator"]["loop_lag_ms_max"] < QUEUE_P99_WARN_MS:
         assert loop["generator_kept_up"] and loop["warnings"] == [], loop
         assert "ok: the load generator kept up" in out
