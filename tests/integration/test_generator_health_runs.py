@@ -21,8 +21,9 @@ SHAPE = {"cpu_pct_mean": float, "cpu_pct_max": float, "loop_lag_ms_p50": float, 
 def assert_plausible(block: dict, processes: int, fewest: float = RUN_S / LAG_INTERVAL_S / 2) -> None:
     assert set(block) == set(SHAPE) and all(type(block[key]) is kind for key, kind in SHAPE.items()), block
     assert block["processes"] == processes
-    # one wake-up per 100 ms at most, from test_start to test_stopping (about the run time), per process
-    assert fewest <= block["samples"] <= processes * (RUN_S / LAG_INTERVAL_S + 5), block
+    # one wake-up per 100 ms at most, from test_start to test_stopping, per process: the run time and,
+    # on a worker, the spawn and stop messages' way (57 wake-ups in a CI run's 5 s, beside the load)
+    assert fewest <= block["samples"] <= processes * (RUN_S + 2) / LAG_INTERVAL_S, block
     assert 0.0 < block["cpu_pct_mean"] <= block["cpu_pct_max"] <= 400.0, block
     assert (0.0 <= block["loop_lag_ms_p50"] <= block["loop_lag_ms_p99"] <= block["loop_lag_ms_max"]
             < 2000.0), block

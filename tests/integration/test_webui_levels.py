@@ -133,7 +133,8 @@ def test_master_two_workers_live_panel_is_merged(tmp_path, locustfile):
     run = _summaries(tmp_path)[0].parent
     records = [r for r in _records(run) if not r.get("warmup") and r.get("error_class") != "cancelled"]
     rag = live["blocks"]["rag"]
-    assert rag["requests"] == len(records) == summary["total"]["requests"] > 8
+    # at least the 8 the live block showed before Stop (no more when none ended between the two)
+    assert rag["requests"] == len(records) == summary["total"]["requests"] >= 8
     ok = [r for r in records if RequestRecord.from_dict(r).ok]
     recalls = [r["extra"]["recall_at_k"] for r in ok if r["extra"].get("recall_at_k") is not None]
     assert rag["recall_at_k"] == pytest.approx(sum(recalls) / len(recalls), rel=1e-9)
