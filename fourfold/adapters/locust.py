@@ -128,7 +128,7 @@ def build_default_args_once() -> None:
     A worker handles each spawn message (the test's start, and every change of the user count: a
     ladder step, an edit in the web UI) by keeping the master's options that are not Locust's own,
     and it asks ``default_args_dict()`` once per option: each call builds Locust's whole parser
-    (~2.4 ms). With fourfold's options a worker's event loop stood still 210 to 270 ms at each
+    (~2.4 ms). With fourfold's options a worker's event loop stood still 209 to 272 ms at each
     spawn message (gevent's blocking monitor showed where), while its users' streams were in
     flight. The dict is Locust's own options' defaults (no event hook adds to that parser) read
     with the process's environment, so one build serves the process; each caller gets a copy.

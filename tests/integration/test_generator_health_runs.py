@@ -59,9 +59,9 @@ def test_the_master_merges_its_workers_health_and_adds_none_of_its_own(tmp_path,
 def test_a_worker_s_loop_does_not_stand_still_when_the_ladder_steps(tmp_path, locustfile):
     """Each ladder step is a spawn message to the workers; Locust's handling of one built its whole
     argument parser once per option (fourfold.adapters.locust.build_default_args_once), and held
-    the worker's event loop 210 to 270 ms per step on a quiet machine, 524 ms once in CI, while its
-    users' streams were in flight. Two step changes, with the machine's own wake-up delays measured
-    beside them (corewait)."""
+    the worker's event loop 209 to 272 ms per step on a quiet machine (most likely also the 524 ms
+    of a CI run's ladder), while its users' streams were in flight. Two step changes, with the
+    machine's own wake-up delays measured beside them (corewait)."""
     with core_wait() as wait:
         run_distributed(["-f", locustfile("l2_gateway.py"), "--sim-profile", "flat", "--max-tokens", "16",
                          "--ignore-eos"],

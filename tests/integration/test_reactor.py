@@ -245,7 +245,6 @@ def test_a_read_timeout_keeps_the_tokens_that_came_before_it():
     gaps = [b - a for a, b in zip(record.chunk_offsets_ms, record.chunk_offsets_ms[1:])]
     spans = [(b[0] - a[1], b[1] - a[0]) for a, b in zip(sent_ms, sent_ms[1:])]
     assert all(low - 2 <= g <= high + 2 for g, (low, high) in zip(gaps, spans)), (gaps, spans)
-    assert all(g > 5 for g in gaps), gaps
 
 
 _TALKER = r"""

@@ -124,7 +124,7 @@ def test_l2_ladder_panel_is_merged_and_equals_the_summary_and_records(tmp_path, 
     # the knee is 2 unless a worker's event loop stood still for as long as the SLO: then a stream's
     # tokens came in one read, stamped at its end (a fresh-clone CI run: both 2-user streams in flight
     # at the step change read whole at 501 ms, the generator's loop lag max 524 ms, no knee; that stall
-    # was Locust's handling of the step's spawn message, fixed by build_default_args_once, but a
+    # was most likely Locust's handling of the step's spawn message, fixed by build_default_args_once, but a
     # machine can still stall a process that long)
     if summary["generator"]["loop_lag_ms_max"] < 450:
         assert knee == 2, (ladder["steps"], summary["generator"])
